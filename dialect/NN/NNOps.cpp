@@ -1,0 +1,446 @@
+//===- NNOps.cpp - verifiers and helpers of the nn dialect ----------------===//
+//
+// Every verifier says what is wrong in terms of the model: which operand,
+// which dimension, what it is and what it should be.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/NN/NNDialect.h"
+
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionImplementation.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace fsdp::nn;
+
+namespace {
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += ", ";
+    s += ShapedType::isDynamic(shape[i]) ? "?" : std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool dimMatches(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+bool shapeMatches(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!dimMatches(a[i], b[i]))
+      return false;
+  return true;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+LogicalResult expectRank(Operation *op, Value v, StringRef what, int64_t rank) {
+  auto shape = shapeOf(v);
+  if ((int64_t)shape.size() != rank)
+    return op->emitOpError() << what << " must have rank " << rank << ", but it is "
+                             << shapeStr(shape);
+  return success();
+}
+
+// A weight's dimension sizes must be static, since parameters have fixed shapes.
+LogicalResult expectVector(Operation *op, Value v, StringRef what, int64_t size) {
+  auto shape = shapeOf(v);
+  if (shape.size() != 1 || shape[0] != size)
+    return op->emitOpError() << what << " must be [" << size << "], but it is "
+                             << shapeStr(shape);
+  return success();
+}
+
+LogicalResult expectResultShape(Operation *op, ArrayRef<int64_t> expected) {
+  auto got = shapeOf(op->getResult(0));
+  if (!shapeMatches(got, expected))
+    return op->emitOpError() << "result must be " << shapeStr(expected)
+                             << ", but it is " << shapeStr(got);
+  return success();
+}
+
+LogicalResult expectSameElementType(Operation *op, Value a, Value b, StringRef what) {
+  if (elemOf(a) != elemOf(b))
+    return op->emitOpError() << what << " has element type " << elemOf(b)
+                             << ", expected " << elemOf(a);
+  return success();
+}
+
+LogicalResult verifyModuleAttr(Operation *op) {
+  if (auto m = op->getAttrOfType<StringAttr>("module"))
+    if (m.getValue().empty())
+      return op->emitOpError() << "module path must not be empty";
+  return success();
+}
+
+// The last dimension of an activation must be known: it is a hidden size.
+FailureOr<int64_t> staticLastDim(Operation *op, Value v, StringRef what) {
+  auto shape = shapeOf(v);
+  if (shape.empty() || ShapedType::isDynamic(shape.back())) {
+    op->emitOpError() << what << " must have a static last dimension, but it is "
+                      << shapeStr(shape);
+    return failure();
+  }
+  return shape.back();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// GraphOp
+//===----------------------------------------------------------------------===//
+
+ParseResult GraphOp::parse(OpAsmParser &parser, OperationState &result) {
+  auto buildType = [](Builder &b, ArrayRef<Type> args, ArrayRef<Type> results,
+                      function_interface_impl::VariadicFlag, std::string &) {
+    return b.getFunctionType(args, results);
+  };
+  return function_interface_impl::parseFunctionOp(
+      parser, result, /*allowVariadic=*/false,
+      getFunctionTypeAttrName(result.name), buildType,
+      getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
+}
+
+void GraphOp::print(OpAsmPrinter &p) {
+  function_interface_impl::printFunctionOp(
+      p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
+      getArgAttrsAttrName(), getResAttrsAttrName());
+}
+
+std::vector<ParamOp> GraphOp::getParams() {
+  std::vector<ParamOp> params;
+  for (auto p : getBody().getOps<ParamOp>())
+    params.push_back(p);
+  return params;
+}
+
+LogicalResult GraphOp::verify() {
+  auto type = getFunctionType();
+  if (type.getNumInputs() != 2)
+    return emitOpError() << "takes (tokens, targets), but has "
+                         << type.getNumInputs() << " arguments";
+  for (auto [i, t] : llvm::enumerate(type.getInputs())) {
+    auto tt = dyn_cast<RankedTensorType>(t);
+    if (!tt || tt.getRank() != 2 || !tt.getElementType().isSignlessInteger())
+      return emitOpError() << (i == 0 ? "tokens" : "targets")
+                           << " must be a rank-2 integer tensor [batch, seq], but is "
+                           << t;
+  }
+  if (type.getNumResults() != 1 ||
+      type.getResult(0) != RankedTensorType::get({}, Float32Type::get(getContext())))
+    return emitOpError() << "must return the loss as tensor<f32>";
+  if (getNumBlocks() < 0)
+    return emitOpError() << "num_blocks must be >= 0, but is " << getNumBlocks();
+  if (getNumBlocks() > 0 && getBlockPrefix().empty())
+    return emitOpError() << "block_prefix must name the block list when num_blocks > 0";
+  if (getMaxSeqLen() <= 0)
+    return emitOpError() << "max_seq_len must be positive, but is " << getMaxSeqLen();
+  if (getModelType().empty())
+    return emitOpError() << "model_type must not be empty";
+
+  llvm::StringMap<ParamOp> seen;
+  for (ParamOp p : getParams()) {
+    auto [it, inserted] = seen.try_emplace(p.getName(), p);
+    if (!inserted)
+      return p.emitOpError() << "duplicate parameter name '" << p.getName() << "'"
+                             << " (first declared at " << it->second.getLoc() << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReturnOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReturnOp::verify() {
+  auto graph = (*this)->getParentOfType<GraphOp>();
+  auto results = graph.getFunctionType().getResults();
+  if (getOperands().size() != results.size())
+    return emitOpError() << "returns " << getOperands().size()
+                         << " values, but the graph declares " << results.size();
+  for (auto [v, t] : llvm::zip(getOperands(), results))
+    if (v.getType() != t)
+      return emitOpError() << "returns " << v.getType()
+                           << ", but the graph declares " << t;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "parameter name must not be empty";
+  if (getName().find_first_of(" \t\n") != StringRef::npos)
+    return emitOpError() << "parameter name '" << getName()
+                         << "' must not contain whitespace";
+  auto type = getResult().getType();
+  if (type.getRank() == 0 || !type.hasStaticShape())
+    return emitOpError() << "parameter '" << getName()
+                         << "' must have a static shape of rank >= 1, but it is "
+                         << shapeStr(type.getShape());
+  for (int64_t d : type.getShape())
+    if (d <= 0)
+      return emitOpError() << "parameter '" << getName()
+                           << "' has a non-positive dimension in "
+                           << shapeStr(type.getShape());
+  return success();
+}
+
+int64_t ParamOp::getNumElements() { return getResult().getType().getNumElements(); }
+
+StringRef ParamOp::getModulePath() {
+  auto pos = getName().rfind('.');
+  return pos == StringRef::npos ? StringRef() : getName().substr(0, pos);
+}
+
+//===----------------------------------------------------------------------===//
+// Compute ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult PositionIdsOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getTokens(), "tokens", 2)))
+    return failure();
+  if (getTokens().getType() != getResult().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the tokens' type " << getTokens().getType();
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getIds(), "ids", 2)) ||
+      failed(expectRank(*this, getTable(), "table", 2)) ||
+      failed(expectSameElementType(*this, getTable(), getResult(), "result")))
+    return failure();
+  auto ids = shapeOf(getIds());
+  return expectResultShape(*this, {ids[0], ids[1], shapeOf(getTable())[1]});
+}
+
+int64_t LinearOp::getInFeatures() {
+  auto w = shapeOf(getWeight());
+  return getLayout() == WeightLayout::in_out ? w[0] : w[1];
+}
+
+int64_t LinearOp::getOutFeatures() {
+  auto w = shapeOf(getWeight());
+  return getLayout() == WeightLayout::in_out ? w[1] : w[0];
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getWeight(), "weight", 2)) ||
+      failed(expectSameElementType(*this, getInput(), getWeight(), "weight")) ||
+      failed(expectSameElementType(*this, getInput(), getResult(), "result")))
+    return failure();
+  auto in = shapeOf(getInput());
+  if (in.empty())
+    return emitOpError() << "input must have rank >= 1";
+  int64_t inF = getInFeatures(), outF = getOutFeatures();
+  if (!dimMatches(in.back(), inF))
+    return emitOpError() << "weight " << shapeStr(shapeOf(getWeight())) << " is "
+                         << stringifyWeightLayout(getLayout()) << ", so the input's last "
+                         << "dimension must be " << inF << ", but the input is "
+                         << shapeStr(in);
+  if (getBias()) {
+    if (failed(expectSameElementType(*this, getInput(), getBias(), "bias")) ||
+        failed(expectVector(*this, getBias(), "bias", outF)))
+      return failure();
+  }
+  SmallVector<int64_t> expected(in.begin(), in.end());
+  expected.back() = outF;
+  return expectResultShape(*this, expected);
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)) ||
+      failed(expectVector(*this, getBias(), "bias", *d)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the input type " << getInput().getType();
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)))
+    return failure();
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the input type " << getInput().getType();
+  return success();
+}
+
+LogicalResult RopeOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getInput(), "input", 3)))
+    return failure();
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d))
+    return failure();
+  int64_t heads = getNumHeads();
+  if (heads <= 0)
+    return emitOpError() << "num_heads must be positive, but is " << heads;
+  if (*d % heads != 0)
+    return emitOpError() << "the last dimension " << *d
+                         << " does not divide into num_heads = " << heads;
+  if ((*d / heads) % 2 != 0)
+    return emitOpError() << "head dimension " << *d / heads
+                         << " must be even to rotate halves";
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError() << "theta must be positive, but is "
+                         << getTheta().convertToDouble();
+  int present = (bool)getLlama3Factor() + (bool)getLlama3LowFreqFactor() +
+                (bool)getLlama3HighFreqFactor() + (bool)getLlama3OriginalMaxPosition();
+  if (present != 0 && present != 4)
+    return emitOpError() << "llama3 scaling needs all four of llama3_factor, "
+                            "llama3_low_freq_factor, llama3_high_freq_factor and "
+                            "llama3_original_max_position, but "
+                         << present << " are given";
+  if (present == 4) {
+    double f = getLlama3Factor()->convertToDouble();
+    double lo = getLlama3LowFreqFactor()->convertToDouble();
+    double hi = getLlama3HighFreqFactor()->convertToDouble();
+    if (!(f > 0) || !(lo > 0) || !(hi > lo))
+      return emitOpError() << "llama3 scaling needs factor > 0 and 0 < "
+                              "low_freq_factor < high_freq_factor";
+    if (*getLlama3OriginalMaxPosition() <= 0)
+      return emitOpError() << "llama3_original_max_position must be positive";
+  }
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the input type " << getInput().getType();
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  size_t n = getResults().size();
+  if (n < 2)
+    return emitOpError() << "must produce at least 2 parts, but produces " << n;
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d))
+    return failure();
+  if (*d % (int64_t)n != 0)
+    return emitOpError() << "the last dimension " << *d << " does not split into "
+                         << n << " equal parts";
+  SmallVector<int64_t> expected(shapeOf(getInput()));
+  expected.back() = *d / n;
+  for (auto [i, r] : llvm::enumerate(getResults())) {
+    if (!shapeMatches(shapeOf(r), expected))
+      return emitOpError() << "part " << i << " must be " << shapeStr(expected)
+                           << ", but it is " << shapeStr(shapeOf(r));
+    if (failed(expectSameElementType(*this, getInput(), r, "a part")))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult CausalAttentionOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getQuery(), "query", 3)) ||
+      failed(expectRank(*this, getKey(), "key", 3)) ||
+      failed(expectRank(*this, getValue(), "value", 3)))
+    return failure();
+  int64_t h = getNumHeads(), kv = getNumKvHeads();
+  if (h <= 0 || kv <= 0)
+    return emitOpError() << "num_heads and num_kv_heads must be positive, but are "
+                         << h << " and " << kv;
+  if (h % kv != 0)
+    return emitOpError() << "num_heads = " << h
+                         << " must be a multiple of num_kv_heads = " << kv;
+  auto qd = staticLastDim(*this, getQuery(), "query");
+  if (failed(qd))
+    return failure();
+  if (*qd % h != 0)
+    return emitOpError() << "query width " << *qd << " does not divide into "
+                         << h << " heads";
+  int64_t headDim = *qd / h;
+  auto q = shapeOf(getQuery());
+  for (auto [v, what] : {std::pair<Value, StringRef>{getKey(), "key"},
+                         std::pair<Value, StringRef>{getValue(), "value"}}) {
+    SmallVector<int64_t> expected = {q[0], q[1], kv * headDim};
+    if (!shapeMatches(shapeOf(v), expected))
+      return emitOpError() << what << " must be " << shapeStr(expected) << " ("
+                           << kv << " kv heads of dimension " << headDim
+                           << "), but it is " << shapeStr(shapeOf(v));
+    if (failed(expectSameElementType(*this, getQuery(), v, what)))
+      return failure();
+  }
+  if (getResult().getType() != getQuery().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the query type " << getQuery().getType();
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the input type " << getInput().getType();
+  return success();
+}
+
+LogicalResult SiluMulOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (!shapeMatches(shapeOf(getGate()), shapeOf(getUp())))
+    return emitOpError() << "gate " << shapeStr(shapeOf(getGate())) << " and up "
+                         << shapeStr(shapeOf(getUp())) << " must have one shape";
+  if (failed(expectSameElementType(*this, getGate(), getUp(), "up")) ||
+      failed(expectSameElementType(*this, getGate(), getResult(), "result")))
+    return failure();
+  return expectResultShape(*this, shapeOf(getGate()));
+}
+
+LogicalResult AddOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (!shapeMatches(shapeOf(getLhs()), shapeOf(getRhs())))
+    return emitOpError() << "operands " << shapeStr(shapeOf(getLhs())) << " and "
+                         << shapeStr(shapeOf(getRhs())) << " must have one shape";
+  if (failed(expectSameElementType(*this, getLhs(), getRhs(), "rhs")) ||
+      failed(expectSameElementType(*this, getLhs(), getResult(), "result")))
+    return failure();
+  return expectResultShape(*this, shapeOf(getLhs()));
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getLogits(), "logits", 3)) ||
+      failed(expectRank(*this, getTargets(), "targets", 2)))
+    return failure();
+  auto l = shapeOf(getLogits()), t = shapeOf(getTargets());
+  if (!dimMatches(l[0], t[0]) || !dimMatches(l[1], t[1]))
+    return emitOpError() << "targets " << shapeStr(t)
+                         << " must match the logits' batch and sequence "
+                         << shapeStr(l.take_front(2));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/NN/NNOps.cpp.inc"

@@ -1,0 +1,274 @@
+//===- NNOps.td - the model-graph dialect ------------------*- tablegen -*-===//
+//
+// `nn` describes a transformer's forward pass as the planner sees it: its
+// parameters (with Hugging Face names, shapes and dtypes), the module each op
+// belongs to, and the tensor ops whose forward and backward the runtime knows.
+// Activations are `tensor<?x?xDxf32>`: batch and sequence stay dynamic so that
+// one graph serves every micro-batch and sequence length.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_NN_OPS
+#define FSDP_NN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/FunctionInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+def NN_Dialect : Dialect {
+  let name = "nn";
+  let summary = "Model graphs of transformer language models";
+  let description = [{
+    Parameters carry their Hugging Face names; every compute op may carry the
+    dotted path of the module it belongs to (`module = "transformer.h.3.attn"`),
+    which gives the module hierarchy the planner uses to form wrap units.
+  }];
+  let cppNamespace = "::fsdp::nn";
+}
+
+def NN_WeightLayout : I32EnumAttr<"WeightLayout",
+    "storage layout of a linear weight", [
+      I32EnumAttrCase<"in_out", 0>,   // HF Conv1D (GPT-2): weight[in, out]
+      I32EnumAttrCase<"out_in", 1>    // torch.nn.Linear (LLaMA): weight[out, in]
+    ]> {
+  let cppNamespace = "::fsdp::nn";
+}
+
+class NN_Op<string mnemonic, list<Trait> traits = []>
+    : Op<NN_Dialect, mnemonic, traits>;
+
+// Ops computing on activations: pure, and tagged with their module.
+class NN_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : NN_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+}
+
+def NN_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def NN_IndexTensor : RankedTensorOf<[AnySignlessInteger]>;
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+def NN_GraphOp : NN_Op<"graph", [
+    FunctionOpInterface, IsolatedFromAbove, Symbol]> {
+  let summary = "a model's forward pass, from tokens and targets to the loss";
+  let description = [{
+    One block. Its arguments are the input token ids and the target ids
+    (`tensor<?x?xi64>`, batch by sequence); it returns the scalar mean loss.
+    `block_prefix` names the list of repeated transformer blocks
+    (`transformer.h` for GPT-2, `model.layers` for LLaMA) and `num_blocks`
+    their count; `max_seq_len` is the longest sequence the model accepts.
+
+    ```mlir
+    nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+        attributes {model_type = "gpt2", block_prefix = "transformer.h",
+                    num_blocks = 12 : i64, max_seq_len = 1024 : i64} {
+      ...
+      nn.return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<FunctionType>:$function_type,
+                       OptionalAttr<DictArrayAttr>:$arg_attrs,
+                       OptionalAttr<DictArrayAttr>:$res_attrs,
+                       StrAttr:$model_type,
+                       StrAttr:$block_prefix,
+                       I64Attr:$num_blocks,
+                       I64Attr:$max_seq_len);
+  let regions = (region SizedRegion<1>:$body);
+  let extraClassDeclaration = [{
+    ::mlir::Region *getCallableRegion() { return &getBody(); }
+    ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
+      return getFunctionType().getInputs();
+    }
+    ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
+      return getFunctionType().getResults();
+    }
+    /// The parameters in the order they are declared.
+    std::vector<class ParamOp> getParams();
+  }];
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def NN_ReturnOp : NN_Op<"return", [Pure, HasParent<"GraphOp">, ReturnLike,
+                                   Terminator]> {
+  let summary = "returns the loss from an nn.graph";
+  let arguments = (ins Variadic<AnyType>:$operands);
+  let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+  let hasVerifier = 1;
+}
+
+def NN_ParamOp : NN_Op<"param", [Pure]> {
+  let summary = "a trainable parameter, named as in the HF checkpoint";
+  let description = [{
+    ```mlir
+    %w = nn.param "transformer.h.0.attn.c_attn.weight" : tensor<768x2304xf32>
+    ```
+    The shape is static and the element type is the dtype the weights are
+    stored in. A tied weight (GPT-2's `lm_head` reuses `transformer.wte`) is one
+    `nn.param` used twice.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Number of elements.
+    int64_t getNumElements();
+    /// The module that owns the parameter: the name without its last part.
+    ::llvm::StringRef getModulePath();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+def NN_PositionIdsOp : NN_ComputeOp<"position_ids"> {
+  let summary = "positions 0..S-1 of each sequence, shaped like the token ids";
+  let arguments = (ins NN_IndexTensor:$tokens, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_IndexTensor:$result);
+  let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
+}
+
+def NN_EmbeddingOp : NN_ComputeOp<"embedding"> {
+  let summary = "row lookup: ids[B,S] in table[V,D] gives [B,S,D]";
+  let arguments = (ins NN_IndexTensor:$ids, NN_FloatTensor:$table,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $table attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_LinearOp : NN_ComputeOp<"linear"> {
+  let summary = "x[..., in] times a weight, plus an optional bias[out]";
+  let description = [{
+    `in_out` reads the weight as `[in, out]` (HF Conv1D, GPT-2), `out_in` as
+    `[out, in]` (torch.nn.Linear, LLaMA): `y = x W` or `y = x Wᵀ`.
+    ```mlir
+    %y = nn.linear in_out %x, %w, %b : (tensor<?x?x768xf32>, tensor<768x2304xf32>, tensor<2304xf32>) -> tensor<?x?x2304xf32>
+    ```
+  }];
+  let arguments = (ins NN_WeightLayout:$layout, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight,
+                       Optional<NN_FloatTensor>:$bias,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $layout $input `,` $weight (`,` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    int64_t getInFeatures();
+    int64_t getOutFeatures();
+  }];
+}
+
+def NN_LayerNormOp : NN_ComputeOp<"layer_norm"> {
+  let summary = "LayerNorm over the last dimension, with weight and bias";
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       NN_FloatTensor:$bias, F64Attr:$eps,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_RMSNormOp : NN_ComputeOp<"rms_norm"> {
+  let summary = "RMSNorm: x * rsqrt(mean(x^2) + eps) * weight";
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       F64Attr:$eps, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_RopeOp : NN_ComputeOp<"rope"> {
+  let summary = "rotary position embedding, HF rotate-half form, per head";
+  let description = [{
+    The input is `[B, S, num_heads * head_dim]`; each head's first and second
+    halves rotate by `pos * theta^(-2i/head_dim)`. The optional `llama3_*`
+    attributes apply Llama 3.1's frequency scaling; all four or none.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       I64Attr:$num_heads, F64Attr:$theta,
+                       OptionalAttr<F64Attr>:$llama3_factor,
+                       OptionalAttr<F64Attr>:$llama3_low_freq_factor,
+                       OptionalAttr<F64Attr>:$llama3_high_freq_factor,
+                       OptionalAttr<I64Attr>:$llama3_original_max_position,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def NN_SplitOp : NN_ComputeOp<"split"> {
+  let summary = "splits the last dimension into equal parts (GPT-2's fused qkv)";
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
+}
+
+def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention"> {
+  let summary = "causal scaled dot-product attention with grouped-query heads";
+  let description = [{
+    q is `[B, S, num_heads * D]`, k and v `[B, S, num_kv_heads * D]`; query head
+    h reads key/value head `h / (num_heads / num_kv_heads)`. Scores are scaled
+    by `1/sqrt(D)` and position i attends to positions 0..i.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_GeluOp : NN_ComputeOp<"gelu"> {
+  let summary = "GELU, tanh approximation (HF gelu_new)";
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def NN_SiluMulOp : NN_ComputeOp<"silu_mul"> {
+  let summary = "SwiGLU's gate: silu(gate) * up";
+  let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $gate `,` $up attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_AddOp : NN_ComputeOp<"add"> {
+  let summary = "elementwise sum of two activations of one shape (residual)";
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy"> {
+  let summary = "mean cross-entropy of logits[B,S,V] against targets[B,S]";
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // FSDP_NN_OPS

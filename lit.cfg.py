@@ -1,0 +1,21 @@
+# lit configuration for fsdp: FileCheck tests of the tools, passes and dialects.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "fsdp"
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.join(config.fsdp_src_root, "tests", "lit")
+config.test_exec_root = os.path.join(config.fsdp_obj_root, "tests", "lit")
+config.excludes = ["Inputs"]
+
+config.substitutions.append(("%models", os.path.join(config.fsdp_src_root, "models")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=False)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "FileCheck", "not", "count"]
+llvm_config.add_tool_substitutions(tools, [config.fsdp_tools_dir, config.llvm_tools_dir])

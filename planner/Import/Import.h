@@ -1,0 +1,91 @@
+//===- Import.h - model graphs from HF configs, JSON graphs and MLIR -*- C++ -*-===//
+//
+// Every importer yields a module holding one verified nn.graph. Bad input gives
+// one ImportError naming the file, line and column, and what is wrong.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_PLANNER_IMPORT_IMPORT_H
+#define FSDP_PLANNER_IMPORT_IMPORT_H
+
+#include "dialect/NN/NNDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+
+namespace fsdp {
+
+struct ImportError {
+  std::string file;
+  unsigned line = 0, col = 0; // 0: no position (e.g. the file cannot be read)
+  std::string message;        // empty: already reported through MLIR diagnostics
+  /// "file:line:col: error: message"
+  std::string str() const;
+};
+
+struct ImportOptions {
+  /// GPT-2's published configs set dropout; fsdp trains without it. By default
+  /// a non-zero dropout is an error; with this set it is treated as zero.
+  bool noDropout = false;
+};
+
+/// Llama 3.1's RoPE frequency scaling (`rope_scaling.rope_type = "llama3"`).
+struct Llama3RopeScaling {
+  double factor, lowFreqFactor, highFreqFactor;
+  int64_t originalMaxPosition;
+};
+
+/// A transformer's hyper-parameters, from an HF config.json.
+struct ModelConfig {
+  std::string modelType; // "gpt2" or "llama"
+  std::string name;      // graph symbol name
+  int64_t vocabSize = 0, hiddenSize = 0, numLayers = 0, numHeads = 0;
+  int64_t numKvHeads = 0, headDim = 0, intermediateSize = 0, maxSeqLen = 0;
+  double normEps = 1e-5;
+  double ropeTheta = 10000.0;
+  bool tieWordEmbeddings = true;
+  std::optional<Llama3RopeScaling> ropeScaling;
+};
+
+/// The model types `importHFConfig` accepts, for error messages.
+llvm::StringRef supportedModelTypes();
+
+/// Parses and validates an HF config's text.
+std::optional<ModelConfig> parseHFConfig(llvm::StringRef text, llvm::StringRef file,
+                                         const ImportOptions &options, ImportError &error);
+
+/// Builds the forward graph of `config` at the end of `module`'s body.
+nn::GraphOp buildGraph(const ModelConfig &config, mlir::ModuleOp module);
+
+mlir::OwningOpRef<mlir::ModuleOp> importHFConfig(llvm::StringRef text, llvm::StringRef file,
+                                                 mlir::MLIRContext *context,
+                                                 const ImportOptions &options,
+                                                 ImportError &error);
+
+/// The project's JSON graph format (docs/model-format.md).
+constexpr int64_t kGraphFormatVersion = 1;
+
+mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::StringRef file,
+                                                  mlir::MLIRContext *context,
+                                                  ImportError &error);
+
+/// Writes `graph` in the JSON graph format; the output imports back to the
+/// same IR, and exporting that gives the same text.
+void exportGraphJSON(nn::GraphOp graph, llvm::raw_ostream &os);
+
+enum class InputKind { HFConfig, GraphJSON, MLIR };
+
+/// Reads `path`, tells its kind (by extension, then by content) and imports it.
+/// Registers the nn dialect in `context`. The module holds exactly one graph.
+mlir::OwningOpRef<mlir::ModuleOp> loadModel(llvm::StringRef path, mlir::MLIRContext *context,
+                                            const ImportOptions &options, ImportError &error);
+
+/// The single nn.graph of a loaded module.
+nn::GraphOp getGraph(mlir::ModuleOp module);
+
+} // namespace fsdp
+
+#endif

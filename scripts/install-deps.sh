@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package fsdp needs to build and test. Idempotent; run as root
+# on Debian 12 (bookworm). The CUDA toolkit and NCCL, when present, come from
+# /usr/local/cuda and are not installed here.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build git
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  nlohmann-json3-dev libgtest-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin
+  python3-torch python3-numpy
+  zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

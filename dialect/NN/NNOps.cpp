@@ -117,6 +117,13 @@ void GraphOp::print(OpAsmPrinter &p) {
       getArgAttrsAttrName(), getResAttrsAttrName());
 }
 
+void GraphOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
+  if (region.empty() || region.front().getNumArguments() != 2)
+    return;
+  setNameFn(region.front().getArgument(0), "tokens");
+  setNameFn(region.front().getArgument(1), "targets");
+}
+
 std::vector<ParamOp> GraphOp::getParams() {
   std::vector<ParamOp> params;
   for (auto p : getBody().getOps<ParamOp>())
@@ -196,6 +203,10 @@ LogicalResult ParamOp::verify() {
                            << "' has a non-positive dimension in "
                            << shapeStr(type.getShape());
   return success();
+}
+
+void ParamOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  setNameFn(getResult(), getName());
 }
 
 int64_t ParamOp::getNumElements() { return getResult().getType().getNumElements(); }

@@ -15,6 +15,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
 include "mlir/Interfaces/FunctionInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
@@ -55,7 +56,8 @@ def NN_IndexTensor : RankedTensorOf<[AnySignlessInteger]>;
 //===----------------------------------------------------------------------===//
 
 def NN_GraphOp : NN_Op<"graph", [
-    FunctionOpInterface, IsolatedFromAbove, Symbol]> {
+    FunctionOpInterface, IsolatedFromAbove, Symbol,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>]> {
   let summary = "a model's forward pass, from tokens and targets to the loss";
   let description = [{
     One block. Its arguments are the input token ids and the target ids
@@ -105,12 +107,14 @@ def NN_ReturnOp : NN_Op<"return", [Pure, HasParent<"GraphOp">, ReturnLike,
   let hasVerifier = 1;
 }
 
-def NN_ParamOp : NN_Op<"param", [Pure]> {
+def NN_ParamOp : NN_Op<"param", [Pure,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "a trainable parameter, named as in the HF checkpoint";
   let description = [{
     ```mlir
-    %w = nn.param "transformer.h.0.attn.c_attn.weight" : tensor<768x2304xf32>
+    %transformer.h.0.attn.c_attn.weight = nn.param "transformer.h.0.attn.c_attn.weight" : tensor<768x2304xf32>
     ```
+    The printer names the value after the parameter.
     The shape is static and the element type is the dtype the weights are
     stored in. A tied weight (GPT-2's `lm_head` reuses `transformer.wte`) is one
     `nn.param` used twice.

@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/Path.h"
 
 using namespace mlir;
 using namespace fsdp;
@@ -238,7 +239,13 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
                                     "'; supported: " + supportedModelTypes().str());
   if (!ok)
     return std::nullopt;
+  // A config has no name of its own; its folder usually names the model
+  // ("models/Meta-Llama-3-8B/config.json").
   c.name = c.modelType;
+  StringRef dir = llvm::sys::path::filename(llvm::sys::path::parent_path(file));
+  if (llvm::sys::path::filename(file) == "config.json" && !dir.empty() && dir != "." &&
+      dir != "..")
+    c.name = dir.str();
   return c;
 }
 

@@ -15,7 +15,8 @@ config.substitutions.append(("%models", os.path.join(config.fsdp_src_root, "mode
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 
 llvm_config.use_default_substitutions()
-llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=False)
-llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "FileCheck", "not", "count"]
+llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
+llvm_config.with_environment(
+    "PATH", [config.fsdp_tools_dir, config.llvm_tools_dir], append_path=True)
+tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "FileCheck", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, [config.fsdp_tools_dir, config.llvm_tools_dir])

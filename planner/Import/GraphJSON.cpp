@@ -412,15 +412,13 @@ OwningOpRef<ModuleOp> fsdp::importGraphJSON(StringRef text, StringRef file,
 
 namespace {
 
-ojson tensorJson(Type type) {
+void addTensor(ojson &j, Type type) {
   auto t = cast<RankedTensorType>(type);
   ojson shape = ojson::array();
   for (int64_t d : t.getShape())
     shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
-  ojson j;
   j["shape"] = shape;
   j["dtype"] = dtypeStr(t.getElementType());
-  return j;
 }
 
 } // namespace
@@ -436,8 +434,7 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
     names[arg] = n;
     ojson j;
     j["name"] = n;
-    for (auto &[k, v] : tensorJson(arg.getType()).items())
-      j[k] = v;
+    addTensor(j, arg.getType());
     inputs.push_back(j);
   }
 
@@ -449,8 +446,7 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
       names[p.getResult()] = p.getName().str();
       ojson j;
       j["name"] = p.getName().str();
-      for (auto &[k, v] : tensorJson(p.getType()).items())
-        j[k] = v;
+      addTensor(j, p.getType());
       paramLines.push_back(j.dump());
       continue;
     }
@@ -491,8 +487,7 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
       names[r] = n;
       ojson rj;
       rj["name"] = n;
-      for (auto &[k, v] : tensorJson(r.getType()).items())
-        rj[k] = v;
+      addTensor(rj, r.getType());
       results.push_back(rj);
     }
     j["results"] = results;

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -55,8 +56,8 @@ LogicalResult expectRank(Operation *op, Value v, StringRef what, int64_t rank) {
 // A weight's dimension sizes must be static, since parameters have fixed shapes.
 LogicalResult expectVector(Operation *op, Value v, StringRef what, int64_t size) {
   auto shape = shapeOf(v);
-  if (shape.size() != 1 || shape[0] != size)
-    return op->emitOpError() << what << " must be [" << size << "], but it is "
+  if (shape.size() != 1 || !dimMatches(shape[0], size))
+    return op->emitOpError() << what << " must be " << shapeStr({size}) << ", but it is "
                              << shapeStr(shape);
   return success();
 }
@@ -146,21 +147,26 @@ LogicalResult GraphOp::verify() {
   if (type.getNumResults() != 1 ||
       type.getResult(0) != RankedTensorType::get({}, Float32Type::get(getContext())))
     return emitOpError() << "must return the loss as tensor<f32>";
-  if (getNumBlocks() < 0)
-    return emitOpError() << "num_blocks must be >= 0, but is " << getNumBlocks();
-  if (getNumBlocks() > 0 && getBlockPrefix().empty())
+  // I64Attr getters return unsigned values; read the signed ones.
+  int64_t numBlocks = getNumBlocksAttr().getInt();
+  int64_t maxSeqLen = getMaxSeqLenAttr().getInt();
+  if (numBlocks < 0)
+    return emitOpError() << "num_blocks must be >= 0, but is " << numBlocks;
+  if (numBlocks > 0 && getBlockPrefix().empty())
     return emitOpError() << "block_prefix must name the block list when num_blocks > 0";
-  if (getMaxSeqLen() <= 0)
-    return emitOpError() << "max_seq_len must be positive, but is " << getMaxSeqLen();
+  if (maxSeqLen <= 0)
+    return emitOpError() << "max_seq_len must be positive, but is " << maxSeqLen;
   if (getModelType().empty())
     return emitOpError() << "model_type must not be empty";
 
   llvm::StringMap<ParamOp> seen;
   for (ParamOp p : getParams()) {
     auto [it, inserted] = seen.try_emplace(p.getName(), p);
-    if (!inserted)
-      return p.emitOpError() << "duplicate parameter name '" << p.getName() << "'"
-                             << " (first declared at " << it->second.getLoc() << ")";
+    if (!inserted) {
+      auto diag = p.emitOpError() << "duplicate parameter name '" << p.getName() << "'";
+      diag.attachNote(it->second.getLoc()) << "first declared here";
+      return diag;
+    }
   }
   return success();
 }
@@ -189,7 +195,7 @@ LogicalResult ReturnOp::verify() {
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError() << "parameter name must not be empty";
-  if (getName().find_first_of(" \t\n") != StringRef::npos)
+  if (llvm::any_of(getName(), [](char c) { return llvm::isSpace(c); }))
     return emitOpError() << "parameter name '" << getName()
                          << "' must not contain whitespace";
   auto type = getResult().getType();
@@ -280,7 +286,9 @@ LogicalResult LayerNormOp::verify() {
     return failure();
   auto d = staticLastDim(*this, getInput(), "input");
   if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)) ||
-      failed(expectVector(*this, getBias(), "bias", *d)))
+      failed(expectVector(*this, getBias(), "bias", *d)) ||
+      failed(expectSameElementType(*this, getInput(), getWeight(), "weight")) ||
+      failed(expectSameElementType(*this, getInput(), getBias(), "bias")))
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
@@ -294,7 +302,8 @@ LogicalResult RMSNormOp::verify() {
   if (failed(verifyModuleAttr(*this)))
     return failure();
   auto d = staticLastDim(*this, getInput(), "input");
-  if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)))
+  if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)) ||
+      failed(expectSameElementType(*this, getInput(), getWeight(), "weight")))
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
@@ -337,7 +346,7 @@ LogicalResult RopeOp::verify() {
     if (!(f > 0) || !(lo > 0) || !(hi > lo))
       return emitOpError() << "llama3 scaling needs factor > 0 and 0 < "
                               "low_freq_factor < high_freq_factor";
-    if (*getLlama3OriginalMaxPosition() <= 0)
+    if (getLlama3OriginalMaxPositionAttr().getInt() <= 0)
       return emitOpError() << "llama3_original_max_position must be positive";
   }
   if (getResult().getType() != getInput().getType())

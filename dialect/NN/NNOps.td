@@ -107,7 +107,9 @@ def NN_ReturnOp : NN_Op<"return", [Pure, HasParent<"GraphOp">, ReturnLike,
   let hasVerifier = 1;
 }
 
-def NN_ParamOp : NN_Op<"param", [Pure,
+// Not Pure: an unused parameter is still part of the model and must survive
+// canonicalization.
+def NN_ParamOp : NN_Op<"param", [
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
   let summary = "a trainable parameter, named as in the HF checkpoint";
   let description = [{

@@ -12,6 +12,8 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace fsdp;
 using nlohmann::json;
@@ -438,6 +440,11 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
     inputs.push_back(j);
   }
 
+  std::set<std::string> taken;
+  for (auto &[v, n] : names)
+    taken.insert(n);
+  for (auto p : graph.getParams())
+    taken.insert(p.getName().str());
   std::vector<std::string> paramLines, opLines;
   int64_t counter = 0;
   std::string output;
@@ -483,7 +490,11 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
     }
     ojson results = ojson::array();
     for (Value r : op.getResults()) {
-      std::string n = "v" + std::to_string(counter++);
+      // Generated names skip any a parameter or input already holds.
+      std::string n;
+      do
+        n = "v" + std::to_string(counter++);
+      while (taken.count(n));
       names[r] = n;
       ojson rj;
       rj["name"] = n;

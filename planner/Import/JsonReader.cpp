@@ -23,7 +23,19 @@ bool JsonReader::parse() {
     std::string what = e.what();
     size_t colon = what.find(": ");
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+    // e.byte is the last character read: back up to the start of the token.
     size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    if (offset < text.size() && text[offset] == '"' && offset > 0) {
+      size_t i = offset - 1;
+      while (i > 0 && !(text[i] == '"' && text[i - 1] != '\\'))
+        --i;
+      offset = i;
+    } else {
+      auto tokenChar = [](char c) { return std::isalnum((unsigned char)c) || c == '+' || c == '-' || c == '.'; };
+      while (offset > 0 && offset < text.size() && tokenChar(text[offset]) &&
+             tokenChar(text[offset - 1]))
+        --offset;
+    }
     auto [line, col] = locator.lineCol(offset);
     error.file = file;
     error.line = line;
@@ -98,6 +110,10 @@ std::optional<int64_t> JsonReader::getInt(const JsonPath &path, std::optional<in
     return def;
   if (v->is_null() && def)
     return def;
+  if (v->is_number_unsigned() && v->get<uint64_t>() > (uint64_t)INT64_MAX) {
+    fail(path, pathStr(path) + " is too large");
+    return std::nullopt;
+  }
   if (!v->is_number_integer()) {
     fail(path, pathStr(path) + " must be an integer, but is " + describe(*v));
     return std::nullopt;

@@ -1,2 +1,481 @@
+//===- HFConfigTest.cpp - HF config.json import ---------------------------===//
+//
+// Parameter counts of the published models, the structure of the graphs
+// (tied heads, GQA shapes, Llama 3.1 RoPE scaling) and the errors for bad
+// configs, each with its line and column.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Import/Import.h"
+#include "planner/ModelSummary.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) { EXPECT_TRUE(true); }
+
+#include <algorithm>
+#include <string>
+
+using namespace fsdp;
+
+namespace {
+
+std::string modelPath(const std::string &folder) {
+  return std::string(FSDP_SOURCE_DIR) + "/models/" + folder + "/config.json";
+}
+
+/// Loads models/<folder>/config.json; fails the test if it does not load.
+mlir::OwningOpRef<mlir::ModuleOp> load(const std::string &folder, mlir::MLIRContext &ctx,
+                                       bool noDropout) {
+  ImportOptions opts;
+  opts.noDropout = noDropout;
+  ImportError err;
+  auto module = loadModel(modelPath(folder), &ctx, opts, err);
+  EXPECT_TRUE(module) << err.str();
+  return module;
+}
+
+nn::ParamOp findParam(nn::GraphOp graph, llvm::StringRef name) {
+  for (nn::ParamOp p : graph.getParams())
+    if (p.getName() == name)
+      return p;
+  return nn::ParamOp();
+}
+
+std::vector<int64_t> shapeOf(nn::ParamOp p) {
+  auto shape = p.getResult().getType().getShape();
+  return std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+//===----------------------------------------------------------------------===//
+// Published parameter counts
+//===----------------------------------------------------------------------===//
+
+struct Published {
+  const char *folder;
+  int64_t parameters;
+  bool noDropout; // GPT-2's published configs set dropout 0.1
+};
+
+std::ostream &operator<<(std::ostream &os, const Published &p) { return os << p.folder; }
+
+class PublishedModel : public ::testing::TestWithParam<Published> {};
+
+TEST_P(PublishedModel, ParameterCountMatchesPublished) {
+  const Published &p = GetParam();
+  mlir::MLIRContext ctx;
+  auto module = load(p.folder, ctx, p.noDropout);
+  ASSERT_TRUE(module);
+  nn::GraphOp graph = getGraph(*module);
+  ASSERT_TRUE(graph);
+  ModelSummary s = summarize(graph);
+  EXPECT_EQ(s.parameters, p.parameters)
+      << p.folder << ": " << withCommas(s.parameters) << " vs published "
+      << withCommas(p.parameters);
+  EXPECT_EQ(s.name, p.folder); // the folder names the graph
+  EXPECT_EQ(s.paramBytes, 4 * p.parameters); // f32 master weights
+}
+
+std::string paramName(const ::testing::TestParamInfo<Published> &info) {
+  std::string n = info.param.folder;
+  std::replace_if(n.begin(), n.end(), [](char c) { return !isalnum((unsigned char)c); }, '_');
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HFConfig, PublishedModel,
+    ::testing::Values(Published{"gpt2", 124439808, true},
+                      Published{"gpt2-medium", 354823168, true},
+                      Published{"gpt2-large", 774030080, true},
+                      Published{"gpt2-xl", 1557611200, true},
+                      Published{"Llama-2-7b", 6738415616, false},
+                      Published{"Llama-2-13b", 13015864320, false},
+                      Published{"Llama-2-70b", 68976648192, false},
+                      Published{"Meta-Llama-3-8B", 8030261248, false},
+                      Published{"Meta-Llama-3-70B", 70553706496, false},
+                      Published{"Llama-3.1-405B", 405853388800, false}),
+    paramName);
+
+TEST(HFConfig, PublishedGPT2NeedsNoDropout) {
+  // Published GPT-2 configs set dropout 0.1: an error unless noDropout, at the
+  // first key checked (resid_pdrop, line 18 in each file).
+  for (const char *folder : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}) {
+    mlir::MLIRContext ctx;
+    ImportError err;
+    auto module = loadModel(modelPath(folder), &ctx, ImportOptions(), err);
+    EXPECT_FALSE(module) << folder;
+    EXPECT_EQ(err.file, modelPath(folder));
+    EXPECT_EQ(err.line, 18u) << err.str();
+    EXPECT_EQ(err.col, 18u) << err.str();
+    EXPECT_NE(err.message.find("resid_pdrop = 0.1"), std::string::npos) << err.str();
+    EXPECT_NE(err.message.find("--no-dropout"), std::string::npos) << err.str();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tiny models and graph structure
+//===----------------------------------------------------------------------===//
+
+TEST(HFConfig, TinyModelsLoadWithoutNoDropout) {
+  for (const char *folder : {"gpt2-tiny", "llama-tiny"}) {
+    mlir::MLIRContext ctx;
+    auto module = load(folder, ctx, /*noDropout=*/false);
+    ASSERT_TRUE(module) << folder;
+    nn::GraphOp graph = getGraph(*module);
+    ASSERT_TRUE(graph);
+    EXPECT_EQ(graph.getSymName().str(), folder);
+    EXPECT_EQ(graph.getNumBlocks(), 2u);
+    EXPECT_EQ(graph.getMaxSeqLen(), 128u);
+    EXPECT_GT(summarize(graph).parameters, 0);
+  }
+}
+
+TEST(HFConfig, TinyModelParameterCounts) {
+  mlir::MLIRContext ctx;
+  // gpt2-tiny: V=503, D=64, L=2, T=128, tied head.
+  int64_t V = 503, D = 64, T = 128;
+  int64_t gptBlock = 2 * D + (D * 3 * D + 3 * D) + (D * D + D) + 2 * D +
+                     (D * 4 * D + 4 * D) + (4 * D * D + D);
+  auto gpt = load("gpt2-tiny", ctx, false);
+  ASSERT_TRUE(gpt);
+  EXPECT_EQ(summarize(getGraph(*gpt)).parameters, V * D + T * D + 2 * gptBlock + 2 * D);
+  // llama-tiny: V=503, D=64, I=176, 4 heads, 2 KV heads (head_dim 16), untied.
+  int64_t I = 176, kv = 2 * 16;
+  int64_t llamaBlock = D * D + 2 * kv * D + D * D + 3 * I * D + 2 * D;
+  auto llama = load("llama-tiny", ctx, false);
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(summarize(getGraph(*llama)).parameters, V * D + 2 * llamaBlock + D + V * D);
+}
+
+TEST(HFConfig, GPT2HeadIsTiedToWte) {
+  mlir::MLIRContext ctx;
+  auto module = load("gpt2", ctx, /*noDropout=*/true);
+  ASSERT_TRUE(module);
+  nn::GraphOp graph = getGraph(*module);
+  EXPECT_FALSE(findParam(graph, "lm_head.weight"));
+  nn::ParamOp wte = findParam(graph, "transformer.wte.weight");
+  ASSERT_TRUE(wte);
+  EXPECT_EQ(shapeOf(wte), (std::vector<int64_t>{50257, 768}));
+
+  // The lm_head linear reads wte directly.
+  bool headUsesWte = false;
+  for (mlir::Operation *user : wte.getResult().getUsers())
+    if (auto lin = llvm::dyn_cast<nn::LinearOp>(user))
+      if (lin.getModule() && *lin.getModule() == "lm_head") {
+        headUsesWte = true;
+        EXPECT_EQ(lin.getWeight(), wte.getResult());
+        EXPECT_EQ(lin.getLayout(), nn::WeightLayout::out_in);
+      }
+  EXPECT_TRUE(headUsesWte);
+
+  // The summary reports the sharing.
+  ModelSummary s = summarize(graph);
+  auto row = llvm::find_if(s.modules, [](const ModuleRow &r) { return r.module == "transformer.wte"; });
+  ASSERT_NE(row, s.modules.end());
+  EXPECT_NE(llvm::find(row->alsoUsedBy, "lm_head"), row->alsoUsedBy.end());
+  EXPECT_EQ(llvm::find_if(s.modules, [](const ModuleRow &r) { return r.module == "lm_head"; }),
+            s.modules.end());
+
+  // Conv1D layout: c_attn is [in, out].
+  nn::ParamOp cAttn = findParam(graph, "transformer.h.0.attn.c_attn.weight");
+  ASSERT_TRUE(cAttn);
+  EXPECT_EQ(shapeOf(cAttn), (std::vector<int64_t>{768, 2304}));
+}
+
+TEST(HFConfig, LlamaUntiedHasLmHead) {
+  mlir::MLIRContext ctx;
+  auto module = load("Llama-2-7b", ctx, false);
+  ASSERT_TRUE(module);
+  nn::GraphOp graph = getGraph(*module);
+  nn::ParamOp head = findParam(graph, "lm_head.weight");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(shapeOf(head), (std::vector<int64_t>{32000, 4096}));
+  nn::ParamOp embed = findParam(graph, "model.embed_tokens.weight");
+  ASSERT_TRUE(embed);
+  for (mlir::Operation *user : embed.getResult().getUsers())
+    EXPECT_FALSE(llvm::isa<nn::LinearOp>(user)) << "embed_tokens must not feed lm_head";
+  // lm_head is the last parameter, as in the HF state dict.
+  EXPECT_EQ(graph.getParams().back().getName().str(), "lm_head.weight");
+}
+
+TEST(HFConfig, Llama2_70bUsesGQA) {
+  mlir::MLIRContext ctx;
+  auto module = load("Llama-2-70b", ctx, false);
+  ASSERT_TRUE(module);
+  nn::GraphOp graph = getGraph(*module);
+  nn::ParamOp k = findParam(graph, "model.layers.0.self_attn.k_proj.weight");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(shapeOf(k), (std::vector<int64_t>{1024, 8192}));
+  nn::ParamOp q = findParam(graph, "model.layers.79.self_attn.q_proj.weight");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(shapeOf(q), (std::vector<int64_t>{8192, 8192}));
+  int attention = 0;
+  graph.walk([&](nn::CausalAttentionOp op) {
+    ++attention;
+    EXPECT_EQ(op.getNumHeads(), 64u);
+    EXPECT_EQ(op.getNumKvHeads(), 8u);
+  });
+  EXPECT_EQ(attention, 80);
+}
+
+TEST(HFConfig, Llama31RopeCarriesLlama3Scaling) {
+  mlir::MLIRContext ctx;
+  auto module = load("Llama-3.1-405B", ctx, false);
+  ASSERT_TRUE(module);
+  int ropes = 0;
+  getGraph(*module).walk([&](nn::RopeOp op) {
+    ++ropes;
+    auto f = op->getAttrOfType<mlir::FloatAttr>("llama3_factor");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f.getValueAsDouble(), 8.0);
+    auto lo = op->getAttrOfType<mlir::FloatAttr>("llama3_low_freq_factor");
+    auto hi = op->getAttrOfType<mlir::FloatAttr>("llama3_high_freq_factor");
+    auto orig = op->getAttrOfType<mlir::IntegerAttr>("llama3_original_max_position");
+    ASSERT_TRUE(lo && hi && orig);
+    EXPECT_EQ(lo.getValueAsDouble(), 1.0);
+    EXPECT_EQ(hi.getValueAsDouble(), 4.0);
+    EXPECT_EQ(orig.getInt(), 8192);
+    EXPECT_EQ(op.getTheta().convertToDouble(), 500000.0);
+  });
+  EXPECT_EQ(ropes, 2 * 126); // q and k in each block
+}
+
+TEST(HFConfig, Llama2RopeHasNoScaling) {
+  mlir::MLIRContext ctx;
+  auto module = load("Llama-2-7b", ctx, false);
+  ASSERT_TRUE(module);
+  int ropes = 0;
+  getGraph(*module).walk([&](nn::RopeOp op) {
+    ++ropes;
+    EXPECT_FALSE(op->getAttr("llama3_factor"));
+  });
+  EXPECT_EQ(ropes, 64);
+}
+
+//===----------------------------------------------------------------------===//
+// Errors, from inline config text
+//===----------------------------------------------------------------------===//
+
+struct Parsed {
+  std::optional<ModelConfig> config;
+  ImportError error;
+};
+
+Parsed parse(const std::string &text, bool noDropout = false) {
+  Parsed p;
+  ImportOptions opts;
+  opts.noDropout = noDropout;
+  p.config = parseHFConfig(text, "test/config.json", opts, p.error);
+  return p;
+}
+
+#define EXPECT_IMPORT_ERROR(parsed, LINE, COL, ...)                                       \
+  do {                                                                                    \
+    EXPECT_FALSE((parsed).config);                                                        \
+    EXPECT_EQ((parsed).error.file, "test/config.json");                                   \
+    EXPECT_EQ((parsed).error.line, (LINE)) << (parsed).error.str();                       \
+    EXPECT_EQ((parsed).error.col, (COL)) << (parsed).error.str();                         \
+    for (const char *needle : {__VA_ARGS__})                                              \
+      EXPECT_NE((parsed).error.message.find(needle), std::string::npos)                   \
+          << "'" << needle << "' not in: " << (parsed).error.str();                       \
+  } while (0)
+
+// Line 4 carries the variable part of these GPT-2 configs.
+std::string gpt2Config(const std::string &line4, const std::string &nLayer = "  \"n_layer\": 2,\n") {
+  return "{\n"
+         "  \"model_type\": \"gpt2\",\n"
+         "  \"vocab_size\": 100,\n" +
+         line4 + "\n" + nLayer +
+         "  \"n_head\": 12,\n"
+         "  \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0\n"
+         "}\n";
+}
+
+// Line 3 carries the variable part of these LLaMA configs.
+std::string llamaConfig(const std::string &line3) {
+  return "{\n"
+         "  \"model_type\": \"llama\",\n" +
+         line3 + "\n" +
+         "  \"vocab_size\": 100,\n"
+         "  \"hidden_size\": 64,\n"
+         "  \"intermediate_size\": 128,\n"
+         "  \"num_hidden_layers\": 2,\n"
+         "  \"num_attention_heads\": 8\n"
+         "}\n";
+}
+
+TEST(HFConfigErrors, ValidInlineConfigs) {
+  auto g = parse(gpt2Config("  \"n_embd\": 768,"));
+  ASSERT_TRUE(g.config) << g.error.str();
+  EXPECT_EQ(g.config->modelType, "gpt2");
+  EXPECT_EQ(g.config->name, "test"); // the folder of config.json
+  EXPECT_EQ(g.config->headDim, 64);
+  EXPECT_EQ(g.config->intermediateSize, 4 * 768);
+  EXPECT_EQ(g.config->maxSeqLen, 1024); // transformers' default
+  EXPECT_TRUE(g.config->tieWordEmbeddings);
+
+  auto l = parse(llamaConfig("  \"num_key_value_heads\": 2,"));
+  ASSERT_TRUE(l.config) << l.error.str();
+  EXPECT_EQ(l.config->modelType, "llama");
+  EXPECT_EQ(l.config->numKvHeads, 2);
+  EXPECT_EQ(l.config->headDim, 8);
+  EXPECT_FALSE(l.config->tieWordEmbeddings);
+  EXPECT_FALSE(l.config->ropeScaling);
+}
+
+TEST(HFConfigErrors, UnknownModelType) {
+  auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"bert\"\n}\n");
+  EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 'bert'", "gpt2, llama");
+  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama");
+}
+
+TEST(HFConfigErrors, MissingModelType) {
+  auto p = parse("{\n  \"n_embd\": 10\n}\n");
+  EXPECT_IMPORT_ERROR(p, 1u, 1u, "missing key 'model_type'");
+}
+
+TEST(HFConfigErrors, NotAnObject) {
+  auto p = parse("\n  [1, 2]\n");
+  EXPECT_IMPORT_ERROR(p, 2u, 3u, "must be a JSON object");
+}
+
+TEST(HFConfigErrors, DropoutUnlessNoDropout) {
+  std::string text = "{\n"
+                     "  \"model_type\": \"gpt2\",\n"
+                     "  \"vocab_size\": 100, \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4,\n"
+                     "  \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0,\n"
+                     "  \"resid_pdrop\": 0.1\n"
+                     "}\n";
+  auto p = parse(text);
+  EXPECT_IMPORT_ERROR(p, 5u, 18u, "resid_pdrop = 0.1", "dropout is not supported",
+                      "--no-dropout");
+  auto ok = parse(text, /*noDropout=*/true);
+  EXPECT_TRUE(ok.config) << ok.error.str();
+}
+
+TEST(HFConfigErrors, AbsentDropoutUsesTransformersDefault) {
+  // GPT-2's dropout defaults to 0.1 in transformers; an absent key is not zero.
+  auto p = parse("{\n  \"model_type\": \"gpt2\",\n"
+                 "  \"vocab_size\": 100, \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4\n}\n");
+  EXPECT_IMPORT_ERROR(p, 1u, 1u, "resid_pdrop", "absent");
+}
+
+TEST(HFConfigErrors, EmbdNotDivisibleByHeads) {
+  auto p = parse(gpt2Config("  \"n_embd\": 100,"));
+  EXPECT_IMPORT_ERROR(p, 4u, 13u, "n_embd = 100", "not divisible by n_head = 12");
+}
+
+TEST(HFConfigErrors, MissingKey) {
+  auto p = parse(gpt2Config("  \"n_embd\": 768,", ""));
+  EXPECT_IMPORT_ERROR(p, 1u, 1u, "missing key 'n_layer'");
+}
+
+TEST(HFConfigErrors, WrongType) {
+  auto p = parse(gpt2Config("  \"n_embd\": \"768\","));
+  EXPECT_IMPORT_ERROR(p, 4u, 13u, "n_embd must be an integer", "\"768\" (string)");
+}
+
+TEST(HFConfigErrors, NonPositiveInteger) {
+  auto p = parse(gpt2Config("  \"n_embd\": 0,"));
+  EXPECT_IMPORT_ERROR(p, 4u, 13u, "n_embd must be at least 1");
+}
+
+TEST(HFConfigErrors, MalformedJSON) {
+  // The second comma on line 4 is the error.
+  auto p = parse(gpt2Config("  \"n_embd\": 768,,"));
+  EXPECT_IMPORT_ERROR(p, 4u, 17u, "malformed JSON");
+  // The message keeps nlohmann's explanation but not its own position.
+  EXPECT_EQ(p.error.message.find("[json.exception"), std::string::npos) << p.error.message;
+  EXPECT_NE(p.error.message.find("syntax error"), std::string::npos) << p.error.message;
+}
+
+TEST(HFConfigErrors, TruncatedJSON) {
+  auto p = parse("{\n  \"model_type\": \"gpt2\",\n  \"n_embd\": ");
+  EXPECT_FALSE(p.config);
+  EXPECT_EQ(p.error.line, 3u) << p.error.str();
+  EXPECT_NE(p.error.message.find("malformed JSON"), std::string::npos);
+}
+
+TEST(HFConfigErrors, HeadsNotMultipleOfKvHeads) {
+  auto p = parse(llamaConfig("  \"num_key_value_heads\": 3,"));
+  EXPECT_IMPORT_ERROR(p, 3u, 26u, "num_attention_heads = 8",
+                      "not a multiple of num_key_value_heads = 3");
+}
+
+TEST(HFConfigErrors, RopeScalingUnknownType) {
+  auto p = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(p, 3u, 28u, "rope_scaling type 'linear'", "supported: llama3");
+  auto q = parse(llamaConfig("  \"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"dynamic\"},"));
+  EXPECT_IMPORT_ERROR(q, 3u, 48u, "rope_scaling type 'dynamic'");
+}
+
+TEST(HFConfigErrors, RopeScalingLlama3) {
+  auto ok = parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                              "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                              "\"original_max_position_embeddings\": 8192},"));
+  ASSERT_TRUE(ok.config) << ok.error.str();
+  ASSERT_TRUE(ok.config->ropeScaling);
+  EXPECT_EQ(ok.config->ropeScaling->factor, 8.0);
+  EXPECT_EQ(ok.config->ropeScaling->originalMaxPosition, 8192);
+
+  auto null = parse(llamaConfig("  \"rope_scaling\": null,"));
+  ASSERT_TRUE(null.config) << null.error.str();
+  EXPECT_FALSE(null.config->ropeScaling);
+
+  // A missing field is reported at the rope_scaling object.
+  auto missing = parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0},"));
+  EXPECT_IMPORT_ERROR(missing, 3u, 19u, "missing key 'rope_scaling.low_freq_factor'");
+}
+
+TEST(HFConfigErrors, HiddenActNotSilu) {
+  auto p = parse(llamaConfig("  \"hidden_act\": \"gelu\","));
+  EXPECT_IMPORT_ERROR(p, 3u, 17u, "hidden_act 'gelu'", "silu");
+}
+
+TEST(HFConfigErrors, LlamaTiedHasNoLmHead) {
+  std::string text = llamaConfig("  \"tie_word_embeddings\": true,");
+  auto p = parse(text);
+  ASSERT_TRUE(p.config) << p.error.str();
+  EXPECT_TRUE(p.config->tieWordEmbeddings);
+
+  mlir::MLIRContext ctx;
+  ImportError err;
+  auto module = importHFConfig(text, "tied/config.json", &ctx, ImportOptions(), err);
+  ASSERT_TRUE(module) << err.str();
+  nn::GraphOp graph = getGraph(*module);
+  EXPECT_EQ(graph.getSymName().str(), "tied");
+  EXPECT_FALSE(findParam(graph, "lm_head.weight"));
+  nn::ParamOp embed = findParam(graph, "model.embed_tokens.weight");
+  ASSERT_TRUE(embed);
+  bool headUsesEmbed = false;
+  for (mlir::Operation *user : embed.getResult().getUsers())
+    if (auto lin = llvm::dyn_cast<nn::LinearOp>(user))
+      headUsesEmbed |= lin.getModule() && *lin.getModule() == "lm_head";
+  EXPECT_TRUE(headUsesEmbed);
+  // V*D + blocks + norm, and no separate head.
+  int64_t D = 64, I = 128, V = 100;
+  EXPECT_EQ(summarize(graph).parameters, V * D + 2 * (4 * D * D + 3 * I * D + 2 * D) + D);
+}
+
+TEST(HFConfigErrors, ImportErrorStr) {
+  ImportError e;
+  e.file = "a.json";
+  e.line = 3;
+  e.col = 7;
+  e.message = "bad";
+  EXPECT_EQ(e.str(), "a.json:3:7: error: bad");
+  e.line = e.col = 0;
+  EXPECT_EQ(e.str(), "a.json: error: bad");
+}
+
+TEST(HFConfigErrors, LoadModelMissingFile) {
+  mlir::MLIRContext ctx;
+  ImportError err;
+  auto module = loadModel(std::string(FSDP_SOURCE_DIR) + "/models/no-such-model/config.json",
+                          &ctx, ImportOptions(), err);
+  EXPECT_FALSE(module);
+  EXPECT_EQ(err.line, 0u);
+  EXPECT_NE(err.message.find("cannot read"), std::string::npos) << err.str();
+}
+
+} // namespace

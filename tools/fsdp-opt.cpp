@@ -1,5 +1,7 @@
 //===- fsdp-opt.cpp - mlir-opt with the project's dialects and passes -----===//
+#include "dialect/FSDP/FSDPDialect.h"
 #include "dialect/NN/NNDialect.h"
+#include "planner/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -8,8 +10,9 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  fsdp::registerFSDPPasses();
   mlir::DialectRegistry registry;
-  registry.insert<fsdp::nn::NNDialect, mlir::func::FuncDialect>();
+  registry.insert<fsdp::nn::NNDialect, fsdp::plan::FSDPDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "fsdp optimizer driver\n", registry));
 }

@@ -1,24 +1,56 @@
 //===- fsdp-plan.cpp - decide a training plan ahead of time ---------------===//
 //
-// Reads a model (HF config.json, JSON graph or .mlir). Today it prints the
-// model's summary and writes its report; planning lands with the planner.
+// Reads a model (HF config.json, JSON graph or .mlir) and the cluster, runs
+// the planner's pipeline, and writes the plan as MLIR or as the runtime's
+// JSON program, with a summary and a report of memory and communication.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
+#include "planner/LowerToProgram.h"
 #include "planner/ModelSummary.h"
+#include "planner/Pipeline.h"
+#include "planner/PlanUtils.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace fsdp;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory category("fsdp-plan options");
-static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<config.json|graph.json|model.mlir>"),
+static cl::opt<std::string> inputPath(cl::Positional,
+                                      cl::desc("<config.json|graph.json|model.mlir>"),
                                       cl::Required, cl::cat(category));
+static cl::opt<std::string> outputPath("o", cl::desc("write the plan: .mlir or .json (program)"),
+                                       cl::value_desc("PLAN"), cl::cat(category));
+static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(0),
+                                  cl::cat(category));
+static cl::opt<int64_t> microBatch("micro-batch", cl::desc("sequences per rank per micro-step"),
+                                   cl::init(1), cl::cat(category));
+static cl::opt<int64_t> seqLen("seq-len", cl::desc("tokens per sequence (default: the model's maximum)"),
+                               cl::init(0), cl::cat(category));
+static cl::opt<std::string> strategy(
+    "strategy", cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard"),
+    cl::init("full-shard"), cl::cat(category));
+static cl::opt<int64_t> shardSize("shard-size", cl::desc("hybrid-shard's group size"),
+                                  cl::init(0), cl::cat(category));
+static cl::opt<std::string> wrap("wrap", cl::desc("block | size:N | none"), cl::init("block"),
+                                 cl::cat(category));
+static cl::opt<int64_t> forwardPrefetch("forward-prefetch", cl::desc("units gathered ahead in forward"),
+                                        cl::init(1), cl::cat(category));
+static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("pre | post | none"),
+                                             cl::init("pre"), cl::cat(category));
+static cl::opt<int64_t> maxInflight("max-inflight-gathers",
+                                    cl::desc("gathers in flight ahead of compute, at most"),
+                                    cl::init(2), cl::cat(category));
+static cl::opt<std::string> memoryBudget("memory-budget",
+                                         cl::desc("per-rank bytes, e.g. 80GiB; a plan that does not fit exits 1"),
+                                         cl::value_desc("SIZE"), cl::cat(category));
 static cl::opt<bool> summary("summary", cl::desc("print a human-readable summary"),
                              cl::cat(category));
 static cl::opt<std::string> reportPath("report", cl::desc("write the report as JSON to FILE"),
@@ -34,34 +66,121 @@ static int fail(const std::string &message) {
   return 1;
 }
 
+// Written to a temporary and renamed: a failed run leaves no half file.
+static bool writeAtomically(const std::string &path,
+                            llvm::function_ref<bool(llvm::raw_ostream &)> write) {
+  bool ok = true;
+  llvm::Error e = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) -> llvm::Error {
+    ok = write(os);
+    if (!ok)
+      return llvm::make_error<llvm::StringError>("lowering failed", llvm::inconvertibleErrorCode());
+    return llvm::Error::success();
+  });
+  if (e) {
+    std::string msg = llvm::toString(std::move(e));
+    if (ok)
+      llvm::errs() << "fsdp-plan: error: cannot write '" << path << "': " << msg << "\n";
+    return false;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv, "fsdp-plan: plan fully sharded data parallel training\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "fsdp-plan: plan fully sharded data parallel training\n");
 
   mlir::MLIRContext context;
-  ImportOptions options;
-  options.noDropout = noDropout;
+  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  ImportOptions importOptions;
+  importOptions.noDropout = noDropout;
   ImportError error;
-  auto module = loadModel(inputPath, &context, options, error);
+  auto module = loadModel(inputPath, &context, importOptions, error);
   if (!module) {
     if (!error.message.empty())
       llvm::errs() << error.str() << "\n";
     return 1;
   }
-  ModelSummary s = summarize(getGraph(*module));
+  ModelSummary model = summarize(getGraph(*module));
+
+  // Without a world size there is nothing to plan: describe the model.
+  if (worldSize == 0) {
+    if (!outputPath.empty())
+      return fail("--world-size is required to write a plan");
+    if (!reportPath.empty()) {
+      nlohmann::ordered_json report = summaryJson(model);
+      if (!writeAtomically(reportPath, [&](llvm::raw_ostream &os) {
+            os << report.dump(2) << "\n";
+            return true;
+          }))
+        return 1;
+    }
+    if (summary || reportPath.empty())
+      printSummary(model, llvm::outs());
+    return 0;
+  }
+
+  PlanOptions o;
+  o.worldSize = worldSize;
+  o.microBatch = microBatch;
+  o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
+  o.strategy = strategy;
+  o.shardSize = shardSize;
+  o.wrap = wrap;
+  o.forwardPrefetch = forwardPrefetch;
+  o.backwardPrefetch = backwardPrefetch;
+  o.maxInflightGathers = maxInflight;
+  if (worldSize < 1)
+    return fail("--world-size must be at least 1, but is " + std::to_string(worldSize));
+  if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
+    return fail("hybrid-shard needs --shard-size G dividing --world-size " +
+                std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
+  if (o.strategy != "hybrid-shard" && shardSize != 0)
+    return fail("--shard-size applies to hybrid-shard only");
+  std::optional<int64_t> budget;
+  if (!memoryBudget.empty()) {
+    budget = parseSize(memoryBudget);
+    if (!budget || *budget <= 0)
+      return fail("--memory-budget '" + memoryBudget +
+                  "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000)");
+  }
+
+  if (mlir::failed(runPlanPipeline(*module, o)))
+    return 1; // the pass has reported where
+  PlanFigures figures = planFigures(*module);
+  bool fits = !budget || figures.peakBytes <= *budget;
 
   if (!reportPath.empty()) {
-    nlohmann::ordered_json report = summaryJson(s);
-    // Written to a temporary and renamed, so a failed run leaves no half file.
-    if (llvm::Error e = llvm::writeToOutput(reportPath, [&](llvm::raw_ostream &os) {
+    nlohmann::ordered_json report = planReport(model, o, figures, budget);
+    if (!writeAtomically(reportPath, [&](llvm::raw_ostream &os) {
           os << report.dump(2) << "\n";
-          return llvm::Error::success();
+          return true;
         }))
-      return fail("cannot write the report '" + reportPath + "': " +
-                  llvm::toString(std::move(e)));
+      return 1;
   }
-  if (summary || reportPath.empty())
-    printSummary(s, llvm::outs());
+  if (summary)
+    printPlanSummary(model, o, figures, budget, llvm::outs());
+  if (!fits) {
+    return fail("the plan needs " + humanBytes(figures.peakBytes) + " (" +
+                withCommas(figures.peakBytes) + " bytes) per rank, over the budget of " +
+                humanBytes(*budget) + ": parameter shards " + humanBytes(figures.paramsBytes) +
+                ", gradient shards " + humanBytes(figures.gradsBytes) + ", optimizer state " +
+                humanBytes(figures.optimizerBytes) + ", unsharded parameters and gradients " +
+                humanBytes(figures.unshardedBytes) + ", activations " +
+                humanBytes(figures.activationsBytes) + "; no plan written");
+  }
+  if (!outputPath.empty()) {
+    bool json = llvm::sys::path::extension(outputPath) == ".json";
+    if (!json && llvm::sys::path::extension(outputPath) != ".mlir")
+      return fail("-o must name a .mlir or .json file, not '" + outputPath + "'");
+    if (!writeAtomically(outputPath, [&](llvm::raw_ostream &os) {
+          if (json)
+            return mlir::succeeded(lowerToProgram(*module, os));
+          module->print(os);
+          return true;
+        }))
+      return 1;
+  }
   return 0;
 }

@@ -6,6 +6,7 @@ using namespace fsdp::nn;
 
 #include "dialect/NN/NNDialect.cpp.inc"
 #include "dialect/NN/NNEnums.cpp.inc"
+#include "dialect/NN/NNInterfaces.cpp.inc"
 
 void NNDialect::initialize() {
   addOperations<

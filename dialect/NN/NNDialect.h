@@ -15,6 +15,7 @@
 
 #include "dialect/NN/NNDialect.h.inc"
 #include "dialect/NN/NNEnums.h.inc"
+#include "dialect/NN/NNInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialect/NN/NNOps.h.inc"

@@ -462,5 +462,161 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult expectType(Operation *op, Value v, Type expected, StringRef what) {
+  if (v.getType() != expected)
+    return op->emitOpError() << what << " must be " << expected << ", but it is "
+                             << v.getType();
+  return success();
+}
+} // namespace
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getLogits(), "logits", 3)) ||
+      failed(expectRank(*this, getTargets(), "targets", 2)))
+    return failure();
+  return expectType(*this, getResult(), getLogits().getType(), "result");
+}
+
+LogicalResult LinearGradInputOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getWeight(), "weight", 2)))
+    return failure();
+  auto w = shapeOf(getWeight());
+  bool inOut = getLayout() == WeightLayout::in_out;
+  int64_t inF = inOut ? w[0] : w[1], outF = inOut ? w[1] : w[0];
+  auto dy = shapeOf(getGrad());
+  if (dy.empty() || !dimMatches(dy.back(), outF))
+    return emitOpError() << "gradient " << shapeStr(dy) << " must end in " << outF
+                         << " to match the weight " << shapeStr(w);
+  SmallVector<int64_t> expected(dy.begin(), dy.end());
+  expected.back() = inF;
+  return expectResultShape(*this, expected);
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  auto dy = shapeOf(getGrad()), x = shapeOf(getInput());
+  if (dy.size() != x.size() || dy.empty())
+    return emitOpError() << "gradient " << shapeStr(dy) << " and input " << shapeStr(x)
+                         << " must have one rank";
+  for (size_t i = 0; i + 1 < dy.size(); ++i)
+    if (!dimMatches(dy[i], x[i]))
+      return emitOpError() << "gradient " << shapeStr(dy) << " and input " << shapeStr(x)
+                           << " must agree on all but the last dimension";
+  SmallVector<int64_t> expected = getLayout() == WeightLayout::in_out
+                                      ? SmallVector<int64_t>{x.back(), dy.back()}
+                                      : SmallVector<int64_t>{dy.back(), x.back()};
+  return expectResultShape(*this, expected);
+}
+
+LogicalResult BiasGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  auto dy = shapeOf(getGrad());
+  if (dy.empty())
+    return emitOpError() << "gradient must have rank >= 1";
+  return expectResultShape(*this, {dy.back()});
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getGrad(), "gradient", 3)) ||
+      failed(expectRank(*this, getIds(), "ids", 2)) ||
+      failed(expectRank(*this, getResult(), "result", 2)))
+    return failure();
+  auto dy = shapeOf(getGrad()), ids = shapeOf(getIds());
+  if (!dimMatches(dy[0], ids[0]) || !dimMatches(dy[1], ids[1]))
+    return emitOpError() << "gradient " << shapeStr(dy) << " must match the ids "
+                         << shapeStr(ids);
+  if (!getResult().getType().hasStaticShape() || !dimMatches(shapeOf(getResult())[1], dy[2]))
+    return emitOpError() << "result must be a static [V, " << dy[2] << "] table, but it is "
+                         << shapeStr(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectType(*this, getGrad(), getInput().getType(), "gradient")) ||
+      failed(expectType(*this, getInputGrad(), getInput().getType(), "input gradient")) ||
+      failed(expectType(*this, getWeightGrad(), getWeight().getType(), "weight gradient")) ||
+      failed(expectType(*this, getBiasGrad(), getWeight().getType(), "bias gradient")))
+    return failure();
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d))
+    return failure();
+  return expectVector(*this, getWeight(), "weight", *d);
+}
+
+LogicalResult RMSNormGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectType(*this, getGrad(), getInput().getType(), "gradient")) ||
+      failed(expectType(*this, getInputGrad(), getInput().getType(), "input gradient")) ||
+      failed(expectType(*this, getWeightGrad(), getWeight().getType(), "weight gradient")))
+    return failure();
+  auto d = staticLastDim(*this, getInput(), "input");
+  if (failed(d))
+    return failure();
+  return expectVector(*this, getWeight(), "weight", *d);
+}
+
+LogicalResult ConcatOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (getParts().size() < 2)
+    return emitOpError() << "needs at least 2 parts, but has " << getParts().size();
+  auto first = shapeOf(getParts()[0]);
+  int64_t total = 0;
+  for (Value p : getParts()) {
+    auto s = shapeOf(p);
+    if (s.size() != first.size() || !shapeMatches(s.drop_back(), first.drop_back()))
+      return emitOpError() << "parts " << shapeStr(first) << " and " << shapeStr(s)
+                           << " must agree on all but the last dimension";
+    if (ShapedType::isDynamic(s.back()))
+      return emitOpError() << "parts must have a static last dimension";
+    total += s.back();
+  }
+  SmallVector<int64_t> expected(first.begin(), first.end());
+  expected.back() = total;
+  return expectResultShape(*this, expected);
+}
+
+LogicalResult CausalAttentionGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||
+      failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
+      failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||
+      failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
+      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")))
+    return failure();
+  int64_t h = getNumHeadsAttr().getInt(), kv = getNumKvHeadsAttr().getInt();
+  if (h <= 0 || kv <= 0 || h % kv != 0)
+    return emitOpError() << "num_heads = " << h << " must be a positive multiple of "
+                         << "num_kv_heads = " << kv;
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectType(*this, getGrad(), getInput().getType(), "gradient")))
+    return failure();
+  return expectType(*this, getResult(), getInput().getType(), "result");
+}
+
+LogicalResult SiluMulGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectType(*this, getUp(), getGate().getType(), "up")) ||
+      failed(expectType(*this, getGrad(), getGate().getType(), "gradient")) ||
+      failed(expectType(*this, getGateGrad(), getGate().getType(), "gate gradient")))
+    return failure();
+  return expectType(*this, getUpGrad(), getGate().getType(), "up gradient");
+}
+
 #define GET_OP_CLASSES
 #include "dialect/NN/NNOps.cpp.inc"

@@ -39,6 +39,26 @@ def NN_WeightLayout : I32EnumAttr<"WeightLayout",
   let cppNamespace = "::fsdp::nn";
 }
 
+def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let description = [{
+    An op's reverse-mode rule: given the gradients of its results, build the
+    ops that compute the gradients of its operands. The training-step pass
+    calls it on every forward op, last to first.
+  }];
+  let cppNamespace = "::fsdp::nn";
+  let methods = [
+    InterfaceMethod<[{
+        Builds the gradient ops at the builder's insertion point.
+        `resultGrads[i]` is null when result i does not reach the loss.
+        Appends one value per operand to `operandGrads`: null where no
+        gradient flows (token ids, positions).
+      }], "::llvm::LogicalResult", "buildGradients",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>
+  ];
+}
+
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
 
@@ -137,14 +157,16 @@ def NN_ParamOp : NN_Op<"param", [
 // Compute
 //===----------------------------------------------------------------------===//
 
-def NN_PositionIdsOp : NN_ComputeOp<"position_ids"> {
+def NN_PositionIdsOp : NN_ComputeOp<"position_ids", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "positions 0..S-1 of each sequence, shaped like the token ids";
   let arguments = (ins NN_IndexTensor:$tokens, OptionalAttr<StrAttr>:$module);
   let results = (outs NN_IndexTensor:$result);
   let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
 }
 
-def NN_EmbeddingOp : NN_ComputeOp<"embedding"> {
+def NN_EmbeddingOp : NN_ComputeOp<"embedding", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "row lookup: ids[B,S] in table[V,D] gives [B,S,D]";
   let arguments = (ins NN_IndexTensor:$ids, NN_FloatTensor:$table,
                        OptionalAttr<StrAttr>:$module);
@@ -154,7 +176,8 @@ def NN_EmbeddingOp : NN_ComputeOp<"embedding"> {
   }];
 }
 
-def NN_LinearOp : NN_ComputeOp<"linear"> {
+def NN_LinearOp : NN_ComputeOp<"linear", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "x[..., in] times a weight, plus an optional bias[out]";
   let description = [{
     `in_out` reads the weight as `[in, out]` (HF Conv1D, GPT-2), `out_in` as
@@ -178,7 +201,8 @@ def NN_LinearOp : NN_ComputeOp<"linear"> {
   }];
 }
 
-def NN_LayerNormOp : NN_ComputeOp<"layer_norm"> {
+def NN_LayerNormOp : NN_ComputeOp<"layer_norm", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "LayerNorm over the last dimension, with weight and bias";
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
                        NN_FloatTensor:$bias, F64Attr:$eps,
@@ -189,7 +213,8 @@ def NN_LayerNormOp : NN_ComputeOp<"layer_norm"> {
   }];
 }
 
-def NN_RMSNormOp : NN_ComputeOp<"rms_norm"> {
+def NN_RMSNormOp : NN_ComputeOp<"rms_norm", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "RMSNorm: x * rsqrt(mean(x^2) + eps) * weight";
   let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
                        F64Attr:$eps, OptionalAttr<StrAttr>:$module);
@@ -199,12 +224,15 @@ def NN_RMSNormOp : NN_ComputeOp<"rms_norm"> {
   }];
 }
 
-def NN_RopeOp : NN_ComputeOp<"rope"> {
+def NN_RopeOp : NN_ComputeOp<"rope", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "rotary position embedding, HF rotate-half form, per head";
   let description = [{
     The input is `[B, S, num_heads * head_dim]`; each head's first and second
     halves rotate by `pos * theta^(-2i/head_dim)`. The optional `llama3_*`
     attributes apply Llama 3.1's frequency scaling; all four or none.
+    `inverse` rotates by the negated angle: the rotation is orthogonal, so
+    this is also its gradient.
   }];
   let arguments = (ins NN_FloatTensor:$input,
                        I64Attr:$num_heads, F64Attr:$theta,
@@ -212,19 +240,22 @@ def NN_RopeOp : NN_ComputeOp<"rope"> {
                        OptionalAttr<F64Attr>:$llama3_low_freq_factor,
                        OptionalAttr<F64Attr>:$llama3_high_freq_factor,
                        OptionalAttr<I64Attr>:$llama3_original_max_position,
+                       UnitAttr:$inverse,
                        OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def NN_SplitOp : NN_ComputeOp<"split"> {
+def NN_SplitOp : NN_ComputeOp<"split", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "splits the last dimension into equal parts (GPT-2's fused qkv)";
   let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
   let results = (outs Variadic<NN_FloatTensor>:$results);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
 }
 
-def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention"> {
+def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "causal scaled dot-product attention with grouped-query heads";
   let description = [{
     q is `[B, S, num_heads * D]`, k and v `[B, S, num_kv_heads * D]`; query head
@@ -240,14 +271,16 @@ def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention"> {
   }];
 }
 
-def NN_GeluOp : NN_ComputeOp<"gelu"> {
+def NN_GeluOp : NN_ComputeOp<"gelu", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "GELU, tanh approximation (HF gelu_new)";
   let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def NN_SiluMulOp : NN_ComputeOp<"silu_mul"> {
+def NN_SiluMulOp : NN_ComputeOp<"silu_mul", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "SwiGLU's gate: silu(gate) * up";
   let arguments = (ins NN_FloatTensor:$gate, NN_FloatTensor:$up,
                        OptionalAttr<StrAttr>:$module);
@@ -257,7 +290,8 @@ def NN_SiluMulOp : NN_ComputeOp<"silu_mul"> {
   }];
 }
 
-def NN_AddOp : NN_ComputeOp<"add"> {
+def NN_AddOp : NN_ComputeOp<"add", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "elementwise sum of two activations of one shape (residual)";
   let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
                        OptionalAttr<StrAttr>:$module);
@@ -267,13 +301,140 @@ def NN_AddOp : NN_ComputeOp<"add"> {
   }];
 }
 
-def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy"> {
+def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "mean cross-entropy of logits[B,S,V] against targets[B,S]";
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
                        OptionalAttr<StrAttr>:$module);
   let results = (outs 0DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients: the ops the training step's backward pass is made of
+//===----------------------------------------------------------------------===//
+
+def NN_CrossEntropyGradOp : NN_ComputeOp<"cross_entropy_grad"> {
+  let summary = "d(loss)/d(logits): (softmax(logits) - onehot(targets)) * loss_scale";
+  let description = [{
+    `loss_scale` is 1 / (tokens in the optimizer step's global batch); the
+    runtime supplies it, since gradient accumulation is a run-time choice.
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_LinearGradInputOp : NN_ComputeOp<"linear_grad_input"> {
+  let summary = "dx = dy Wᵀ (in_out) or dy W (out_in)";
+  let arguments = (ins NN_WeightLayout:$layout, NN_FloatTensor:$grad,
+                       NN_FloatTensor:$weight, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $layout $grad `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_LinearGradWeightOp : NN_ComputeOp<"linear_grad_weight"> {
+  let summary = "dW = xᵀ dy (in_out) or dyᵀ x (out_in), summed over batch and sequence";
+  let arguments = (ins NN_WeightLayout:$layout, NN_FloatTensor:$grad,
+                       NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $layout $grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_BiasGradOp : NN_ComputeOp<"bias_grad"> {
+  let summary = "db = dy summed over all but the last dimension";
+  let arguments = (ins NN_FloatTensor:$grad, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+}
+
+def NN_EmbeddingGradOp : NN_ComputeOp<"embedding_grad"> {
+  let summary = "dtable: rows of dy added into the rows their ids name";
+  let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$ids,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_LayerNormGradOp : NN_ComputeOp<"layer_norm_grad"> {
+  let summary = "dx, dweight, dbias of LayerNorm (statistics recomputed from x)";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, F64Attr:$eps,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad,
+                      NN_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_RMSNormGradOp : NN_ComputeOp<"rms_norm_grad"> {
+  let summary = "dx, dweight of RMSNorm (statistics recomputed from x)";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weight, F64Attr:$eps,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_ConcatOp : NN_ComputeOp<"concat"> {
+  let summary = "joins parts along the last dimension (the gradient of split)";
+  let arguments = (ins Variadic<NN_FloatTensor>:$parts, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $parts attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_CausalAttentionGradOp : NN_ComputeOp<"causal_attention_grad"> {
+  let summary = "dq, dk, dv of causal attention, recomputing the softmax row by row";
+  let description = [{
+    Operands: the output's gradient, q, k, v and the forward output (whose
+    row-wise dot with its gradient gives softmax's backward term). No S×S
+    matrix is kept between forward and backward.
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
+                       NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       NN_FloatTensor:$output, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $output attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def NN_GeluGradOp : NN_ComputeOp<"gelu_grad"> {
+  let summary = "dx = dy * gelu'(x), tanh approximation";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_SiluMulGradOp : NN_ComputeOp<"silu_mul_grad"> {
+  let summary = "dgate, dup of silu(gate) * up";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$gate,
+                       NN_FloatTensor:$up, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$gate_grad, NN_FloatTensor:$up_grad);
+  let assemblyFormat = [{
+    $grad `,` $gate `,` $up attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -362,9 +362,9 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
       Value v = g.linear(WeightLayout::out_in, a, w[2], Value(), p + ".self_attn.v_proj");
       auto rope = g.mod(p + ".self_attn.rotary_emb");
       q = b.create<nn::RopeOp>(loc, g.act(qW), q, b.getI64IntegerAttr(c.numHeads), theta, f, lo,
-                               hi, orig, rope);
+                               hi, orig, UnitAttr(), rope);
       k = b.create<nn::RopeOp>(loc, g.act(kvW), k, b.getI64IntegerAttr(c.numKvHeads), theta, f,
-                               lo, hi, orig, rope);
+                               lo, hi, orig, UnitAttr(), rope);
       Value o = b.create<nn::CausalAttentionOp>(loc, g.act(qW), q, k, v, c.numHeads,
                                                 c.numKvHeads, g.mod(p + ".self_attn"));
       Value proj = g.linear(WeightLayout::out_in, o, w[3], Value(), p + ".self_attn.o_proj");

@@ -1,0 +1,124 @@
+//===- NNGradients.cpp - each forward op's reverse-mode rule --------------===//
+//
+// Gradient ops inherit the forward op's module path, so the backward of
+// `transformer.h.3.attn.c_attn` is attributed to that module too.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/NN/NNDialect.h"
+
+using namespace mlir;
+using namespace fsdp::nn;
+
+static StringAttr moduleOf(Operation *op) { return op->getAttrOfType<StringAttr>("module"); }
+
+LogicalResult PositionIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                            SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value()); // positions are integers
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  Value table = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), resultGrads[0],
+                                          getIds(), moduleOf(*this));
+  operandGrads.append({Value(), table});
+  return success();
+}
+
+LogicalResult LinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  auto mod = moduleOf(*this);
+  Value dx = b.create<LinearGradInputOp>(getLoc(), getInput().getType(), getLayout(), dy,
+                                         getWeight(), mod);
+  Value dw = b.create<LinearGradWeightOp>(getLoc(), getWeight().getType(), getLayout(), dy,
+                                          getInput(), mod);
+  operandGrads.append({dx, dw});
+  if (getBias())
+    operandGrads.push_back(b.create<BiasGradOp>(getLoc(), getBias().getType(), dy, mod));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<LayerNormGradOp>(
+      getLoc(), TypeRange{getInput().getType(), getWeight().getType(), getBias().getType()},
+      resultGrads[0], getInput(), getWeight(), getEpsAttr(), moduleOf(*this));
+  operandGrads.append({g.getInputGrad(), g.getWeightGrad(), g.getBiasGrad()});
+  return success();
+}
+
+LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<RMSNormGradOp>(getLoc(),
+                                   TypeRange{getInput().getType(), getWeight().getType()},
+                                   resultGrads[0], getInput(), getWeight(), getEpsAttr(),
+                                   moduleOf(*this));
+  operandGrads.append({g.getInputGrad(), g.getWeightGrad()});
+  return success();
+}
+
+LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // The rotation is orthogonal: its gradient rotates back.
+  auto inv = b.create<RopeOp>(getLoc(), getInput().getType(), resultGrads[0],
+                              getNumHeadsAttr(), getThetaAttr(), getLlama3FactorAttr(),
+                              getLlama3LowFreqFactorAttr(), getLlama3HighFreqFactorAttr(),
+                              getLlama3OriginalMaxPositionAttr(),
+                              getInverse() ? UnitAttr() : b.getUnitAttr(), moduleOf(*this));
+  operandGrads.push_back(inv);
+  return success();
+}
+
+LogicalResult SplitOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  for (auto [i, g] : llvm::enumerate(resultGrads))
+    if (!g)
+      return emitOpError() << "part " << i
+                           << " does not reach the loss; its gradient would be zeros, "
+                              "which the training step does not build";
+  operandGrads.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), resultGrads,
+                                            moduleOf(*this)));
+  return success();
+}
+
+LogicalResult CausalAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                                SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<CausalAttentionGradOp>(
+      getLoc(),
+      TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
+      resultGrads[0], getQuery(), getKey(), getValue(), getResult(), getNumHeadsAttr(),
+      getNumKvHeadsAttr(), moduleOf(*this));
+  operandGrads.append({g.getQueryGrad(), g.getKeyGrad(), g.getValueGrad()});
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(b.create<GeluGradOp>(getLoc(), getInput().getType(), resultGrads[0],
+                                              getInput(), moduleOf(*this)));
+  return success();
+}
+
+LogicalResult SiluMulOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<SiluMulGradOp>(getLoc(), TypeRange{getGate().getType(), getUp().getType()},
+                                   resultGrads[0], getGate(), getUp(), moduleOf(*this));
+  operandGrads.append({g.getGateGrad(), g.getUpGrad()});
+  return success();
+}
+
+LogicalResult AddOp::buildGradients(OpBuilder &, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append({resultGrads[0], resultGrads[0]});
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value>,
+                                             SmallVectorImpl<Value> &operandGrads) {
+  // The loss is the seed: its own gradient is the run-time loss scale.
+  Value d = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(), getLogits(),
+                                         getTargets(), moduleOf(*this));
+  operandGrads.append({d, Value()});
+  return success();
+}

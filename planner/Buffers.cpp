@@ -1,0 +1,136 @@
+//===- Buffers.cpp --------------------------------------------------------===//
+#include "planner/Buffers.h"
+
+using namespace mlir;
+using namespace fsdp;
+
+const char *fsdp::categoryName(BufferCategory c) {
+  switch (c) {
+  case BufferCategory::Params: return "params";
+  case BufferCategory::Grads: return "grads";
+  case BufferCategory::Optimizer: return "optimizer";
+  case BufferCategory::Unsharded: return "unsharded";
+  case BufferCategory::Activations: return "activations";
+  }
+  return "?";
+}
+
+SmallVector<int64_t> fsdp::concreteShape(Type type, int64_t B, int64_t S) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape;
+  int dyn = 0;
+  for (int64_t d : t.getShape())
+    shape.push_back(ShapedType::isDynamic(d) ? (dyn++ == 0 ? B : S) : d);
+  return shape;
+}
+
+int64_t fsdp::tensorBytes(Type type, int64_t B, int64_t S) {
+  int64_t n = 1;
+  for (int64_t d : concreteShape(type, B, S))
+    n *= d;
+  return n * elementBytes(type);
+}
+
+int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
+  // Attention computes one query row's scores at a time: S floats forward;
+  // backward also keeps the row's probability gradients.
+  if (isa<nn::CausalAttentionOp>(op))
+    return S * 4;
+  if (isa<nn::CausalAttentionGradOp>(op))
+    return 2 * S * 4;
+  return 0;
+}
+
+FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t S) {
+  BufferModel model;
+  model.microBatch = B;
+  model.seqLen = S;
+  plan::StepOp step = getStep(module);
+  if (!step)
+    return module.emitError() << "no training step to plan memory for";
+  auto pos = positions(step);
+  Block &block = step.getBody().front();
+  model.numPositions = block.getOperations().size();
+  int64_t last = model.numPositions - 1;
+
+  for (plan::UnitOp u : getUnits(module)) {
+    int64_t bytes = u.getShardNumel() * 4;
+    std::string n = u.getSymName().str();
+    model.buffers.push_back({n + ".shard", BufferCategory::Params, BufferRole::UnitShard, bytes,
+                             0, last, u, 0});
+    model.buffers.push_back({n + ".grad_shard", BufferCategory::Grads,
+                             BufferRole::UnitGradShard, bytes, 0, last, u, 0});
+    model.buffers.push_back({n + ".exp_avg", BufferCategory::Optimizer, BufferRole::UnitExpAvg,
+                             bytes, 0, last, u, 0});
+    model.buffers.push_back({n + ".exp_avg_sq", BufferCategory::Optimizer,
+                             BufferRole::UnitExpAvgSq, bytes, 0, last, u, 0});
+  }
+
+  auto lastUse = [&](Value v, int64_t def) {
+    int64_t end = def;
+    for (Operation *user : v.getUsers())
+      end = std::max(end, pos[user]);
+    return end;
+  };
+
+  for (BlockArgument arg : block.getArguments())
+    model.buffers.push_back({arg.getArgNumber() == 0 ? "tokens" : "targets",
+                             BufferCategory::Activations, BufferRole::Input,
+                             tensorBytes(arg.getType(), B, S), 0, lastUse(arg, 0), nullptr,
+                             arg.getArgNumber()});
+
+  // Values stored in a unit's gradient buffer have no buffer of their own.
+  DenseSet<Value> inGradBuffer;
+  for (auto g : block.getOps<plan::GradOp>())
+    inGradBuffer.insert(g.getGrad());
+
+  for (Operation &op : block) {
+    int64_t p = pos[&op];
+    if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
+      int64_t end = last;
+      for (Operation *o = op.getNextNode(); o; o = o->getNextNode())
+        if (auto f = dyn_cast<plan::FreeOp>(o))
+          if (f.getKind() == plan::BufferKind::params && f.getUnit() == g.getUnit()) {
+            end = pos[o];
+            break;
+          }
+      auto u = SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, g.getUnitAttr());
+      if (!u)
+        return g.emitOpError() << "names unknown unit " << g.getUnitAttr();
+      model.buffers.push_back({(g.getUnit() + ".params").str(), BufferCategory::Unsharded,
+                               BufferRole::Gathered, u.getPaddedNumelAttr().getInt() * 4, p, end,
+                               &op, 0});
+      continue;
+    }
+    if (auto a = dyn_cast<plan::AllocOp>(op)) {
+      int64_t end = last;
+      for (Operation *o = op.getNextNode(); o; o = o->getNextNode())
+        if (auto f = dyn_cast<plan::FreeOp>(o))
+          if (f.getKind() == plan::BufferKind::grads && f.getUnit() == a.getUnit()) {
+            end = pos[o];
+            break;
+          }
+      auto u = SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, a.getUnitAttr());
+      if (!u)
+        return a.emitOpError() << "names unknown unit " << a.getUnitAttr();
+      model.buffers.push_back({(a.getUnit() + ".grads").str(), BufferCategory::Unsharded,
+                               BufferRole::GradsFull, u.getPaddedNumelAttr().getInt() * 4, p, end,
+                               &op, 0});
+      continue;
+    }
+    if (isa<nn::ParamOp>(op) || op.getDialect() == nullptr ||
+        op.getDialect()->getNamespace() != "nn")
+      continue;
+    for (OpResult r : op.getResults()) {
+      if (inGradBuffer.contains(r))
+        continue;
+      model.buffers.push_back({"", BufferCategory::Activations, BufferRole::Value,
+                               tensorBytes(r.getType(), B, S), p, lastUse(r, p), &op,
+                               r.getResultNumber()});
+    }
+    if (int64_t s = scratchBytes(&op, B, S))
+      model.buffers.push_back({"", BufferCategory::Activations, BufferRole::Scratch, s, p, p,
+                               &op, 0});
+  }
+  return model;
+}

@@ -1,0 +1,70 @@
+//===- Buffers.h - every buffer of a rank, with its lifetime -----*- C++ -*-===//
+//
+// The memory plan, the verifier and the lowering share one view of memory:
+// positions are op indices in the step's block; a buffer is live on the
+// closed interval [start, end].
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_PLANNER_BUFFERS_H
+#define FSDP_PLANNER_BUFFERS_H
+
+#include "planner/PlanUtils.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp {
+
+enum class BufferCategory {
+  Params,      // parameter shards
+  Grads,       // gradient shards (accumulated over micro-steps)
+  Optimizer,   // Adam's two moments
+  Unsharded,   // gathered parameters and unsharded gradients
+  Activations, // inputs, activations saved for backward, temporaries, scratch
+};
+const char *categoryName(BufferCategory c);
+
+enum class BufferRole {
+  UnitShard, UnitGradShard, UnitExpAvg, UnitExpAvgSq, // owner: the unit
+  Gathered,                                           // owner: the all_gather
+  GradsFull,                                          // owner: the alloc
+  Input,                                              // owner: null; index: argument
+  Value,                                              // owner: op; index: result
+  Scratch,                                            // owner: op
+};
+
+struct Buffer {
+  std::string name;
+  BufferCategory category;
+  BufferRole role;
+  int64_t bytes = 0;
+  int64_t start = 0, end = 0;
+  mlir::Operation *owner = nullptr;
+  int64_t index = 0;
+  int64_t offset = -1;
+};
+
+struct BufferModel {
+  std::vector<Buffer> buffers;
+  int64_t numPositions = 0;
+  int64_t microBatch = 0, seqLen = 0;
+};
+
+/// Every buffer of the step for a micro-batch of B sequences of S tokens.
+mlir::FailureOr<BufferModel> collectBuffers(mlir::ModuleOp module, int64_t B, int64_t S);
+
+/// Bytes of a tensor type with its dynamic dimensions set to B then S.
+int64_t tensorBytes(mlir::Type type, int64_t B, int64_t S);
+
+/// Shape with dynamic dimensions set to B then S.
+llvm::SmallVector<int64_t> concreteShape(mlir::Type type, int64_t B, int64_t S);
+
+/// Scratch bytes a kernel needs beyond its operands and results.
+int64_t scratchBytes(mlir::Operation *op, int64_t B, int64_t S);
+
+constexpr int64_t kAlignment = 64;
+inline int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+} // namespace fsdp
+
+#endif

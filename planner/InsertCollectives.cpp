@@ -1,0 +1,221 @@
+//===- InsertCollectives.cpp - gathers, reductions and frees --------------===//
+#include "planner/PlanUtils.h"
+#include "planner/Passes.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_INSERTCOLLECTIVES
+#include "planner/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct UnitUses {
+  Operation *firstFwd = nullptr, *lastFwd = nullptr;
+  Operation *firstBwd = nullptr, *lastBwd = nullptr;
+  Operation *firstGradDef = nullptr; // earliest op computing a complete gradient
+  Operation *lastGrad = nullptr;     // the last fsdp.grad of the unit
+};
+
+struct InsertCollectivesPass
+    : public fsdp::impl::InsertCollectivesBase<InsertCollectivesPass> {
+  using InsertCollectivesBase::InsertCollectivesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    plan::StepOp step = getStep(module);
+    std::vector<plan::UnitOp> units = getUnits(module);
+    if (!step || units.empty()) {
+      module.emitError() << "fsdp-insert-collectives needs the training step and wrap units "
+                            "(run fsdp-training-step and fsdp-wrap-units)";
+      return signalPassFailure();
+    }
+    // The strategies are hybrid sharding with particular group sizes.
+    int64_t group;
+    if (strategy == "full-shard" || strategy == "shard-grad-op")
+      group = worldSize;
+    else if (strategy == "no-shard")
+      group = 1;
+    else if (strategy == "hybrid-shard")
+      group = shardSize;
+    else {
+      module.emitError() << "unknown strategy '" << strategy
+                         << "'; expected full-shard, shard-grad-op, no-shard or hybrid-shard";
+      return signalPassFailure();
+    }
+    if (worldSize < 1 || group < 1 || worldSize % group != 0) {
+      module.emitError() << "strategy " << strategy << " shards over groups of " << group
+                         << " ranks, which must divide the world size " << worldSize;
+      return signalPassFailure();
+    }
+    for (plan::UnitOp u : units)
+      if (u.getShardCountAttr().getInt() != group) {
+        u.emitOpError() << "is sharded over " << u.getShardCountAttr().getInt()
+                        << " ranks, but strategy " << strategy << " at world size "
+                        << worldSize << " shards over " << group;
+        return signalPassFailure();
+      }
+    Builder attrs(module.getContext());
+    step->setAttr("strategy", attrs.getStringAttr(strategy));
+    step->setAttr("world_size", attrs.getI64IntegerAttr(worldSize));
+    step->setAttr("shard_size", attrs.getI64IntegerAttr(group));
+
+    auto byParam = unitsByParam(module);
+    Operation *bwdStart = backwardStart(step);
+    plan::OptimizerStepOp optimizer;
+    for (auto o : step.getBody().getOps<plan::OptimizerStepOp>())
+      if (!o.getUnit())
+        optimizer = o;
+    if (!bwdStart || !optimizer) {
+      step.emitOpError() << "is not a training step: no loss or no optimizer step";
+      return signalPassFailure();
+    }
+
+    // Where each unit's parameters and gradients are used.
+    DenseMap<Operation *, UnitUses> uses;
+    bool inBackward = false;
+    for (Operation &op : step.getBody().front()) {
+      if (&op == bwdStart)
+        inBackward = true;
+      if (auto g = dyn_cast<plan::GradOp>(op)) {
+        auto it = byParam.find(g.getParam());
+        if (it == byParam.end()) {
+          g.emitOpError() << "names parameter '" << g.getParam() << "', which is in no unit";
+          return signalPassFailure();
+        }
+        UnitUses &u = uses[it->second];
+        u.lastGrad = &op;
+        Operation *def = g.getGrad().getDefiningOp();
+        if (!u.firstGradDef || def->isBeforeInBlock(u.firstGradDef))
+          u.firstGradDef = def;
+        continue;
+      }
+      if (isa<nn::ParamOp>(op))
+        continue;
+      for (Value v : op.getOperands()) {
+        plan::UnitOp unit = unitOfValue(v, byParam);
+        if (!unit)
+          continue;
+        UnitUses &u = uses[unit];
+        if (!inBackward) {
+          if (!u.firstFwd)
+            u.firstFwd = &op;
+          u.lastFwd = &op;
+        } else {
+          if (!u.firstBwd)
+            u.firstBwd = &op;
+          u.lastBwd = &op;
+        }
+      }
+    }
+
+    OpBuilder b(module.getContext());
+    Location loc = step.getLoc();
+    Type ev = plan::EventType::get(module.getContext());
+    auto ref = [&](plan::UnitOp u) { return FlatSymbolRefAttr::get(u.getSymNameAttr()); };
+    auto gatherBefore = [&](Operation *at, plan::UnitOp u) {
+      b.setInsertionPoint(at);
+      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), DenseI32ArrayAttr());
+      b.create<plan::WaitOp>(loc, g.getEvent());
+      ++numCollectives;
+    };
+    auto freeAfter = [&](Operation *at, plan::UnitOp u, plan::BufferKind kind) {
+      b.setInsertionPointAfter(at);
+      b.create<plan::FreeOp>(loc, plan::BufferKindAttr::get(b.getContext(), kind), ref(u));
+    };
+
+    // Parameters: only sharded units are gathered.
+    if (group > 1) {
+      // The unit that computes last in forward is first in backward: it
+      // stays gathered between the two, as FSDP keeps its root unit.
+      plan::UnitOp keep;
+      Operation *latest = nullptr;
+      for (plan::UnitOp u : units) {
+        UnitUses &s = uses[u];
+        if (s.lastFwd && (!latest || latest->isBeforeInBlock(s.lastFwd))) {
+          latest = s.lastFwd;
+          keep = u;
+        }
+      }
+      bool zero2 = strategy == "shard-grad-op";
+      for (plan::UnitOp u : units) {
+        UnitUses &s = uses[u];
+        Operation *first = s.firstFwd ? s.firstFwd : s.firstBwd;
+        if (!first)
+          continue;
+        bool holdThrough = zero2 || (u == keep && s.firstBwd);
+        if (s.firstFwd && s.firstBwd && holdThrough) {
+          gatherBefore(s.firstFwd, u);
+          freeAfter(s.lastBwd, u, plan::BufferKind::params);
+          continue;
+        }
+        if (s.firstFwd) {
+          gatherBefore(s.firstFwd, u);
+          freeAfter(s.lastFwd, u, plan::BufferKind::params);
+        }
+        if (s.firstBwd) {
+          gatherBefore(s.firstBwd, u);
+          freeAfter(s.lastBwd, u, plan::BufferKind::params);
+        }
+      }
+    }
+
+    // Gradients, in the order their units complete.
+    std::vector<plan::UnitOp> reduced;
+    for (plan::UnitOp u : units)
+      if (uses[u].lastGrad)
+        reduced.push_back(u);
+    llvm::sort(reduced, [&](plan::UnitOp a, plan::UnitOp c) {
+      return uses[a].lastGrad->isBeforeInBlock(uses[c].lastGrad);
+    });
+    int64_t replicas = worldSize / group;
+    SmallVector<Value> pendingEvents;
+    plan::UnitOp pendingUnit;
+    auto retirePending = [&](Operation *before) {
+      if (!pendingUnit)
+        return;
+      b.setInsertionPoint(before);
+      for (Value e : pendingEvents)
+        b.create<plan::WaitOp>(loc, e);
+      b.create<plan::FreeOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(pendingUnit));
+      pendingEvents.clear();
+      pendingUnit = {};
+    };
+    for (plan::UnitOp u : reduced) {
+      UnitUses &s = uses[u];
+      b.setInsertionPoint(s.firstGradDef);
+      b.create<plan::AllocOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(u), IntegerAttr());
+      b.setInsertionPointAfter(s.lastGrad);
+      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), DenseI32ArrayAttr());
+      ++numCollectives;
+      Operation *last = rs;
+      SmallVector<Value> events = {rs.getEvent()};
+      if (replicas > 1) {
+        auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u), DenseI32ArrayAttr());
+        ++numCollectives;
+        events.push_back(ar.getEvent());
+        last = ar;
+      }
+      // The previous unit's reduction overlapped this unit's backward; its
+      // gradient buffer is released once that reduction is done.
+      retirePending(rs);
+      pendingEvents = events;
+      pendingUnit = u;
+      (void)last;
+    }
+
+    // The optimizer: global norm, then each unit's shard.
+    retirePending(optimizer);
+    b.setInsertionPoint(optimizer);
+    auto norm = b.create<plan::GradNormOp>(loc, ev, DenseI32ArrayAttr());
+    ++numCollectives;
+    b.create<plan::WaitOp>(loc, norm.getEvent());
+    for (plan::UnitOp u : units)
+      b.create<plan::OptimizerStepOp>(loc, ref(u));
+    optimizer.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,326 @@
+//===- LowerToProgram.cpp - per-stream instruction lists with events ------===//
+//
+// Every collective is issued at its place in the program: the compute stream
+// records an event there, the comm stream waits for it, runs the collective
+// and records its completion, which a later `fsdp.wait` waits for.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/LowerToProgram.h"
+#include "planner/Buffers.h"
+#include "runtime/Program.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+using namespace mlir;
+using namespace fsdp;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+std::string dtypeName(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  cast<ShapedType>(t).getElementType().print(os);
+  return s;
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, plan::StepOp step) : module(module), step(step) {}
+  LogicalResult run(raw_ostream &os);
+
+private:
+  int64_t tensorId(ArrayRef<int64_t> shape, StringRef dtype, int64_t offset);
+  FailureOr<int64_t> operand(Value v, Operation *user);
+  LogicalResult lowerCompute(Operation &op, ojson &compute);
+
+  ModuleOp module;
+  plan::StepOp step;
+  int64_t B = 0, S = 0;
+  std::vector<plan::UnitOp> units;
+  llvm::StringMap<plan::UnitOp> byParam;
+  llvm::StringMap<int64_t> unitIndex;
+  DenseMap<Operation *, int64_t> gatherOffset; // unit -> live gathered buffer
+  DenseMap<Operation *, int64_t> gradOffset;   // unit -> live gradient buffer
+  DenseMap<Value, int64_t> valueTensor;
+  std::map<std::tuple<int64_t, std::string, std::vector<int64_t>>, int64_t> tensorIds;
+  ojson tensors = ojson::array();
+  DenseMap<Value, int64_t> eventIds;
+  int64_t numEvents = 0;
+};
+
+int64_t Lowering::tensorId(ArrayRef<int64_t> shape, StringRef dtype, int64_t offset) {
+  auto key = std::make_tuple(offset, dtype.str(), std::vector<int64_t>(shape.begin(), shape.end()));
+  auto it = tensorIds.find(key);
+  if (it != tensorIds.end())
+    return it->second;
+  int64_t id = tensors.size();
+  ojson t;
+  t["id"] = id;
+  t["offset"] = offset;
+  t["shape"] = shape;
+  t["dtype"] = dtype.str();
+  tensors.push_back(t);
+  tensorIds[key] = id;
+  return id;
+}
+
+// The tensor an operand reads: a value's buffer, or a view of a parameter
+// in its unit's gathered buffer (or shard, for an unsharded unit).
+FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
+  if (auto id = valueTensor.find(v); id != valueTensor.end())
+    return id->second;
+  auto p = v.getDefiningOp<nn::ParamOp>();
+  if (!p)
+    return user->emitOpError() << "reads a value with no buffer";
+  plan::UnitOp u = byParam.lookup(p.getName());
+  if (!u)
+    return p.emitOpError() << "is in no unit";
+  int64_t base;
+  if (u.getShardCountAttr().getInt() == 1) {
+    base = u->getAttrOfType<IntegerAttr>("shard_offset").getInt();
+  } else {
+    auto it = gatherOffset.find(u);
+    if (it == gatherOffset.end())
+      return user->emitOpError() << "reads '" << p.getName() << "' while unit @"
+                                 << u.getSymName() << " is not gathered";
+    base = it->second;
+  }
+  int64_t idx = llvm::find(u.getParams(), p.getNameAttr()) - u.getParams().begin();
+  return tensorId(p.getType().getShape(), dtypeName(p.getType()),
+                  base + u.getOffsets()[idx] * 4);
+}
+
+LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
+  ojson inst;
+  inst["op"] = op.getName().stripDialect().str();
+  if (auto m = op.getAttrOfType<StringAttr>("module"))
+    inst["module"] = m.getValue().str();
+  for (NamedAttribute a : op.getAttrs()) {
+    StringRef n = a.getName();
+    if (n == "module" || n == "offsets" || n == "scratch_offset")
+      continue;
+    if (auto f = dyn_cast<FloatAttr>(a.getValue()))
+      inst[n.str()] = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
+      inst[n.str()] = i.getInt();
+    else if (auto l = dyn_cast<nn::WeightLayoutAttr>(a.getValue()))
+      inst[n.str()] = nn::stringifyWeightLayout(l.getValue()).str();
+    else if (isa<UnitAttr>(a.getValue()))
+      inst[n.str()] = true;
+  }
+  ojson in = ojson::array(), out = ojson::array();
+  for (Value v : op.getOperands()) {
+    auto id = operand(v, &op);
+    if (failed(id))
+      return failure();
+    in.push_back(*id);
+  }
+  auto offs = op.getAttrOfType<DenseI64ArrayAttr>("offsets");
+  if (!offs)
+    return op.emitOpError() << "has no buffer offsets (run fsdp-memory-plan)";
+  for (OpResult r : op.getResults()) {
+    int64_t offset = offs[r.getResultNumber()];
+    if (offset < 0) {
+      // A complete gradient: written straight into its unit's gradient buffer.
+      plan::GradOp g;
+      for (Operation *user : r.getUsers())
+        if (auto gg = dyn_cast<plan::GradOp>(user))
+          g = gg;
+      plan::UnitOp u = g ? byParam.lookup(g.getParam()) : plan::UnitOp();
+      if (!u || !gradOffset.count(u))
+        return op.emitOpError() << "writes a gradient with no gradient buffer";
+      int64_t idx = llvm::find(u.getParams(), g.getParamAttr()) - u.getParams().begin();
+      offset = gradOffset[u] + u.getOffsets()[idx] * 4;
+    }
+    int64_t id = tensorId(concreteShape(r.getType(), B, S), dtypeName(r.getType()), offset);
+    valueTensor[r] = id;
+    out.push_back(id);
+  }
+  inst["in"] = in;
+  inst["out"] = out;
+  if (auto s = op.getAttrOfType<IntegerAttr>("scratch_offset")) {
+    inst["scratch"] = s.getInt();
+    inst["scratch_bytes"] = scratchBytes(&op, B, S);
+  }
+  compute.push_back(inst);
+  return success();
+}
+
+LogicalResult Lowering::run(raw_ostream &os) {
+  if (!step->hasAttr("arena_bytes"))
+    return step.emitOpError() << "has no memory plan; lowering needs every buffer's offset";
+  B = stepInt(step, "micro_batch", 1);
+  S = stepInt(step, "seq_len", 1);
+  units = getUnits(module);
+  byParam = unitsByParam(module);
+
+  ojson unitList = ojson::array();
+  int64_t parameters = 0;
+  for (auto [i, u] : llvm::enumerate(units)) {
+    unitIndex[u.getSymName()] = i;
+    ojson j;
+    j["name"] = u.getSymName().str();
+    j["module"] = u.getModule().str();
+    j["numel"] = u.getNumelAttr().getInt();
+    j["padded_numel"] = u.getPaddedNumelAttr().getInt();
+    j["shard_count"] = u.getShardCountAttr().getInt();
+    j["shard_numel"] = u.getShardNumel();
+    for (const char *k : {"shard_offset", "grad_shard_offset", "exp_avg_offset",
+                          "exp_avg_sq_offset"})
+      j[k] = u->getAttrOfType<IntegerAttr>(k).getInt();
+    ojson params = ojson::array();
+    for (auto [k, name] : llvm::enumerate(u.getParams())) {
+      nn::ParamOp p;
+      for (auto pp : step.getBody().getOps<nn::ParamOp>())
+        if (pp.getNameAttr() == name)
+          p = pp;
+      ojson pj;
+      pj["name"] = cast<StringAttr>(name).getValue().str();
+      pj["shape"] = p.getType().getShape();
+      pj["dtype"] = dtypeName(p.getType());
+      pj["offset"] = u.getOffsets()[k];
+      pj["numel"] = u.getSizes()[k];
+      // AdamW decays matrices, not vectors (biases, norm weights).
+      pj["decay"] = p.getType().getRank() >= 2;
+      params.push_back(pj);
+      parameters += u.getSizes()[k];
+    }
+    j["params"] = params;
+    unitList.push_back(j);
+  }
+
+  Block &block = step.getBody().front();
+  for (BlockArgument arg : block.getArguments())
+    valueTensor[arg] = tensorId(
+        concreteShape(arg.getType(), B, S), dtypeName(arg.getType()),
+        step->getAttrOfType<IntegerAttr>(arg.getArgNumber() == 0 ? "tokens_offset"
+                                                                  : "targets_offset")
+            .getInt());
+
+  ojson phases[2] = {ojson::object(), ojson::object()};
+  for (ojson &p : phases) {
+    p["compute"] = ojson::array();
+    p["comm"] = ojson::array();
+  }
+  int phase = 0;
+  Value loss;
+  auto unitOf = [&](Operation *op) {
+    auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
+    return SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref);
+  };
+  auto issue = [&](Operation *op, ojson inst) {
+    int64_t ready = numEvents++, done = numEvents++;
+    phases[phase]["compute"].push_back({{"op", "record"}, {"event", ready}});
+    phases[phase]["comm"].push_back({{"op", "wait"}, {"event", ready}});
+    phases[phase]["comm"].push_back(inst);
+    phases[phase]["comm"].push_back({{"op", "record"}, {"event", done}});
+    eventIds[op->getResult(0)] = done;
+  };
+
+  for (Operation &op : block) {
+    if (isa<plan::GradNormOp>(op))
+      phase = 1; // the optimizer phase runs once per step, after all micro-steps
+    ojson &compute = phases[phase]["compute"];
+    if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
+      plan::UnitOp u = unitOf(g);
+      int64_t off = g.getOffset() ? (int64_t)*g.getOffset() : -1;
+      if (off < 0)
+        return g.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
+      gatherOffset[u] = off;
+      issue(&op, {{"op", "all_gather"}, {"unit", unitIndex[u.getSymName()]},
+                  {"group", "shard"}, {"dst", off}});
+    } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
+      plan::UnitOp u = unitOf(rs);
+      issue(&op, {{"op", "reduce_scatter"}, {"unit", unitIndex[u.getSymName()]},
+                  {"group", "shard"}, {"src", gradOffset[u]}});
+    } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
+      plan::UnitOp u = unitOf(ar);
+      issue(&op, {{"op", "all_reduce"}, {"unit", unitIndex[u.getSymName()]},
+                  {"group", "replica"}});
+    } else if (isa<plan::GradNormOp>(op)) {
+      issue(&op, {{"op", "grad_norm"}, {"group", "shard"}});
+    } else if (auto w = dyn_cast<plan::WaitOp>(op)) {
+      compute.push_back({{"op", "wait"}, {"event", eventIds.lookup(w.getEvent())}});
+    } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
+      plan::UnitOp u = unitOf(a);
+      if (!a.getOffset())
+        return a.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
+      gradOffset[u] = *a.getOffset();
+      compute.push_back({{"op", "alloc"}, {"kind", "grads"},
+                         {"unit", unitIndex[u.getSymName()]}, {"dst", *a.getOffset()}});
+    } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
+      plan::UnitOp u = unitOf(f);
+      compute.push_back({{"op", "free"}, {"kind", plan::stringifyBufferKind(f.getKind()).str()},
+                         {"unit", unitIndex[u.getSymName()]}});
+      if (f.getKind() == plan::BufferKind::params)
+        gatherOffset.erase(u);
+      else
+        gradOffset.erase(u);
+    } else if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
+      if (!o.getUnit())
+        return o.emitOpError() << "is not per unit (run fsdp-insert-collectives)";
+      compute.push_back({{"op", "optimizer_step"}, {"unit", unitIndex[*o.getUnit()]}});
+    } else if (auto r = dyn_cast<plan::ReturnOp>(op)) {
+      loss = r.getOperand(0);
+    } else if (isa<nn::ParamOp, plan::GradOp>(op)) {
+      continue;
+    } else if (failed(lowerCompute(op, compute))) {
+      return failure();
+    }
+  }
+
+  ojson prog;
+  prog["format"] = program::kFormat;
+  prog["version"] = program::kVersion;
+  prog["model"] = {{"name", step->getAttrOfType<StringAttr>("model").getValue().str()},
+                   {"model_type", step->getAttrOfType<StringAttr>("model_type").getValue().str()},
+                   {"parameters", parameters}};
+  prog["world_size"] = stepInt(step, "world_size", 1);
+  prog["strategy"] = step->getAttrOfType<StringAttr>("strategy").getValue().str();
+  prog["shard_size"] = stepInt(step, "shard_size", 1);
+  prog["micro_batch"] = B;
+  prog["seq_len"] = S;
+  prog["arena_bytes"] = stepInt(step, "arena_bytes", 0);
+  ojson mem;
+  for (NamedAttribute a : step->getAttrOfType<DictionaryAttr>("memory"))
+    mem[a.getName().str()] = cast<IntegerAttr>(a.getValue()).getInt();
+  prog["memory"] = mem;
+  prog["events"] = numEvents;
+  prog["inputs"] = {{"tokens", valueTensor[block.getArgument(0)]},
+                    {"targets", valueTensor[block.getArgument(1)]}};
+  prog["loss"] = valueTensor.lookup(loss);
+
+  // One JSON document, one line per unit, tensor and instruction, so that a
+  // person can read it and a diff shows what changed.
+  auto list = [&](const ojson &arr, const char *indent) {
+    std::string s = "[";
+    for (size_t i = 0; i < arr.size(); ++i)
+      s += std::string(i ? ",\n" : "\n") + indent + "  " + arr[i].dump();
+    return s + (arr.empty() ? "]" : std::string("\n") + indent + "]");
+  };
+  os << "{\n";
+  for (auto &[k, v] : prog.items())
+    os << "  \"" << k << "\": " << v.dump() << ",\n";
+  os << "  \"units\": " << list(unitList, "  ") << ",\n";
+  os << "  \"tensors\": " << list(tensors, "  ") << ",\n";
+  const char *names[2] = {"micro_step", "optimizer"};
+  for (int p = 0; p < 2; ++p) {
+    os << "  \"" << names[p] << "\": {\n";
+    os << "    \"compute\": " << list(phases[p]["compute"], "    ") << ",\n";
+    os << "    \"comm\": " << list(phases[p]["comm"], "    ") << "\n";
+    os << "  }" << (p == 0 ? ",\n" : "\n");
+  }
+  os << "}\n";
+  return success();
+}
+
+} // namespace
+
+LogicalResult fsdp::lowerToProgram(ModuleOp module, raw_ostream &os) {
+  plan::StepOp step = getStep(module);
+  if (!step)
+    return module.emitError() << "no training step to lower";
+  return Lowering(module, step).run(os);
+}

@@ -1,0 +1,112 @@
+//===- Passes.td - the planner's passes --------------------*- tablegen -*-===//
+//
+// fsdp-plan runs them in this order; each also runs alone in fsdp-opt.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_PLANNER_PASSES
+#define FSDP_PLANNER_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def TrainingStep : Pass<"fsdp-training-step", "mlir::ModuleOp"> {
+  let summary = "builds the training step: forward, reverse-mode backward, optimizer";
+  let description = [{
+    Replaces the module's `nn.graph` with an `fsdp.step` holding the forward
+    ops, the gradient ops each forward op's GradientOpInterface builds (last
+    op first, summing the gradients of values used twice), an `fsdp.grad`
+    right where each parameter's gradient is complete, and one
+    `fsdp.optimizer_step`.
+  }];
+  let dependentDialects = ["::fsdp::plan::FSDPDialect"];
+  let statistics = [
+    Statistic<"numGradOps", "gradient-ops", "Gradient ops built">,
+  ];
+}
+
+def WrapUnits : Pass<"fsdp-wrap-units", "mlir::ModuleOp"> {
+  let summary = "groups parameters into wrap units with flat, padded layouts";
+  let description = [{
+    `block`: one unit per transformer block and a root unit for everything
+    else (embeddings, final norm, head), as FSDP wraps; `size:N`: contiguous
+    units of at least N parameters in declaration order; `none`: one unit.
+    Each unit's flat size is padded to a multiple of `shard-count`.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"block\"",
+           "block, size:N or none">,
+    Option<"shardCount", "shard-count", "int64_t", /*default=*/"1",
+           "ranks a unit is sharded over (the shard group's size)">,
+  ];
+  let statistics = [Statistic<"numUnits", "units", "Wrap units formed">];
+}
+
+def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
+  let summary = "places all-gathers, waits, frees, reductions and per-unit optimizer steps";
+  let description = [{
+    Without prefetch: each gather right before the unit's first use, its free
+    right after the last use of that phase; the gradient buffer allocated
+    before the unit's first gradient, reduce-scattered (and, across replica
+    groups, all-reduced) after its last, and freed once the next unit's
+    reduction is issued. Strategies: `full-shard` (ZeRO-3: gather for forward
+    and again for backward), `shard-grad-op` (ZeRO-2: gather once, keep until
+    the unit's backward is done), `no-shard` (DDP: replicated parameters,
+    all-reduced gradients), `hybrid-shard` (full-shard within groups of
+    `shard-size`, all-reduce across them).
+  }];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
+           "full-shard, shard-grad-op, no-shard or hybrid-shard">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks">,
+    Option<"shardSize", "shard-size", "int64_t", /*default=*/"0",
+           "hybrid-shard's group size (0: the world)">,
+  ];
+  let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
+}
+
+def Prefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
+  let summary = "issues all-gathers early so that they overlap compute";
+  let description = [{
+    Forward: while unit i computes, the gathers of units up to i+K are in
+    flight. Backward: `pre` issues the next unit's gather before the current
+    unit's gradient ops, `post` after them, `none` at first use. At most
+    `max-inflight-gathers` units are gathered ahead of the one computing
+    (FSDP's rate limiter); a gather that would exceed it waits for a free.
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"1",
+           "units gathered ahead in forward">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string", /*default=*/"\"pre\"",
+           "pre, post or none">,
+    Option<"maxInflightGathers", "max-inflight-gathers", "int64_t", /*default=*/"2",
+           "units gathered ahead of the one computing, at most">,
+  ];
+}
+
+def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
+  let summary = "lays out every buffer of a rank in one arena";
+  let description = [{
+    Sizes every buffer for the micro-batch and sequence length: parameter,
+    gradient and Adam-moment shards (live throughout), gathered parameters
+    and unsharded gradients (from gather/alloc to free), inputs, activations
+    and temporaries (definition to last use) and kernel scratch. Assigns
+    offsets greedily, largest first, so that no two live buffers overlap, and
+    records the peak with its breakdown on the step.
+  }];
+  let options = [
+    Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1", "sequences per rank">,
+    Option<"seqLen", "seq-len", "int64_t", /*default=*/"0", "tokens per sequence (0: the model's maximum)">,
+  ];
+}
+
+def VerifyPlan : Pass<"fsdp-verify-plan", "mlir::ModuleOp"> {
+  let summary = "proves a plan safe or rejects it at the offending op";
+  let description = [{
+    Every parameter use comes after its unit's gather has been waited for and
+    before its free; every unit's gradient is reduced exactly once, after its
+    last contribution and before its buffer is freed; every rank issues the
+    same collectives in the same order; no two live buffers overlap.
+  }];
+}
+
+#endif // FSDP_PLANNER_PASSES

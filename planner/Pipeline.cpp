@@ -1,0 +1,180 @@
+//===- Pipeline.cpp -------------------------------------------------------===//
+#include "planner/Pipeline.h"
+#include "planner/Passes.h"
+#include "planner/PlanUtils.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace fsdp;
+
+int64_t PlanOptions::shardGroup() const {
+  if (strategy == "no-shard")
+    return 1;
+  if (strategy == "hybrid-shard")
+    return shardSize;
+  return worldSize;
+}
+
+LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
+  PassManager pm(module.getContext());
+  pm.addPass(createTrainingStep());
+  pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
+  pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
+  pm.addPass(createPrefetch({o.forwardPrefetch, o.backwardPrefetch, o.maxInflightGathers}));
+  pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
+  pm.addPass(createVerifyPlan());
+  return pm.run(module);
+}
+
+PlanFigures fsdp::planFigures(ModuleOp module) {
+  PlanFigures f;
+  plan::StepOp step = getStep(module);
+  if (auto mem = step->getAttrOfType<DictionaryAttr>("memory")) {
+    auto get = [&](StringRef k) { return cast<IntegerAttr>(mem.get(k)).getInt(); };
+    f.peakBytes = get("peak_bytes");
+    f.livePeakBytes = get("live_peak_bytes");
+    f.paramsBytes = get("params_bytes");
+    f.gradsBytes = get("grads_bytes");
+    f.optimizerBytes = get("optimizer_bytes");
+    f.unshardedBytes = get("unsharded_bytes");
+    f.activationsBytes = get("activations_bytes");
+    f.fragmentationBytes = get("fragmentation_bytes");
+  }
+  for (plan::UnitOp u : getUnits(module))
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumelAttr().getInt(),
+                       u.getPaddedNumelAttr().getInt(), u.getShardNumel()});
+  // Bytes each rank's buffers hold per collective (nccl-tests' "size").
+  for (Operation &op : step.getBody().front()) {
+    auto ref = op.getAttrOfType<FlatSymbolRefAttr>("unit");
+    auto u = ref ? SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref)
+                 : plan::UnitOp();
+    if (isa<plan::AllGatherOp>(op))
+      f.allGatherBytes += u.getPaddedNumelAttr().getInt() * 4;
+    else if (isa<plan::ReduceScatterOp>(op))
+      f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * 4;
+    else if (isa<plan::AllReduceOp>(op))
+      f.allReduceBytes += u.getShardNumel() * 4;
+  }
+  return f;
+}
+
+nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOptions &o,
+                                        const PlanFigures &f, std::optional<int64_t> budget) {
+  nlohmann::ordered_json r;
+  r["model"] = model.name;
+  r["model_type"] = model.modelType;
+  r["parameters"] = model.parameters;
+  r["world_size"] = o.worldSize;
+  r["strategy"] = o.strategy;
+  r["shard_size"] = o.shardGroup();
+  r["wrap"] = o.wrap;
+  r["micro_batch"] = o.microBatch;
+  r["seq_len"] = o.seqLen;
+  r["forward_prefetch"] = o.forwardPrefetch;
+  r["backward_prefetch"] = o.backwardPrefetch;
+  r["max_inflight_gathers"] = o.maxInflightGathers;
+  nlohmann::ordered_json units = nlohmann::ordered_json::array();
+  for (const auto &u : f.units)
+    units.push_back({{"name", u.name}, {"module", u.module}, {"params", u.params},
+                     {"bytes", u.params * 4}, {"padded_numel", u.paddedNumel},
+                     {"shard_numel", u.shardNumel}});
+  r["units"] = units;
+  r["memory"] = {{"peak_bytes", f.peakBytes},
+                 {"params_bytes", f.paramsBytes},
+                 {"grads_bytes", f.gradsBytes},
+                 {"optimizer_bytes", f.optimizerBytes},
+                 {"activations_bytes", f.activationsBytes},
+                 {"unsharded_bytes", f.unshardedBytes},
+                 {"fragmentation_bytes", f.fragmentationBytes},
+                 {"live_peak_bytes", f.livePeakBytes}};
+  r["comm"] = {{"all_gather", f.allGatherBytes},
+               {"reduce_scatter", f.reduceScatterBytes},
+               {"all_reduce", f.allReduceBytes}};
+  if (budget)
+    r["memory_budget"] = *budget;
+  r["fits"] = !budget || f.peakBytes <= *budget;
+  return r;
+}
+
+void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
+                            const PlanFigures &f, std::optional<int64_t> budget,
+                            llvm::raw_ostream &os) {
+  os << "model " << model.name << " (" << model.modelType << "): "
+     << withCommas(model.parameters) << " parameters, " << humanBytes(model.paramBytes)
+     << "\n";
+  os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
+     << o.shardGroup() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
+     << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
+  os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
+     << ", at most " << o.maxInflightGathers << " gathers in flight\n\n";
+
+  size_t w = 4;
+  for (const auto &u : f.units)
+    w = std::max(w, u.name.size());
+  size_t mw = 6;
+  for (const auto &u : f.units)
+    mw = std::max(mw, u.module.size());
+  os << llvm::left_justify("unit", w) << "  " << llvm::left_justify("module", mw) << "  "
+     << llvm::right_justify("params", 15) << "  " << llvm::right_justify("padded", 15) << "  "
+     << llvm::right_justify("shard/rank", 15) << "\n";
+  for (const auto &u : f.units)
+    os << llvm::left_justify(u.name, w) << "  " << llvm::left_justify(u.module, mw) << "  "
+       << llvm::right_justify(withCommas(u.params), 15) << "  "
+       << llvm::right_justify(withCommas(u.paddedNumel), 15) << "  "
+       << llvm::right_justify(withCommas(u.shardNumel), 15) << "\n";
+
+  os << "\nmemory per rank at the peak\n";
+  auto row = [&](StringRef what, int64_t bytes) {
+    os << "  " << llvm::left_justify(what, 34) << llvm::right_justify(withCommas(bytes), 18)
+       << "  " << llvm::right_justify(humanBytes(bytes), 10) << "\n";
+  };
+  row("parameter shards", f.paramsBytes);
+  row("gradient shards", f.gradsBytes);
+  row("optimizer state (Adam m, v)", f.optimizerBytes);
+  row("unsharded parameters and grads", f.unshardedBytes);
+  row("activations and temporaries", f.activationsBytes);
+  row("arena fragmentation", f.fragmentationBytes);
+  row("peak (the arena)", f.peakBytes);
+  if (budget)
+    row(f.peakBytes <= *budget ? "budget (fits)" : "budget (does NOT fit)", *budget);
+  os << "\ncommunication per rank per micro-step: all_gather "
+     << humanBytes(f.allGatherBytes) << ", reduce_scatter " << humanBytes(f.reduceScatterBytes)
+     << ", all_reduce " << humanBytes(f.allReduceBytes) << "\n";
+}
+
+std::optional<int64_t> fsdp::parseSize(llvm::StringRef text) {
+  text = text.trim();
+  size_t i = 0;
+  while (i < text.size() && (isdigit((unsigned char)text[i]) || text[i] == '.'))
+    ++i;
+  double value;
+  if (i == 0 || text.substr(0, i).getAsDouble(value))
+    return std::nullopt;
+  llvm::StringRef unit = text.substr(i).trim();
+  double scale;
+  if (unit.empty() || unit.equals_insensitive("b"))
+    scale = 1;
+  else if (unit.equals_insensitive("kib") || unit.equals_insensitive("k"))
+    scale = 1024.0;
+  else if (unit.equals_insensitive("mib") || unit.equals_insensitive("m"))
+    scale = 1024.0 * 1024;
+  else if (unit.equals_insensitive("gib") || unit.equals_insensitive("g"))
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit.equals_insensitive("tib") || unit.equals_insensitive("t"))
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit.equals_insensitive("kb"))
+    scale = 1e3;
+  else if (unit.equals_insensitive("mb"))
+    scale = 1e6;
+  else if (unit.equals_insensitive("gb"))
+    scale = 1e9;
+  else if (unit.equals_insensitive("tb"))
+    scale = 1e12;
+  else
+    return std::nullopt;
+  return (int64_t)std::llround(value * scale);
+}

@@ -1,0 +1,60 @@
+//===- Pipeline.h - fsdp-plan's pass pipeline and report ---------*- C++ -*-===//
+#ifndef FSDP_PLANNER_PIPELINE_H
+#define FSDP_PLANNER_PIPELINE_H
+
+#include "planner/ModelSummary.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace fsdp {
+
+struct PlanOptions {
+  int64_t worldSize = 1;
+  int64_t microBatch = 1;
+  int64_t seqLen = 0; // 0: the model's maximum
+  std::string strategy = "full-shard";
+  int64_t shardSize = 0; // hybrid-shard's group size
+  std::string wrap = "block";
+  int64_t forwardPrefetch = 1;
+  std::string backwardPrefetch = "pre";
+  int64_t maxInflightGathers = 2;
+
+  /// Ranks one copy of the model is sharded over.
+  int64_t shardGroup() const;
+};
+
+/// Runs training-step, wrap-units, insert-collectives, prefetch,
+/// memory-plan and verify-plan on a module holding an nn.graph.
+mlir::LogicalResult runPlanPipeline(mlir::ModuleOp module, const PlanOptions &options);
+
+/// Per-rank memory and communication of a planned module.
+struct PlanFigures {
+  int64_t peakBytes = 0, livePeakBytes = 0;
+  int64_t paramsBytes = 0, gradsBytes = 0, optimizerBytes = 0, unshardedBytes = 0,
+          activationsBytes = 0, fragmentationBytes = 0;
+  int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
+  struct Unit {
+    std::string name, module;
+    int64_t params = 0, paddedNumel = 0, shardNumel = 0;
+  };
+  std::vector<Unit> units;
+};
+PlanFigures planFigures(mlir::ModuleOp module);
+
+/// The report of docs/plan-format.md's `--report`.
+nlohmann::ordered_json planReport(const ModelSummary &model, const PlanOptions &options,
+                                  const PlanFigures &figures, std::optional<int64_t> budget);
+
+void printPlanSummary(const ModelSummary &model, const PlanOptions &options,
+                      const PlanFigures &figures, std::optional<int64_t> budget,
+                      llvm::raw_ostream &os);
+
+/// "80GiB", "1.5 TiB", "4096" (bytes); nullopt if it does not parse.
+std::optional<int64_t> parseSize(llvm::StringRef text);
+
+} // namespace fsdp
+
+#endif

@@ -1,0 +1,61 @@
+//===- PlanUtils.cpp ------------------------------------------------------===//
+#include "planner/PlanUtils.h"
+
+using namespace mlir;
+using namespace fsdp;
+
+plan::StepOp fsdp::getStep(ModuleOp module) {
+  auto steps = module.getOps<plan::StepOp>();
+  return steps.empty() ? plan::StepOp() : *steps.begin();
+}
+
+std::vector<plan::UnitOp> fsdp::getUnits(ModuleOp module) {
+  std::vector<plan::UnitOp> units(module.getOps<plan::UnitOp>().begin(),
+                                  module.getOps<plan::UnitOp>().end());
+  llvm::stable_sort(units, [](plan::UnitOp a, plan::UnitOp b) {
+    return a.getIndexAttr().getInt() < b.getIndexAttr().getInt();
+  });
+  return units;
+}
+
+llvm::StringMap<plan::UnitOp> fsdp::unitsByParam(ModuleOp module) {
+  llvm::StringMap<plan::UnitOp> map;
+  for (plan::UnitOp u : module.getOps<plan::UnitOp>())
+    for (Attribute p : u.getParams())
+      map[cast<StringAttr>(p).getValue()] = u;
+  return map;
+}
+
+plan::UnitOp fsdp::unitOfValue(Value v, const llvm::StringMap<plan::UnitOp> &units) {
+  auto p = v.getDefiningOp<nn::ParamOp>();
+  if (!p)
+    return {};
+  auto it = units.find(p.getName());
+  return it == units.end() ? plan::UnitOp() : it->second;
+}
+
+Operation *fsdp::backwardStart(plan::StepOp step) {
+  for (Operation &op : step.getBody().front())
+    if (isa<nn::CrossEntropyOp>(op))
+      return op.getNextNode();
+  return nullptr;
+}
+
+DenseMap<Operation *, int64_t> fsdp::positions(plan::StepOp step) {
+  DenseMap<Operation *, int64_t> pos;
+  int64_t i = 0;
+  for (Operation &op : step.getBody().front())
+    pos[&op] = i++;
+  return pos;
+}
+
+int64_t fsdp::stepInt(plan::StepOp step, StringRef name, int64_t def) {
+  if (auto a = step->getAttrOfType<IntegerAttr>(name))
+    return a.getInt();
+  return def;
+}
+
+int64_t fsdp::elementBytes(Type type) {
+  Type e = isa<ShapedType>(type) ? cast<ShapedType>(type).getElementType() : type;
+  return (e.getIntOrFloatBitWidth() + 7) / 8;
+}

@@ -1,0 +1,42 @@
+//===- PlanUtils.h - shared queries over a plan ------------------*- C++ -*-===//
+#ifndef FSDP_PLANNER_PLANUTILS_H
+#define FSDP_PLANNER_PLANUTILS_H
+
+#include "dialect/FSDP/FSDPDialect.h"
+#include "dialect/NN/NNDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <vector>
+
+namespace fsdp {
+
+/// The module's training step, or null.
+plan::StepOp getStep(mlir::ModuleOp module);
+
+/// Units in index order.
+std::vector<plan::UnitOp> getUnits(mlir::ModuleOp module);
+
+/// The unit holding each parameter, by parameter name.
+llvm::StringMap<plan::UnitOp> unitsByParam(mlir::ModuleOp module);
+
+/// The unit whose parameter `v` is, or null if `v` is not a parameter.
+plan::UnitOp unitOfValue(mlir::Value v, const llvm::StringMap<plan::UnitOp> &units);
+
+/// The first op of the backward pass: the op after the forward's loss.
+mlir::Operation *backwardStart(plan::StepOp step);
+
+/// Position of every op in the step's block.
+llvm::DenseMap<mlir::Operation *, int64_t> positions(plan::StepOp step);
+
+/// Integer attribute of the step set by an earlier pass, or `def`.
+int64_t stepInt(plan::StepOp step, llvm::StringRef name, int64_t def);
+
+/// Bytes of one element of a tensor type.
+int64_t elementBytes(mlir::Type type);
+
+} // namespace fsdp
+
+#endif

@@ -1,0 +1,352 @@
+//===- VerifyPlan.cpp - a plan is safe, or rejected at the op -------------===//
+//
+// Simulates the step in program order, per rank where ops are rank-specific,
+// tracking each unit's gathered parameters and unsharded gradients.
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Buffers.h"
+#include "planner/Passes.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_VERIFYPLAN
+#include "planner/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct UnitState {
+  plan::AllGatherOp gather; // the live gather, if any
+  bool gathered = false, gatherWaited = false;
+  Operation *freedAt = nullptr;
+  plan::AllocOp alloc;
+  bool reduced = false, allReduced = false;
+  Value reduceEvent, allReduceEvent;
+  int64_t reductions = 0, allReductions = 0, optimizerSteps = 0;
+  bool hasGrads = false;
+};
+
+bool appliesTo(Operation *op, int64_t rank) {
+  auto ranks = op->getAttrOfType<DenseI32ArrayAttr>("ranks");
+  return !ranks || llvm::is_contained(ranks.asArrayRef(), (int32_t)rank);
+}
+
+std::string describe(Operation *op) {
+  std::string s = op->getName().getStringRef().str();
+  if (auto unit = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
+    s += " @" + unit.getValue().str();
+  return s;
+}
+
+struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    plan::StepOp step = getStep(module);
+    if (!step) {
+      module.emitError() << "no training step to verify";
+      return signalPassFailure();
+    }
+    int64_t world = stepInt(step, "world_size", 1);
+    int64_t group = stepInt(step, "shard_size", 1);
+    bool rankSpecific = false;
+    step.walk([&](Operation *op) { rankSpecific |= op->hasAttr("ranks"); });
+    int64_t ranks = rankSpecific ? world : 1;
+
+    if (failed(checkCollectiveOrder(step, ranks)))
+      return signalPassFailure();
+    for (int64_t r = 0; r < ranks; ++r)
+      if (failed(checkRank(module, step, r, world / std::max<int64_t>(group, 1))))
+        return signalPassFailure();
+    if (step->hasAttr("arena_bytes") && failed(checkMemory(module, step)))
+      return signalPassFailure();
+  }
+
+  // Every rank must issue the same collectives in the same order, or the
+  // ranks wait on each other forever.
+  LogicalResult checkCollectiveOrder(plan::StepOp step, int64_t ranks) {
+    auto sequence = [&](int64_t rank) {
+      std::vector<Operation *> seq;
+      for (Operation &op : step.getBody().front())
+        if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp,
+                plan::GradNormOp>(op) &&
+            appliesTo(&op, rank))
+          seq.push_back(&op);
+      return seq;
+    };
+    auto same = [](Operation *a, Operation *b) {
+      return a->getName() == b->getName() && a->getAttr("unit") == b->getAttr("unit");
+    };
+    std::vector<Operation *> ref = sequence(0);
+    for (int64_t r = 1; r < ranks; ++r) {
+      std::vector<Operation *> seq = sequence(r);
+      size_t n = std::min(ref.size(), seq.size());
+      for (size_t i = 0; i <= n; ++i) {
+        if (i == n) {
+          if (ref.size() == seq.size())
+            break;
+          Operation *extra = ref.size() > seq.size() ? ref[i] : seq[i];
+          int64_t who = ref.size() > seq.size() ? 0 : r;
+          return extra->emitOpError()
+                 << "is collective #" << i << " of rank " << who << ", but rank "
+                 << (who == 0 ? r : 0) << " issues only " << n
+                 << " collectives: the ranks would deadlock";
+        }
+        if (!same(ref[i], seq[i])) {
+          auto diag = seq[i]->emitOpError()
+                      << "is collective #" << i << " of rank " << r << ", but rank 0 issues "
+                      << describe(ref[i]) << " there: the ranks would deadlock";
+          diag.attachNote(ref[i]->getLoc()) << "rank 0's collective #" << i;
+          return diag;
+        }
+      }
+    }
+    return success();
+  }
+
+  LogicalResult checkRank(ModuleOp module, plan::StepOp step, int64_t rank, int64_t replicas) {
+    auto byParam = unitsByParam(module);
+    DenseMap<Operation *, UnitState> state;
+    DenseSet<Value> waited;
+    auto unitOf = [&](Operation *op) -> plan::UnitOp {
+      auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
+      return ref ? SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref)
+                 : plan::UnitOp();
+    };
+    std::string on = rankSpecificSuffix(step, rank);
+    Value normEvent;
+
+    for (Operation &op : step.getBody().front()) {
+      if (!appliesTo(&op, rank))
+        continue;
+      if (auto w = dyn_cast<plan::WaitOp>(op)) {
+        waited.insert(w.getEvent());
+        if (auto g = w.getEvent().getDefiningOp<plan::AllGatherOp>()) {
+          UnitState &s = state[unitOf(g)];
+          if (s.gather == g)
+            s.gatherWaited = true;
+        }
+        continue;
+      }
+      if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,
+              plan::FreeOp, plan::OptimizerStepOp>(op) &&
+          op.hasAttr("unit") && !unitOf(&op))
+        return op.emitOpError() << "names an unknown unit " << op.getAttr("unit");
+
+      if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
+        UnitState &s = state[unitOf(g)];
+        if (s.gathered)
+          return g.emitOpError() << "gathers unit @" << g.getUnit()
+                                 << " again while it is still gathered" << on;
+        s.gather = g;
+        s.gathered = true;
+        s.gatherWaited = false;
+        continue;
+      }
+      if (auto f = dyn_cast<plan::FreeOp>(op)) {
+        UnitState &s = state[unitOf(f)];
+        if (f.getKind() == plan::BufferKind::params) {
+          if (!s.gathered)
+            return f.emitOpError() << "frees the parameters of unit @" << f.getUnit()
+                                   << ", which are not gathered" << on;
+          s.gathered = false;
+          s.freedAt = f;
+          continue;
+        }
+        if (!s.alloc)
+          return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
+                                 << ", which are not allocated" << on;
+        if (!s.reduced || !waited.contains(s.reduceEvent) ||
+            (s.allReduceEvent && !waited.contains(s.allReduceEvent)))
+          return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
+                                 << " before their reduction has completed" << on;
+        s.alloc = {};
+        continue;
+      }
+      if (auto a = dyn_cast<plan::AllocOp>(op)) {
+        UnitState &s = state[unitOf(a)];
+        if (s.alloc)
+          return a.emitOpError() << "allocates the gradients of unit @" << a.getUnit()
+                                 << " while they are still allocated" << on;
+        s.alloc = a;
+        s.reduced = false;
+        s.reduceEvent = s.allReduceEvent = Value();
+        continue;
+      }
+      if (auto g = dyn_cast<plan::GradOp>(op)) {
+        auto it = byParam.find(g.getParam());
+        if (it == byParam.end())
+          return g.emitOpError() << "names parameter '" << g.getParam()
+                                 << "', which is in no unit";
+        UnitState &s = state[it->second];
+        s.hasGrads = true;
+        if (!s.alloc)
+          return g.emitOpError() << "completes the gradient of '" << g.getParam()
+                                 << "', but unit @" << it->second.getSymName()
+                                 << " has no gradient buffer here" << on;
+        if (s.reduced)
+          return g.emitOpError() << "completes the gradient of '" << g.getParam()
+                                 << "' after unit @" << it->second.getSymName()
+                                 << " was reduced: it would be lost" << on;
+        Operation *def = g.getGrad().getDefiningOp();
+        if (def && def->isBeforeInBlock(s.alloc))
+          return def->emitOpError() << "writes the gradient of '" << g.getParam()
+                                    << "' before unit @" << it->second.getSymName()
+                                    << "'s gradient buffer is allocated" << on;
+        continue;
+      }
+      if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
+        UnitState &s = state[unitOf(rs)];
+        if (!s.alloc)
+          return rs.emitOpError() << "reduces unit @" << rs.getUnit()
+                                  << ", which has no gradient buffer here" << on;
+        if (s.reduced)
+          return rs.emitOpError() << "reduces unit @" << rs.getUnit()
+                                  << "'s gradients a second time" << on;
+        s.reduced = true;
+        s.reduceEvent = rs.getEvent();
+        ++s.reductions;
+        continue;
+      }
+      if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
+        UnitState &s = state[unitOf(ar)];
+        if (!s.reduced)
+          return ar.emitOpError() << "all-reduces unit @" << ar.getUnit()
+                                  << " before its reduce_scatter" << on;
+        s.allReduceEvent = ar.getEvent();
+        ++s.allReductions;
+        continue;
+      }
+      if (auto n = dyn_cast<plan::GradNormOp>(op)) {
+        normEvent = n.getEvent();
+        continue;
+      }
+      if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
+        if (!o.getUnit())
+          return o.emitOpError() << "updates every parameter at once; the plan needs a step "
+                                    "per unit (run fsdp-insert-collectives)";
+        plan::UnitOp u = unitOf(o);
+        UnitState &s = state[u];
+        if (!normEvent || !waited.contains(normEvent))
+          return o.emitOpError() << "updates unit @" << u.getSymName()
+                                 << " before the global gradient norm is known" << on;
+        if (s.hasGrads && (!waited.contains(s.reduceEvent) ||
+                           (s.allReduceEvent && !waited.contains(s.allReduceEvent))))
+          return o.emitOpError() << "updates unit @" << u.getSymName()
+                                 << " before its gradient reduction has completed" << on;
+        ++s.optimizerSteps;
+        continue;
+      }
+      // A compute op: its parameters must be gathered and waited for.
+      for (Value v : op.getOperands()) {
+        plan::UnitOp u = unitOfValue(v, byParam);
+        if (!u || u.getShardCountAttr().getInt() == 1)
+          continue;
+        UnitState &s = state[u];
+        StringRef name = v.getDefiningOp<nn::ParamOp>().getName();
+        if (!s.gathered) {
+          auto diag = op.emitOpError() << "uses parameter '" << name << "' of unit @"
+                                       << u.getSymName() << ", which is not gathered here"
+                                       << on;
+          if (s.freedAt)
+            diag.attachNote(s.freedAt->getLoc()) << "freed here";
+          return diag;
+        }
+        if (!s.gatherWaited) {
+          auto diag = op.emitOpError() << "uses parameter '" << name << "' of unit @"
+                                       << u.getSymName()
+                                       << " before waiting for its all_gather" << on;
+          diag.attachNote(s.gather.getLoc()) << "gathered here";
+          return diag;
+        }
+      }
+    }
+
+    for (plan::UnitOp u : getUnits(module)) {
+      UnitState &s = state[u];
+      if (s.gathered)
+        return s.gather.emitOpError() << "gathers unit @" << u.getSymName()
+                                      << ", which is never freed" << on;
+      if (s.alloc)
+        return s.alloc.emitOpError() << "allocates the gradients of unit @" << u.getSymName()
+                                     << ", which are never freed" << on;
+      if (s.hasGrads && s.reductions == 0)
+        return u.emitOpError() << "has gradients that are never reduced" << on;
+      if (s.hasGrads && replicas > 1 && s.allReductions != 1)
+        return u.emitOpError() << "has gradients all-reduced " << s.allReductions
+                               << " times across replica groups; expected once" << on;
+      if (s.optimizerSteps != 1)
+        return u.emitOpError() << "is updated by " << s.optimizerSteps
+                               << " optimizer steps; expected one" << on;
+    }
+    return success();
+  }
+
+  std::string rankSpecificSuffix(plan::StepOp step, int64_t rank) {
+    bool any = false;
+    step.walk([&](Operation *op) { any |= op->hasAttr("ranks"); });
+    return any ? " on rank " + std::to_string(rank) : "";
+  }
+
+  // No two buffers live at the same time may share a byte.
+  LogicalResult checkMemory(ModuleOp module, plan::StepOp step) {
+    auto model = collectBuffers(module, stepInt(step, "micro_batch", 1),
+                                stepInt(step, "seq_len", 1));
+    if (failed(model))
+      return failure();
+    int64_t arena = stepInt(step, "arena_bytes", 0);
+    for (Buffer &b : model->buffers) {
+      Operation *owner = b.owner ? b.owner : step.getOperation();
+      auto get = [&](StringRef name) {
+        auto a = owner->getAttrOfType<IntegerAttr>(name);
+        return a ? a.getInt() : -1;
+      };
+      switch (b.role) {
+      case BufferRole::UnitShard: b.offset = get("shard_offset"); break;
+      case BufferRole::UnitGradShard: b.offset = get("grad_shard_offset"); break;
+      case BufferRole::UnitExpAvg: b.offset = get("exp_avg_offset"); break;
+      case BufferRole::UnitExpAvgSq: b.offset = get("exp_avg_sq_offset"); break;
+      case BufferRole::Gathered:
+      case BufferRole::GradsFull: b.offset = get("offset"); break;
+      case BufferRole::Input: b.offset = get(b.index == 0 ? "tokens_offset" : "targets_offset"); break;
+      case BufferRole::Scratch: b.offset = get("scratch_offset"); break;
+      case BufferRole::Value: {
+        auto offs = owner->getAttrOfType<DenseI64ArrayAttr>("offsets");
+        b.offset = offs && b.index < (int64_t)offs.size() ? offs[b.index] : -1;
+        break;
+      }
+      }
+      if (b.offset < 0)
+        return owner->emitOpError() << "has a buffer without an arena offset";
+      if (b.offset + b.bytes > arena)
+        return owner->emitOpError() << "has a buffer of " << b.bytes << " bytes at offset "
+                                    << b.offset << ", past the arena's " << arena << " bytes";
+    }
+    std::vector<Buffer *> order;
+    for (Buffer &b : model->buffers)
+      order.push_back(&b);
+    llvm::sort(order, [](Buffer *a, Buffer *b) { return a->start < b->start; });
+    std::vector<Buffer *> active;
+    for (Buffer *b : order) {
+      llvm::erase_if(active, [&](Buffer *a) { return a->end < b->start; });
+      for (Buffer *a : active) {
+        if (a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes &&
+            a->bytes > 0 && b->bytes > 0) {
+          Operation *owner = b->owner ? b->owner : step.getOperation();
+          auto diag = owner->emitOpError()
+                      << "has a buffer [" << b->offset << ", " << b->offset + b->bytes
+                      << ") that overlaps a buffer [" << a->offset << ", "
+                      << a->offset + a->bytes << ") live at the same time";
+          if (a->owner)
+            diag.attachNote(a->owner->getLoc()) << "the other buffer's owner";
+          return diag;
+        }
+      }
+      active.push_back(b);
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,138 @@
+//===- WrapUnits.cpp - parameters grouped into wrap units -----------------===//
+#include "planner/PlanUtils.h"
+#include "planner/Passes.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_WRAPUNITS
+#include "planner/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct Group {
+  std::string name, module;
+  std::vector<nn::ParamOp> params;
+  int64_t numel = 0;
+};
+
+struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
+  using WrapUnitsBase::WrapUnitsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    plan::StepOp step = getStep(module);
+    if (!step) {
+      module.emitError() << "fsdp-wrap-units needs the training step (run fsdp-training-step)";
+      return signalPassFailure();
+    }
+    if (!module.getOps<plan::UnitOp>().empty()) {
+      module.emitError() << "the module already has wrap units";
+      return signalPassFailure();
+    }
+    if (shardCount < 1) {
+      module.emitError() << "shard-count must be at least 1, but is " << shardCount;
+      return signalPassFailure();
+    }
+    std::vector<nn::ParamOp> params;
+    for (auto p : step.getBody().getOps<nn::ParamOp>())
+      params.push_back(p);
+
+    std::vector<Group> groups;
+    StringRef pol = policy;
+    if (pol == "block") {
+      groups = byBlock(step, params);
+    } else if (pol == "none") {
+      groups.push_back({"all", "", params, 0});
+    } else if (pol.consume_front("size:")) {
+      int64_t minSize;
+      if (pol.getAsInteger(10, minSize) || minSize <= 0) {
+        module.emitError() << "wrap policy 'size:N' needs a positive N, got '" << policy << "'";
+        return signalPassFailure();
+      }
+      groups = bySize(params, minSize);
+    } else {
+      module.emitError() << "unknown wrap policy '" << policy
+                         << "'; expected block, size:N or none";
+      return signalPassFailure();
+    }
+
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    int64_t index = 0;
+    for (Group &g : groups) {
+      if (g.params.empty())
+        continue;
+      SmallVector<Attribute> names;
+      SmallVector<int64_t> offsets, sizes;
+      int64_t offset = 0;
+      for (nn::ParamOp p : g.params) {
+        names.push_back(p.getNameAttr());
+        offsets.push_back(offset);
+        sizes.push_back(p.getNumElements());
+        offset += p.getNumElements();
+      }
+      // Padding makes the flat size divide evenly into shards.
+      int64_t padded = (offset + shardCount - 1) / shardCount * shardCount;
+      b.create<plan::UnitOp>(step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names),
+                             offsets, sizes, offset, padded, shardCount);
+      ++numUnits;
+    }
+  }
+
+  // FSDP's transformer wrapping: a unit per block, the rest in the root.
+  std::vector<Group> byBlock(plan::StepOp step, ArrayRef<nn::ParamOp> params) {
+    StringRef prefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
+    int64_t numBlocks = stepInt(step, "num_blocks", 0);
+    std::vector<Group> groups(numBlocks + 1);
+    groups[0].name = "root";
+    groups[0].module = "";
+    for (int64_t i = 0; i < numBlocks; ++i) {
+      groups[i + 1].name = "block" + std::to_string(i);
+      groups[i + 1].module = (prefix + "." + std::to_string(i)).str();
+    }
+    for (nn::ParamOp p : params) {
+      StringRef name = p.getName();
+      int64_t block = -1;
+      if (!prefix.empty() && name.starts_with(prefix) && name.size() > prefix.size() &&
+          name[prefix.size()] == '.') {
+        StringRef idx = name.drop_front(prefix.size() + 1).split('.').first;
+        if (idx.getAsInteger(10, block) || block < 0 || block >= numBlocks)
+          block = -1;
+      }
+      groups[block + 1].params.push_back(p);
+    }
+    return groups;
+  }
+
+  // Contiguous groups of at least `minSize` elements; a short tail joins
+  // the group before it.
+  std::vector<Group> bySize(ArrayRef<nn::ParamOp> params, int64_t minSize) {
+    std::vector<Group> groups;
+    Group cur;
+    for (nn::ParamOp p : params) {
+      cur.params.push_back(p);
+      cur.numel += p.getNumElements();
+      if (cur.numel >= minSize) {
+        groups.push_back(cur);
+        cur = Group();
+      }
+    }
+    if (!cur.params.empty()) {
+      if (groups.empty()) {
+        groups.push_back(cur);
+      } else {
+        for (nn::ParamOp p : cur.params)
+          groups.back().params.push_back(p);
+      }
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+      groups[i].name = "unit" + std::to_string(i);
+      groups[i].module = groups[i].params.front().getModulePath().str();
+    }
+    return groups;
+  }
+};
+
+} // namespace

@@ -47,14 +47,15 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
   for (plan::UnitOp u : getUnits(module))
     f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumelAttr().getInt(),
                        u.getPaddedNumelAttr().getInt(), u.getShardNumel()});
-  // Bytes each rank's buffers hold per collective (nccl-tests' "size").
+  // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
+  // reduce-scatter over a group of one is a local copy, not communication.
   for (Operation &op : step.getBody().front()) {
     auto ref = op.getAttrOfType<FlatSymbolRefAttr>("unit");
     auto u = ref ? SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref)
                  : plan::UnitOp();
     if (isa<plan::AllGatherOp>(op))
       f.allGatherBytes += u.getPaddedNumelAttr().getInt() * 4;
-    else if (isa<plan::ReduceScatterOp>(op))
+    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCountAttr().getInt() > 1)
       f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * 4;
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;

@@ -157,7 +157,10 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         if (!s.alloc)
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << ", which are not allocated" << on;
-        if (!s.reduced || !waited.contains(s.reduceEvent) ||
+        if (!s.reduced)
+          return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
+                                 << " without reducing them: they would be lost" << on;
+        if (!waited.contains(s.reduceEvent) ||
             (s.allReduceEvent && !waited.contains(s.allReduceEvent)))
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << " before their reduction has completed" << on;
@@ -231,6 +234,9 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         if (!normEvent || !waited.contains(normEvent))
           return o.emitOpError() << "updates unit @" << u.getSymName()
                                  << " before the global gradient norm is known" << on;
+        if (s.hasGrads && s.reductions == 0)
+          return o.emitOpError() << "updates unit @" << u.getSymName()
+                                 << ", whose gradients were never reduced" << on;
         if (s.hasGrads && (!waited.contains(s.reduceEvent) ||
                            (s.allReduceEvent && !waited.contains(s.allReduceEvent))))
           return o.emitOpError() << "updates unit @" << u.getSymName()

@@ -47,14 +47,14 @@ struct InsertCollectivesPass
     }
     if (worldSize < 1 || group < 1 || worldSize % group != 0) {
       module.emitError() << "strategy " << strategy << " shards over groups of " << group
-                         << " ranks, which must divide the world size " << worldSize;
+                         << " ranks, which must divide the world size " << (int64_t)worldSize;
       return signalPassFailure();
     }
     for (plan::UnitOp u : units)
       if (u.getShardCountAttr().getInt() != group) {
         u.emitOpError() << "is sharded over " << u.getShardCountAttr().getInt()
                         << " ranks, but strategy " << strategy << " at world size "
-                        << worldSize << " shards over " << group;
+                        << (int64_t)worldSize << " shards over " << group;
         return signalPassFailure();
       }
     Builder attrs(module.getContext());

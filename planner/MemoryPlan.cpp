@@ -67,7 +67,7 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
     int64_t maxSeq = stepInt(step, "max_seq_len", 0);
     int64_t S = seqLen > 0 ? (int64_t)seqLen : maxSeq;
     if (microBatch < 1) {
-      module.emitError() << "micro-batch must be at least 1, but is " << microBatch;
+      module.emitError() << "micro-batch must be at least 1, but is " << (int64_t)microBatch;
       return signalPassFailure();
     }
     if (S < 1 || S > maxSeq) {

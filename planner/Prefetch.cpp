@@ -70,9 +70,10 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
     step->setAttr("backward_prefetch", attrs.getStringAttr(backwardPrefetch));
     step->setAttr("max_inflight_gathers", attrs.getI64IntegerAttr(maxInflightGathers));
 
-    // Forward: unit i's gather is issued when unit i-K starts computing.
-    for (size_t i = forwardPrefetch; forwardPrefetch > 0 && i < fwd.size(); ++i)
-      moveEarlier(fwd[i].op, fwd[i - forwardPrefetch].firstUse);
+    // Forward: unit i's gather is issued when unit i-K starts computing (the
+    // first K as soon as the first unit does), keeping the issue order.
+    for (size_t i = 1; forwardPrefetch > 0 && i < fwd.size(); ++i)
+      moveEarlier(fwd[i].op, fwd[i < (size_t)forwardPrefetch ? 0 : i - forwardPrefetch].firstUse);
 
     // Backward: relative to the unit that computes just before, which may be
     // one that stayed gathered from forward (the root).
@@ -144,10 +145,15 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
       Operation *next = op->getNextNode();
       if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
         if ((int64_t)inflight.size() >= maxInflightGathers) {
-          plan::WaitOp oldestWait;
+          plan::WaitOp oldestWait, ownWait;
           for (Operation *user : inflight.front().getEvent().getUsers())
             oldestWait = cast<plan::WaitOp>(user);
-          g->moveAfter(oldestWait);
+          for (Operation *user : g.getEvent().getUsers())
+            ownWait = cast<plan::WaitOp>(user);
+          if (ownWait->isBeforeInBlock(oldestWait))
+            g->moveBefore(ownWait); // cannot wait for a later one
+          else
+            g->moveAfter(oldestWait);
         } else {
           inflight.push_back(g);
         }

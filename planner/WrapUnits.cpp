@@ -33,7 +33,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       return signalPassFailure();
     }
     if (shardCount < 1) {
-      module.emitError() << "shard-count must be at least 1, but is " << shardCount;
+      module.emitError() << "shard-count must be at least 1, but is " << (int64_t)shardCount;
       return signalPassFailure();
     }
     std::vector<nn::ParamOp> params;

@@ -101,12 +101,12 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
     StringRef n = a.getName();
     if (n == "module" || n == "offsets" || n == "scratch_offset")
       continue;
-    if (auto f = dyn_cast<FloatAttr>(a.getValue()))
+    if (auto l = dyn_cast<nn::WeightLayoutAttr>(a.getValue()))
+      inst[n.str()] = nn::stringifyWeightLayout(l.getValue()).str();
+    else if (auto f = dyn_cast<FloatAttr>(a.getValue()))
       inst[n.str()] = f.getValueAsDouble();
     else if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
       inst[n.str()] = i.getInt();
-    else if (auto l = dyn_cast<nn::WeightLayoutAttr>(a.getValue()))
-      inst[n.str()] = nn::stringifyWeightLayout(l.getValue()).str();
     else if (isa<UnitAttr>(a.getValue()))
       inst[n.str()] = true;
   }

@@ -84,38 +84,31 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   for (auto g : block.getOps<plan::GradOp>())
     inGradBuffer.insert(g.getGrad());
 
+  // A unit's gathered parameters live from the gather to the next free of
+  // its parameters; its unsharded gradients from the alloc to the next free.
+  auto byName = unitsByName(module);
+  llvm::StringMap<size_t> openParams, openGrads;
   for (Operation &op : block) {
     int64_t p = pos[&op];
-    if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
-      int64_t end = last;
-      for (Operation *o = op.getNextNode(); o; o = o->getNextNode())
-        if (auto f = dyn_cast<plan::FreeOp>(o))
-          if (f.getKind() == plan::BufferKind::params && f.getUnit() == g.getUnit()) {
-            end = pos[o];
-            break;
-          }
-      auto u = SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, g.getUnitAttr());
+    if (isa<plan::AllGatherOp, plan::AllocOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
       if (!u)
-        return g.emitOpError() << "names unknown unit " << g.getUnitAttr();
-      model.buffers.push_back({(g.getUnit() + ".params").str(), BufferCategory::Unsharded,
-                               BufferRole::Gathered, u.getPaddedNumelAttr().getInt() * 4, p, end,
-                               &op, 0});
+        return op.emitOpError() << "names unknown unit " << op.getAttr("unit");
+      bool gather = isa<plan::AllGatherOp>(op);
+      (gather ? openParams : openGrads)[u.getSymName()] = model.buffers.size();
+      model.buffers.push_back({(u.getSymName() + (gather ? ".params" : ".grads")).str(),
+                               BufferCategory::Unsharded,
+                               gather ? BufferRole::Gathered : BufferRole::GradsFull,
+                               u.getPaddedNumelAttr().getInt() * 4, p, last, &op, 0});
       continue;
     }
-    if (auto a = dyn_cast<plan::AllocOp>(op)) {
-      int64_t end = last;
-      for (Operation *o = op.getNextNode(); o; o = o->getNextNode())
-        if (auto f = dyn_cast<plan::FreeOp>(o))
-          if (f.getKind() == plan::BufferKind::grads && f.getUnit() == a.getUnit()) {
-            end = pos[o];
-            break;
-          }
-      auto u = SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, a.getUnitAttr());
-      if (!u)
-        return a.emitOpError() << "names unknown unit " << a.getUnitAttr();
-      model.buffers.push_back({(a.getUnit() + ".grads").str(), BufferCategory::Unsharded,
-                               BufferRole::GradsFull, u.getPaddedNumelAttr().getInt() * 4, p, end,
-                               &op, 0});
+    if (auto f = dyn_cast<plan::FreeOp>(op)) {
+      auto &open = f.getKind() == plan::BufferKind::params ? openParams : openGrads;
+      auto it = open.find(f.getUnit());
+      if (it != open.end()) {
+        model.buffers[it->second].end = p;
+        open.erase(it);
+      }
       continue;
     }
     if (isa<nn::ParamOp>(op) || op.getDialect() == nullptr ||

@@ -156,6 +156,9 @@ LogicalResult Lowering::run(raw_ostream &os) {
   units = getUnits(module);
   byParam = unitsByParam(module);
 
+  llvm::StringMap<nn::ParamOp> paramOps;
+  for (auto p : step.getBody().getOps<nn::ParamOp>())
+    paramOps[p.getName()] = p;
   ojson unitList = ojson::array();
   int64_t parameters = 0;
   for (auto [i, u] : llvm::enumerate(units)) {
@@ -172,10 +175,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
       j[k] = u->getAttrOfType<IntegerAttr>(k).getInt();
     ojson params = ojson::array();
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
-      nn::ParamOp p;
-      for (auto pp : step.getBody().getOps<nn::ParamOp>())
-        if (pp.getNameAttr() == name)
-          p = pp;
+      nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
       ojson pj;
       pj["name"] = cast<StringAttr>(name).getValue().str();
       pj["shape"] = p.getType().getShape();
@@ -206,10 +206,8 @@ LogicalResult Lowering::run(raw_ostream &os) {
   }
   int phase = 0;
   Value loss;
-  auto unitOf = [&](Operation *op) {
-    auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
-    return SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref);
-  };
+  auto byName = unitsByName(module);
+  auto unitOf = [&](Operation *op) { return unitOfOp(op, byName); };
   auto issue = [&](Operation *op, ojson inst) {
     int64_t ready = numEvents++, done = numEvents++;
     phases[phase]["compute"].push_back({{"op", "record"}, {"event", ready}});

@@ -2,6 +2,10 @@
 #include "planner/Buffers.h"
 #include "planner/Passes.h"
 
+#include <map>
+#include <queue>
+#include <set>
+
 namespace fsdp {
 #define GEN_PASS_DEF_MEMORYPLAN
 #include "planner/Passes.h.inc"
@@ -12,9 +16,12 @@ using namespace fsdp;
 
 namespace {
 
-// Persistent buffers first, one after another; then the transient ones,
-// largest first, each at the lowest offset where it overlaps no buffer that
-// is live at the same time.
+// Persistent buffers first, one after another. Then the program is replayed
+// in order as an allocator would see it: at each position the buffers whose
+// life ended are released (coalescing free ranges) and the ones born there
+// are placed, largest first, in the smallest free range that holds them, or
+// on top. Near-linear in the number of buffers, where placing each buffer
+// against every buffer live at the same time would be quadratic.
 int64_t assignOffsets(BufferModel &model) {
   std::vector<Buffer *> persistent, transient;
   for (Buffer &b : model.buffers) {
@@ -28,18 +35,92 @@ int64_t assignOffsets(BufferModel &model) {
     base += alignUp(b->bytes);
   }
   std::stable_sort(transient.begin(), transient.end(), [](Buffer *a, Buffer *b) {
+    if (a->start != b->start)
+      return a->start < b->start;
+    return a->bytes > b->bytes;
+  });
+
+  std::map<int64_t, int64_t> freeByOffset;             // offset -> size
+  std::set<std::pair<int64_t, int64_t>> freeBySize;     // (size, offset)
+  int64_t top = base, arena = base;
+  auto addFree = [&](int64_t off, int64_t size) {
+    auto next = freeByOffset.lower_bound(off);
+    if (next != freeByOffset.end() && next->first == off + size) {
+      size += next->second;
+      freeBySize.erase({next->second, next->first});
+      next = freeByOffset.erase(next);
+    }
+    if (next != freeByOffset.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == off) {
+        off = prev->first;
+        size += prev->second;
+        freeBySize.erase({prev->second, prev->first});
+        freeByOffset.erase(prev);
+      }
+    }
+    if (off + size == top) { // the top of the arena shrinks back
+      top = off;
+      return;
+    }
+    freeByOffset[off] = size;
+    freeBySize.insert({size, off});
+  };
+  auto allocate = [&](int64_t need) {
+    auto it = freeBySize.lower_bound({need, INT64_MIN});
+    if (it != freeBySize.end()) {
+      auto [size, off] = *it;
+      freeBySize.erase(it);
+      freeByOffset.erase(off);
+      if (size > need) {
+        freeByOffset[off + need] = size - need;
+        freeBySize.insert({size - need, off + need});
+      }
+      return off;
+    }
+    int64_t off = top;
+    top += need;
+    return off;
+  };
+
+  using Ending = std::pair<int64_t, Buffer *>; // (end, buffer)
+  std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> live;
+  int64_t overlaps = 0; // pairs of transient buffers live at the same time
+  for (Buffer *b : transient) {
+    while (!live.empty() && live.top().first < b->start) {
+      Buffer *done = live.top().second;
+      live.pop();
+      addFree(done->offset, alignUp(done->bytes));
+    }
+    overlaps += live.size();
+    b->offset = allocate(alignUp(b->bytes));
+    arena = std::max(arena, b->offset + b->bytes);
+    live.push({b->end, b});
+  }
+
+  // Where it is affordable, also place offline, largest first, each at the
+  // lowest offset free for its whole life; keep whichever arena is smaller.
+  // Its cost grows with the pairs of buffers live together, so very deep
+  // models keep the replayed layout.
+  constexpr int64_t kOfflineBudget = 30'000'000;
+  if (overlaps > kOfflineBudget)
+    return arena;
+  std::vector<Buffer *> bySize = transient;
+  std::stable_sort(bySize.begin(), bySize.end(), [](Buffer *a, Buffer *b) {
     if (a->bytes != b->bytes)
       return a->bytes > b->bytes;
     return a->start < b->start;
   });
-  int64_t arena = base;
-  std::vector<Buffer *> placed;
+  std::vector<int64_t> offline(bySize.size());
+  int64_t offlineArena = base;
+  std::vector<size_t> placed;
   std::vector<std::pair<int64_t, int64_t>> busy;
-  for (Buffer *b : transient) {
+  for (size_t i = 0; i < bySize.size(); ++i) {
+    Buffer *b = bySize[i];
     busy.clear();
-    for (Buffer *p : placed)
-      if (p->start <= b->end && b->start <= p->end)
-        busy.push_back({p->offset, p->offset + alignUp(p->bytes)});
+    for (size_t j : placed)
+      if (bySize[j]->start <= b->end && b->start <= bySize[j]->end)
+        busy.push_back({offline[j], offline[j] + alignUp(bySize[j]->bytes)});
     llvm::sort(busy);
     int64_t offset = base;
     for (auto [lo, hi] : busy) {
@@ -47,9 +128,14 @@ int64_t assignOffsets(BufferModel &model) {
         break;
       offset = std::max(offset, hi);
     }
-    b->offset = offset;
-    arena = std::max(arena, offset + b->bytes);
-    placed.push_back(b);
+    offline[i] = offset;
+    offlineArena = std::max(offlineArena, offset + b->bytes);
+    placed.push_back(i);
+  }
+  if (offlineArena < arena) {
+    for (size_t i = 0; i < bySize.size(); ++i)
+      bySize[i]->offset = offline[i];
+    arena = offlineArena;
   }
   return arena;
 }

@@ -49,10 +49,9 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
                        u.getPaddedNumelAttr().getInt(), u.getShardNumel()});
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
+  auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
-    auto ref = op.getAttrOfType<FlatSymbolRefAttr>("unit");
-    auto u = ref ? SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref)
-                 : plan::UnitOp();
+    plan::UnitOp u = unitOfOp(&op, byName);
     if (isa<plan::AllGatherOp>(op))
       f.allGatherBytes += u.getPaddedNumelAttr().getInt() * 4;
     else if (isa<plan::ReduceScatterOp>(op) && u.getShardCountAttr().getInt() > 1)

@@ -26,6 +26,21 @@ llvm::StringMap<plan::UnitOp> fsdp::unitsByParam(ModuleOp module) {
   return map;
 }
 
+llvm::StringMap<plan::UnitOp> fsdp::unitsByName(ModuleOp module) {
+  llvm::StringMap<plan::UnitOp> map;
+  for (plan::UnitOp u : module.getOps<plan::UnitOp>())
+    map[u.getSymName()] = u;
+  return map;
+}
+
+plan::UnitOp fsdp::unitOfOp(Operation *op, const llvm::StringMap<plan::UnitOp> &byName) {
+  auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
+  if (!ref)
+    return {};
+  auto it = byName.find(ref.getValue());
+  return it == byName.end() ? plan::UnitOp() : it->second;
+}
+
 plan::UnitOp fsdp::unitOfValue(Value v, const llvm::StringMap<plan::UnitOp> &units) {
   auto p = v.getDefiningOp<nn::ParamOp>();
   if (!p)

@@ -22,6 +22,12 @@ std::vector<plan::UnitOp> getUnits(mlir::ModuleOp module);
 /// The unit holding each parameter, by parameter name.
 llvm::StringMap<plan::UnitOp> unitsByParam(mlir::ModuleOp module);
 
+/// Units by symbol name (a symbol-table lookup per op would scan the module).
+llvm::StringMap<plan::UnitOp> unitsByName(mlir::ModuleOp module);
+
+/// The unit an op's `unit` attribute names, or null.
+plan::UnitOp unitOfOp(mlir::Operation *op, const llvm::StringMap<plan::UnitOp> &byName);
+
 /// The unit whose parameter `v` is, or null if `v` is not a parameter.
 plan::UnitOp unitOfValue(mlir::Value v, const llvm::StringMap<plan::UnitOp> &units);
 

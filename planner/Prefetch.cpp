@@ -47,6 +47,11 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
       return signalPassFailure();
     }
     Operation *bwdStart = backwardStart(step);
+    // Positions, taken once: only gathers move, so the others keep their
+    // order, and asking the block after every move would be quadratic.
+    int64_t i = 0;
+    for (Operation &op : step.getBody().front())
+      pos[&op] = 2 * i++;
     std::vector<Gather> fwd, bwd;
     bool inBackward = false;
     for (Operation &op : step.getBody().front()) {
@@ -85,7 +90,7 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
         // before this gather's first use.
         int prev = -1;
         for (size_t k = 0; k < starts.size(); ++k)
-          if (starts[k]->isBeforeInBlock(g.firstUse))
+          if (pos[starts[k]] < pos[g.firstUse])
             prev = k;
         if (prev < 0)
           continue;
@@ -105,9 +110,13 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
 
   // Moves `g` to just before `at`, if that is earlier than where it is.
   void moveEarlier(plan::AllGatherOp g, Operation *at) {
-    if (at->isBeforeInBlock(g))
+    if (pos[at] < pos[g]) {
       g->moveBefore(at);
+      pos[g] = pos[at] - 1;
+    }
   }
+
+  DenseMap<Operation *, int64_t> pos;
 
   // Spans of backward compute per unit: from the first to the last backward
   // op that reads the unit's parameters.
@@ -150,7 +159,7 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
             oldestWait = cast<plan::WaitOp>(user);
           for (Operation *user : g.getEvent().getUsers())
             ownWait = cast<plan::WaitOp>(user);
-          if (ownWait->isBeforeInBlock(oldestWait))
+          if (pos[ownWait] < pos[oldestWait])
             g->moveBefore(ownWait); // cannot wait for a later one
           else
             g->moveAfter(oldestWait);

@@ -7,6 +7,9 @@
 #include "planner/Buffers.h"
 #include "planner/Passes.h"
 
+#include <map>
+#include <queue>
+
 namespace fsdp {
 #define GEN_PASS_DEF_VERIFYPLAN
 #include "planner/Passes.h.inc"
@@ -57,7 +60,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     if (failed(checkCollectiveOrder(step, ranks)))
       return signalPassFailure();
     for (int64_t r = 0; r < ranks; ++r)
-      if (failed(checkRank(module, step, r, world / std::max<int64_t>(group, 1))))
+      if (failed(checkRank(module, step, r, world / std::max<int64_t>(group, 1), rankSpecific)))
         return signalPassFailure();
     if (step->hasAttr("arena_bytes") && failed(checkMemory(module, step)))
       return signalPassFailure();
@@ -105,16 +108,14 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     return success();
   }
 
-  LogicalResult checkRank(ModuleOp module, plan::StepOp step, int64_t rank, int64_t replicas) {
+  LogicalResult checkRank(ModuleOp module, plan::StepOp step, int64_t rank, int64_t replicas,
+                          bool rankSpecific) {
     auto byParam = unitsByParam(module);
     DenseMap<Operation *, UnitState> state;
     DenseSet<Value> waited;
-    auto unitOf = [&](Operation *op) -> plan::UnitOp {
-      auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit");
-      return ref ? SymbolTable::lookupNearestSymbolFrom<plan::UnitOp>(step, ref)
-                 : plan::UnitOp();
-    };
-    std::string on = rankSpecificSuffix(step, rank);
+    auto byName = unitsByName(module);
+    auto unitOf = [&](Operation *op) { return unitOfOp(op, byName); };
+    std::string on = rankSpecific ? " on rank " + std::to_string(rank) : "";
     Value normEvent;
 
     for (Operation &op : step.getBody().front()) {
@@ -289,12 +290,6 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     return success();
   }
 
-  std::string rankSpecificSuffix(plan::StepOp step, int64_t rank) {
-    bool any = false;
-    step.walk([&](Operation *op) { any |= op->hasAttr("ranks"); });
-    return any ? " on rank " + std::to_string(rank) : "";
-  }
-
   // No two buffers live at the same time may share a byte.
   LogicalResult checkMemory(ModuleOp module, plan::StepOp step) {
     auto model = collectBuffers(module, stepInt(step, "micro_batch", 1),
@@ -329,27 +324,42 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         return owner->emitOpError() << "has a buffer of " << b.bytes << " bytes at offset "
                                     << b.offset << ", past the arena's " << arena << " bytes";
     }
+    // Sweep in time keeping the live buffers ordered by address: as long as
+    // they are disjoint, a new buffer can only collide with its neighbours.
     std::vector<Buffer *> order;
     for (Buffer &b : model->buffers)
-      order.push_back(&b);
-    llvm::sort(order, [](Buffer *a, Buffer *b) { return a->start < b->start; });
-    std::vector<Buffer *> active;
+      if (b.bytes > 0)
+        order.push_back(&b);
+    llvm::stable_sort(order, [](Buffer *a, Buffer *b) { return a->start < b->start; });
+    std::map<int64_t, Buffer *> live; // offset -> buffer
+    using Ending = std::pair<int64_t, Buffer *>;
+    std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ends;
     for (Buffer *b : order) {
-      llvm::erase_if(active, [&](Buffer *a) { return a->end < b->start; });
-      for (Buffer *a : active) {
-        if (a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes &&
-            a->bytes > 0 && b->bytes > 0) {
-          Operation *owner = b->owner ? b->owner : step.getOperation();
-          auto diag = owner->emitOpError()
-                      << "has a buffer [" << b->offset << ", " << b->offset + b->bytes
-                      << ") that overlaps a buffer [" << a->offset << ", "
-                      << a->offset + a->bytes << ") live at the same time";
-          if (a->owner)
-            diag.attachNote(a->owner->getLoc()) << "the other buffer's owner";
-          return diag;
-        }
+      while (!ends.empty() && ends.top().first < b->start) {
+        live.erase(ends.top().second->offset);
+        ends.pop();
       }
-      active.push_back(b);
+      Buffer *clash = nullptr;
+      auto next = live.lower_bound(b->offset);
+      if (next != live.end() && next->first < b->offset + b->bytes)
+        clash = next->second;
+      if (!clash && next != live.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second->bytes > b->offset)
+          clash = prev->second;
+      }
+      if (clash) {
+        Operation *owner = b->owner ? b->owner : step.getOperation();
+        auto diag = owner->emitOpError()
+                    << "has a buffer [" << b->offset << ", " << b->offset + b->bytes
+                    << ") that overlaps a buffer [" << clash->offset << ", "
+                    << clash->offset + clash->bytes << ") live at the same time";
+        if (clash->owner)
+          diag.attachNote(clash->owner->getLoc()) << "the other buffer's owner";
+        return diag;
+      }
+      live[b->offset] = b;
+      ends.push({b->end, b});
     }
     return success();
   }

@@ -9,10 +9,92 @@
 #ifndef FSDP_RUNTIME_PROGRAM_H
 #define FSDP_RUNTIME_PROGRAM_H
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace fsdp::program {
 
 inline constexpr const char *kFormat = "fsdp-program";
 inline constexpr int kVersion = 1;
+
+enum class DType { F32, I64 };
+
+struct Tensor {
+  int64_t offset = 0;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  int64_t numel() const;
+  int64_t bytes() const;
+};
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, numel = 0; // elements within the unit's flat buffer
+  bool decay = false;
+};
+
+struct Unit {
+  std::string name, module;
+  int64_t numel = 0, paddedNumel = 0, shardCount = 1, shardNumel = 0;
+  int64_t shardOffset = 0, gradShardOffset = 0, expAvgOffset = 0, expAvgSqOffset = 0;
+  std::vector<Param> params;
+};
+
+enum class Op {
+  // compute
+  PositionIds, Embedding, EmbeddingGrad, Linear, LinearGradInput, LinearGradWeight, BiasGrad,
+  LayerNorm, LayerNormGrad, RMSNorm, RMSNormGrad, Rope, Split, Concat, CausalAttention,
+  CausalAttentionGrad, Gelu, GeluGrad, SiluMul, SiluMulGrad, Add, CrossEntropy,
+  CrossEntropyGrad, Record, Wait, Alloc, Free, OptimizerStep,
+  // comm
+  AllGather, ReduceScatter, AllReduce, GradNorm,
+};
+const char *opName(Op op);
+
+struct Instruction {
+  Op op;
+  std::vector<int64_t> in, out; // tensor ids
+  int64_t event = -1, unit = -1;
+  int64_t dst = -1, src = -1;   // arena offsets (alloc, all_gather, reduce_scatter)
+  bool freeParams = false;      // free: params or grads
+  // attributes
+  bool layoutInOut = false;
+  double eps = 0, theta = 0;
+  int64_t numHeads = 0, numKvHeads = 0;
+  bool inverse = false;
+  std::optional<double> llama3Factor, llama3Low, llama3High;
+  std::optional<int64_t> llama3OriginalMax;
+  int64_t scratch = -1, scratchBytes = 0;
+  std::string module;
+  int64_t index = 0; // position in its list, for error messages
+};
+
+struct Stream {
+  std::vector<Instruction> compute, comm;
+};
+
+struct Program {
+  std::string modelName, modelType, strategy;
+  int64_t parameters = 0;
+  int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
+  int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
+  int64_t tokens = -1, targets = -1, loss = -1;
+  std::vector<Unit> units;
+  std::vector<Tensor> tensors;
+  Stream microStep, optimizer;
+
+  int64_t replicas() const { return worldSize / shardSize; }
+  int64_t vocabSize() const; // from the loss's logits; 0 if unknown
+};
+
+/// Reads and validates a program: its version, every offset and size against
+/// the arena, every instruction's operands, shapes and events. Returns an
+/// error message naming the file and the instruction ("plan.json:
+/// micro_step.compute[12] (linear): ...") or the empty string.
+std::string loadProgram(const std::string &path, Program &program);
 
 } // namespace fsdp::program
 

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
+#include "planner/LowerToProgram.h"
+#include "planner/PlanUtils.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -73,6 +75,18 @@ int main(int argc, char **argv) {
         return success();
       },
       [](DialectRegistry &registry) { registry.insert<nn::NNDialect>(); });
+
+  TranslateFromMLIRRegistration exportProgram(
+      "export-program", "a verified plan to the runtime's JSON program",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError("expected a module holding a plan");
+        return lowerToProgram(module, os);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<nn::NNDialect, plan::FSDPDialect>();
+      });
 
   return failed(mlirTranslateMain(argc, argv, "fsdp translation driver"));
 }

@@ -1,0 +1,58 @@
+//===- Backend.h - collectives behind one interface --------------*- C++ -*-===//
+//
+// One Communicator per rank. Ranks form shard groups of `shardSize`
+// consecutive ranks (rank r is member r % G of group r / G) and replica groups
+// of the ranks holding the same shard (member r / G of group r % G). Every
+// collective either completes on every member or fails on every member:
+// a rank that stops aborts its peers, which then report it instead of
+// waiting forever.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_BACKEND_H
+#define FSDP_RUNTIME_BACKEND_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fsdp::runtime {
+
+enum class Group { Shard, Replica, World };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+  int groupSize(Group g) const;
+  int memberIndex(Group g) const;
+
+  /// dst[j*count .. (j+1)*count) = member j's src, for every member j.
+  virtual bool allGather(Group g, const float *src, float *dst, int64_t count) = 0;
+  /// dst[k] += sum over members j of member j's src[m*count + k], m this member.
+  virtual bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) = 0;
+  /// buf = sum over members of their buf, in place.
+  virtual bool allReduce(Group g, float *buf, int64_t count) = 0;
+  virtual bool allReduceScalar(Group g, double *value) = 0;
+
+  /// Stops every peer's current and future collectives with `why`.
+  virtual void abort(const std::string &why) = 0;
+  /// Why collectives fail, once they do.
+  virtual std::string error() const = 0;
+  /// Bytes this rank's communicator holds outside the arena.
+  virtual int64_t stagingBytes() const = 0;
+
+protected:
+  Communicator(int shardSize) : shardSize(shardSize) {}
+  int shardSize;
+};
+
+/// N ranks as threads of this process, collectives through shared memory.
+class ThreadsWorld;
+std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize);
+std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world,
+                                                  int rank);
+
+} // namespace fsdp::runtime
+
+#endif

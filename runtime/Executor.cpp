@@ -1,0 +1,573 @@
+//===- Executor.cpp - compute and comm streams over one arena per rank ----===//
+#include "runtime/Executor.h"
+#include "runtime/Backend.h"
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Dataset.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/kernels/cpu.h"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+using namespace fsdp;
+using namespace fsdp::runtime;
+using namespace fsdp::program;
+
+namespace {
+
+// Events of one rank. An event recorded during execution `epoch` of a phase
+// satisfies waits of that execution only; aborting wakes every waiter.
+class Events {
+public:
+  explicit Events(int64_t n) : epochs(n, -1) {}
+  void record(int64_t e, int64_t epoch) {
+    std::lock_guard<std::mutex> lock(mu);
+    epochs[e] = epoch;
+    cv.notify_all();
+  }
+  bool wait(int64_t e, int64_t epoch) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return epochs[e] >= epoch || aborted; });
+    return !aborted;
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lock(mu);
+    aborted = true;
+    cv.notify_all();
+  }
+
+private:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int64_t> epochs;
+  bool aborted = false;
+};
+
+struct Failure {
+  std::string message;
+};
+
+class Rank {
+public:
+  Rank(const Program &p, const RunOptions &o, Communicator &comm, const io::Dataset &data)
+      : p(p), o(o), comm(comm), data(data), events(p.events) {}
+
+  std::string run(const std::function<void(const StepReport &)> &onStep);
+
+private:
+  template <typename T = float> T *at(int64_t offset) {
+    return reinterpret_cast<T *>(arena + offset);
+  }
+  template <typename T = float> T *t(int64_t id) {
+    const Tensor &ten = p.tensors[id];
+    touch(ten.offset, ten.bytes());
+    return at<T>(ten.offset);
+  }
+  void touch(int64_t offset, int64_t bytes) { highWater = std::max(highWater, offset + bytes); }
+  int shardMember() const { return comm.memberIndex(Group::Shard); }
+
+  void initWeights();
+  void fillInputs(int64_t step, int64_t micro);
+  void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
+  void computeOne(const Instruction &inst);
+  void commLoop();
+  void runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
+  void optimizerStep(const Unit &u);
+  [[noreturn]] void fail(const std::string &why) {
+    comm.abort("rank " + std::to_string(comm.rank()) + ": " + why);
+    events.abort();
+    throw Failure{why};
+  }
+  std::string where(const char *phase, const char *stream, const Instruction &inst) {
+    return std::string(phase) + "." + stream + "[" + std::to_string(inst.index) + "] (" +
+           opName(inst.op) + ")";
+  }
+
+  const Program &p;
+  const RunOptions &o;
+  Communicator &comm;
+  const io::Dataset &data;
+  Events events;
+  char *arena = nullptr;
+  int64_t highWater = 0;
+  int64_t step = 0; // optimizer steps taken
+  double gradNorm = 0;
+  float lossScale = 1;
+
+  // The comm stream: a thread taking one phase's list at a time.
+  std::mutex jobMu;
+  std::condition_variable jobCv;
+  const std::vector<Instruction> *job = nullptr;
+  const char *jobPhase = "";
+  int64_t jobEpoch = 0;
+  bool jobDone = true, stopping = false;
+  std::string commError;
+};
+
+void Rank::fillInputs(int64_t stepIndex, int64_t micro) {
+  int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
+  int64_t G = B * R * o.gradAccum;
+  int64_t *tokens = t<int64_t>(p.tokens), *targets = t<int64_t>(p.targets);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t g = micro * B * R + comm.rank() * B + b;
+    int64_t start = ((stepIndex * G + g) * S) % (data.size() - S - 1);
+    for (int64_t s = 0; s < S; ++s) {
+      tokens[b * S + s] = data.token(start + s);
+      targets[b * S + s] = data.token(start + s + 1);
+    }
+  }
+}
+
+// A deterministic initialisation that does not depend on the world size:
+// each element's value is a function of the seed, the parameter's name and
+// the element's index.
+static uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void Rank::initWeights() {
+  io::SafetensorsReader reader;
+  if (!o.weights.empty()) {
+    std::string err = reader.open(o.weights);
+    if (!err.empty())
+      fail(err);
+    // Every parameter must be there with its shape: checked whole, before
+    // any rank reads its shards.
+    for (const Unit &u : p.units)
+      for (const Param &prm : u.params) {
+        auto it = reader.tensors().find(prm.name);
+        if (it == reader.tensors().end())
+          fail(o.weights + ": missing tensor '" + prm.name + "'");
+        if (it->second.shape != prm.shape) {
+          std::string want, got;
+          for (int64_t d : prm.shape)
+            want += (want.empty() ? "" : ", ") + std::to_string(d);
+          for (int64_t d : it->second.shape)
+            got += (got.empty() ? "" : ", ") + std::to_string(d);
+          fail(o.weights + ": tensor '" + prm.name + "' has shape [" + got + "], the model needs [" +
+               want + "]");
+        }
+        const std::string &dt = it->second.dtype;
+        if (dt != "F32" && dt != "BF16" && dt != "F16")
+          fail(o.weights + ": tensor '" + prm.name + "' is " + dt +
+               "; weights must be F32, BF16 or F16");
+      }
+  }
+  for (const Unit &u : p.units) {
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+      std::memset(at(off), 0, u.shardNumel * 4);
+      touch(off, u.shardNumel * 4);
+    }
+    int64_t lo = shardMember() * u.shardNumel, hi = lo + u.shardNumel;
+    float *shard = at(u.shardOffset);
+    for (const Param &prm : u.params) {
+      int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+      if (a >= b)
+        continue;
+      if (!o.weights.empty()) {
+        std::string err = reader.readF32(prm.name, a - prm.offset, b - a, shard + (a - lo));
+        if (!err.empty())
+          fail(err);
+        continue;
+      }
+      uint64_t nameHash = 1469598103934665603ull;
+      for (char c : prm.name)
+        nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
+      bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
+      for (int64_t e = a; e < b; ++e) {
+        float v;
+        if (prm.shape.size() >= 2) {
+          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)(e - prm.offset) * 2));
+          uint64_t r2 = splitmix(r1);
+          double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
+          v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        } else {
+          v = isBias ? 0.0f : 1.0f;
+        }
+        shard[e - lo] = v;
+      }
+    }
+  }
+}
+
+void Rank::computeOne(const Instruction &i) {
+  using kernels::Layout;
+  auto f = [&](int64_t id) { return t<float>(id); };
+  auto shape = [&](int64_t id) -> const std::vector<int64_t> & { return p.tensors[id].shape; };
+  auto last = [&](int64_t id) { return shape(id).back(); };
+  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
+  Layout layout = i.layoutInOut ? Layout::InOut : Layout::OutIn;
+  switch (i.op) {
+  case Op::PositionIds:
+    kernels::positionIds(t<int64_t>(i.out[0]), shape(i.in[0])[0], shape(i.in[0])[1]);
+    break;
+  case Op::Embedding:
+    kernels::embeddingForward(t<int64_t>(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]),
+                              last(i.in[1]));
+    break;
+  case Op::EmbeddingGrad:
+    kernels::embeddingBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
+                               shape(i.out[0])[0], last(i.out[0]));
+    break;
+  case Op::Linear: {
+    const auto &w = shape(i.in[1]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    kernels::linearForward(f(i.in[0]), f(i.in[1]), i.in.size() == 3 ? f(i.in[2]) : nullptr,
+                           f(i.out[0]), numel(i.in[0]) / in, in, out, layout);
+    break;
+  }
+  case Op::LinearGradInput: {
+    const auto &w = shape(i.in[1]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    kernels::linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out, in,
+                                 out, layout);
+    break;
+  }
+  case Op::LinearGradWeight: {
+    const auto &w = shape(i.out[0]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    kernels::linearBackwardWeight(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
+                                  in, out, layout);
+    break;
+  }
+  case Op::BiasGrad:
+    kernels::biasBackward(f(i.in[0]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
+                          last(i.in[0]));
+    break;
+  case Op::LayerNorm:
+    kernels::layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]),
+                              numel(i.in[0]) / last(i.in[0]), last(i.in[0]), i.eps);
+    break;
+  case Op::LayerNormGrad:
+    kernels::layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                               f(i.out[2]), numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps);
+    break;
+  case Op::RMSNorm:
+    kernels::rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
+                            last(i.in[0]), i.eps);
+    break;
+  case Op::RMSNormGrad:
+    kernels::rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                             numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps);
+    break;
+  case Op::Rope: {
+    const auto &s = shape(i.in[0]);
+    kernels::Llama3Scaling scaling;
+    if (i.llama3Factor)
+      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
+    kernels::rope(f(i.in[0]), f(i.out[0]), s[0], s[1], i.numHeads, s[2] / i.numHeads, i.theta,
+                  i.llama3Factor ? &scaling : nullptr, i.inverse);
+    break;
+  }
+  case Op::Split:
+  case Op::Concat: {
+    bool split = i.op == Op::Split;
+    const auto &parts = split ? i.out : i.in;
+    int64_t whole = split ? i.in[0] : i.out[0];
+    std::vector<float *> ptrs;
+    for (int64_t id : parts)
+      ptrs.push_back(f(id));
+    int64_t W = last(parts[0]), n = numel(parts[0]) / W;
+    if (split)
+      kernels::split(f(whole), ptrs.data(), parts.size(), n, W);
+    else
+      kernels::concat(ptrs.data(), f(whole), parts.size(), n, W);
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    bool fwd = i.op == Op::CausalAttention;
+    int64_t q = fwd ? i.in[0] : i.in[1];
+    const auto &s = shape(q);
+    int64_t Dh = s[2] / i.numHeads;
+    touch(i.scratch, i.scratchBytes);
+    if (fwd)
+      kernels::causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), s[0],
+                                      s[1], i.numHeads, i.numKvHeads, Dh, at(i.scratch));
+    else
+      kernels::causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]),
+                                       f(i.in[4]), f(i.out[0]), f(i.out[1]), f(i.out[2]), s[0],
+                                       s[1], i.numHeads, i.numKvHeads, Dh, at(i.scratch));
+    break;
+  }
+  case Op::Gelu:
+    kernels::geluForward(f(i.in[0]), f(i.out[0]), numel(i.in[0]));
+    break;
+  case Op::GeluGrad:
+    kernels::geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
+    break;
+  case Op::SiluMul:
+    kernels::siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
+    break;
+  case Op::SiluMulGrad:
+    kernels::siluMulBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                             numel(i.in[0]));
+    break;
+  case Op::Add:
+    kernels::add(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
+    break;
+  case Op::CrossEntropy:
+    *f(i.out[0]) = kernels::crossEntropyForward(f(i.in[0]), t<int64_t>(i.in[1]),
+                                                numel(i.in[1]), last(i.in[0]));
+    break;
+  case Op::CrossEntropyGrad:
+    kernels::crossEntropyBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
+                                  last(i.in[0]), lossScale);
+    break;
+  case Op::Alloc: {
+    int64_t bytes = p.units[i.unit].paddedNumel * 4;
+    std::memset(at(i.dst), 0, bytes);
+    touch(i.dst, bytes);
+    break;
+  }
+  case Op::Free:
+    break;
+  case Op::OptimizerStep:
+    optimizerStep(p.units[i.unit]);
+    break;
+  default:
+    break;
+  }
+}
+
+void Rank::optimizerStep(const Unit &u) {
+  double scale = 1.0;
+  if (o.clipGradNorm > 0) {
+    double coef = o.clipGradNorm / (gradNorm + 1e-6);
+    if (coef < 1.0)
+      scale = coef;
+  }
+  int64_t lo = shardMember() * u.shardNumel, hi = lo + u.shardNumel;
+  float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
+  float *m = at(u.expAvgOffset), *v = at(u.expAvgSqOffset);
+  for (const Param &prm : u.params) {
+    int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+    if (a >= b)
+      continue;
+    int64_t k = a - lo;
+    kernels::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step, o.lr, o.beta1,
+                   o.beta2, o.eps, prm.decay ? o.weightDecay : 0.0, scale);
+  }
+  std::memset(grad, 0, u.shardNumel * 4); // the next step accumulates afresh
+}
+
+void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
+  for (const Instruction &inst : list) {
+    if (inst.op == Op::Record) {
+      events.record(inst.event, epoch);
+    } else if (inst.op == Op::Wait) {
+      if (!events.wait(inst.event, epoch))
+        fail(where(phase, "compute", inst) + ": stopped: " +
+             (commError.empty() ? comm.error() : commError));
+    } else {
+      computeOne(inst);
+    }
+  }
+}
+
+void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
+  for (const Instruction &inst : list) {
+    bool ok = true;
+    switch (inst.op) {
+    case Op::Record:
+      events.record(inst.event, epoch);
+      break;
+    case Op::Wait:
+      ok = events.wait(inst.event, epoch);
+      break;
+    case Op::AllGather: {
+      const Unit &u = p.units[inst.unit];
+      touch(inst.dst, u.paddedNumel * 4);
+      ok = comm.allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel);
+      break;
+    }
+    case Op::ReduceScatter: {
+      const Unit &u = p.units[inst.unit];
+      ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset), u.shardNumel);
+      break;
+    }
+    case Op::AllReduce: {
+      const Unit &u = p.units[inst.unit];
+      ok = comm.allReduce(Group::Replica, at(u.gradShardOffset), u.shardNumel);
+      break;
+    }
+    case Op::GradNorm: {
+      double sum = 0;
+      for (const Unit &u : p.units)
+        sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
+      ok = comm.allReduceScalar(Group::Shard, &sum);
+      gradNorm = std::sqrt(sum);
+      break;
+    }
+    default:
+      break;
+    }
+    if (!ok) {
+      std::string why = comm.error();
+      commError = where(phase, "comm", inst) + ": " + (why.empty() ? "stopped" : why);
+      comm.abort("rank " + std::to_string(comm.rank()) + ": " + commError);
+      events.abort();
+      return;
+    }
+  }
+}
+
+void Rank::commLoop() {
+  for (;;) {
+    const std::vector<Instruction> *list;
+    const char *phase;
+    int64_t epoch;
+    {
+      std::unique_lock<std::mutex> lock(jobMu);
+      jobCv.wait(lock, [&] { return job || stopping; });
+      if (!job)
+        return;
+      list = job;
+      phase = jobPhase;
+      epoch = jobEpoch;
+    }
+    runComm(*list, phase, epoch);
+    std::lock_guard<std::mutex> lock(jobMu);
+    job = nullptr;
+    jobDone = true;
+    jobCv.notify_all();
+  }
+}
+
+std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
+  // One allocation, laid out by the plan; nothing else in the steady state.
+  void *mem = std::aligned_alloc(64, (p.arenaBytes + 63) / 64 * 64);
+  if (!mem)
+    return "rank " + std::to_string(comm.rank()) + ": cannot allocate the arena of " +
+           std::to_string(p.arenaBytes) + " bytes";
+  arena = static_cast<char *>(mem);
+  std::thread commThread([this] { commLoop(); });
+  std::string error;
+  try {
+    int64_t first = 0;
+    if (!o.resume.empty()) {
+      for (const Unit &u : p.units)
+        for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+          std::memset(at(off), 0, u.shardNumel * 4);
+          touch(off, u.shardNumel * 4);
+        }
+      std::string err = io::loadCheckpoint(o.resume, p, comm.rank(), arena, &first);
+      if (!err.empty())
+        fail(err);
+    } else {
+      initWeights();
+    }
+    // Nobody starts before every rank has its weights.
+    double ready = 1;
+    if (!comm.allReduceScalar(Group::World, &ready))
+      fail("stopped before the first step: " + comm.error());
+    step = first;
+    int64_t G = p.microBatch * p.worldSize * o.gradAccum;
+    lossScale = 1.0f / (float)(G * p.seqLen);
+    int64_t epoch = 0;
+    auto phase = [&](const Stream &s, const char *name) {
+      ++epoch;
+      {
+        std::lock_guard<std::mutex> lock(jobMu);
+        job = &s.comm;
+        jobPhase = name;
+        jobEpoch = epoch;
+        jobDone = false;
+        jobCv.notify_all();
+      }
+      runCompute(s.compute, name, epoch);
+      std::unique_lock<std::mutex> lock(jobMu);
+      jobCv.wait(lock, [&] { return jobDone; });
+      if (!commError.empty())
+        fail(commError);
+    };
+    for (int64_t t = first; t < o.steps; ++t) {
+      auto start = std::chrono::steady_clock::now();
+      double lossSum = 0;
+      for (int64_t a = 0; a < o.gradAccum; ++a) {
+        fillInputs(t, a);
+        phase(p.microStep, "micro_step");
+        lossSum += *at(p.tensors[p.loss].offset);
+      }
+      ++step;
+      phase(p.optimizer, "optimizer");
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // For the report only, outside the plan: the mean loss over ranks. Every
+      // rank runs the same program over the same layout, so rank 0's peak is
+      // every rank's.
+      if (!comm.allReduceScalar(Group::World, &lossSum))
+        fail("stopped: " + comm.error());
+      StepReport r;
+      r.step = t + 1;
+      r.steps = o.steps;
+      r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
+      r.gradNorm = gradNorm;
+      r.stepTimeS = seconds;
+      r.tokensPerS = (double)(G * p.seqLen) / seconds;
+      r.peakBytes = highWater;
+      r.predictedPeakBytes = p.predictedPeakBytes;
+      r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
+      if (comm.rank() == 0)
+        onStep(r);
+    }
+    if (!o.save.empty()) {
+      std::string err = io::saveCheckpoint(o.save, p, comm, arena, step);
+      if (!err.empty())
+        fail(err);
+    }
+    if (!o.saveWeights.empty()) {
+      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena);
+      if (!err.empty())
+        fail(err);
+    }
+  } catch (const Failure &f) {
+    error = "rank " + std::to_string(comm.rank()) + ": " + f.message;
+  }
+  {
+    std::lock_guard<std::mutex> lock(jobMu);
+    stopping = true;
+    jobCv.notify_all();
+  }
+  commThread.join();
+  std::free(arena);
+  return error;
+}
+
+} // namespace
+
+std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
+                                      const std::function<void(const StepReport &)> &onStep) {
+  io::Dataset data;
+  std::string err = data.open(options.data, program);
+  if (!err.empty())
+    return err;
+  auto world = createThreadsWorld(program.worldSize, program.shardSize);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < program.worldSize; ++r)
+    comms.push_back(threadsCommunicator(world, r));
+  std::vector<std::string> errors(program.worldSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < program.worldSize; ++r)
+    threads.emplace_back([&, r] {
+      Rank rank(program, options, *comms[r], data);
+      errors[r] = rank.run(onStep);
+    });
+  for (auto &t : threads)
+    t.join();
+  // The first rank to fail is the cause; the others stopped because of it.
+  std::string cause = world ? comms[0]->error() : "";
+  for (const std::string &e : errors)
+    if (!e.empty())
+      return cause.empty() ? e : cause;
+  return "";
+}

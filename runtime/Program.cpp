@@ -1,0 +1,512 @@
+//===- Program.cpp - loading and validating a program ---------------------===//
+//
+// Nothing is executed from a program that has not been checked whole:
+// offsets against the arena, operands against the op, events against their
+// records. Errors name the instruction: "micro_step.compute[12] (linear)".
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace fsdp::program;
+using nlohmann::json;
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+int64_t Tensor::bytes() const { return numel() * (dtype == DType::I64 ? 8 : 4); }
+
+static const std::map<std::string, Op> &opTable() {
+  static const std::map<std::string, Op> table = {
+      {"position_ids", Op::PositionIds}, {"embedding", Op::Embedding},
+      {"embedding_grad", Op::EmbeddingGrad}, {"linear", Op::Linear},
+      {"linear_grad_input", Op::LinearGradInput}, {"linear_grad_weight", Op::LinearGradWeight},
+      {"bias_grad", Op::BiasGrad}, {"layer_norm", Op::LayerNorm},
+      {"layer_norm_grad", Op::LayerNormGrad}, {"rms_norm", Op::RMSNorm},
+      {"rms_norm_grad", Op::RMSNormGrad}, {"rope", Op::Rope}, {"split", Op::Split},
+      {"concat", Op::Concat}, {"causal_attention", Op::CausalAttention},
+      {"causal_attention_grad", Op::CausalAttentionGrad}, {"gelu", Op::Gelu},
+      {"gelu_grad", Op::GeluGrad}, {"silu_mul", Op::SiluMul},
+      {"silu_mul_grad", Op::SiluMulGrad}, {"add", Op::Add},
+      {"cross_entropy", Op::CrossEntropy}, {"cross_entropy_grad", Op::CrossEntropyGrad},
+      {"record", Op::Record}, {"wait", Op::Wait}, {"alloc", Op::Alloc}, {"free", Op::Free},
+      {"optimizer_step", Op::OptimizerStep}, {"all_gather", Op::AllGather},
+      {"reduce_scatter", Op::ReduceScatter}, {"all_reduce", Op::AllReduce},
+      {"grad_norm", Op::GradNorm},
+  };
+  return table;
+}
+
+const char *fsdp::program::opName(Op op) {
+  for (auto &[name, o] : opTable())
+    if (o == op)
+      return name.c_str();
+  return "?";
+}
+
+int64_t Program::vocabSize() const {
+  for (const Instruction &inst : microStep.compute)
+    if (inst.op == Op::CrossEntropy && !inst.in.empty())
+      return tensors[inst.in[0]].shape.back();
+  return 0;
+}
+
+namespace {
+
+struct LoadError {
+  std::string message;
+};
+
+class Loader {
+public:
+  Loader(const std::string &path, Program &p) : path(path), p(p) {}
+  void run();
+
+private:
+  [[noreturn]] void fail(const std::string &where, const std::string &what) {
+    throw LoadError{path + ": " + where + ": " + what};
+  }
+  template <typename T> T get(const json &j, const char *key, const std::string &where) {
+    if (!j.is_object() || !j.contains(key))
+      fail(where, std::string("missing '") + key + "'");
+    try {
+      return j.at(key).get<T>();
+    } catch (const json::exception &) {
+      fail(where, std::string("'") + key + "' has the wrong type: " + j.at(key).dump());
+    }
+  }
+  void checkRange(const std::string &where, int64_t offset, int64_t bytes) {
+    if (offset < 0 || bytes < 0 || offset + bytes > p.arenaBytes)
+      fail(where, "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                      ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
+  }
+  void loadStream(const json &j, const std::string &phase, Stream &s);
+  Instruction loadInstruction(const json &j, const std::string &where, bool comm);
+  void checkInstruction(const Instruction &inst, const std::string &where);
+  const Tensor &tensor(int64_t id, const std::string &where) {
+    if (id < 0 || id >= (int64_t)p.tensors.size())
+      fail(where, "tensor " + std::to_string(id) + " does not exist");
+    return p.tensors[id];
+  }
+
+  std::string path;
+  Program &p;
+};
+
+void Loader::run() {
+  std::ifstream in(path);
+  if (!in)
+    throw LoadError{path + ": cannot read the program"};
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error &e) {
+    throw LoadError{path + ": malformed JSON: " + e.what()};
+  }
+  if (!j.is_object())
+    fail("top level", "a program is a JSON object");
+  std::string format = get<std::string>(j, "format", "top level");
+  if (format != kFormat)
+    fail("format", "\"" + format + "\" is not an fsdp program");
+  int version = get<int>(j, "version", "top level");
+  if (version != kVersion)
+    fail("version", "program version " + std::to_string(version) +
+                        " is not supported; this fsdp-run reads version " +
+                        std::to_string(kVersion) + " (re-plan with this build's fsdp-plan)");
+  const json &model = j.at("model");
+  p.modelName = get<std::string>(model, "name", "model");
+  p.modelType = get<std::string>(model, "model_type", "model");
+  p.parameters = get<int64_t>(model, "parameters", "model");
+  p.worldSize = get<int64_t>(j, "world_size", "top level");
+  p.strategy = get<std::string>(j, "strategy", "top level");
+  p.shardSize = get<int64_t>(j, "shard_size", "top level");
+  p.microBatch = get<int64_t>(j, "micro_batch", "top level");
+  p.seqLen = get<int64_t>(j, "seq_len", "top level");
+  p.arenaBytes = get<int64_t>(j, "arena_bytes", "top level");
+  p.events = get<int64_t>(j, "events", "top level");
+  if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
+    fail("top level", "shard_size " + std::to_string(p.shardSize) +
+                          " must divide world_size " + std::to_string(p.worldSize));
+  if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
+    fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
+  if (j.contains("memory") && j["memory"].contains("peak_bytes"))
+    p.predictedPeakBytes = j["memory"]["peak_bytes"].get<int64_t>();
+
+  const json &tensors = j.at("tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string where = "tensors[" + std::to_string(i) + "]";
+    Tensor t;
+    if (get<int64_t>(tensors[i], "id", where) != (int64_t)i)
+      fail(where, "ids must be 0, 1, 2, ... in order");
+    t.offset = get<int64_t>(tensors[i], "offset", where);
+    t.shape = get<std::vector<int64_t>>(tensors[i], "shape", where);
+    std::string dtype = get<std::string>(tensors[i], "dtype", where);
+    if (dtype == "f32")
+      t.dtype = DType::F32;
+    else if (dtype == "i64")
+      t.dtype = DType::I64;
+    else
+      fail(where, "dtype '" + dtype + "' is not supported by the CPU runtime");
+    for (int64_t d : t.shape)
+      if (d < 0)
+        fail(where, "negative dimension");
+    checkRange(where, t.offset, t.bytes());
+    p.tensors.push_back(t);
+  }
+
+  const json &units = j.at("units");
+  for (size_t i = 0; i < units.size(); ++i) {
+    std::string where = "units[" + std::to_string(i) + "]";
+    const json &uj = units[i];
+    Unit u;
+    u.name = get<std::string>(uj, "name", where);
+    u.module = get<std::string>(uj, "module", where);
+    u.numel = get<int64_t>(uj, "numel", where);
+    u.paddedNumel = get<int64_t>(uj, "padded_numel", where);
+    u.shardCount = get<int64_t>(uj, "shard_count", where);
+    u.shardNumel = get<int64_t>(uj, "shard_numel", where);
+    u.shardOffset = get<int64_t>(uj, "shard_offset", where);
+    u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
+    u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
+    u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
+    if (u.shardCount != p.shardSize || u.shardNumel * u.shardCount != u.paddedNumel ||
+        u.paddedNumel < u.numel)
+      fail(where, "unit '" + u.name + "' has an inconsistent layout (numel " +
+                      std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) +
+                      ", " + std::to_string(u.shardCount) + " shards of " +
+                      std::to_string(u.shardNumel) + ")");
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+      checkRange(where, off, u.shardNumel * 4);
+    int64_t next = 0;
+    for (const json &pj : uj.at("params")) {
+      Param prm;
+      prm.name = get<std::string>(pj, "name", where);
+      prm.shape = get<std::vector<int64_t>>(pj, "shape", where);
+      prm.offset = get<int64_t>(pj, "offset", where);
+      prm.numel = get<int64_t>(pj, "numel", where);
+      prm.decay = get<bool>(pj, "decay", where);
+      int64_t n = 1;
+      for (int64_t d : prm.shape)
+        n *= d;
+      if (n != prm.numel || prm.offset != next)
+        fail(where, "parameter '" + prm.name + "' does not fit the unit's flat layout");
+      next += prm.numel;
+      u.params.push_back(prm);
+    }
+    if (next != u.numel)
+      fail(where, "unit '" + u.name + "' parameters hold " + std::to_string(next) +
+                      " elements, not numel = " + std::to_string(u.numel));
+    p.units.push_back(u);
+  }
+
+  p.tokens = j.at("inputs").at("tokens").get<int64_t>();
+  p.targets = j.at("inputs").at("targets").get<int64_t>();
+  p.loss = get<int64_t>(j, "loss", "top level");
+  for (int64_t id : {p.tokens, p.targets})
+    if (tensor(id, "inputs").dtype != DType::I64 ||
+        tensor(id, "inputs").shape != std::vector<int64_t>{p.microBatch, p.seqLen})
+      fail("inputs", "tokens and targets must be i64 [micro_batch, seq_len]");
+  if (tensor(p.loss, "loss").numel() != 1)
+    fail("loss", "the loss must be a scalar");
+
+  loadStream(j.at("micro_step"), "micro_step", p.microStep);
+  loadStream(j.at("optimizer"), "optimizer", p.optimizer);
+}
+
+void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
+  std::set<int64_t> recorded;
+  for (const char *name : {"compute", "comm"}) {
+    bool comm = std::string(name) == "comm";
+    const json &list = j.at(name);
+    auto &out = comm ? s.comm : s.compute;
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string where = phase + "." + name + "[" + std::to_string(i) + "]";
+      Instruction inst = loadInstruction(list[i], where, comm);
+      inst.index = i;
+      where += std::string(" (") + opName(inst.op) + ")";
+      checkInstruction(inst, where);
+      if (inst.op == Op::Record && !recorded.insert(inst.event).second)
+        fail(where, "event " + std::to_string(inst.event) + " is recorded twice");
+      out.push_back(inst);
+    }
+  }
+  // Every wait must have its record in the same phase, or it would hang.
+  for (const char *name : {"compute", "comm"}) {
+    const auto &list = std::string(name) == "comm" ? s.comm : s.compute;
+    for (const Instruction &inst : list)
+      if (inst.op == Op::Wait && !recorded.count(inst.event))
+        fail(phase + "." + name + "[" + std::to_string(inst.index) + "] (wait)",
+             "waits for event " + std::to_string(inst.event) + ", which is never recorded");
+  }
+}
+
+Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {
+  Instruction inst;
+  std::string name = get<std::string>(j, "op", where);
+  auto it = opTable().find(name);
+  if (it == opTable().end())
+    fail(where, "unknown op '" + name + "'");
+  inst.op = it->second;
+  bool commOp = inst.op == Op::AllGather || inst.op == Op::ReduceScatter ||
+                inst.op == Op::AllReduce || inst.op == Op::GradNorm;
+  bool either = inst.op == Op::Record || inst.op == Op::Wait;
+  if (!either && commOp != comm)
+    fail(where, "op '" + name + "' does not belong on the " + (comm ? "comm" : "compute") +
+                    " stream");
+  if (j.contains("in"))
+    inst.in = get<std::vector<int64_t>>(j, "in", where);
+  if (j.contains("out"))
+    inst.out = get<std::vector<int64_t>>(j, "out", where);
+  if (j.contains("event"))
+    inst.event = get<int64_t>(j, "event", where);
+  if (j.contains("unit"))
+    inst.unit = get<int64_t>(j, "unit", where);
+  if (j.contains("dst"))
+    inst.dst = get<int64_t>(j, "dst", where);
+  if (j.contains("src"))
+    inst.src = get<int64_t>(j, "src", where);
+  if (j.contains("kind"))
+    inst.freeParams = get<std::string>(j, "kind", where) == "params";
+  if (j.contains("layout"))
+    inst.layoutInOut = get<std::string>(j, "layout", where) == "in_out";
+  if (j.contains("eps"))
+    inst.eps = get<double>(j, "eps", where);
+  if (j.contains("theta"))
+    inst.theta = get<double>(j, "theta", where);
+  if (j.contains("num_heads"))
+    inst.numHeads = get<int64_t>(j, "num_heads", where);
+  if (j.contains("num_kv_heads"))
+    inst.numKvHeads = get<int64_t>(j, "num_kv_heads", where);
+  if (j.contains("inverse"))
+    inst.inverse = get<bool>(j, "inverse", where);
+  if (j.contains("llama3_factor")) {
+    inst.llama3Factor = get<double>(j, "llama3_factor", where);
+    inst.llama3Low = get<double>(j, "llama3_low_freq_factor", where);
+    inst.llama3High = get<double>(j, "llama3_high_freq_factor", where);
+    inst.llama3OriginalMax = get<int64_t>(j, "llama3_original_max_position", where);
+  }
+  if (j.contains("scratch")) {
+    inst.scratch = get<int64_t>(j, "scratch", where);
+    inst.scratchBytes = get<int64_t>(j, "scratch_bytes", where);
+  }
+  if (j.contains("module"))
+    inst.module = get<std::string>(j, "module", where);
+  return inst;
+}
+
+void Loader::checkInstruction(const Instruction &inst, const std::string &where) {
+  auto arity = [&](size_t in, size_t out) {
+    if (inst.in.size() != in || inst.out.size() != out)
+      fail(where, "takes " + std::to_string(in) + " inputs and " + std::to_string(out) +
+                      " outputs, not " + std::to_string(inst.in.size()) + " and " +
+                      std::to_string(inst.out.size()));
+  };
+  auto t = [&](int64_t id) -> const Tensor & { return tensor(id, where); };
+  auto f32 = [&](int64_t id) {
+    if (t(id).dtype != DType::F32)
+      fail(where, "tensor " + std::to_string(id) + " must be f32");
+  };
+  auto sameShape = [&](int64_t a, int64_t b) {
+    if (t(a).shape != t(b).shape)
+      fail(where, "tensors " + std::to_string(a) + " and " + std::to_string(b) +
+                      " must have one shape");
+  };
+  auto last = [&](int64_t id) { return t(id).shape.empty() ? 1 : t(id).shape.back(); };
+  auto unit = [&]() -> const Unit & {
+    if (inst.unit < 0 || inst.unit >= (int64_t)p.units.size())
+      fail(where, "unit " + std::to_string(inst.unit) + " does not exist");
+    return p.units[inst.unit];
+  };
+  auto event = [&]() {
+    if (inst.event < 0 || inst.event >= p.events)
+      fail(where, "event " + std::to_string(inst.event) + " is out of range");
+  };
+  auto scratch = [&](int64_t need) {
+    if (inst.scratchBytes < need)
+      fail(where, "needs " + std::to_string(need) + " bytes of scratch, the plan gives " +
+                      std::to_string(inst.scratchBytes));
+    checkRange(where, inst.scratch, inst.scratchBytes);
+  };
+  for (int64_t id : inst.in)
+    t(id);
+  for (int64_t id : inst.out)
+    t(id);
+
+  switch (inst.op) {
+  case Op::PositionIds:
+    arity(1, 1);
+    break;
+  case Op::Embedding:
+    arity(2, 1);
+    f32(inst.in[1]);
+    if (t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
+        last(inst.out[0]) != t(inst.in[1]).shape[1] ||
+        t(inst.out[0]).numel() != t(inst.in[0]).numel() * last(inst.out[0]))
+      fail(where, "embedding shapes do not match");
+    break;
+  case Op::EmbeddingGrad:
+    arity(2, 1);
+    if (t(inst.out[0]).shape.size() != 2 || last(inst.in[0]) != last(inst.out[0]) ||
+        t(inst.in[1]).dtype != DType::I64)
+      fail(where, "embedding gradient shapes do not match");
+    break;
+  case Op::Linear:
+  case Op::LinearGradInput:
+  case Op::LinearGradWeight: {
+    bool fwd = inst.op == Op::Linear;
+    if (fwd && inst.in.size() != 2 && inst.in.size() != 3)
+      fail(where, "takes 2 or 3 inputs");
+    if (!fwd)
+      arity(2, 1);
+    if (fwd && inst.out.size() != 1)
+      fail(where, "takes 1 output");
+    const Tensor &w = t(inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1]);
+    if (w.shape.size() != 2)
+      fail(where, "the weight must be 2-D");
+    int64_t in = inst.layoutInOut ? w.shape[0] : w.shape[1];
+    int64_t out = inst.layoutInOut ? w.shape[1] : w.shape[0];
+    int64_t x = inst.op == Op::Linear ? inst.in[0]
+                : inst.op == Op::LinearGradInput ? inst.out[0] : inst.in[1];
+    int64_t y = inst.op == Op::Linear ? inst.out[0] : inst.in[0];
+    if (last(x) != in || last(y) != out || t(x).numel() / in != t(y).numel() / out)
+      fail(where, "input, weight and output shapes do not match");
+    if (fwd && inst.in.size() == 3 && t(inst.in[2]).numel() != out)
+      fail(where, "the bias must have " + std::to_string(out) + " elements");
+    break;
+  }
+  case Op::BiasGrad:
+    arity(1, 1);
+    if (last(inst.in[0]) != t(inst.out[0]).numel())
+      fail(where, "bias gradient size does not match");
+    break;
+  case Op::LayerNorm:
+    arity(3, 1);
+    sameShape(inst.in[0], inst.out[0]);
+    if (t(inst.in[1]).numel() != last(inst.in[0]) || t(inst.in[2]).numel() != last(inst.in[0]))
+      fail(where, "weight and bias must match the last dimension");
+    break;
+  case Op::LayerNormGrad:
+    arity(3, 3);
+    sameShape(inst.in[0], inst.in[1]);
+    sameShape(inst.in[1], inst.out[0]);
+    break;
+  case Op::RMSNorm:
+    arity(2, 1);
+    sameShape(inst.in[0], inst.out[0]);
+    if (t(inst.in[1]).numel() != last(inst.in[0]))
+      fail(where, "weight must match the last dimension");
+    break;
+  case Op::RMSNormGrad:
+    arity(3, 2);
+    sameShape(inst.in[0], inst.in[1]);
+    break;
+  case Op::Rope:
+    arity(1, 1);
+    sameShape(inst.in[0], inst.out[0]);
+    if (inst.numHeads <= 0 || last(inst.in[0]) % inst.numHeads != 0 ||
+        (last(inst.in[0]) / inst.numHeads) % 2 != 0 || t(inst.in[0]).shape.size() != 3)
+      fail(where, "rope needs [B, S, heads * even head_dim]");
+    break;
+  case Op::Split:
+  case Op::Concat: {
+    bool split = inst.op == Op::Split;
+    const auto &whole = split ? inst.in : inst.out;
+    const auto &parts = split ? inst.out : inst.in;
+    if (whole.size() != 1 || parts.size() < 2)
+      fail(where, "needs one whole and at least two parts");
+    int64_t sum = 0;
+    for (int64_t id : parts)
+      sum += t(id).numel();
+    if (sum != t(whole[0]).numel())
+      fail(where, "parts do not add up to the whole");
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    bool fwd = inst.op == Op::CausalAttention;
+    if (fwd)
+      arity(3, 1);
+    else
+      arity(5, 3);
+    int64_t q = fwd ? inst.in[0] : inst.in[1], k = fwd ? inst.in[1] : inst.in[2];
+    if (inst.numHeads <= 0 || inst.numKvHeads <= 0 || inst.numHeads % inst.numKvHeads != 0 ||
+        last(q) % inst.numHeads != 0 ||
+        last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
+      fail(where, "query, key and value do not match the heads");
+    scratch((fwd ? 1 : 2) * t(q).shape[1] * 4);
+    break;
+  }
+  case Op::Gelu:
+    arity(1, 1);
+    sameShape(inst.in[0], inst.out[0]);
+    break;
+  case Op::GeluGrad:
+    arity(2, 1);
+    sameShape(inst.in[0], inst.in[1]);
+    break;
+  case Op::SiluMul:
+    arity(2, 1);
+    sameShape(inst.in[0], inst.in[1]);
+    break;
+  case Op::SiluMulGrad:
+    arity(3, 2);
+    sameShape(inst.in[0], inst.in[1]);
+    break;
+  case Op::Add:
+    arity(2, 1);
+    sameShape(inst.in[0], inst.in[1]);
+    if (t(inst.in[0]).numel() != t(inst.out[0]).numel())
+      fail(where, "output size does not match");
+    break;
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad:
+    arity(2, 1);
+    if (t(inst.in[1]).dtype != DType::I64 ||
+        t(inst.in[0]).numel() != t(inst.in[1]).numel() * last(inst.in[0]))
+      fail(where, "logits and targets do not match");
+    break;
+  case Op::Record:
+  case Op::Wait:
+    event();
+    break;
+  case Op::Alloc:
+    checkRange(where, inst.dst, unit().paddedNumel * 4);
+    break;
+  case Op::AllGather:
+    checkRange(where, inst.dst, unit().paddedNumel * 4);
+    break;
+  case Op::ReduceScatter:
+    checkRange(where, inst.src, unit().paddedNumel * 4);
+    break;
+  case Op::Free:
+  case Op::OptimizerStep:
+  case Op::AllReduce:
+    unit();
+    break;
+  case Op::GradNorm:
+    break;
+  }
+}
+
+} // namespace
+
+std::string fsdp::program::loadProgram(const std::string &path, Program &program) {
+  program = Program();
+  try {
+    Loader(path, program).run();
+  } catch (const LoadError &e) {
+    return e.message;
+  } catch (const json::exception &e) {
+    return path + ": " + e.what();
+  }
+  return "";
+}

@@ -1,0 +1,220 @@
+//===- Threads.cpp - ranks as threads, collectives in shared memory -------===//
+//
+// Each group has one slot per member and an abortable barrier. A collective
+// publishes its buffer, meets the others at the barrier, computes its part
+// reading the peers' buffers, and meets them again before anyone reuses a
+// buffer. Sums run over members in a fixed order, so every rank gets the
+// same bits.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+using namespace fsdp::runtime;
+
+int Communicator::groupSize(Group g) const {
+  switch (g) {
+  case Group::Shard: return shardSize;
+  case Group::Replica: return worldSize() / shardSize;
+  case Group::World: return worldSize();
+  }
+  return 1;
+}
+
+int Communicator::memberIndex(Group g) const {
+  switch (g) {
+  case Group::Shard: return rank() % shardSize;
+  case Group::Replica: return rank() / shardSize;
+  case Group::World: return rank();
+  }
+  return 0;
+}
+
+namespace fsdp::runtime {
+
+class ThreadsWorld {
+public:
+  ThreadsWorld(int worldSize, int shardSize) : worldSize(worldSize), shardSize(shardSize) {
+    int replicas = worldSize / shardSize;
+    for (int g = 0; g < replicas; ++g)
+      shard.push_back(std::make_unique<GroupState>(shardSize));
+    for (int g = 0; g < shardSize; ++g)
+      replica.push_back(std::make_unique<GroupState>(replicas));
+    world = std::make_unique<GroupState>(worldSize);
+  }
+
+  struct GroupState {
+    explicit GroupState(int size) : size(size), slots(size), scalars(size) {}
+    int size;
+    std::vector<const void *> slots;
+    std::vector<double> scalars;
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    int64_t generation = 0;
+  };
+
+  GroupState &group(Group g, int rank) {
+    switch (g) {
+    case Group::Shard: return *shard[rank / shardSize];
+    case Group::Replica: return *replica[rank % shardSize];
+    case Group::World: return *world;
+    }
+    return *world;
+  }
+
+  // Every member arrives, or the world has been aborted.
+  bool barrier(GroupState &s) {
+    std::unique_lock<std::mutex> lock(s.mu);
+    if (aborted())
+      return false;
+    int64_t gen = s.generation;
+    if (++s.arrived == s.size) {
+      s.arrived = 0;
+      ++s.generation;
+      s.cv.notify_all();
+      return true;
+    }
+    s.cv.wait(lock, [&] { return s.generation != gen || aborted(); });
+    return s.generation != gen;
+  }
+
+  void abort(const std::string &why) {
+    {
+      std::lock_guard<std::mutex> lock(errorMu);
+      if (reason.empty())
+        reason = why;
+      isAborted = true;
+    }
+    for (auto *list : {&shard, &replica})
+      for (auto &s : *list) {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->cv.notify_all();
+      }
+    std::lock_guard<std::mutex> lock(world->mu);
+    world->cv.notify_all();
+  }
+  bool aborted() {
+    std::lock_guard<std::mutex> lock(errorMu);
+    return isAborted;
+  }
+  std::string error() {
+    std::lock_guard<std::mutex> lock(errorMu);
+    return reason;
+  }
+
+  int worldSize, shardSize;
+
+private:
+  std::vector<std::unique_ptr<GroupState>> shard, replica;
+  std::unique_ptr<GroupState> world;
+  std::mutex errorMu;
+  std::string reason;
+  bool isAborted = false;
+};
+
+} // namespace fsdp::runtime
+
+namespace {
+
+class ThreadsCommunicator : public Communicator {
+public:
+  ThreadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank)
+      : Communicator(world->shardSize), world(std::move(world)), myRank(rank) {}
+
+  int rank() const override { return myRank; }
+  int worldSize() const override { return world->worldSize; }
+
+  bool allGather(Group g, const float *src, float *dst, int64_t count) override {
+    auto &s = world->group(g, myRank);
+    int me = memberIndex(g);
+    s.slots[me] = src;
+    if (!world->barrier(s))
+      return false;
+    for (int j = 0; j < s.size; ++j)
+      std::memcpy(dst + j * count, s.slots[j], count * sizeof(float));
+    return world->barrier(s);
+  }
+
+  bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
+    auto &s = world->group(g, myRank);
+    int me = memberIndex(g);
+    s.slots[me] = src;
+    if (!world->barrier(s))
+      return false;
+    for (int j = 0; j < s.size; ++j) {
+      const float *part = static_cast<const float *>(s.slots[j]) + me * count;
+      for (int64_t k = 0; k < count; ++k)
+        dst[k] += part[k];
+    }
+    return world->barrier(s);
+  }
+
+  bool allReduce(Group g, float *buf, int64_t count) override {
+    auto &s = world->group(g, myRank);
+    int me = memberIndex(g), n = s.size;
+    if (n == 1)
+      return true;
+    // Each member sums one chunk of every member's buffer into its staging,
+    // then writes that chunk back to every member.
+    int64_t chunk = (count + n - 1) / n;
+    if ((int64_t)staging.size() < chunk)
+      staging.resize(chunk);
+    s.slots[me] = buf;
+    if (!world->barrier(s))
+      return false;
+    int64_t lo = std::min(count, me * chunk), hi = std::min(count, lo + chunk);
+    std::fill(staging.begin(), staging.begin() + (hi - lo), 0.0f);
+    for (int j = 0; j < n; ++j) {
+      const float *peer = static_cast<const float *>(s.slots[j]);
+      for (int64_t k = lo; k < hi; ++k)
+        staging[k - lo] += peer[k];
+    }
+    if (!world->barrier(s))
+      return false;
+    for (int j = 0; j < n; ++j)
+      std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo,
+                  staging.data(), (hi - lo) * sizeof(float));
+    return world->barrier(s);
+  }
+
+  bool allReduceScalar(Group g, double *value) override {
+    auto &s = world->group(g, myRank);
+    int me = memberIndex(g);
+    s.scalars[me] = *value;
+    if (!world->barrier(s))
+      return false;
+    double sum = 0;
+    for (int j = 0; j < s.size; ++j)
+      sum += s.scalars[j];
+    if (!world->barrier(s))
+      return false;
+    *value = sum;
+    return true;
+  }
+
+  void abort(const std::string &why) override { world->abort(why); }
+  std::string error() const override { return world->error(); }
+  int64_t stagingBytes() const override { return staging.capacity() * sizeof(float); }
+
+private:
+  std::shared_ptr<ThreadsWorld> world;
+  int myRank;
+  std::vector<float> staging;
+};
+
+} // namespace
+
+std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, int shardSize) {
+  return std::make_shared<ThreadsWorld>(worldSize, shardSize);
+}
+
+std::unique_ptr<Communicator> fsdp::runtime::threadsCommunicator(
+    std::shared_ptr<ThreadsWorld> world, int rank) {
+  return std::make_unique<ThreadsCommunicator>(std::move(world), rank);
+}

@@ -1,0 +1,550 @@
+//===- cpu.cpp - CPU kernels, forward and backward, for every nn op ------===//
+//
+// Semantics follow PyTorch / HF transformers in float32: the elementwise
+// formulas are evaluated in float in the order PyTorch evaluates them; row
+// statistics (norms, log-sum-exp, sums of squares) are accumulated in double,
+// which costs little and only removes rounding. Matmuls go through OpenBLAS.
+// No allocation: the only temporaries are small fixed-size stack arrays.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace fsdp::kernels {
+
+namespace {
+
+// Dot product with eight independent partial sums, so that the compiler can
+// vectorize it without -ffast-math (a single float accumulator is a serial
+// dependency chain it may not reorder).
+inline float dot(const float *__restrict a, const float *__restrict b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l)
+      acc[l] += a[i + l] * b[i + l];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+// y += alpha * x
+inline void axpy(float alpha, const float *__restrict x, float *__restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += alpha * x[i];
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+constexpr double kPi = 3.14159265358979323846;
+
+// Sum of a double-valued expression over a row with four partial sums.
+template <class F> inline double rowSum(int64_t n, F f) {
+  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 += f(i);
+    a1 += f(i + 1);
+    a2 += f(i + 2);
+    a3 += f(i + 3);
+  }
+  for (; i < n; ++i)
+    a0 += f(i);
+  return (a0 + a1) + (a2 + a3);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Embedding, positions
+//===----------------------------------------------------------------------===//
+
+void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D) {
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(out + i * D, table + ids[i] * D, sizeof(float) * D);
+}
+
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
+                       int64_t V, int64_t D) {
+  std::memset(dtable, 0, sizeof(float) * V * D);
+  for (int64_t i = 0; i < n; ++i) {
+    float *__restrict row = dtable + ids[i] * D;
+    const float *__restrict g = dout + i * D;
+    for (int64_t c = 0; c < D; ++c)
+      row[c] += g[c];
+  }
+}
+
+void positionIds(int64_t *out, int64_t B, int64_t S) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      out[b * S + s] = s;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear
+//===----------------------------------------------------------------------===//
+
+void linearForward(const float *x, const float *w, const float *bias, float *y, int64_t n,
+                   int64_t in, int64_t out, Layout layout) {
+  if (n <= 0 || out <= 0)
+    return;
+  float beta = 0.0f;
+  if (bias) {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(y + i * out, bias, sizeof(float) * out);
+    beta = 1.0f;
+  }
+  if (in <= 0) {
+    if (!bias)
+      std::memset(y, 0, sizeof(float) * n * out);
+    return;
+  }
+  if (layout == Layout::InOut) // y = x W, W [in, out]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out,
+                beta, y, out);
+  else // y = x Wᵀ, W [out, in]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta,
+                y, out);
+}
+
+void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
+                         int64_t out, Layout layout) {
+  if (n <= 0 || in <= 0)
+    return;
+  if (out <= 0) {
+    std::memset(dx, 0, sizeof(float) * n * in);
+    return;
+  }
+  if (layout == Layout::InOut) // dx = dy Wᵀ, W [in, out]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out,
+                0.0f, dx, in);
+  else // dx = dy W, W [out, in]
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
+                0.0f, dx, in);
+}
+
+void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
+                          int64_t out, Layout layout) {
+  if (in <= 0 || out <= 0)
+    return;
+  if (n <= 0) {
+    std::memset(dw, 0, sizeof(float) * in * out);
+    return;
+  }
+  if (layout == Layout::InOut) // dW [in, out] = xᵀ dy
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f,
+                dw, out);
+  else // dW [out, in] = dyᵀ x
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f,
+                dw, in);
+}
+
+void biasBackward(const float *dy, float *db, int64_t n, int64_t out) {
+  // Columns in blocks, each summed over the rows in double on the stack.
+  constexpr int64_t kBlock = 256;
+  double acc[kBlock];
+  for (int64_t c0 = 0; c0 < out; c0 += kBlock) {
+    int64_t w = std::min(kBlock, out - c0);
+    std::fill(acc, acc + w, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const float *row = dy + i * out + c0;
+      for (int64_t c = 0; c < w; ++c)
+        acc[c] += row[c];
+    }
+    for (int64_t c = 0; c < w; ++c)
+      db[c0 + c] = static_cast<float>(acc[c]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Mean and 1/sqrt(biased variance + eps) of one row, in double.
+inline void rowMoments(const float *x, int64_t D, double eps, double &mean, double &rstd) {
+  double m = rowSum(D, [&](int64_t c) { return double(x[c]); }) / double(D);
+  double var = rowSum(D, [&](int64_t c) {
+                 double d = double(x[c]) - m;
+                 return d * d;
+               }) /
+               double(D);
+  mean = m;
+  rstd = 1.0 / std::sqrt(var + eps);
+}
+
+inline double rowRms(const float *x, int64_t D, double eps) {
+  double ms = rowSum(D, [&](int64_t c) { return double(x[c]) * double(x[c]); }) / double(D);
+  return 1.0 / std::sqrt(ms + eps);
+}
+} // namespace
+
+void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                      int64_t D, double eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float *__restrict xr = x + i * D;
+    float *__restrict yr = y + i * D;
+    double mean, rstd;
+    rowMoments(xr, D, eps, mean, rstd);
+    const float m = float(mean), r = float(rstd);
+    for (int64_t c = 0; c < D; ++c)
+      yr[c] = (xr[c] - m) * r * w[c] + b[c];
+  }
+}
+
+void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t n, int64_t D, double eps) {
+  std::memset(dw, 0, sizeof(float) * D);
+  std::memset(db, 0, sizeof(float) * D);
+  for (int64_t i = 0; i < n; ++i) {
+    const float *__restrict xr = x + i * D;
+    const float *__restrict gr = dy + i * D;
+    float *__restrict dxr = dx + i * D;
+    double mean, rstd;
+    rowMoments(xr, D, eps, mean, rstd);
+    const float m = float(mean), r = float(rstd);
+    // With g = dy * w and xhat = (x - mean) * rstd:
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+    double sg = rowSum(D, [&](int64_t c) { return double(gr[c]) * double(w[c]); });
+    double sgx = rowSum(D, [&](int64_t c) {
+      return double(gr[c]) * double(w[c]) * ((double(xr[c]) - mean) * rstd);
+    });
+    const float mg = float(sg / double(D)), mgx = float(sgx / double(D));
+    for (int64_t c = 0; c < D; ++c) {
+      float xhat = (xr[c] - m) * r;
+      dxr[c] = r * (gr[c] * w[c] - mg - xhat * mgx);
+      dw[c] += gr[c] * xhat;
+      db[c] += gr[c];
+    }
+  }
+}
+
+void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float *__restrict xr = x + i * D;
+    float *__restrict yr = y + i * D;
+    const float r = float(rowRms(xr, D, eps));
+    for (int64_t c = 0; c < D; ++c)
+      yr[c] = w[c] * (xr[c] * r); // HF: weight * (hidden * rsqrt(variance + eps))
+  }
+}
+
+void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                     int64_t n, int64_t D, double eps) {
+  std::memset(dw, 0, sizeof(float) * D);
+  for (int64_t i = 0; i < n; ++i) {
+    const float *__restrict xr = x + i * D;
+    const float *__restrict gr = dy + i * D;
+    float *__restrict dxr = dx + i * D;
+    const double rstd = rowRms(xr, D, eps);
+    // dx = r * g - x * r^3 * mean(g * x), g = dy * w.
+    double sgx = rowSum(D, [&](int64_t c) { return double(gr[c]) * double(w[c]) * double(xr[c]); });
+    const float r = float(rstd);
+    const float k = float(rstd * rstd * rstd * sgx / double(D));
+    for (int64_t c = 0; c < D; ++c) {
+      dxr[c] = r * (gr[c] * w[c]) - xr[c] * k;
+      dw[c] += gr[c] * (xr[c] * r);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+namespace {
+// inv_freq[i] for i < Dh/2 as HF computes it in float32, optionally with the
+// Llama 3 rescaling (_compute_llama3_parameters). Python scalars meet float32
+// tensors, so every operation rounds to float; `a / t` is t.reciprocal() * a.
+float invFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
+  const float e = float(2 * i) / float(Dh);
+  const float inv = 1.0f / std::pow(float(theta), e);
+  if (!scaling)
+    return inv;
+  const double orig = double(scaling->originalMaxPosition);
+  const float lowWavelen = float(orig / scaling->lowFreqFactor);
+  const float highWavelen = float(orig / scaling->highFreqFactor);
+  const float factor = float(scaling->factor);
+  const float wavelen = (1.0f / inv) * float(2.0 * kPi);
+  if (wavelen > lowWavelen)
+    return inv / factor;
+  if (wavelen < highWavelen)
+    return inv;
+  const float smooth = ((1.0f / wavelen) * float(orig) - float(scaling->lowFreqFactor)) /
+                       float(scaling->highFreqFactor - scaling->lowFreqFactor);
+  return (1.0f - smooth) * inv / factor + smooth * inv;
+}
+} // namespace
+
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse) {
+  const int64_t half = Dh / 2, width = H * Dh;
+  constexpr int64_t kChunk = 128;
+  float inv[kChunk], cs[kChunk], sn[kChunk];
+  for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
+    const int64_t w = std::min(kChunk, half - i0);
+    for (int64_t i = 0; i < w; ++i)
+      inv[i] = invFreq(i0 + i, Dh, theta, scaling);
+    for (int64_t s = 0; s < S; ++s) {
+      for (int64_t i = 0; i < w; ++i) {
+        const float angle = float(s) * inv[i]; // float32 outer product, as HF
+        cs[i] = float(std::cos(double(angle)));
+        const float sv = float(std::sin(double(angle)));
+        sn[i] = inverse ? -sv : sv;
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        const float *xr = x + (b * S + s) * width;
+        float *yr = y + (b * S + s) * width;
+        for (int64_t h = 0; h < H; ++h) {
+          const float *__restrict x1 = xr + h * Dh + i0;
+          const float *__restrict x2 = x1 + half;
+          float *__restrict y1 = yr + h * Dh + i0;
+          float *__restrict y2 = y1 + half;
+          for (int64_t i = 0; i < w; ++i) {
+            const float a = x1[i], c = x2[i];
+            y1[i] = a * cs[i] - c * sn[i];
+            y2[i] = c * cs[i] + a * sn[i];
+          }
+        }
+      }
+    }
+  }
+  if (Dh % 2) // odd head dim: the last element of each head is not rotated
+    for (int64_t r = 0; r < B * S; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        y[r * width + h * Dh + Dh - 1] = x[r * width + h * Dh + Dh - 1];
+}
+
+//===----------------------------------------------------------------------===//
+// Split, concat
+//===----------------------------------------------------------------------===//
+
+void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < parts; ++p)
+      std::memcpy(outs[p] + i * W, x + (i * parts + p) * W, sizeof(float) * W);
+}
+
+void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < parts; ++p)
+      std::memcpy(y + (i * parts + p) * W, ins[p] + i * W, sizeof(float) * W);
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+// p[0..i] = softmax over j <= i of (q · k_j) / sqrt(Dh), in float as PyTorch.
+inline void scoreRow(const float *q, const float *k, int64_t kStride, int64_t i, int64_t Dh,
+                     float sqrtDh, float *p) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j <= i; ++j) {
+    const float s = dot(q, k + j * kStride, Dh) / sqrtDh;
+    p[j] = s;
+    mx = std::max(mx, s);
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j <= i; ++j) {
+    const float e = std::exp(p[j] - mx);
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j <= i; ++j)
+    p[j] *= inv;
+}
+} // namespace
+
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                            float *scratch) {
+  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
+  const float sqrtDh = std::sqrt(float(Dh));
+  float *p = scratch;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = h / group;
+      const float *kb = k + b * S * kStride + kvh * Dh;
+      const float *vb = v + b * S * kStride + kvh * Dh;
+      for (int64_t i = 0; i < S; ++i) {
+        const float *qi = q + (b * S + i) * qStride + h * Dh;
+        float *oi = out + (b * S + i) * qStride + h * Dh;
+        scoreRow(qi, kb, kStride, i, Dh, sqrtDh, p);
+        std::memset(oi, 0, sizeof(float) * Dh);
+        for (int64_t j = 0; j <= i; ++j)
+          axpy(p[j], vb + j * kStride, oi, Dh);
+      }
+    }
+}
+
+void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, float *dq, float *dk, float *dv, int64_t B,
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
+  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
+  const float sqrtDh = std::sqrt(float(Dh));
+  const float scale = 1.0f / sqrtDh;
+  std::memset(dk, 0, sizeof(float) * B * S * kStride);
+  std::memset(dv, 0, sizeof(float) * B * S * kStride);
+  float *p = scratch;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = h / group;
+      const int64_t kvOff = b * S * kStride + kvh * Dh;
+      const float *kb = k + kvOff, *vb = v + kvOff;
+      float *dkb = dk + kvOff, *dvb = dv + kvOff;
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t qOff = (b * S + i) * qStride + h * Dh;
+        const float *qi = q + qOff, *doi = dout + qOff, *oi = out + qOff;
+        float *dqi = dq + qOff;
+        scoreRow(qi, kb, kStride, i, Dh, sqrtDh, p);
+        // dS_j = P_j (dout_i · v_j - D_i), D_i = dout_i · out_i; the
+        // score's 1/sqrt(Dh) goes into the coefficient.
+        const float Di = dot(doi, oi, Dh);
+        std::memset(dqi, 0, sizeof(float) * Dh);
+        for (int64_t j = 0; j <= i; ++j) {
+          const float *vj = vb + j * kStride;
+          const float ds = p[j] * (dot(doi, vj, Dh) - Di) * scale;
+          axpy(p[j], doi, dvb + j * kStride, Dh);
+          axpy(ds, kb + j * kStride, dqi, Dh);
+          axpy(ds, qi, dkb + j * kStride, Dh);
+        }
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+void geluForward(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    // HF NewGELUActivation: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * (v * v * v))));
+  }
+}
+
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kGeluC * (v + kGeluA * (v * v * v)));
+    const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+}
+
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + std::exp(-g)) * up[i]; // F.silu's formula, then the product
+  }
+}
+
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                     float *dup, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i], s = sigmoid(g);
+    dup[i] = dy[i] * (g / (1.0f + std::exp(-g)));
+    // silu_backward(dy * up, gate) = grad * s * (1 + g * (1 - s))
+    dgate[i] = (dy[i] * up[i]) * s * (1.0f + g * (1.0f - s));
+  }
+}
+
+void add(const float *a, const float *b, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = a[i] + b[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Row max and sum of exp(x - max) (terms in float, the sum in double).
+inline void rowLse(const float *x, int64_t V, float &mx, double &sum) {
+  float m = -INFINITY;
+  for (int64_t c = 0; c < V; ++c)
+    m = std::max(m, x[c]);
+  mx = m;
+  sum = rowSum(V, [&](int64_t c) { return double(std::exp(x[c] - m)); });
+}
+} // namespace
+
+float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n, int64_t V) {
+  if (n <= 0)
+    return 0.0f;
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float *x = logits + i * V;
+    float mx;
+    double sum;
+    rowLse(x, V, mx, sum);
+    total += double(mx) + std::log(sum) - double(x[targets[i]]);
+  }
+  return float(total / double(n));
+}
+
+void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float *x = logits + i * V;
+    float *d = dlogits + i * V;
+    float mx;
+    double sum;
+    rowLse(x, V, mx, sum);
+    const float k = float(double(scale) / sum);
+    for (int64_t c = 0; c < V; ++c)
+      d[c] = std::exp(x[c] - mx) * k;
+    d[targets[i]] -= scale;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer, norms
+//===----------------------------------------------------------------------===//
+
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
+           int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
+           double weightDecay, double gradScale) {
+  // torch 1.13 _single_tensor_adamw; each tensor op rounds to float, with
+  // its Python scalar converted to float.
+  const float decayMul = float(1.0 - lr * weightDecay);
+  const float b1 = float(beta1), oneMinusB1 = float(1.0 - beta1);
+  const float b2 = float(beta2), oneMinusB2 = float(1.0 - beta2);
+  const double biasCorrection1 = 1.0 - std::pow(beta1, double(step));
+  const double biasCorrection2 = 1.0 - std::pow(beta2, double(step));
+  const float negStepSize = float(-(lr / biasCorrection1));
+  const float bc2Sqrt = float(std::sqrt(biasCorrection2));
+  const float epsF = float(eps);
+  const float gs = float(gradScale);
+  const bool scaleGrad = gradScale != 1.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = scaleGrad ? grad[i] * gs : grad[i];
+    float p = param[i];
+    if (!decay || decay[i])
+      p *= decayMul;
+    const float m = expAvg[i] * b1 + oneMinusB1 * g;
+    const float v = expAvgSq[i] * b2 + oneMinusB2 * g * g;
+    const float denom = std::sqrt(v) / bc2Sqrt + epsF;
+    param[i] = p + negStepSize * m / denom;
+    expAvg[i] = m;
+    expAvgSq[i] = v;
+  }
+}
+
+double sumOfSquares(const float *x, int64_t n) {
+  return rowSum(n, [&](int64_t i) { return double(x[i]) * double(x[i]); });
+}
+
+} // namespace fsdp::kernels

@@ -1,0 +1,104 @@
+//===- cpu.h - CPU kernels, forward and backward, for every nn op -*- C++ -*-===//
+//
+// Plain functions over contiguous row-major buffers; no allocation (scratch
+// comes from the caller's arena). Shapes in the comments: n = rows = B*S,
+// B batch, S sequence, D width, V vocabulary, H heads, KV key/value heads,
+// Dh head dimension. Every output is overwritten, never accumulated into.
+// Matmuls go through OpenBLAS cblas_sgemm.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_KERNELS_CPU_H
+#define FSDP_RUNTIME_KERNELS_CPU_H
+
+#include <cstdint>
+
+namespace fsdp::kernels {
+
+enum class Layout { InOut, OutIn }; // weight [in, out] (HF Conv1D) or [out, in] (Linear)
+
+struct Llama3Scaling {
+  double factor, lowFreqFactor, highFreqFactor;
+  int64_t originalMaxPosition;
+};
+
+// ids[n] in [0, V); out[n, D] = table[ids[i], :]
+void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D);
+// dtable[V, D] = sum over i with ids[i] == v of dout[i, :]
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
+                       int64_t V, int64_t D);
+
+// positions[b, s] = s
+void positionIds(int64_t *out, int64_t B, int64_t S);
+
+// y[n, out] = x[n, in] W (+ bias[out])
+void linearForward(const float *x, const float *w, const float *bias, float *y, int64_t n,
+                   int64_t in, int64_t out, Layout layout);
+// dx[n, in] = dy[n, out] Wᵀ
+void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
+                         int64_t out, Layout layout);
+// dW (shape of W) = xᵀ dy (in_out) or dyᵀ x (out_in)
+void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
+                          int64_t out, Layout layout);
+// db[out] = sum over rows of dy
+void biasBackward(const float *dy, float *db, int64_t n, int64_t out);
+
+// y = (x - mean) / sqrt(var + eps) * w + b, per row of D (biased variance)
+void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                      int64_t D, double eps);
+void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t n, int64_t D, double eps);
+
+// y = x * rsqrt(mean(x^2) + eps) * w, per row of D
+void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps);
+void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                     int64_t n, int64_t D, double eps);
+
+// x, y [B, S, H*Dh]; HF rotate-half RoPE per head at position s; `inverse`
+// rotates by the negated angle (the gradient). scaling may be null.
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse);
+
+// x [n, parts*W] -> parts outputs [n, W]; concat is the inverse
+void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W);
+void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W);
+
+// q, out [B, S, H*Dh]; k, v [B, S, KV*Dh]; causal; scale 1/sqrt(Dh); query head h
+// reads kv head h / (H / KV). scratch: S floats.
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                            float *scratch);
+// scratch: 2*S floats. dq, dk, dv overwritten.
+void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, float *dq, float *dk, float *dv, int64_t B,
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+
+// GELU, tanh approximation (HF gelu_new), elementwise over n
+void geluForward(const float *x, float *y, int64_t n);
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n);
+
+// y = silu(gate) * up, elementwise
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n);
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                     float *dup, int64_t n);
+
+void add(const float *a, const float *b, float *y, int64_t n);
+
+// Mean over the n rows of -log softmax(logits[i])[targets[i]]; targets in [0, V).
+float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n, int64_t V);
+// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale
+void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale);
+
+// AdamW as torch.optim.AdamW (decoupled decay p -= lr*wd*p, bias correction),
+// over n elements; decay[i] false skips the decay for element i (may be null:
+// decay everywhere). step is 1-based.
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
+           int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
+           double weightDecay, double gradScale);
+
+// Sum of squares, accumulated in double.
+double sumOfSquares(const float *x, int64_t n);
+
+} // namespace fsdp::kernels
+
+#endif

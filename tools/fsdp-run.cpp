@@ -1,0 +1,201 @@
+//===- fsdp-run.cpp - execute a lowered plan and train --------------------===//
+//
+// fsdp-run PLAN [options]: runs the program fsdp-plan wrote, on N ranks as
+// threads of this process (the default backend), and reports each step's
+// loss, throughput and measured peak memory beside the plan's prediction.
+// Links the runtime only: no MLIR. A .mlir plan is lowered by running
+// fsdp-translate, found beside this binary.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Executor.h"
+#include "runtime/Program.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace fsdp;
+
+static void usage() {
+  std::fprintf(stderr,
+               "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads] [--steps K] [--seed S]\n"
+               "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
+               "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
+               "         [--grad-accum A] [--metrics FILE] [--save DIR] [--resume DIR]\n"
+               "         [--save-weights FILE.safetensors] [--quiet]\n");
+}
+
+static int fail(const std::string &msg) {
+  std::fprintf(stderr, "fsdp-run: error: %s\n", msg.c_str());
+  return 1;
+}
+
+static std::string human(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+// Lowers a .mlir plan to its program with fsdp-translate, next to this binary.
+static std::string lowerMlir(const std::string &plan, const char *argv0, std::string &json) {
+  std::string self(argv0);
+  std::string dir = self.find('/') == std::string::npos ? "." : self.substr(0, self.rfind('/'));
+  std::string tool = dir + "/fsdp-translate";
+  json = "/tmp/fsdp-run-" + std::to_string(::getpid()) + ".json";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(tool.c_str(), tool.c_str(), "--export-program", plan.c_str(), "-o", json.c_str(),
+          (char *)nullptr);
+    std::fprintf(stderr, "fsdp-run: error: cannot run %s to lower %s\n", tool.c_str(),
+                 plan.c_str());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return plan + ": could not be lowered to a program";
+  return "";
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage();
+    return 2;
+  }
+  std::string planPath, backend = "threads", metricsPath;
+  runtime::RunOptions o;
+  bool quiet = false;
+  std::map<std::string, double *> doubles = {
+      {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
+      {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm}};
+  std::map<std::string, std::string *> strings = {
+      {"--backend", &backend}, {"--weights", &o.weights}, {"--data", &o.data},
+      {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
+      {"--save-weights", &o.saveWeights}};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fsdp-run: error: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](const std::string &v, const std::string &flag) {
+      char *end = nullptr;
+      double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end) {
+        std::fprintf(stderr, "fsdp-run: error: %s expects a number, not '%s'\n", flag.c_str(),
+                     v.c_str());
+        std::exit(2);
+      }
+      return d;
+    };
+    if (doubles.count(a)) {
+      *doubles[a] = number(value(), a);
+    } else if (strings.count(a)) {
+      *strings[a] = value();
+    } else if (a == "--steps") {
+      o.steps = (int64_t)number(value(), a);
+    } else if (a == "--seed") {
+      o.seed = (uint64_t)number(value(), a);
+    } else if (a == "--grad-accum") {
+      o.gradAccum = (int64_t)number(value(), a);
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "fsdp-run: error: unknown option %s\n", a.c_str());
+      usage();
+      return 2;
+    } else if (planPath.empty()) {
+      planPath = a;
+    } else {
+      return fail("one plan only; got '" + planPath + "' and '" + a + "'");
+    }
+  }
+  if (planPath.empty()) {
+    usage();
+    return 2;
+  }
+  if (o.steps < 1 || o.gradAccum < 1)
+    return fail("--steps and --grad-accum must be at least 1");
+  if (backend == "mpi" || backend == "nccl")
+    return fail("--backend " + backend + " is not built into this fsdp-run yet; use threads");
+  if (backend != "threads")
+    return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
+
+  std::string programPath = planPath, tmp;
+  if (planPath.size() > 5 && planPath.compare(planPath.size() - 5, 5, ".mlir") == 0) {
+    std::string err = lowerMlir(planPath, argv[0], tmp);
+    if (!err.empty())
+      return fail(err);
+    programPath = tmp;
+  }
+  program::Program p;
+  std::string err = program::loadProgram(programPath, p);
+  if (!tmp.empty())
+    std::remove(tmp.c_str());
+  if (!err.empty())
+    return fail(err);
+
+  std::ofstream metrics;
+  if (!metricsPath.empty()) {
+    metrics.open(metricsPath, std::ios::trunc);
+    if (!metrics)
+      return fail(metricsPath + ": cannot write the metrics");
+  }
+  int64_t G = p.microBatch * p.worldSize * o.gradAccum;
+  if (!quiet)
+    std::printf("fsdp-run: %s, %s over %lld ranks (threads), arena %s per rank; "
+                "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
+                "global batch %lld sequences\n",
+                p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
+                human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
+                (long long)o.gradAccum, (long long)G);
+  runtime::StepReport lastReport;
+  auto onStep = [&](const runtime::StepReport &r) {
+    lastReport = r;
+    if (!quiet)
+      std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s | "
+                  "peak %s per rank (predicted %s)\n",
+                  (long long)r.step, (long long)r.steps, r.loss, r.gradNorm, r.tokensPerS,
+                  r.stepTimeS, human(r.peakBytes).c_str(), human(r.predictedPeakBytes).c_str());
+    std::fflush(stdout);
+    if (metrics.is_open()) {
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"step_time_s\": %.6f, "
+                    "\"tokens_per_s\": %.3f, \"peak_bytes\": %lld, \"predicted_peak_bytes\": %lld, "
+                    "\"outside_arena_bytes\": %lld}\n",
+                    (long long)r.step, r.loss, r.gradNorm, r.stepTimeS, r.tokensPerS,
+                    (long long)r.peakBytes, (long long)r.predictedPeakBytes,
+                    (long long)r.outsideArenaBytes);
+      metrics << line;
+      metrics.flush();
+    }
+  };
+  err = runtime::runThreads(p, o, onStep);
+  if (!err.empty())
+    return fail(err);
+  if (!quiet && lastReport.step > 0)
+    std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
+                "arena %s (communication staging and the token data)\n",
+                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
+                human(lastReport.outsideArenaBytes).c_str());
+  return 0;
+}

@@ -13,10 +13,13 @@ config.excludes = ["Inputs"]
 
 config.substitutions.append(("%models", os.path.join(config.fsdp_src_root, "models")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%e2e", os.path.join(config.fsdp_src_root, "tests", "e2e")))
+# Debian's interpreter, which has torch; the first python3 on PATH may not.
+config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
 llvm_config.with_environment(
     "PATH", [config.fsdp_tools_dir, config.llvm_tools_dir], append_path=True)
-tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "FileCheck", "not", "count", "split-file"]
+tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "FileCheck", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, [config.fsdp_tools_dir, config.llvm_tools_dir])

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""End-to-end: fsdp-plan + fsdp-run against single-process PyTorch.
+
+For each model, one PyTorch reference run (the global batch is fixed, so it is
+the same for every world size and strategy), then fsdp-run for every world
+size and strategy. Checks, per run: losses within 1e-4 relative at every step,
+final weights within 1e-4 (largest absolute difference), and the measured peak
+arena bytes equal to the plan's prediction, byte for byte.
+
+usage: matrix.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+# (world size, strategy, shard size) ; global batch 12 divides by 1, 2, 3 and 4.
+RUNS = [(1, "full-shard", 0), (2, "full-shard", 0), (3, "full-shard", 0), (4, "full-shard", 0),
+        (2, "shard-grad-op", 0), (3, "shard-grad-op", 0), (4, "shard-grad-op", 0),
+        (2, "no-shard", 0), (3, "no-shard", 0), (4, "no-shard", 0),
+        (4, "hybrid-shard", 2)]
+GLOBAL_BATCH = 12
+SEQ = 32
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        print("FAILED: " + " ".join(cmd) + "\n" + r.stdout)
+        sys.exit(1)
+    return r.stdout
+
+
+def read_f32_tensors(path):
+    """name -> array('f'), without torch (which takes a second to import)."""
+    import array
+    import struct
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (path, name, info["dtype"])
+        a = array.array("f")
+        a.frombytes(data[info["data_offsets"][0]:info["data_offsets"][1]])
+        out[name] = (info["shape"], a)
+    return out
+
+
+def compare(ref_metrics, metrics, ref_weights, weights, tol=1e-4):
+    """Largest relative loss difference and largest absolute weight difference."""
+    a, b = read_metrics(ref_metrics), read_metrics(metrics)
+    if len(a) != len(b):
+        return None, None, "%d steps against %d" % (len(a), len(b))
+    loss = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+    wa, wb = read_f32_tensors(ref_weights), read_f32_tensors(weights)
+    if sorted(wa) != sorted(wb):
+        return loss, None, "tensor names differ"
+    worst = 0.0
+    for name in wa:
+        if wa[name][0] != wb[name][0]:
+            return loss, None, "shape of %s differs" % name
+        worst = max(worst, max(abs(x - y) for x, y in zip(wa[name][1], wb[name][1])))
+    problem = None
+    if loss > tol:
+        problem = "loss differs by %.3g relative" % loss
+    elif worst > tol:
+        problem = "weights differ by %.3g" % worst
+    return loss, worst, problem
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("work")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--models", default="gpt2-tiny,llama-tiny")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    data = os.path.join(args.work, "gpl3.bin")
+    run([PY, os.path.join(HERE, "make_data.py"), data, "--text", "/usr/share/common-licenses/GPL-3"])
+    failures = 0
+    print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "max loss rel",
+                                              "max weight abs", "peak", "result"))
+    for model in args.models.split(","):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
+        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
+        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
+        run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+             "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+             "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
+             "--quiet"])
+        for world, strategy, shard in RUNS:
+            tag = "%s.w%d.%s" % (model, world, strategy)
+            plan = os.path.join(args.work, tag + ".plan.json")
+            cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+                   "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
+                   "--strategy", strategy, "-o", plan]
+            if shard:
+                cmd += ["--shard-size", str(shard)]
+            run(cmd)
+            metrics = os.path.join(args.work, tag + ".jsonl")
+            final = os.path.join(args.work, tag + ".safetensors")
+            run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+                 "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final,
+                 "--quiet"])
+            loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final)
+            m = read_metrics(metrics)
+            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+            ok = exact and len(m) == args.steps and problem is None
+            loss_diff = "%.3g" % loss_diff if loss_diff is not None else "?"
+            w_diff = "%.3g" % w_diff if w_diff is not None else "?"
+            failures += not ok
+            print("%-11s %5d %-14s %14s %14s %10s %s" % (
+                model, world, strategy, loss_diff, w_diff,
+                "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
+                "ok" if ok else "FAILED " + (problem or "")))
+    total = len(RUNS) * len(args.models.split(","))
+
+    # Gradient accumulation and clipping, against PyTorch doing the same.
+    model = args.models.split(",")[0]
+    config = os.path.join(ROOT, "models", model, "config.json")
+    weights = os.path.join(args.work, model + ".init.safetensors")
+    for accum, clip in ((2, 0.0), (3, 0.5)):
+        tag = "%s.accum%d.clip%g" % (model, accum, clip)
+        ref_metrics = os.path.join(args.work, tag + ".ref.jsonl")
+        ref_weights = os.path.join(args.work, tag + ".ref.safetensors")
+        run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+             "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+             "--seq-len", str(SEQ), "--grad-accum", str(accum), "--clip-grad-norm", str(clip),
+             "--metrics", ref_metrics, "--save-weights", ref_weights, "--quiet"])
+        world = 2
+        plan = os.path.join(args.work, tag + ".plan.json")
+        run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+             "--micro-batch", str(GLOBAL_BATCH // world // accum), "--seq-len", str(SEQ), "-o", plan])
+        metrics = os.path.join(args.work, tag + ".jsonl")
+        final = os.path.join(args.work, tag + ".safetensors")
+        run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+             "--steps", str(args.steps), "--grad-accum", str(accum), "--clip-grad-norm", str(clip),
+             "--metrics", metrics, "--save-weights", final, "--quiet"])
+        loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final)
+        total += 1
+        failures += problem is not None
+        print("%-11s %5d %-14s %14s %14s %10s %s" % (
+            model, world, "accum %d clip %g" % (accum, clip), "%.3g" % loss_diff,
+            "%.3g" % w_diff if w_diff is not None else "?", "", "ok" if not problem else "FAILED " + problem))
+
+    # Resume: 5 steps, save, resume to 10: the losses of the uninterrupted run.
+    tag = "%s.resume" % model
+    plan = os.path.join(args.work, tag + ".plan.json")
+    run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", "3",
+         "--micro-batch", str(GLOBAL_BATCH // 3), "--seq-len", str(SEQ), "-o", plan])
+    ckpt = os.path.join(args.work, tag + ".ckpt")
+    whole = os.path.join(args.work, tag + ".whole.jsonl")
+    first = os.path.join(args.work, tag + ".first.jsonl")
+    second = os.path.join(args.work, tag + ".second.jsonl")
+    common = [os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data, "--quiet"]
+    run(common + ["--steps", str(args.steps), "--metrics", whole])
+    run(common + ["--steps", str(args.steps // 2), "--metrics", first, "--save", ckpt])
+    run(common + ["--steps", str(args.steps), "--metrics", second, "--resume", ckpt])
+    a = [x["loss"] for x in read_metrics(whole)]
+    b = [x["loss"] for x in read_metrics(first)] + [x["loss"] for x in read_metrics(second)]
+    same = a == b
+    total += 1
+    failures += not same
+    print("%-11s %5d %-14s %14s %14s %10s %s" % (model, 3, "resume at %d" % (args.steps // 2),
+                                              "identical" if same else "differ", "", "",
+                                              "ok" if same else "FAILED %s vs %s" % (a, b)))
+    print("%d passed, %d failed" % (total - failures, failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""Plain-torch GPT2LMHeadModel and LlamaForCausalLM (forward only; autograd does the rest).
+
+Parameters carry exactly the names, shapes and layouts of transformers' state dicts:
+
+GPT-2 (Conv1D weights are [in, out], y = x @ W + b):
+  transformer.wte.weight [V,D], transformer.wpe.weight [P,D],
+  transformer.h.{i}.ln_1.{weight,bias} [D], .attn.c_attn.{weight [D,3D], bias [3D]},
+  .attn.c_proj.{weight [D,D], bias [D]}, .ln_2.{weight,bias},
+  .mlp.c_fc.{weight [D,I], bias [I]}, .mlp.c_proj.{weight [I,D], bias [D]},
+  transformer.ln_f.{weight,bias}; the head is tied to wte unless
+  tie_word_embeddings is false (then lm_head.weight [V,D]).
+LLaMA (nn.Linear weights are [out, in], y = x @ W.T, no biases):
+  model.embed_tokens.weight [V,D], model.layers.{i}.self_attn.{q,k,v,o}_proj.weight,
+  .mlp.{gate,up,down}_proj.weight, .input_layernorm.weight, .post_attention_layernorm.weight,
+  model.norm.weight, lm_head.weight [V,D] unless tie_word_embeddings.
+
+Config defaults follow transformers (and planner/Import/HFConfig.cpp).
+Everything is computed in the dtype the model is built with (f32 or f64); in f32
+the RoPE tables are computed in f32 as HF does, in f64 they are computed in f64.
+"""
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load_config(path):
+    with open(path) as f:
+        cfg = json.load(f)
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: an HF config must be a JSON object")
+    return cfg
+
+
+def _get(cfg, key, default):
+    v = cfg.get(key, default)
+    return default if v is None else v
+
+
+def dropout_keys(cfg):
+    """(key, value) of every non-zero dropout probability the model would use."""
+    mt = cfg.get("model_type")
+    if mt == "gpt2":
+        keys, dflt = ("resid_pdrop", "embd_pdrop", "attn_pdrop"), 0.1
+    elif mt == "llama":
+        keys, dflt = ("attention_dropout",), 0.0
+    else:
+        return []
+    return [(k, _get(cfg, k, dflt)) for k in keys if _get(cfg, k, dflt) != 0]
+
+
+class _Weight(nn.Module):
+    """A module holding `weight` (and optionally `bias`) so the state-dict names match HF."""
+
+    def __init__(self, wshape, bshape=None, dtype=torch.float32):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(wshape, dtype=dtype))
+        if bshape is not None:
+            self.bias = nn.Parameter(torch.empty(bshape, dtype=dtype))
+
+
+# ---------------------------------------------------------------------------- GPT-2
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, d, heads, dtype):
+        super().__init__()
+        self.d, self.heads, self.hd = d, heads, d // heads
+        self.c_attn = _Weight((d, 3 * d), (3 * d,), dtype)
+        self.c_proj = _Weight((d, d), (d,), dtype)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        qkv = torch.addmm(self.c_attn.bias, x.reshape(-1, D), self.c_attn.weight).view(B, S, 3 * D)
+        q, k, v = qkv.split(D, dim=2)
+        q, k, v = (t.view(B, S, self.heads, self.hd).permute(0, 2, 1, 3) for t in (q, k, v))
+        att = torch.matmul(q, k.transpose(-1, -2)) / (self.hd ** 0.5)
+        mask = torch.ones(S, S, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = torch.matmul(att, v).permute(0, 2, 1, 3).reshape(B * S, D)
+        return torch.addmm(self.c_proj.bias, y, self.c_proj.weight).view(B, S, D)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, d, inner, dtype):
+        super().__init__()
+        self.c_fc = _Weight((d, inner), (inner,), dtype)
+        self.c_proj = _Weight((inner, d), (d,), dtype)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        h = gelu_new(torch.addmm(self.c_fc.bias, x.reshape(-1, D), self.c_fc.weight))
+        return torch.addmm(self.c_proj.bias, h, self.c_proj.weight).view(B, S, D)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d, heads, inner, eps, dtype):
+        super().__init__()
+        self.eps = eps
+        self.ln_1 = _Weight((d,), (d,), dtype)
+        self.attn = GPT2Attention(d, heads, dtype)
+        self.ln_2 = _Weight((d,), (d,), dtype)
+        self.mlp = GPT2MLP(d, inner, dtype)
+
+    def forward(self, x):
+        d = x.shape[-1]
+        x = x + self.attn(F.layer_norm(x, (d,), self.ln_1.weight, self.ln_1.bias, self.eps))
+        x = x + self.mlp(F.layer_norm(x, (d,), self.ln_2.weight, self.ln_2.bias, self.eps))
+        return x
+
+
+class GPT2Transformer(nn.Module):
+    def __init__(self, c, dtype):
+        super().__init__()
+        self.wte = _Weight((c["vocab"], c["d"]), None, dtype)
+        self.wpe = _Weight((c["positions"], c["d"]), None, dtype)
+        self.h = nn.ModuleList(GPT2Block(c["d"], c["heads"], c["inner"], c["eps"], dtype)
+                               for _ in range(c["layers"]))
+        self.ln_f = _Weight((c["d"],), (c["d"],), dtype)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, cfg, dtype=torch.float32):
+        super().__init__()
+        d = int(cfg["n_embd"])
+        heads = int(cfg["n_head"])
+        if d % heads:
+            raise ConfigError(f"n_embd = {d} is not divisible by n_head = {heads}")
+        act = _get(cfg, "activation_function", "gelu_new")
+        if act not in ("gelu_new", "gelu_pytorch_tanh"):
+            raise ConfigError(f"activation_function '{act}' is not supported (GELU tanh only)")
+        for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
+            if _get(cfg, flag, False):
+                raise ConfigError(f"{flag} = true is not supported")
+        if not _get(cfg, "scale_attn_weights", True):
+            raise ConfigError("scale_attn_weights = false is not supported")
+        self.c = dict(vocab=int(cfg["vocab_size"]), d=d, heads=heads,
+                      layers=int(cfg["n_layer"]),
+                      positions=int(_get(cfg, "n_positions", 1024)),
+                      inner=int(_get(cfg, "n_inner", 4 * d)),
+                      eps=float(_get(cfg, "layer_norm_epsilon", 1e-5)))
+        self.tied = bool(_get(cfg, "tie_word_embeddings", True))
+        self.max_seq_len = self.c["positions"]
+        self.transformer = GPT2Transformer(self.c, dtype)
+        if not self.tied:
+            self.lm_head = _Weight((self.c["vocab"], d), None, dtype)
+
+    def head_weight(self):
+        return self.transformer.wte.weight if self.tied else self.lm_head.weight
+
+    def forward(self, ids):
+        B, S = ids.shape
+        if S > self.max_seq_len:
+            raise ValueError(f"sequence length {S} exceeds n_positions = {self.max_seq_len}")
+        t = self.transformer
+        x = t.wte.weight[ids] + t.wpe.weight[:S].unsqueeze(0)
+        for blk in t.h:
+            x = blk(x)
+        x = F.layer_norm(x, (self.c["d"],), t.ln_f.weight, t.ln_f.bias, self.c["eps"])
+        return torch.matmul(x, self.head_weight().t())
+
+
+# ---------------------------------------------------------------------------- LLaMA
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rope_inv_freq(head_dim, theta, scaling, dtype):
+    """HF's default inv_freq, with the llama3 rope_scaling (_compute_llama3_parameters)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype) / head_dim))
+    if scaling is None:
+        return inv_freq
+    factor = float(scaling["factor"])
+    lo, hi = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    old = scaling["original_max_position_embeddings"]
+    low_freq_wavelen = old / lo
+    high_freq_wavelen = old / hi
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - lo) / (hi - lo)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def parse_rope_scaling(cfg):
+    rs = cfg.get("rope_scaling")
+    if rs is None:
+        return None
+    if not isinstance(rs, dict):
+        raise ConfigError("rope_scaling must be an object or null")
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default":
+        return None
+    if kind != "llama3":
+        raise ConfigError(f"rope_scaling type '{kind}' is not supported (supported: llama3)")
+    for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+        if k not in rs:
+            raise ConfigError(f"rope_scaling lacks '{k}'")
+    return rs
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, d, heads, kv, hd, dtype):
+        super().__init__()
+        self.heads, self.kv, self.hd = heads, kv, hd
+        self.q_proj = _Weight((heads * hd, d), None, dtype)
+        self.k_proj = _Weight((kv * hd, d), None, dtype)
+        self.v_proj = _Weight((kv * hd, d), None, dtype)
+        self.o_proj = _Weight((d, heads * hd), None, dtype)
+
+    def forward(self, x, cos, sin):
+        B, S, _ = x.shape
+        q = F.linear(x, self.q_proj.weight).view(B, S, self.heads, self.hd).transpose(1, 2)
+        k = F.linear(x, self.k_proj.weight).view(B, S, self.kv, self.hd).transpose(1, 2)
+        v = F.linear(x, self.v_proj.weight).view(B, S, self.kv, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv
+        if rep > 1:  # HF repeat_kv: query head h uses kv head h // rep
+            k = k[:, :, None].expand(B, self.kv, rep, S, self.hd).reshape(B, self.heads, S, self.hd)
+            v = v[:, :, None].expand(B, self.kv, rep, S, self.hd).reshape(B, self.heads, S, self.hd)
+        att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
+        mask = torch.ones(S, S, dtype=torch.bool).tril()
+        att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(B, S, self.heads * self.hd)
+        return F.linear(y, self.o_proj.weight)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, d, inter, dtype):
+        super().__init__()
+        self.gate_proj = _Weight((inter, d), None, dtype)
+        self.up_proj = _Weight((inter, d), None, dtype)
+        self.down_proj = _Weight((d, inter), None, dtype)
+
+    def forward(self, x):
+        return F.linear(F.silu(F.linear(x, self.gate_proj.weight)) * F.linear(x, self.up_proj.weight),
+                        self.down_proj.weight)
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, c, dtype):
+        super().__init__()
+        self.eps = c["eps"]
+        self.self_attn = LlamaAttention(c["d"], c["heads"], c["kv"], c["hd"], dtype)
+        self.mlp = LlamaMLP(c["d"], c["inter"], dtype)
+        self.input_layernorm = _Weight((c["d"],), None, dtype)
+        self.post_attention_layernorm = _Weight((c["d"],), None, dtype)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(rms_norm(x, self.input_layernorm.weight, self.eps), cos, sin)
+        x = x + self.mlp(rms_norm(x, self.post_attention_layernorm.weight, self.eps))
+        return x
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c, dtype):
+        super().__init__()
+        self.embed_tokens = _Weight((c["vocab"], c["d"]), None, dtype)
+        self.layers = nn.ModuleList(LlamaLayer(c, dtype) for _ in range(c["layers"]))
+        self.norm = _Weight((c["d"],), None, dtype)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, cfg, dtype=torch.float32):
+        super().__init__()
+        d = int(cfg["hidden_size"])
+        heads = int(cfg["num_attention_heads"])
+        kv = int(_get(cfg, "num_key_value_heads", heads))
+        if heads % kv:
+            raise ConfigError(f"num_attention_heads = {heads} is not a multiple of "
+                              f"num_key_value_heads = {kv}")
+        if cfg.get("head_dim") is None and d % heads:
+            raise ConfigError(f"hidden_size = {d} is not divisible by num_attention_heads = {heads}")
+        hd = int(_get(cfg, "head_dim", d // heads))
+        if hd % 2:
+            raise ConfigError(f"head dimension {hd} must be even for rotary embeddings")
+        act = _get(cfg, "hidden_act", "silu")
+        if act != "silu":
+            raise ConfigError(f"hidden_act '{act}' is not supported (SwiGLU/silu only)")
+        for flag in ("attention_bias", "mlp_bias"):
+            if _get(cfg, flag, False):
+                raise ConfigError(f"{flag} = true is not supported")
+        self.c = dict(vocab=int(cfg["vocab_size"]), d=d, heads=heads, kv=kv, hd=hd,
+                      layers=int(cfg["num_hidden_layers"]),
+                      inter=int(cfg["intermediate_size"]),
+                      eps=float(_get(cfg, "rms_norm_eps", 1e-6)),
+                      theta=float(_get(cfg, "rope_theta", 10000.0)))
+        self.max_seq_len = int(_get(cfg, "max_position_embeddings", 2048))
+        self.rope_scaling = parse_rope_scaling(cfg)
+        self.tied = bool(_get(cfg, "tie_word_embeddings", False))
+        self.model = LlamaModel(self.c, dtype)
+        if not self.tied:
+            self.lm_head = _Weight((self.c["vocab"], d), None, dtype)
+
+    def head_weight(self):
+        return self.model.embed_tokens.weight if self.tied else self.lm_head.weight
+
+    def rope(self, S, dtype):
+        # f32: exactly HF's tables (computed in f32); f64: the same formulas in f64.
+        cdt = torch.float64 if dtype == torch.float64 else torch.float32
+        inv_freq = rope_inv_freq(self.c["hd"], self.c["theta"], self.rope_scaling, cdt)
+        pos = torch.arange(S, dtype=torch.int64).to(cdt)
+        freqs = torch.outer(pos, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(self, ids):
+        B, S = ids.shape
+        m = self.model
+        x = m.embed_tokens.weight[ids]
+        cos, sin = self.rope(S, x.dtype)
+        for layer in m.layers:
+            x = layer(x, cos, sin)
+        x = rms_norm(x, m.norm.weight, self.c["eps"])
+        return F.linear(x, self.head_weight())
+
+
+# ---------------------------------------------------------------------------- common
+
+def build_model(cfg, dtype=torch.float32):
+    mt = cfg.get("model_type")
+    if mt == "gpt2":
+        return GPT2LMHeadModel(cfg, dtype)
+    if mt == "llama":
+        return LlamaForCausalLM(cfg, dtype)
+    raise ConfigError(f"unknown model_type {mt!r}; supported: gpt2, llama")
+
+
+def lm_loss(logits, targets):
+    """Mean cross-entropy over all tokens: logits [B,S,V], targets [B,S]."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def init_weights(model, seed, std=0.02):
+    """Deterministic init: normal(0, std) for >=2-dim params, ones for norm weights, zeros
+    for biases. Draws in named_parameters() order from a torch.Generator seeded with `seed`."""
+    g = torch.Generator().manual_seed(int(seed))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
+            elif name.endswith(".bias"):
+                p.zero_()
+            else:
+                p.fill_(1.0)
+    return model

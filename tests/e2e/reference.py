@@ -1,0 +1,224 @@
+#!/usr/bin/python3
+"""Single-process PyTorch training: the ground truth fsdp-run is compared against.
+
+usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps K
+                    --global-batch G --seq-len S [--grad-accum A] [--lr 1e-3]
+                    [--beta1 0.9] [--beta2 0.95] [--eps 1e-8] [--weight-decay 0.1]
+                    [--clip-grad-norm X] [--dtype f32|f64] [--bf16-params]
+                    [--metrics OUT.jsonl] [--save-weights OUT.safetensors]
+                    [--save-dtype f32|f64] [--no-dropout] [--threads N]
+
+Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
+  n = number of tokens; sample g of step t (t = 0 for the first step) starts at
+  ((t*G + g)*S) mod (n - S - 1); inputs are S tokens from there, targets the next S.
+  The step's loss is the mean cross-entropy over all G*S tokens and its gradient that
+  of this mean: with --grad-accum A, micro-step a covers samples [a*G/A, (a+1)*G/A)
+  and its mean loss is scaled by 1/A before backward.
+  AdamW (torch.optim.AdamW, foreach=False) with weight decay only on parameters of
+  >= 2 dims. --clip-grad-norm X > 0 clips with clip_grad_norm_; grad_norm in the
+  metrics is the total norm before clipping, always.
+  --bf16-params: parameters are rounded to bf16 for each step's forward/backward
+  (compute in f32, gradients f32, master weights and AdamW state f32).
+Output: one JSON line per step {"step": t+1, "loss": ..., "grad_norm": ...}; the
+final weights with the input file's names and layouts (f32 unless --save-dtype f64).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
+import safetensors_io  # noqa: E402
+
+GPT2_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers of old GPT-2 files
+
+
+def die(msg):
+    print(f"reference.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def map_names(model, file_names):
+    """For each name in the weights file: ('param', param name) | ('alias', param name)
+    (a tied head stored twice) | ('keep', None) (a GPT-2 mask buffer, written back as read)."""
+    params = dict(model.named_parameters())
+    mapping = {}
+    for name in file_names:
+        if name in params:
+            mapping[name] = ("param", name)
+        elif isinstance(model, models.GPT2LMHeadModel) and "transformer." + name in params:
+            mapping[name] = ("param", "transformer." + name)
+        elif name == "lm_head.weight" and model.tied:
+            tied = "transformer.wte.weight" if isinstance(model, models.GPT2LMHeadModel) \
+                else "model.embed_tokens.weight"
+            mapping[name] = ("alias", tied)
+        elif isinstance(model, models.GPT2LMHeadModel) and name.endswith(GPT2_BUFFERS):
+            mapping[name] = ("keep", None)
+        else:
+            die(f"weights file has '{name}', which the model does not have")
+    got = {p for kind, p in mapping.values() if kind == "param"}
+    missing = [n for n in params if n not in got]
+    if missing:
+        die(f"weights file lacks {len(missing)} parameter(s): {', '.join(missing[:5])}")
+    return mapping
+
+
+def load_weights(model, path):
+    tensors = safetensors_io.load(path)
+    mapping = map_names(model, tensors)
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, (kind, pname) in mapping.items():
+            t = tensors[name]
+            if kind == "keep":
+                continue
+            p = params[pname]
+            if tuple(t.shape) != tuple(p.shape):
+                die(f"'{name}' has shape {list(t.shape)}, the model expects {list(p.shape)}")
+            if kind == "param":
+                p.copy_(t.to(p.dtype))
+    return tensors, mapping
+
+
+def save_weights(model, path, tensors, mapping, dtype):
+    params = dict(model.named_parameters())
+    out = {}
+    for name, (kind, pname) in mapping.items():
+        if kind == "keep":
+            out[name] = tensors[name]
+        else:
+            out[name] = params[pname].detach().to(dtype).contiguous()
+    safetensors_io.save(out, path, metadata={"format": "pt"})
+
+
+def load_tokens(path, vocab):
+    data = np.fromfile(path, dtype="<u2")
+    if data.size and int(data.max()) >= vocab:
+        die(f"{path}: token {int(data.max())} is out of range for vocab_size {vocab}")
+    return torch.from_numpy(data.astype(np.int64))
+
+
+def batch(data, t, G, S):
+    """(inputs [G,S], targets [G,S]) of step t (0-based)."""
+    n = data.numel()
+    m = n - S - 1
+    starts = [((t * G + g) * S) % m for g in range(G)]
+    x = torch.stack([data[s:s + S] for s in starts])
+    y = torch.stack([data[s + 1:s + S + 1] for s in starts])
+    return x, y
+
+
+def total_norm(params):
+    grads = [p.grad.detach() for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.norm(torch.stack([torch.norm(g, 2.0) for g in grads]), 2.0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--global-batch", type=int, required=True)
+    ap.add_argument("--seq-len", type=int, required=True)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip-grad-norm", type=float, default=0.0)
+    ap.add_argument("--dtype", choices=("f32", "f64"), default="f32")
+    ap.add_argument("--bf16-params", action="store_true")
+    ap.add_argument("--metrics")
+    ap.add_argument("--save-weights")
+    ap.add_argument("--save-dtype", choices=("f32", "f64"), default="f32")
+    ap.add_argument("--no-dropout", action="store_true",
+                    help="train a config with non-zero dropout without dropout")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args(argv)
+
+    G, S, A = a.global_batch, a.seq_len, a.grad_accum
+    if G < 1 or S < 1 or A < 1 or a.steps < 0:
+        die("--global-batch, --seq-len, --grad-accum must be >= 1 and --steps >= 0")
+    if G % A:
+        die(f"--global-batch {G} is not a multiple of --grad-accum {A}")
+    if a.bf16_params and a.dtype != "f32":
+        die("--bf16-params needs --dtype f32")
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.use_deterministic_algorithms(True)
+    dtype = torch.float64 if a.dtype == "f64" else torch.float32
+
+    try:
+        cfg = models.load_config(a.config)
+        drop = models.dropout_keys(cfg)
+        if drop and not a.no_dropout:
+            die(f"{a.config}: {drop[0][0]} = {drop[0][1]}: dropout is not supported; set it to 0 "
+                "or pass --no-dropout")
+        model = models.build_model(cfg, dtype)
+    except models.ConfigError as e:
+        die(f"{a.config}: {e}")
+    if S > model.max_seq_len and isinstance(model, models.GPT2LMHeadModel):
+        die(f"--seq-len {S} exceeds n_positions = {model.max_seq_len}")
+    tensors, mapping = load_weights(model, a.weights)
+
+    data = load_tokens(a.data, model.c["vocab"])
+    if data.numel() < S + 2:
+        die(f"{a.data}: {data.numel()} tokens; need at least seq_len + 2 = {S + 2}")
+
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                            weight_decay=a.weight_decay, foreach=False)
+
+    mf = open(a.metrics, "w") if a.metrics else None
+    mb = G // A
+    for t in range(a.steps):
+        x, y = batch(data, t, G, S)
+        opt.zero_grad(set_to_none=True)
+        masters = None
+        if a.bf16_params:
+            masters = [p.data for p in params]
+            for p in params:
+                p.data = p.data.to(torch.bfloat16).to(torch.float32)
+        loss_sum = 0.0
+        for m in range(A):
+            xs, ys = x[m * mb:(m + 1) * mb], y[m * mb:(m + 1) * mb]
+            loss = models.lm_loss(model(xs), ys)
+            (loss / A if A > 1 else loss).backward()
+            loss_sum += loss.item()
+        if masters is not None:
+            for p, w in zip(params, masters):
+                p.data = w
+        step_loss = loss_sum / A
+        if a.clip_grad_norm > 0:
+            gn = torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)
+        else:
+            gn = total_norm(params)
+        opt.step()
+        rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn)}
+        if mf:
+            mf.write(json.dumps(rec) + "\n")
+            mf.flush()
+        if not a.quiet:
+            print(f"step {t + 1}: loss {step_loss:.9g} grad_norm {float(gn):.9g}")
+    if mf:
+        mf.close()
+    if a.save_weights:
+        save_weights(model, a.save_weights, tensors, mapping,
+                     torch.float64 if a.save_dtype == "f64" else torch.float32)
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,7 @@ static void usage() {
                "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
                "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
                "         [--grad-accum A] [--metrics FILE] [--save DIR] [--resume DIR]\n"
-               "         [--save-weights FILE.safetensors] [--quiet]\n");
+               "         [--save-weights FILE.safetensors] [--log-every N] [--quiet]\n");
 }
 
 static int fail(const std::string &msg) {
@@ -76,6 +76,7 @@ int main(int argc, char **argv) {
   std::string planPath, backend = "threads", metricsPath;
   runtime::RunOptions o;
   bool quiet = false;
+  int64_t logEvery = 1;
   std::map<std::string, double *> doubles = {
       {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
       {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm}};
@@ -112,6 +113,8 @@ int main(int argc, char **argv) {
       o.seed = (uint64_t)number(value(), a);
     } else if (a == "--grad-accum") {
       o.gradAccum = (int64_t)number(value(), a);
+    } else if (a == "--log-every") {
+      logEvery = std::max<int64_t>(1, (int64_t)number(value(), a));
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -169,7 +172,7 @@ int main(int argc, char **argv) {
   runtime::StepReport lastReport;
   auto onStep = [&](const runtime::StepReport &r) {
     lastReport = r;
-    if (!quiet)
+    if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps))
       std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s | "
                   "peak %s per rank (predicted %s)\n",
                   (long long)r.step, (long long)r.steps, r.loss, r.gradNorm, r.tokensPerS,

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Training-step benchmark: fsdp-run against PyTorch 1.13 eager, one thread.
+
+GPT-2 with 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step. Prints
+the median step time of each (after a warm-up step), their ratio, fsdp's model
+FLOP/s against this machine's single-core sgemm rate, and, at world size 4 on
+the threads backend, the step time of full-shard against no-shard.
+
+usage: train_bench.py BIN_DIR [--steps 6]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+E2E = os.path.join(ROOT, "tests", "e2e")
+CONFIG = os.path.join(HERE, "models", "gpt2-6l-384", "config.json")
+PY = "/usr/bin/python3"
+
+
+def sh(cmd, env=None):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if r.returncode:
+        sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stdout))
+    return r.stdout
+
+
+def fsdp_step_time(bin_dir, work, world, strategy, steps, weights, data):
+    plan = os.path.join(work, "plan-%d-%s.json" % (world, strategy))
+    sh([os.path.join(bin_dir, "fsdp-plan"), CONFIG, "--world-size", str(world),
+        "--micro-batch", str(8 // world), "--seq-len", "128", "--strategy", strategy, "-o", plan])
+    metrics = os.path.join(work, "m-%d-%s.jsonl" % (world, strategy))
+    sh([os.path.join(bin_dir, "fsdp-run"), plan, "--weights", weights, "--data", data,
+        "--steps", str(steps), "--metrics", metrics, "--quiet"])
+    times = [json.loads(l)["step_time_s"] for l in open(metrics)][1:]
+    peak = json.loads(open(metrics).readlines()[-1])["peak_bytes"]
+    return statistics.median(times), peak
+
+
+def torch_step_time(steps, weights, data):
+    code = r"""
+import sys, time, json, statistics
+sys.path.insert(0, %r)
+import torch
+torch.set_num_threads(1)
+import models, safetensors_io
+cfg = models.load_config(%r)
+model = models.build_model(cfg, torch.float32)
+import reference
+reference.load_weights(model, %r)
+decay = [p for p in model.parameters() if p.dim() >= 2]
+other = [p for p in model.parameters() if p.dim() < 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                        lr=1e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+import array
+tokens = array.array("H"); tokens.frombytes(open(%r, "rb").read())
+tokens = torch.tensor(tokens.tolist(), dtype=torch.int64)
+times = []
+for step in range(%d):
+    x = torch.stack([tokens[i * 128:(i + 1) * 128] for i in range(8)])
+    y = torch.stack([tokens[i * 128 + 1:(i + 1) * 128 + 1] for i in range(8)])
+    t0 = time.perf_counter()
+    loss = models.lm_loss(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+print(json.dumps(statistics.median(times[1:])))
+""" % (E2E, CONFIG, weights, data, steps)
+    return float(sh([PY, "-c", code]).strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("--steps", type=int, default=6)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="fsdp-bench-")
+    weights = os.path.join(work, "w.safetensors")
+    data = os.path.join(work, "data.bin")
+    sh([PY, os.path.join(E2E, "make_weights.py"), CONFIG, weights, "--seed", "1"])
+    sh([PY, os.path.join(E2E, "make_data.py"), data, "--random", "200000", "--vocab", "4096"])
+
+    cfg = json.load(open(CONFIG))
+    L, d, V, S, T = cfg["n_layer"], cfg["n_embd"], cfg["vocab_size"], 128, 8 * 128
+    # Matmul FLOPs of a training step (forward x 3): per token and layer 24 d^2
+    # for the projections and 2 S d for causal attention (QK and AV, half the
+    # square), plus 2 d V for the head.
+    flops = 3 * T * (L * (24 * d * d + 2 * S * d) + 2 * d * V)
+
+    sgemm = sh([os.path.join(args.bin, "fsdp-sgemm-bench")]).strip()
+    sgemm_rate = float(sgemm.split(":")[1].split()[0]) * 1e9
+    fsdp1, _ = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data)
+    torch1 = torch_step_time(args.steps, weights, data)
+    print("GPT-2 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step; one thread")
+    print("  fsdp-run (world size 1)   %.3f s/step" % fsdp1)
+    print("  PyTorch 1.13 eager        %.3f s/step" % torch1)
+    print("  speed-up                  %.2fx (target >= 1.5x)" % (torch1 / fsdp1))
+    print("  model FLOP/s              %.1f GFLOP/s = %.0f%% of %s (target >= 50%%)" % (
+        flops / fsdp1 / 1e9, 100 * flops / fsdp1 / sgemm_rate, sgemm))
+    full, full_peak = fsdp_step_time(args.bin, work, 4, "full-shard", args.steps, weights, data)
+    ddp, ddp_peak = fsdp_step_time(args.bin, work, 4, "no-shard", args.steps, weights, data)
+    print("World size 4 on the threads backend (2 x 128 tokens per rank):")
+    print("  full-shard  %.3f s/step, peak %.1f MiB per rank" % (full, full_peak / 2**20))
+    print("  no-shard    %.3f s/step, peak %.1f MiB per rank" % (ddp, ddp_peak / 2**20))
+    print("  the cost of sharding: %+.1f%% step time for %.1fx less memory" % (
+        100 * (full / ddp - 1), ddp_peak / full_peak))
+
+
+if __name__ == "__main__":
+    main()

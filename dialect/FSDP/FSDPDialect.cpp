@@ -86,6 +86,21 @@ void StepOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNam
 }
 
 //===----------------------------------------------------------------------===//
+// ReturnOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReturnOp::verify() {
+  auto results = (*this)->getParentOfType<StepOp>().getFunctionType().getResults();
+  if (getOperands().size() != results.size())
+    return emitOpError() << "returns " << getOperands().size()
+                         << " values, but the step declares " << results.size();
+  for (auto [v, t] : llvm::zip(getOperands(), results))
+    if (v.getType() != t)
+      return emitOpError() << "returns " << v.getType() << ", but the step declares " << t;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AllocOp
 //===----------------------------------------------------------------------===//
 

@@ -120,6 +120,7 @@ def FSDP_ReturnOp : FSDP_Op<"return", [Pure, HasParent<"StepOp">, ReturnLike,
   let summary = "ends the step, returning the micro-step's loss";
   let arguments = (ins Variadic<AnyType>:$operands);
   let assemblyFormat = "attr-dict ($operands^ `:` type($operands))?";
+  let hasVerifier = 1;
 }
 
 def FSDP_GradOp : FSDP_Op<"grad", [HasParent<"StepOp">]> {

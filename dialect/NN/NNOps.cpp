@@ -26,6 +26,8 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+std::string dimStr(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+
 bool dimMatches(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
 }
@@ -480,6 +482,11 @@ LogicalResult CrossEntropyGradOp::verify() {
       failed(expectRank(*this, getLogits(), "logits", 3)) ||
       failed(expectRank(*this, getTargets(), "targets", 2)))
     return failure();
+  auto l = shapeOf(getLogits()), t = shapeOf(getTargets());
+  if (!dimMatches(l[0], t[0]) || !dimMatches(l[1], t[1]))
+    return emitOpError() << "targets " << shapeStr(t)
+                         << " must match the logits' batch and sequence "
+                         << shapeStr(l.take_front(2));
   return expectType(*this, getResult(), getLogits().getType(), "result");
 }
 
@@ -492,7 +499,7 @@ LogicalResult LinearGradInputOp::verify() {
   int64_t inF = inOut ? w[0] : w[1], outF = inOut ? w[1] : w[0];
   auto dy = shapeOf(getGrad());
   if (dy.empty() || !dimMatches(dy.back(), outF))
-    return emitOpError() << "gradient " << shapeStr(dy) << " must end in " << outF
+    return emitOpError() << "gradient " << shapeStr(dy) << " must end in " << dimStr(outF)
                          << " to match the weight " << shapeStr(w);
   SmallVector<int64_t> expected(dy.begin(), dy.end());
   expected.back() = inF;
@@ -536,8 +543,8 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError() << "gradient " << shapeStr(dy) << " must match the ids "
                          << shapeStr(ids);
   if (!getResult().getType().hasStaticShape() || !dimMatches(shapeOf(getResult())[1], dy[2]))
-    return emitOpError() << "result must be a static [V, " << dy[2] << "] table, but it is "
-                         << shapeStr(shapeOf(getResult()));
+    return emitOpError() << "result must be a static [V, " << dimStr(dy[2])
+                         << "] table, but it is " << shapeStr(shapeOf(getResult()));
   return success();
 }
 
@@ -572,6 +579,8 @@ LogicalResult ConcatOp::verify() {
   if (getParts().size() < 2)
     return emitOpError() << "needs at least 2 parts, but has " << getParts().size();
   auto first = shapeOf(getParts()[0]);
+  if (first.empty())
+    return emitOpError() << "parts must have rank >= 1";
   int64_t total = 0;
   for (Value p : getParts()) {
     auto s = shapeOf(p);
@@ -580,6 +589,8 @@ LogicalResult ConcatOp::verify() {
                            << " must agree on all but the last dimension";
     if (ShapedType::isDynamic(s.back()))
       return emitOpError() << "parts must have a static last dimension";
+    if (failed(expectSameElementType(*this, getResult(), p, "a part")))
+      return failure();
     total += s.back();
   }
   SmallVector<int64_t> expected(first.begin(), first.end());
@@ -589,6 +600,9 @@ LogicalResult ConcatOp::verify() {
 
 LogicalResult CausalAttentionGradOp::verify() {
   if (failed(verifyModuleAttr(*this)) ||
+      failed(expectRank(*this, getQuery(), "query", 3)) ||
+      failed(expectRank(*this, getKey(), "key", 3)) ||
+      failed(expectRank(*this, getValue(), "value", 3)) ||
       failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||
       failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
       failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||

@@ -22,7 +22,7 @@
 // x86-64-v3 (AVX2, FMA), and the loader picks one (GCC function
 // multiversioning, an ifunc). Elsewhere, or with FSDP_KERNELS_NO_CLONES
 // defined: the baseline only.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
     !defined(FSDP_KERNELS_NO_CLONES)
 #define FSDP_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
@@ -62,7 +62,7 @@ inline void axpy(float alpha, const float *__restrict x, float *__restrict y, in
 // FLT_MIN flush to 0; above FLT_MAX, +inf; NaN stays NaN.
 inline float expf1(float x) {
   constexpr float kLo = -87.33654f, kHi = 88.72283f;
-  const float xc = std::min(std::max(x, kLo), kHi);
+  const float xc = x > kLo ? (x < kHi ? x : kHi) : kLo; // NaN -> kLo: int32_t(k) defined
   const float k = std::floor(xc * 1.44269504088896341f + 0.5f);
   float r = xc - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
@@ -82,7 +82,7 @@ inline float expf1(float x) {
   float y = p * s1 * s2;
   y = x > kHi ? INFINITY : y;
   y = x < kLo ? 0.0f : y;
-  return y;
+  return x == x ? y : x;
 }
 
 // tanh(x) in float, branch-free: the Cephes tanhf odd polynomial for
@@ -145,8 +145,8 @@ void embeddingForward(const int64_t *ids, const float *table, float *out, int64_
     std::memcpy(out + i * D, table + ids[i] * D, sizeof(float) * D);
 }
 
-void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
-                       int64_t V, int64_t D) {
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                       int64_t D) {
   std::memset(dtable, 0, sizeof(float) * V * D);
   for (int64_t i = 0; i < n; ++i) {
     float *row = dtable + ids[i] * D;
@@ -182,11 +182,11 @@ void linearForward(const float *x, const float *w, const float *bias, float *y, 
     return;
   }
   if (layout == Layout::InOut) // y = x W, W [in, out]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out,
-                beta, y, out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out, beta, y,
+                out);
   else // y = x Wᵀ, W [out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta,
-                y, out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
+                out);
 }
 
 void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
@@ -198,11 +198,11 @@ void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, 
     return;
   }
   if (layout == Layout::InOut) // dx = dy Wᵀ, W [in, out]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out,
-                0.0f, dx, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out, 0.0f,
+                dx, in);
   else // dx = dy W, W [out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
-                0.0f, dx, in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f,
+                dx, in);
 }
 
 void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
@@ -214,11 +214,11 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n,
     return;
   }
   if (layout == Layout::InOut) // dW [in, out] = xᵀ dy
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f,
-                dw, out);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw,
+                out);
   else // dW [out, in] = dyᵀ x
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f,
-                dw, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw,
+                in);
 }
 
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out) {
@@ -246,10 +246,11 @@ namespace {
 // Mean and 1/sqrt(biased variance + eps) of one row, in double.
 inline void rowMoments(const float *x, int64_t D, double eps, double &mean, double &rstd) {
   double m = rowSum(D, [=](int64_t c) { return double(x[c]); }) / double(D);
-  double var = rowSum(D, [=](int64_t c) {
-                 double d = double(x[c]) - m;
-                 return d * d;
-               }) /
+  double var = rowSum(D,
+                      [=](int64_t c) {
+                        double d = double(x[c]) - m;
+                        return d * d;
+                      }) /
                double(D);
   mean = m;
   rstd = 1.0 / std::sqrt(var + eps);
@@ -264,8 +265,8 @@ inline double rowRms(const float *x, int64_t D, double eps) {
 // saying so (restrict parameters are honored after inlining, restrict locals
 // are not) lets them vectorize; dx may be dy (in place).
 inline void layerNormBackwardRow(const float *g, const float *x, const float *w, float *dx,
-                                 float *__restrict dw, float *__restrict db, int64_t D,
-                                 float mean, float rstd, float meanG, float meanGXhat) {
+                                 float *__restrict dw, float *__restrict db, int64_t D, float mean,
+                                 float rstd, float meanG, float meanGXhat) {
   for (int64_t c = 0; c < D; ++c) {
     const float xhat = (x[c] - mean) * rstd;
     dx[c] = rstd * (g[c] * w[c] - meanG - xhat * meanGXhat);
@@ -284,7 +285,7 @@ inline void rmsNormBackwardRow(const float *g, const float *x, const float *w, f
 } // namespace
 
 FSDP_HOT void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                      int64_t D, double eps) {
+                               int64_t D, double eps) {
   for (int64_t i = 0; i < n; ++i) {
     const float *xr = x + i * D;
     float *yr = y + i * D;
@@ -296,8 +297,8 @@ FSDP_HOT void layerNormForward(const float *x, const float *w, const float *b, f
   }
 }
 
-FSDP_HOT void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                       float *db, int64_t n, int64_t D, double eps) {
+FSDP_HOT void layerNormBackward(const float *dy, const float *x, const float *w, float *dx,
+                                float *dw, float *db, int64_t n, int64_t D, double eps) {
   std::memset(dw, 0, sizeof(float) * D);
   std::memset(db, 0, sizeof(float) * D);
   for (int64_t i = 0; i < n; ++i) {
@@ -318,7 +319,8 @@ FSDP_HOT void layerNormBackward(const float *dy, const float *x, const float *w,
   }
 }
 
-FSDP_HOT void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
+FSDP_HOT void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D,
+                             double eps) {
   for (int64_t i = 0; i < n; ++i) {
     const float *xr = x + i * D;
     float *yr = y + i * D;
@@ -329,7 +331,7 @@ FSDP_HOT void rmsNormForward(const float *x, const float *w, float *y, int64_t n
 }
 
 FSDP_HOT void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                     int64_t n, int64_t D, double eps) {
+                              int64_t n, int64_t D, double eps) {
   std::memset(dw, 0, sizeof(float) * D);
   for (int64_t i = 0; i < n; ++i) {
     const float *xr = x + i * D;
@@ -372,8 +374,8 @@ float invFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling)
 }
 } // namespace
 
-FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse) {
+FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
+                   double theta, const Llama3Scaling *scaling, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
   constexpr int64_t kChunk = 128;
   float inv[kChunk], cs[kChunk], sn[kChunk];
@@ -452,8 +454,8 @@ inline void scoreRow(const float *q, const float *k, int64_t kStride, int64_t i,
 } // namespace
 
 FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                            float *scratch) {
+                                     int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                                     float *scratch) {
   const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
   const float sqrtDh = std::sqrt(float(Dh));
   float *p = scratch;
@@ -473,9 +475,10 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
     }
 }
 
-FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                             const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
+FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const float *k,
+                                      const float *v, const float *out, float *dq, float *dk,
+                                      float *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
+                                      int64_t Dh, float *scratch) {
   const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
   const float sqrtDh = std::sqrt(float(Dh));
   const float scale = 1.0f / sqrtDh;
@@ -537,7 +540,7 @@ FSDP_HOT void siluMulForward(const float *gate, const float *up, float *y, int64
 }
 
 FSDP_HOT void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                     float *dup, int64_t n) {
+                              float *dup, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i], s = sigmoid(g);
     dup[i] = dy[i] * (g / (1.0f + expf1(-g)));
@@ -573,7 +576,8 @@ inline void rowLse(const float *x, int64_t V, float &mx, double &sum) {
 }
 } // namespace
 
-FSDP_HOT float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n, int64_t V) {
+FSDP_HOT float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n,
+                                   int64_t V) {
   if (n <= 0)
     return 0.0f;
   double total = 0.0;
@@ -587,8 +591,8 @@ FSDP_HOT float crossEntropyForward(const float *logits, const int64_t *targets, 
   return float(total / double(n));
 }
 
-FSDP_HOT void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
-                          int64_t V, float scale) {
+FSDP_HOT void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits,
+                                   int64_t n, int64_t V, float scale) {
   for (int64_t i = 0; i < n; ++i) {
     const float *x = logits + i * V;
     float *d = dlogits + i * V;
@@ -606,9 +610,9 @@ FSDP_HOT void crossEntropyBackward(const float *logits, const int64_t *targets, 
 // Optimizer, norms
 //===----------------------------------------------------------------------===//
 
-FSDP_HOT void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
-           int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
-           double weightDecay, double gradScale) {
+FSDP_HOT void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
+                    const bool *decay, int64_t n, int64_t step, double lr, double beta1,
+                    double beta2, double eps, double weightDecay, double gradScale) {
   // torch 1.13 _single_tensor_adamw; each tensor op rounds to float, with
   // its Python scalar converted to float.
   const float decayMul = float(1.0 - lr * weightDecay);

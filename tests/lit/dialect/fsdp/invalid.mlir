@@ -1,0 +1,401 @@
+// Each verifier of the fsdp dialect, one error per split: the wrap unit's
+// flat layout, explicit allocation, and the structure the ops declare in ODS
+// (which ops live in a step, what their operands and attributes are).
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// fsdp.unit: the flat-parameter layout
+//===----------------------------------------------------------------------===//
+
+// One offset and one size per parameter: an offset is missing...
+// expected-error @+1 {{'fsdp.unit' op has 2 params but 1 offsets and 2 sizes}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// ... or a size is one too many.
+// expected-error @+1 {{'fsdp.unit' op has 2 params but 2 offsets and 3 sizes}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// The first parameter starts the buffer.
+// expected-error @+1 {{'fsdp.unit' op parameter "transformer.h.0.ln_1.weight" must start at element 0, but starts at 4}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 4, 12>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// Parameters are packed: no gap...
+// expected-error @+1 {{'fsdp.unit' op parameter "transformer.h.0.ln_1.bias" must start at element 8, but starts at 12}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 12>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// ... and no overlap.
+// expected-error @+1 {{parameter "transformer.h.0.ln_1.bias" must start at element 8, but starts at 4}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 4>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// Parameters are in declaration order; the offsets do not reorder them.
+// expected-error @+1 {{parameter "transformer.h.0.ln_1.weight" must start at element 0, but starts at 8}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 8, 0>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+
+// -----
+
+// A parameter holds at least one element.
+// expected-error @+1 {{'fsdp.unit' op parameter "transformer.h.0.ln_1.bias" has size 0}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 0>,
+                   numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+
+// -----
+
+// Sizes are never negative.
+// expected-error @+1 {{parameter "transformer.h.0.ln_1.weight" has size -8}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: -8>,
+                   numel = -8 : i64, padded_numel = 0 : i64, shard_count = 2 : i64}
+
+// -----
+
+// numel is the sum of the sizes.
+// expected-error @+1 {{'fsdp.unit' op numel = 20 but its parameters hold 16}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 20 : i64, padded_numel = 20 : i64, shard_count = 2 : i64}
+
+// -----
+
+// A unit is sharded over at least one rank...
+// expected-error @+1 {{'fsdp.unit' op shard_count must be positive, but is 0}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 0 : i64}
+
+// -----
+
+// ... never a negative number of them.
+// expected-error @+1 {{shard_count must be positive, but is -2}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = -2 : i64}
+
+// -----
+
+// The padded buffer holds every element...
+// expected-error @+1 {{'fsdp.unit' op padded_numel = 14 must be the least multiple of shard_count = 2 that holds numel = 16}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 14 : i64, shard_count = 2 : i64}
+
+// -----
+
+// ... splits into equal shards...
+// expected-error @+1 {{padded_numel = 17 must be the least multiple of shard_count = 3 that holds numel = 16}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 17 : i64, shard_count = 3 : i64}
+
+// -----
+
+// ... even when numel is already the size asked for...
+// expected-error @+1 {{padded_numel = 16 must be the least multiple of shard_count = 3 that holds numel = 16}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 3 : i64}
+
+// -----
+
+// ... and pads by less than a whole shard.
+// expected-error @+1 {{padded_numel = 21 must be the least multiple of shard_count = 3 that holds numel = 16}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
+                   params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
+                   offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
+                   numel = 16 : i64, padded_numel = 21 : i64, shard_count = 3 : i64}
+
+// -----
+
+// Every layout attribute is required.
+// expected-error @+1 {{'fsdp.unit' op requires attribute 'shard_count'}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64}
+
+// -----
+
+// Offsets are i64 element counts.
+// expected-error @+1 {{'fsdp.unit' op attribute 'offsets' failed to satisfy constraint: i64 dense array attribute}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i32: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 1 : i64}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// fsdp.alloc
+//===----------------------------------------------------------------------===//
+
+// Parameters are not allocated: the all_gather brings them to life.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  %g = fsdp.all_gather @block0
+  fsdp.wait %g
+  // expected-error @+1 {{'fsdp.alloc' op only gradient buffers are allocated explicitly; parameters come to life with their all_gather}}
+  fsdp.alloc params @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// Not even with an arena offset.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{only gradient buffers are allocated explicitly}}
+  fsdp.alloc params @block0 {offset = 1024 : i64}
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// A buffer is params or grads.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [params, grads]}}
+  fsdp.alloc weights @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Structure: what lives in a step, and what the ops take
+//===----------------------------------------------------------------------===//
+
+// A gradient belongs to a training step, not to a model graph.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %w = nn.param "transformer.wte.weight" : tensor<16x8xf32>
+  // expected-error @+1 {{'fsdp.grad' op expects parent op 'fsdp.step'}}
+  fsdp.grad "transformer.wte.weight", %w : tensor<16x8xf32>
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// fsdp.return ends a step, not a graph.
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  // expected-error @+1 {{'fsdp.return' op expects parent op 'fsdp.step'}}
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// Nor the module.
+%loss = builtin.unrealized_conversion_cast to tensor<f32>
+// expected-error @+1 {{'fsdp.return' op expects parent op 'fsdp.step'}}
+fsdp.return %loss : tensor<f32>
+
+// -----
+
+// Collectives are issued from a step.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.all_gather' op expects parent op 'fsdp.step'}}
+  %g = fsdp.all_gather @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.reduce_scatter' op expects parent op 'fsdp.step'}}
+  %r = fsdp.reduce_scatter @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.all_reduce' op expects parent op 'fsdp.step'}}
+  %r = fsdp.all_reduce @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.grad_norm' op expects parent op 'fsdp.step'}}
+  %n = fsdp.grad_norm
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// So are waits...
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %e = builtin.unrealized_conversion_cast to !fsdp.event
+  // expected-error @+1 {{'fsdp.wait' op expects parent op 'fsdp.step'}}
+  fsdp.wait %e
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// ... buffer lifetimes...
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.alloc' op expects parent op 'fsdp.step'}}
+  fsdp.alloc grads @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // expected-error @+1 {{'fsdp.free' op expects parent op 'fsdp.step'}}
+  fsdp.free params @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// ... and optimizer updates.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+// expected-error @+1 {{'fsdp.optimizer_step' op expects parent op 'fsdp.step'}}
+fsdp.optimizer_step @block0
+
+// -----
+
+// A step is one straight-line block.
+// expected-error @+1 {{'fsdp.step' op region #0 ('body') failed to verify constraint: region with 1 blocks}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+^bb1:
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// A wait waits for an event.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+// expected-note @+1 {{prior use here}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{use of value '%tokens' expects different type than prior uses: '!fsdp.event' vs 'tensor<?x?xi64>'}}
+  fsdp.wait %tokens
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// A collective yields an event.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.all_gather' op result #0 must be completion of a collective on the communication stream, but got 'tensor<f32>'}}
+  %g = "fsdp.all_gather"() <{unit = @block0}> : () -> tensor<f32>
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// Ranks are i32.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.all_gather' op attribute 'ranks' failed to satisfy constraint: i32 dense array attribute}}
+  %g = fsdp.all_gather @block0 {ranks = array<i64: 0, 1>}
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// The arena offset is an i64.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.all_gather' op attribute 'offset' failed to satisfy constraint: 64-bit signless integer attribute}}
+  %g = fsdp.all_gather @block0 {offset = 1.0 : f64}
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// A gradient has a shape (in the generic form, which parses any type).
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  %x = builtin.unrealized_conversion_cast to tensor<*xf32>
+  // expected-error @+1 {{'fsdp.grad' op operand #0 must be ranked tensor of any type values, but got 'tensor<*xf32>'}}
+  "fsdp.grad"(%x) <{param = "transformer.wte.weight"}> : (tensor<*xf32>) -> ()
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}

@@ -1,0 +1,848 @@
+//===- KernelsTest.cpp - CPU kernels against double references ------------===//
+//
+// Every forward kernel is checked against a naive double-precision reference
+// written here, on the same (float) inputs. Every backward kernel is checked
+// against central finite differences of L = sum(dy * reference(inputs)),
+// taken in double, for every input that has a gradient. Shapes are small and
+// odd on purpose. Set FSDP_KERNELS_VERBOSE=1 to print every check's error.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+using namespace fsdp::kernels;
+
+namespace {
+
+using VecF = std::vector<float>;
+using VecD = std::vector<double>;
+
+constexpr double kPi = 3.14159265358979323846;
+// Float kernels against double references, relative to max(1, max |ref|):
+// the errors seen are ~1e-7 (a few float roundings), FD error ~1e-10.
+constexpr double kTol = 2e-6;
+
+VecF randomF(size_t n, std::mt19937 &rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  VecF v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+VecD toD(const VecF &v) { return VecD(v.begin(), v.end()); }
+
+double dotD(const VecD &a, const VecD &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+bool verbose() {
+  static const bool v = std::getenv("FSDP_KERNELS_VERBOSE") != nullptr;
+  return v;
+}
+
+// Passes when max |got - ref| <= tol * max(1, max |ref|); the message names
+// the check, the max absolute error, where it is, and the scale.
+::testing::AssertionResult close(const char *what, const float *got, const double *ref, size_t n,
+                                 double tol) {
+  double maxErr = 0, maxRef = 0;
+  size_t at = 0;
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(got[i]))
+      finite = false;
+    double e = std::fabs(double(got[i]) - ref[i]);
+    if (!(e <= maxErr)) { // also catches NaN
+      maxErr = e;
+      at = i;
+    }
+    maxRef = std::max(maxRef, std::fabs(ref[i]));
+  }
+  std::ostringstream msg;
+  msg << what << ": max abs error " << maxErr << " at [" << at << "] (got " << (n ? got[at] : 0.0f)
+      << ", want " << (n ? ref[at] : 0.0) << "), max |ref| " << maxRef << ", tolerance " << tol
+      << " x max(1, max |ref|)";
+  if (verbose())
+    std::printf("  [err] %s\n", msg.str().c_str());
+  if (finite && maxErr <= tol * std::max(1.0, maxRef))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+::testing::AssertionResult close(const char *what, const VecF &got, const VecD &ref, double tol) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
+  return close(what, got.data(), ref.data(), got.size(), tol);
+}
+
+// Like close, element by element: |got - ref| <= tol * max(1, |ref|) for each.
+::testing::AssertionResult closeEach(const char *what, const VecF &got, const VecD &ref,
+                                     double tol) {
+  double worst = 0; // error / max(1, |ref|)
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - ref[i]) / std::max(1.0, std::fabs(ref[i]));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  }
+  std::ostringstream msg;
+  msg << what << ": max error / max(1, |ref|) " << worst << " at [" << at << "] (got " << got[at]
+      << ", want " << ref[at] << "), tolerance " << tol;
+  if (verbose())
+    std::printf("  [err] %s\n", msg.str().c_str());
+  if (worst <= tol)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+// Central differences of loss() with respect to every element of p (which
+// loss() reads by reference).
+VecD numGrad(VecD &p, const std::function<double()> &loss, double h = 1e-5) {
+  VecD g(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double keep = p[i];
+    const double step = h * std::max(1.0, std::fabs(keep));
+    p[i] = keep + step;
+    const double lp = loss();
+    p[i] = keep - step;
+    const double lm = loss();
+    p[i] = keep;
+    g[i] = (lp - lm) / (2 * step);
+  }
+  return g;
+}
+
+//===----------------------------------------------------------------------===//
+// Double references
+//===----------------------------------------------------------------------===//
+
+VecD refLinear(const VecD &x, const VecD &w, const VecD *b, int64_t n, int64_t in, int64_t out,
+               Layout layout) {
+  VecD y(n * out);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = b ? (*b)[o] : 0.0;
+      for (int64_t k = 0; k < in; ++k)
+        s += x[i * in + k] * (layout == Layout::InOut ? w[k * out + o] : w[o * in + k]);
+      y[i * out + o] = s;
+    }
+  return y;
+}
+
+VecD refLayerNorm(const VecD &x, const VecD &w, const VecD &b, int64_t n, int64_t D, double eps) {
+  VecD y(n * D);
+  for (int64_t i = 0; i < n; ++i) {
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < D; ++c)
+      mean += x[i * D + c];
+    mean /= D;
+    for (int64_t c = 0; c < D; ++c)
+      var += (x[i * D + c] - mean) * (x[i * D + c] - mean);
+    var /= D;
+    for (int64_t c = 0; c < D; ++c)
+      y[i * D + c] = (x[i * D + c] - mean) / std::sqrt(var + eps) * w[c] + b[c];
+  }
+  return y;
+}
+
+VecD refRmsNorm(const VecD &x, const VecD &w, int64_t n, int64_t D, double eps) {
+  VecD y(n * D);
+  for (int64_t i = 0; i < n; ++i) {
+    double ms = 0;
+    for (int64_t c = 0; c < D; ++c)
+      ms += x[i * D + c] * x[i * D + c];
+    ms /= D;
+    for (int64_t c = 0; c < D; ++c)
+      y[i * D + c] = x[i * D + c] / std::sqrt(ms + eps) * w[c];
+  }
+  return y;
+}
+
+// HF inv_freq, in double, with the Llama 3 rescaling when asked.
+double refInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *sc) {
+  double inv = 1.0 / std::pow(theta, double(2 * i) / double(Dh));
+  if (!sc)
+    return inv;
+  const double orig = double(sc->originalMaxPosition);
+  const double lowWavelen = orig / sc->lowFreqFactor, highWavelen = orig / sc->highFreqFactor;
+  const double wavelen = 2 * kPi / inv;
+  if (wavelen > lowWavelen)
+    return inv / sc->factor;
+  if (wavelen < highWavelen)
+    return inv;
+  const double smooth =
+      (orig / wavelen - sc->lowFreqFactor) / (sc->highFreqFactor - sc->lowFreqFactor);
+  return (1 - smooth) * inv / sc->factor + smooth * inv;
+}
+
+VecD refRope(const VecD &x, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+             const Llama3Scaling *sc, bool inverse) {
+  VecD y(x.size());
+  const int64_t half = Dh / 2;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t base = ((b * S + s) * H + h) * Dh;
+        for (int64_t i = 0; i < half; ++i) {
+          double angle = double(s) * refInvFreq(i, Dh, theta, sc);
+          if (inverse)
+            angle = -angle;
+          const double c = std::cos(angle), sn = std::sin(angle);
+          const double x1 = x[base + i], x2 = x[base + half + i];
+          y[base + i] = x1 * c - x2 * sn;
+          y[base + half + i] = x2 * c + x1 * sn;
+        }
+      }
+  return y;
+}
+
+VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_t S, int64_t H,
+                  int64_t KV, int64_t Dh) {
+  VecD out(B * S * H * Dh, 0.0);
+  VecD p(S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kvh = h / (H / KV);
+      for (int64_t i = 0; i < S; ++i) {
+        const double *qi = &q[((b * S + i) * H + h) * Dh];
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          const double *kj = &k[((b * S + j) * KV + kvh) * Dh];
+          double s = 0;
+          for (int64_t d = 0; d < Dh; ++d)
+            s += qi[d] * kj[d];
+          p[j] = s / std::sqrt(double(Dh));
+          mx = std::max(mx, p[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j)
+          sum += (p[j] = std::exp(p[j] - mx));
+        double *oi = &out[((b * S + i) * H + h) * Dh];
+        for (int64_t j = 0; j <= i; ++j) {
+          const double *vj = &v[((b * S + j) * KV + kvh) * Dh];
+          for (int64_t d = 0; d < Dh; ++d)
+            oi[d] += p[j] / sum * vj[d];
+        }
+      }
+    }
+  return out;
+}
+
+double refGelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
+}
+
+double refCrossEntropy(const VecD &logits, const std::vector<int64_t> &t, int64_t n, int64_t V) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double *x = &logits[i * V];
+    const double mx = *std::max_element(x, x + V);
+    double sum = 0;
+    for (int64_t c = 0; c < V; ++c)
+      sum += std::exp(x[c] - mx);
+    total += mx + std::log(sum) - x[t[i]];
+  }
+  return total / n;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Embedding, positions
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels, Embedding) {
+  std::mt19937 rng(1);
+  const int64_t n = 6, V = 11, D = 7;
+  const std::vector<int64_t> ids = {3, 0, 10, 3, 7, 3}; // repeats accumulate
+  VecF table = randomF(V * D, rng), dy = randomF(n * D, rng);
+  VecF out(n * D);
+  embeddingForward(ids.data(), table.data(), out.data(), n, D);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < D; ++c)
+      ASSERT_EQ(out[i * D + c], table[ids[i] * D + c]) << "row " << i << " col " << c;
+
+  VecD td = toD(table), dyd = toD(dy);
+  auto loss = [&] {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < D; ++c)
+        s += dyd[i * D + c] * td[ids[i] * D + c];
+    return s;
+  };
+  VecF dtable(V * D, 123.0f); // overwritten, not accumulated into
+  embeddingBackward(dy.data(), ids.data(), dtable.data(), n, V, D);
+  EXPECT_TRUE(close("embedding dtable", dtable, numGrad(td, loss), kTol));
+}
+
+TEST(Kernels, PositionIds) {
+  const int64_t B = 3, S = 5;
+  std::vector<int64_t> pos(B * S, -1);
+  positionIds(pos.data(), B, S);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      EXPECT_EQ(pos[b * S + s], s);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkLinear(Layout layout, bool withBias, int64_t n, int64_t in, int64_t out, unsigned seed) {
+  SCOPED_TRACE(::testing::Message() << (layout == Layout::InOut ? "in_out" : "out_in")
+                                    << (withBias ? " bias" : " no bias") << " n=" << n
+                                    << " in=" << in << " out=" << out);
+  std::mt19937 rng(seed);
+  VecF x = randomF(n * in, rng), w = randomF(in * out, rng), b = randomF(out, rng),
+       dy = randomF(n * out, rng);
+  VecD xd = toD(x), wd = toD(w), bd = toD(b), dyd = toD(dy);
+  const VecD *bp = withBias ? &bd : nullptr;
+
+  VecF y(n * out, 99.0f);
+  linearForward(x.data(), w.data(), withBias ? b.data() : nullptr, y.data(), n, in, out, layout);
+  EXPECT_TRUE(close("linear y", y, refLinear(xd, wd, bp, n, in, out, layout), kTol));
+
+  auto loss = [&] { return dotD(dyd, refLinear(xd, wd, bp, n, in, out, layout)); };
+  VecF dx(n * in, 99.0f), dw(in * out, 99.0f), db(out, 99.0f);
+  linearBackwardInput(dy.data(), w.data(), dx.data(), n, in, out, layout);
+  linearBackwardWeight(dy.data(), x.data(), dw.data(), n, in, out, layout);
+  EXPECT_TRUE(close("linear dx", dx, numGrad(xd, loss), kTol));
+  EXPECT_TRUE(close("linear dw", dw, numGrad(wd, loss), kTol));
+  if (withBias) {
+    biasBackward(dy.data(), db.data(), n, out);
+    EXPECT_TRUE(close("linear db", db, numGrad(bd, loss), kTol));
+  }
+}
+} // namespace
+
+TEST(Kernels, LinearInOut) {
+  checkLinear(Layout::InOut, true, 5, 7, 11, 2);
+  checkLinear(Layout::InOut, false, 5, 7, 11, 3);
+  checkLinear(Layout::InOut, true, 1, 3, 1, 4);
+}
+
+TEST(Kernels, LinearOutIn) {
+  checkLinear(Layout::OutIn, true, 5, 7, 11, 5);
+  checkLinear(Layout::OutIn, false, 5, 7, 11, 6);
+  checkLinear(Layout::OutIn, false, 9, 17, 4, 7);
+}
+
+TEST(Kernels, LinearLarger) {
+  // Big enough for OpenBLAS's blocked paths; forward only, both layouts.
+  for (Layout layout : {Layout::InOut, Layout::OutIn}) {
+    std::mt19937 rng(8);
+    const int64_t n = 67, in = 129, out = 95;
+    VecF x = randomF(n * in, rng), w = randomF(in * out, rng), b = randomF(out, rng);
+    VecD bd = toD(b);
+    VecF y(n * out);
+    linearForward(x.data(), w.data(), b.data(), y.data(), n, in, out, layout);
+    EXPECT_TRUE(
+        close("linear large y", y, refLinear(toD(x), toD(w), &bd, n, in, out, layout), kTol));
+  }
+}
+
+TEST(Kernels, BiasBackwardWide) {
+  // More columns than one stack block.
+  std::mt19937 rng(9);
+  const int64_t n = 3, out = 600;
+  VecF dy = randomF(n * out, rng);
+  VecD want(out, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < out; ++c)
+      want[c] += dy[i * out + c];
+  VecF db(out);
+  biasBackward(dy.data(), db.data(), n, out);
+  EXPECT_TRUE(close("bias db wide", db, want, kTol));
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkLayerNorm(int64_t n, int64_t D, unsigned seed) {
+  SCOPED_TRACE(::testing::Message() << "n=" << n << " D=" << D);
+  std::mt19937 rng(seed);
+  const double eps = 1e-5;
+  VecF x = randomF(n * D, rng, 2.0f, 5.0f), w = randomF(D, rng, 0.5f, 1.5f), b = randomF(D, rng),
+       dy = randomF(n * D, rng);
+  VecD xd = toD(x), wd = toD(w), bd = toD(b), dyd = toD(dy);
+  VecF y(n * D);
+  layerNormForward(x.data(), w.data(), b.data(), y.data(), n, D, eps);
+  EXPECT_TRUE(close("layer_norm y", y, refLayerNorm(xd, wd, bd, n, D, eps), kTol));
+
+  auto loss = [&] { return dotD(dyd, refLayerNorm(xd, wd, bd, n, D, eps)); };
+  VecF dx(n * D), dw(D, 99.0f), db(D, 99.0f);
+  layerNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), n, D, eps);
+  EXPECT_TRUE(close("layer_norm dx", dx, numGrad(xd, loss, 1e-6), kTol));
+  EXPECT_TRUE(close("layer_norm dw", dw, numGrad(wd, loss), kTol));
+  EXPECT_TRUE(close("layer_norm db", db, numGrad(bd, loss), kTol));
+}
+} // namespace
+
+TEST(Kernels, LayerNorm) {
+  checkLayerNorm(5, 7, 10);  // shorter than a vector: tails only
+  checkLayerNorm(3, 37, 19); // vectors and a tail
+}
+
+TEST(Kernels, LayerNormConstantRow) {
+  // A constant row has zero variance: the output is the bias, eps keeps it finite.
+  const int64_t D = 5;
+  VecF x(D, 3.0f), w = {1, 2, 3, 4, 5}, b = {0.5f, -1, 0, 2, 1}, y(D);
+  layerNormForward(x.data(), w.data(), b.data(), y.data(), 1, D, 1e-5);
+  EXPECT_TRUE(close("layer_norm constant row", y, toD(b), 0));
+}
+
+namespace {
+void checkRmsNorm(int64_t n, int64_t D, unsigned seed) {
+  SCOPED_TRACE(::testing::Message() << "n=" << n << " D=" << D);
+  std::mt19937 rng(seed);
+  const double eps = 1e-6;
+  VecF x = randomF(n * D, rng, -2.0f, 2.0f), w = randomF(D, rng, 0.5f, 1.5f),
+       dy = randomF(n * D, rng);
+  VecD xd = toD(x), wd = toD(w), dyd = toD(dy);
+  VecF y(n * D);
+  rmsNormForward(x.data(), w.data(), y.data(), n, D, eps);
+  EXPECT_TRUE(close("rms_norm y", y, refRmsNorm(xd, wd, n, D, eps), kTol));
+
+  auto loss = [&] { return dotD(dyd, refRmsNorm(xd, wd, n, D, eps)); };
+  VecF dx(n * D), dw(D, 99.0f);
+  rmsNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), n, D, eps);
+  EXPECT_TRUE(close("rms_norm dx", dx, numGrad(xd, loss), kTol));
+  EXPECT_TRUE(close("rms_norm dw", dw, numGrad(wd, loss), kTol));
+}
+} // namespace
+
+TEST(Kernels, RMSNorm) {
+  checkRmsNorm(5, 7, 11);
+  checkRmsNorm(3, 37, 25);
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkRope(int64_t B, int64_t S, int64_t H, int64_t Dh, double theta, const Llama3Scaling *sc,
+               unsigned seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << B << " S=" << S << " H=" << H << " Dh=" << Dh << (sc ? " llama3" : ""));
+  std::mt19937 rng(seed);
+  const int64_t N = B * S * H * Dh;
+  VecF x = randomF(N, rng), dy = randomF(N, rng);
+  VecD xd = toD(x), dyd = toD(dy);
+  VecF y(N), back(N), dx(N);
+  rope(x.data(), y.data(), B, S, H, Dh, theta, sc, false);
+  EXPECT_TRUE(close("rope y", y, refRope(xd, B, S, H, Dh, theta, sc, false), kTol));
+
+  // inverse(rope(x)) == x
+  rope(y.data(), back.data(), B, S, H, Dh, theta, sc, true);
+  EXPECT_TRUE(close("rope inverse(rope(x))", back, xd, kTol));
+
+  // The gradient is the inverse rotation of dy.
+  auto loss = [&] { return dotD(dyd, refRope(xd, B, S, H, Dh, theta, sc, false)); };
+  rope(dy.data(), dx.data(), B, S, H, Dh, theta, sc, true);
+  EXPECT_TRUE(close("rope dx", dx, numGrad(xd, loss), kTol));
+}
+} // namespace
+
+TEST(Kernels, Rope) {
+  checkRope(2, 5, 3, 8, 10000.0, nullptr, 12);
+  checkRope(1, 9, 2, 64, 500000.0, nullptr, 13);
+  checkRope(1, 3, 1, 260, 10000.0, nullptr, 26); // Dh / 2 = 130: past one 128-wide chunk
+}
+
+TEST(Kernels, RopeLlama3Scaling) {
+  // Small original context so that, with Dh = 16 and theta = 1e4, the
+  // frequencies fall in all three bands: wavelen 6.3 < 10.7 (kept), 19.9
+  // (smoothed), >= 62.8 > 32 (divided by the factor).
+  const Llama3Scaling sc{8.0, 0.5, 1.5, 16};
+  int bands[3] = {0, 0, 0};
+  for (int64_t i = 0; i < 8; ++i) {
+    const double inv = refInvFreq(i, 16, 1e4, nullptr), scaled = refInvFreq(i, 16, 1e4, &sc);
+    bands[scaled == inv ? 0 : std::fabs(scaled - inv / 8) < 1e-15 ? 2 : 1]++;
+  }
+  EXPECT_EQ(bands[0], 1);
+  EXPECT_EQ(bands[1], 1);
+  EXPECT_EQ(bands[2], 6);
+  checkRope(2, 8, 2, 16, 1e4, &sc, 14);
+
+  // The scaling must change the result (else the check above proves little).
+  std::mt19937 rng(15);
+  VecF x = randomF(8 * 16, rng), a(x.size()), b(x.size());
+  rope(x.data(), a.data(), 1, 8, 1, 16, 1e4, &sc, false);
+  rope(x.data(), b.data(), 1, 8, 1, 16, 1e4, nullptr, false);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  EXPECT_GT(diff, 0.1);
+
+  // Llama 3.1's own parameters.
+  const Llama3Scaling llama31{8.0, 1.0, 4.0, 8192};
+  checkRope(1, 4, 2, 128, 500000.0, &llama31, 16);
+}
+
+//===----------------------------------------------------------------------===//
+// Split, concat, add
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels, SplitConcat) {
+  std::mt19937 rng(17);
+  const int64_t parts = 3, n = 5, W = 7;
+  VecF x = randomF(n * parts * W, rng);
+  std::vector<VecF> outs(parts, VecF(n * W));
+  float *outPtrs[parts] = {outs[0].data(), outs[1].data(), outs[2].data()};
+  split(x.data(), outPtrs, parts, n, W);
+  for (int64_t p = 0; p < parts; ++p)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < W; ++c)
+        ASSERT_EQ(outs[p][i * W + c], x[i * parts * W + p * W + c]);
+  const float *inPtrs[parts] = {outs[0].data(), outs[1].data(), outs[2].data()};
+  VecF y(x.size());
+  concat(inPtrs, y.data(), parts, n, W);
+  EXPECT_EQ(y, x);
+}
+
+TEST(Kernels, Add) {
+  std::mt19937 rng(18);
+  VecF a = randomF(13, rng), b = randomF(13, rng), y(13);
+  add(a.data(), b.data(), y.data(), 13);
+  for (int i = 0; i < 13; ++i)
+    EXPECT_EQ(y[i], a[i] + b[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed,
+                    float qkRange = 2.0f, double tol = kTol) {
+  SCOPED_TRACE(::testing::Message() << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV
+                                    << " Dh=" << Dh << " q, k in +-" << qkRange);
+  std::mt19937 rng(seed);
+  const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
+  VecF q = randomF(nq, rng, -qkRange, qkRange), k = randomF(nk, rng, -qkRange, qkRange),
+       v = randomF(nk, rng), dy = randomF(nq, rng);
+  VecD qd = toD(q), kd = toD(k), vd = toD(v), dyd = toD(dy);
+
+  // Scratch exactly as documented, followed by canaries that must survive.
+  const float canary = -7.25f;
+  VecF scratch(2 * S + 16, canary);
+  VecF out(nq);
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  for (int64_t i = S; i < int64_t(scratch.size()); ++i)
+    ASSERT_EQ(scratch[i], canary) << "forward wrote past its S floats of scratch";
+  EXPECT_TRUE(close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh), tol));
+
+  std::fill(scratch.begin(), scratch.end(), canary);
+  VecF dq(nq, 99.0f), dk(nk, 99.0f), dv(nk, 99.0f);
+  causalAttentionBackward(dy.data(), q.data(), k.data(), v.data(), out.data(), dq.data(), dk.data(),
+                          dv.data(), B, S, H, KV, Dh, scratch.data());
+  for (int64_t i = 2 * S; i < int64_t(scratch.size()); ++i)
+    ASSERT_EQ(scratch[i], canary) << "backward wrote past its 2*S floats of scratch";
+  auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh)); };
+  EXPECT_TRUE(close("attention dq", dq, numGrad(qd, loss), tol));
+  EXPECT_TRUE(close("attention dk", dk, numGrad(kd, loss), tol));
+  EXPECT_TRUE(close("attention dv", dv, numGrad(vd, loss), tol));
+}
+} // namespace
+
+TEST(Kernels, AttentionGQA) { checkAttention(2, 5, 4, 2, 8, 20); }
+TEST(Kernels, AttentionMHA) { checkAttention(2, 5, 3, 3, 5, 21); }  // odd Dh: vector tails
+TEST(Kernels, AttentionMQA) { checkAttention(1, 6, 4, 1, 24, 22); } // Dh = 16 + 8
+TEST(Kernels, AttentionLargeScores) {
+  // Scores up to ~100: exp overflows without the row max. Float scores carry
+  // ~1e-5 absolute rounding at that size (errors seen ~1e-6), hence the
+  // looser tolerance.
+  checkAttention(1, 5, 2, 1, 8, 27, 6.0f, 1e-5);
+}
+TEST(Kernels, AttentionSingleToken) {
+  checkAttention(2, 1, 4, 2, 8, 23); // S = 1: out is v, no gradient reaches q or k
+}
+
+TEST(Kernels, AttentionLongerForward) {
+  // Longer sequence, realistic head dim, forward only against the reference.
+  std::mt19937 rng(24);
+  const int64_t B = 1, S = 40, H = 2, KV = 1, Dh = 64;
+  VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
+       v = randomF(B * S * KV * Dh, rng), out(q.size()), scratch(S);
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  EXPECT_TRUE(close("attention out S=40", out,
+                    refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels, Gelu) {
+  std::mt19937 rng(30);
+  VecF x = randomF(64, rng, -6, 6);
+  x.insert(x.end(), {0.0f, -0.0f, 1e-4f, -1e-4f, 10.0f, -10.0f, 30.0f, -30.0f, 0.5f, -3.0f});
+  const int64_t n = x.size();
+  VecF dy = randomF(n, rng), y(n), dx(n);
+  VecD xd = toD(x), dyd = toD(dy);
+  auto ref = [&] {
+    VecD r(n);
+    for (int64_t i = 0; i < n; ++i)
+      r[i] = refGelu(xd[i]);
+    return r;
+  };
+  geluForward(x.data(), y.data(), n);
+  EXPECT_TRUE(close("gelu y", y, ref(), kTol));
+  geluBackward(dy.data(), x.data(), dx.data(), n);
+  EXPECT_TRUE(close("gelu dx", dx,
+                    numGrad(
+                        xd, [&] { return dotD(dyd, ref()); }, 1e-6),
+                    kTol));
+}
+
+TEST(Kernels, SiluMul) {
+  std::mt19937 rng(31);
+  VecF gate = randomF(40, rng, -8, 8);
+  gate.insert(gate.end(), {0.0f, 20.0f, -20.0f, -100.0f, 100.0f});
+  const int64_t n = gate.size();
+  VecF up = randomF(n, rng, -2, 2), dy = randomF(n, rng), y(n), dg(n), du(n);
+  VecD gd = toD(gate), ud = toD(up), dyd = toD(dy);
+  auto ref = [&] {
+    VecD r(n);
+    for (int64_t i = 0; i < n; ++i)
+      r[i] = gd[i] / (1 + std::exp(-gd[i])) * ud[i];
+    return r;
+  };
+  auto loss = [&] { return dotD(dyd, ref()); };
+  siluMulForward(gate.data(), up.data(), y.data(), n);
+  EXPECT_TRUE(close("silu_mul y", y, ref(), kTol));
+  siluMulBackward(dy.data(), gate.data(), up.data(), dg.data(), du.data(), n);
+  EXPECT_TRUE(close("silu_mul dgate", dg, numGrad(gd, loss), kTol));
+  EXPECT_TRUE(close("silu_mul dup", du, numGrad(ud, loss), kTol));
+}
+
+TEST(Kernels, GeluSiluSweep) {
+  // Dense sweep through the exp / tanh approximations' ranges.
+  VecF x;
+  for (int i = -2400; i <= 2400; ++i)
+    x.push_back(float(i) * 0.005f);
+  for (float big : {15.0f, 40.0f, 88.0f, 89.0f, 200.0f})
+    x.insert(x.end(), {big, -big});
+  const int64_t n = x.size();
+  VecF ones(n, 1.0f), y(n), dx(n), dg(n), du(n);
+  VecD gelu(n), dgelu(n), silu(n), dsilu(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i], c = std::sqrt(2 / kPi), u = c * (v + 0.044715 * v * v * v);
+    const double t = std::tanh(u), s = 1 / (1 + std::exp(-v));
+    gelu[i] = 0.5 * v * (1 + t);
+    dgelu[i] = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v);
+    silu[i] = v * s;
+    dsilu[i] = s * (1 + v * (1 - s));
+  }
+  geluForward(x.data(), y.data(), n);
+  EXPECT_TRUE(closeEach("gelu sweep y", y, gelu, kTol));
+  geluBackward(ones.data(), x.data(), dx.data(), n);
+  EXPECT_TRUE(closeEach("gelu sweep dx", dx, dgelu, kTol));
+  siluMulForward(x.data(), ones.data(), y.data(), n);
+  EXPECT_TRUE(closeEach("silu sweep y", y, silu, kTol));
+  siluMulBackward(ones.data(), x.data(), ones.data(), dg.data(), du.data(), n);
+  EXPECT_TRUE(closeEach("silu sweep dgate", dg, dsilu, kTol));
+  EXPECT_TRUE(closeEach("silu sweep dup", du, silu, kTol));
+
+  // NaN propagates (a diverged run must show it), infinities saturate.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  VecF special = {nan, inf, -inf}, out(3), one(3, 1.0f);
+  geluForward(special.data(), out.data(), 3);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], inf);
+  siluMulForward(special.data(), one.data(), out.data(), 3);
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], inf);
+  VecF logits = {0.5f, nan, 1.0f};
+  const std::vector<int64_t> target = {0};
+  EXPECT_TRUE(std::isnan(crossEntropyForward(logits.data(), target.data(), 1, 3)));
+}
+
+TEST(Kernels, InPlace) {
+  // Elementwise and row-wise kernels may write over an input of the same shape.
+  std::mt19937 rng(28);
+  const int64_t n = 3, D = 37, N = n * D, V = 37;
+  const VecF x = randomF(N, rng, -3, 3), u = randomF(N, rng), w = randomF(D, rng),
+             b = randomF(D, rng);
+  const std::vector<int64_t> t = {1, 36, 0};
+  auto same = [&](const char *what, auto outOfPlace, auto inPlace, VecF buf) {
+    VecF want(buf.size());
+    outOfPlace(want.data());
+    inPlace(buf.data());
+    EXPECT_TRUE(close(what, buf, toD(want), 1e-7));
+  };
+  same(
+      "gelu in place", [&](float *o) { geluForward(x.data(), o, N); },
+      [&](float *io) { geluForward(io, io, N); }, x);
+  same(
+      "gelu backward in place", [&](float *o) { geluBackward(u.data(), x.data(), o, N); },
+      [&](float *io) { geluBackward(io, x.data(), io, N); }, u);
+  same(
+      "silu_mul in place", [&](float *o) { siluMulForward(x.data(), u.data(), o, N); },
+      [&](float *io) { siluMulForward(io, u.data(), io, N); }, x);
+  same(
+      "add in place", [&](float *o) { add(x.data(), u.data(), o, N); },
+      [&](float *io) { add(io, u.data(), io, N); }, x);
+  same(
+      "rope in place", [&](float *o) { rope(x.data(), o, 1, n, 1, D - 1, 1e4, nullptr, false); },
+      [&](float *io) { rope(io, io, 1, n, 1, D - 1, 1e4, nullptr, false); },
+      VecF(x.begin(), x.begin() + n * (D - 1)));
+  same(
+      "layer_norm in place",
+      [&](float *o) { layerNormForward(x.data(), w.data(), b.data(), o, n, D, 1e-5); },
+      [&](float *io) { layerNormForward(io, w.data(), b.data(), io, n, D, 1e-5); }, x);
+  same(
+      "rms_norm in place", [&](float *o) { rmsNormForward(x.data(), w.data(), o, n, D, 1e-6); },
+      [&](float *io) { rmsNormForward(io, w.data(), io, n, D, 1e-6); }, x);
+  VecF dw(D), db(D);
+  same(
+      "layer_norm backward in place",
+      [&](float *o) {
+        layerNormBackward(u.data(), x.data(), w.data(), o, dw.data(), db.data(), n, D, 1e-5);
+      },
+      [&](float *io) {
+        layerNormBackward(io, x.data(), w.data(), io, dw.data(), db.data(), n, D, 1e-5);
+      },
+      u);
+  same(
+      "rms_norm backward in place",
+      [&](float *o) { rmsNormBackward(u.data(), x.data(), w.data(), o, dw.data(), n, D, 1e-6); },
+      [&](float *io) { rmsNormBackward(io, x.data(), w.data(), io, dw.data(), n, D, 1e-6); }, u);
+  same(
+      "cross_entropy backward in place",
+      [&](float *o) { crossEntropyBackward(x.data(), t.data(), o, n, V, 0.5f); },
+      [&](float *io) { crossEntropyBackward(io, t.data(), io, n, V, 0.5f); }, x);
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkCrossEntropy(const VecF &logits, const std::vector<int64_t> &t, int64_t n, int64_t V,
+                       const char *what) {
+  SCOPED_TRACE(what);
+  VecD ld = toD(logits);
+  const float loss = crossEntropyForward(logits.data(), t.data(), n, V);
+  const double want = refCrossEntropy(ld, t, n, V);
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, want, 1e-6 * std::max(1.0, std::fabs(want)))
+      << what << ": loss " << loss << " vs " << want << ", error " << std::fabs(loss - want);
+  if (verbose())
+    std::printf("  [err] %s loss: error %g (loss %g)\n", what, std::fabs(loss - want), want);
+
+  // Mean reduction: scale 1/n gives d(mean loss)/dlogits.
+  VecD g = numGrad(
+      ld, [&] { return refCrossEntropy(ld, t, n, V); }, 1e-6);
+  VecF d(n * V, 99.0f);
+  crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, 1.0f / float(n));
+  EXPECT_TRUE(close("cross_entropy dlogits", d, g, kTol));
+  // Any other scale multiplies it.
+  const float scale = 0.37f;
+  for (double &x : g)
+    x *= double(n) * scale;
+  crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, scale);
+  EXPECT_TRUE(close("cross_entropy dlogits scaled", d, g, kTol));
+}
+} // namespace
+
+TEST(Kernels, CrossEntropy) {
+  std::mt19937 rng(40);
+  const int64_t n = 5, V = 11;
+  const std::vector<int64_t> t = {0, 10, 3, 3, 7};
+  checkCrossEntropy(randomF(n * V, rng, -3, 3), t, n, V, "small logits");
+
+  // Large logits: exp would overflow without the max subtraction.
+  VecF big = randomF(n * V, rng, -5, 5);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < V; ++c)
+      big[i * V + c] += (i % 2 ? -1000.0f : 1000.0f);
+  big[2 * V + 4] = 1e4f; // one dominant logit (not the target)
+  big[3 * V + 3] = 90.0f;
+  checkCrossEntropy(big, t, n, V, "large logits");
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW, sum of squares
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkAdamw(bool withMask, double gradScale) {
+  SCOPED_TRACE(::testing::Message()
+               << (withMask ? "decay mask" : "decay everywhere") << ", grad scale " << gradScale);
+  std::mt19937 rng(50);
+  const int64_t n = 13;
+  const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  VecF p = randomF(n, rng), m(n, 0.0f), v(n, 0.0f);
+  VecD pd = toD(p), md(n, 0.0), vd(n, 0.0);
+  bool mask[n];
+  for (int64_t i = 0; i < n; ++i)
+    mask[i] = i % 3 != 0;
+  for (int64_t step = 1; step <= 3; ++step) {
+    VecF g = randomF(n, rng, -0.5f, 0.5f);
+    g[5] = 0.0f; // a zero gradient: denom is eps on the first step
+    adamw(p.data(), g.data(), m.data(), v.data(), withMask ? mask : nullptr, n, step, lr, b1, b2,
+          eps, wd, gradScale);
+    const double bc1 = 1 - std::pow(b1, double(step)), bc2 = 1 - std::pow(b2, double(step));
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = double(g[i]) * gradScale;
+      if (!withMask || mask[i])
+        pd[i] *= 1 - lr * wd;
+      md[i] = b1 * md[i] + (1 - b1) * gi;
+      vd[i] = b2 * vd[i] + (1 - b2) * gi * gi;
+      pd[i] -= lr / bc1 * md[i] / (std::sqrt(vd[i]) / std::sqrt(bc2) + eps);
+    }
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    EXPECT_TRUE(close("adamw param", p, pd, 1e-6));
+    EXPECT_TRUE(close("adamw exp_avg", m, md, 1e-7));
+    EXPECT_TRUE(close("adamw exp_avg_sq", v, vd, 1e-8));
+  }
+}
+} // namespace
+
+TEST(Kernels, AdamW) {
+  checkAdamw(false, 1.0);
+  checkAdamw(true, 1.0);
+  checkAdamw(true, 0.5);
+}
+
+TEST(Kernels, AdamWMaskSkipsDecay) {
+  // With a zero gradient the only change is the decay, where the mask allows it.
+  const int64_t n = 2;
+  VecF p = {1.0f, 1.0f}, g = {0.0f, 0.0f}, m = {0, 0}, v = {0, 0};
+  const bool mask[n] = {true, false};
+  adamw(p.data(), g.data(), m.data(), v.data(), mask, n, 1, 0.1, 0.9, 0.999, 1e-8, 0.5, 1.0);
+  EXPECT_FLOAT_EQ(p[0], 0.95f);
+  EXPECT_EQ(p[1], 1.0f);
+}
+
+TEST(Kernels, SumOfSquares) {
+  std::mt19937 rng(60);
+  VecF x = randomF(1001, rng, -3, 3);
+  double want = 0;
+  for (float f : x)
+    want += double(f) * double(f);
+  const double got = sumOfSquares(x.data(), x.size());
+  EXPECT_NEAR(got, want, 1e-12 * want) << "error " << std::fabs(got - want);
+  EXPECT_EQ(sumOfSquares(x.data(), 0), 0.0);
+}

@@ -21,6 +21,36 @@
 
 using namespace fsdp;
 
+extern "C" char *openblas_get_corename(void);
+
+// Debian's OpenBLAS (0.3.21) does not know newer CPUs and falls back to its
+// SSE3 "Prescott" kernels, 4x slower than the AVX-512 ones on this kind of
+// machine (measured: 30 against 116 GFLOP/s for sgemm 1024^3). The choice is
+// made when the library loads, so fsdp-run names the right kernels in
+// OPENBLAS_CORETYPE and starts itself again. An OPENBLAS_CORETYPE already
+// set is respected, and FSDP_KEEP_BLAS_CORE=1 keeps the library's choice.
+static void chooseBlasKernels(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("FSDP_KEEP_BLAS_CORE"))
+    return;
+  const char *core = openblas_get_corename();
+  if (!core || std::strcmp(core, "Prescott") != 0)
+    return;
+  const char *better = nullptr;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    better = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    better = "Haswell";
+#endif
+  if (!better)
+    return;
+  setenv("OPENBLAS_CORETYPE", better, 1);
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE"); // exec failed: run on as we are
+}
+
 static void usage() {
   std::fprintf(stderr,
                "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads] [--steps K] [--seed S]\n"
@@ -69,6 +99,7 @@ static std::string lowerMlir(const std::string &plan, const char *argv0, std::st
 }
 
 int main(int argc, char **argv) {
+  chooseBlasKernels(argv);
   if (argc < 2) {
     usage();
     return 2;
@@ -165,10 +196,10 @@ int main(int argc, char **argv) {
   if (!quiet)
     std::printf("fsdp-run: %s, %s over %lld ranks (threads), arena %s per rank; "
                 "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
-                "global batch %lld sequences\n",
+                "global batch %lld sequences; OpenBLAS %s kernels\n",
                 p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
                 human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
-                (long long)o.gradAccum, (long long)G);
+                (long long)o.gradAccum, (long long)G, openblas_get_corename());
   runtime::StepReport lastReport;
   auto onStep = [&](const runtime::StepReport &r) {
     lastReport = r;

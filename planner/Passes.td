@@ -24,6 +24,22 @@ def TrainingStep : Pass<"fsdp-training-step", "mlir::ModuleOp"> {
   ];
 }
 
+def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing", "mlir::ModuleOp"> {
+  let summary = "recomputes each block's forward in backward instead of keeping it";
+  let description = [{
+    `blocks`: of each transformer block's forward values, only those that
+    leave the block (its output, the next block's input) stay alive until
+    backward; the others are recomputed by a copy of the block's forward ops
+    placed right before the block's first gradient op that needs them, and
+    the gradient ops read the copies. Later passes gather the block's
+    parameters for the recompute and the memory plan accounts for it.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"blocks\"", "none or blocks">,
+  ];
+  let statistics = [Statistic<"numRecomputed", "recomputed-ops", "Forward ops recomputed">];
+}
+
 def WrapUnits : Pass<"fsdp-wrap-units", "mlir::ModuleOp"> {
   let summary = "groups parameters into wrap units with flat, padded layouts";
   let description = [{

@@ -22,6 +22,7 @@ int64_t PlanOptions::shardGroup() const {
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
+  pm.addPass(createActivationCheckpointing({o.activationCheckpointing}));
   pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
   pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
   pm.addPass(createPrefetch({o.forwardPrefetch, o.backwardPrefetch, o.maxInflightGathers}));
@@ -77,6 +78,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["forward_prefetch"] = o.forwardPrefetch;
   r["backward_prefetch"] = o.backwardPrefetch;
   r["max_inflight_gathers"] = o.maxInflightGathers;
+  r["activation_checkpointing"] = o.activationCheckpointing;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name}, {"module", u.module}, {"params", u.params},
@@ -110,7 +112,8 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
      << o.shardGroup() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
      << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
-     << ", at most " << o.maxInflightGathers << " gathers in flight\n\n";
+     << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
+     << o.activationCheckpointing << "\n\n";
 
   size_t w = 4;
   for (const auto &u : f.units)

@@ -21,6 +21,7 @@ struct PlanOptions {
   int64_t forwardPrefetch = 1;
   std::string backwardPrefetch = "pre";
   int64_t maxInflightGathers = 2;
+  std::string activationCheckpointing = "none";
 
   /// Ranks one copy of the model is sharded over.
   int64_t shardGroup() const;

@@ -48,6 +48,9 @@ static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("pre 
 static cl::opt<int64_t> maxInflight("max-inflight-gathers",
                                     cl::desc("gathers in flight ahead of compute, at most"),
                                     cl::init(2), cl::cat(category));
+static cl::opt<std::string> activationCheckpointing(
+    "activation-checkpointing", cl::desc("none | blocks: recompute block activations in backward"),
+    cl::init("none"), cl::cat(category));
 static cl::opt<std::string> memoryBudget("memory-budget",
                                          cl::desc("per-rank bytes, e.g. 80GiB; a plan that does not fit exits 1"),
                                          cl::value_desc("SIZE"), cl::cat(category));
@@ -131,6 +134,7 @@ int main(int argc, char **argv) {
   o.forwardPrefetch = forwardPrefetch;
   o.backwardPrefetch = backwardPrefetch;
   o.maxInflightGathers = maxInflight;
+  o.activationCheckpointing = activationCheckpointing;
   if (worldSize < 1)
     return fail("--world-size must be at least 1, but is " + std::to_string(worldSize));
   if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))

@@ -32,13 +32,20 @@ int64_t fsdp::tensorBytes(Type type, int64_t B, int64_t S) {
 }
 
 int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
-  // Attention computes one query row's scores at a time: S floats forward;
-  // backward also keeps the row's probability gradients.
+  // Attention works on tiles of up to 64 query rows against every key: the
+  // tile's probabilities forward, and their gradients too backward (the
+  // CPU kernels' causalAttentionScratchFloats).
+  int64_t tile = std::min<int64_t>(S, 64);
   if (isa<nn::CausalAttentionOp>(op))
-    return S * 4;
+    return tile * S * 4;
   if (isa<nn::CausalAttentionGradOp>(op))
-    return 2 * S * 4;
+    return 2 * tile * S * 4;
   return 0;
+}
+
+bool fsdp::producesTensors(Operation *op) {
+  return isa<plan::UpcastOp>(op) ||
+         (op->getDialect() && op->getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op));
 }
 
 FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t S) {
@@ -95,11 +102,13 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       if (!u)
         return op.emitOpError() << "names unknown unit " << op.getAttr("unit");
       bool gather = isa<plan::AllGatherOp>(op);
+      // Gathered parameters are bf16 under mixed precision; gradients f32.
+      int64_t elem = gather && op.hasAttr("dtype") ? 2 : 4;
       (gather ? openParams : openGrads)[u.getSymName()] = model.buffers.size();
       model.buffers.push_back({(u.getSymName() + (gather ? ".params" : ".grads")).str(),
                                BufferCategory::Unsharded,
                                gather ? BufferRole::Gathered : BufferRole::GradsFull,
-                               u.getPaddedNumelAttr().getInt() * 4, p, last, &op, 0});
+                               u.getPaddedNumelAttr().getInt() * elem, p, last, &op, 0});
       continue;
     }
     if (auto f = dyn_cast<plan::FreeOp>(op)) {
@@ -111,13 +120,15 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       }
       continue;
     }
-    if (isa<nn::ParamOp>(op) || op.getDialect() == nullptr ||
-        op.getDialect()->getNamespace() != "nn")
+    if (isa<nn::ParamOp>(op) || !producesTensors(&op))
       continue;
+    // A widened bf16 parameter is parameter memory, if short-lived.
+    BufferCategory cat =
+        isa<plan::UpcastOp>(op) ? BufferCategory::Unsharded : BufferCategory::Activations;
     for (OpResult r : op.getResults()) {
       if (inGradBuffer.contains(r))
         continue;
-      model.buffers.push_back({"", BufferCategory::Activations, BufferRole::Value,
+      model.buffers.push_back({"", cat, BufferRole::Value,
                                tensorBytes(r.getType(), B, S), p, lastUse(r, p), &op,
                                r.getResultNumber()});
     }

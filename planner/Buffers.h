@@ -50,6 +50,10 @@ struct BufferModel {
   int64_t microBatch = 0, seqLen = 0;
 };
 
+/// Ops whose results get buffers of their own: the nn compute ops and
+/// fsdp.upcast.
+bool producesTensors(mlir::Operation *op);
+
 /// Every buffer of the step for a micro-batch of B sequences of S tokens.
 mlir::FailureOr<BufferModel> collectBuffers(mlir::ModuleOp module, int64_t B, int64_t S);
 

@@ -117,7 +117,8 @@ struct InsertCollectivesPass
     auto ref = [&](plan::UnitOp u) { return FlatSymbolRefAttr::get(u.getSymNameAttr()); };
     auto gatherBefore = [&](Operation *at, plan::UnitOp u) {
       b.setInsertionPoint(at);
-      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), DenseI32ArrayAttr());
+      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), DenseI32ArrayAttr(),
+                                          StringAttr());
       b.create<plan::WaitOp>(loc, g.getEvent());
       ++numCollectives;
     };
@@ -188,7 +189,7 @@ struct InsertCollectivesPass
       b.setInsertionPoint(s.firstGradDef);
       b.create<plan::AllocOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(u), IntegerAttr());
       b.setInsertionPointAfter(s.lastGrad);
-      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), DenseI32ArrayAttr());
+      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), DenseI32ArrayAttr(), StringAttr());
       ++numCollectives;
       Operation *last = rs;
       SmallVector<Value> events = {rs.getEvent()};

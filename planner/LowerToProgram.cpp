@@ -42,6 +42,7 @@ private:
   llvm::StringMap<plan::UnitOp> byParam;
   llvm::StringMap<int64_t> unitIndex;
   DenseMap<Operation *, int64_t> gatherOffset; // unit -> live gathered buffer
+  DenseSet<Operation *> gatheredBf16;          // units gathered in bf16
   DenseMap<Operation *, int64_t> gradOffset;   // unit -> live gradient buffer
   DenseMap<Value, int64_t> valueTensor;
   std::map<std::tuple<int64_t, std::string, std::vector<int64_t>>, int64_t> tensorIds;
@@ -77,10 +78,15 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
   plan::UnitOp u = byParam.lookup(p.getName());
   if (!u)
     return p.emitOpError() << "is in no unit";
-  int64_t base;
+  int64_t base, elem = 4;
+  std::string dtype = dtypeName(p.getType());
   if (u.getShardCountAttr().getInt() == 1) {
     base = u->getAttrOfType<IntegerAttr>("shard_offset").getInt();
   } else {
+    if (gatheredBf16.count(u)) {
+      elem = 2;
+      dtype = "bf16";
+    }
     auto it = gatherOffset.find(u);
     if (it == gatherOffset.end())
       return user->emitOpError() << "reads '" << p.getName() << "' while unit @"
@@ -88,8 +94,7 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
     base = it->second;
   }
   int64_t idx = llvm::find(u.getParams(), p.getNameAttr()) - u.getParams().begin();
-  return tensorId(p.getType().getShape(), dtypeName(p.getType()),
-                  base + u.getOffsets()[idx] * 4);
+  return tensorId(p.getType().getShape(), dtype, base + u.getOffsets()[idx] * elem);
 }
 
 LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
@@ -227,12 +232,22 @@ LogicalResult Lowering::run(raw_ostream &os) {
       if (off < 0)
         return g.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
       gatherOffset[u] = off;
-      issue(&op, {{"op", "all_gather"}, {"unit", unitIndex[u.getSymName()]},
-                  {"group", "shard"}, {"dst", off}});
+      if (g.getDtype())
+        gatheredBf16.insert(u);
+      else
+        gatheredBf16.erase(u);
+      ojson inst = {{"op", "all_gather"}, {"unit", unitIndex[u.getSymName()]},
+                    {"group", "shard"}, {"dst", off}};
+      if (g.getDtype())
+        inst["dtype"] = g.getDtype()->str();
+      issue(&op, inst);
     } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
       plan::UnitOp u = unitOf(rs);
-      issue(&op, {{"op", "reduce_scatter"}, {"unit", unitIndex[u.getSymName()]},
-                  {"group", "shard"}, {"src", gradOffset[u]}});
+      ojson inst = {{"op", "reduce_scatter"}, {"unit", unitIndex[u.getSymName()]},
+                    {"group", "shard"}, {"src", gradOffset[u]}};
+      if (rs.getDtype())
+        inst["dtype"] = rs.getDtype()->str();
+      issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
       plan::UnitOp u = unitOf(ar);
       issue(&op, {{"op", "all_reduce"}, {"unit", unitIndex[u.getSymName()]},
@@ -278,6 +293,12 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog["world_size"] = stepInt(step, "world_size", 1);
   prog["strategy"] = step->getAttrOfType<StringAttr>("strategy").getValue().str();
   prog["shard_size"] = stepInt(step, "shard_size", 1);
+  prog["param_dtype"] = step->hasAttr("param_dtype")
+                            ? step->getAttrOfType<StringAttr>("param_dtype").getValue().str()
+                            : "f32";
+  prog["reduce_dtype"] = step->hasAttr("reduce_dtype")
+                             ? step->getAttrOfType<StringAttr>("reduce_dtype").getValue().str()
+                             : "f32";
   prog["micro_batch"] = B;
   prog["seq_len"] = S;
   prog["arena_bytes"] = stepInt(step, "arena_bytes", 0);

@@ -225,7 +225,7 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       }
     }
     for (Operation &op : step.getBody().front())
-      if (op.getDialect() && op.getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op)) {
+      if (producesTensors(&op)) {
         auto &offs = resultOffsets[&op];
         offs.resize(op.getNumResults(), -1); // -1: stored in a unit's gradient buffer
         op.setAttr("offsets", b.getDenseI64ArrayAttr(offs));

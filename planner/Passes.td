@@ -80,6 +80,20 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }
 
+def MixedPrecision : Pass<"fsdp-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "bf16 parameters for compute and communication, f32 master state";
+  let description = [{
+    `param-dtype=bf16`: gathers send and keep bf16, and every compute use of a
+    parameter reads it through an `fsdp.upcast` placed right before the op;
+    shards, master weights and optimizer state stay f32. `reduce-dtype=bf16`:
+    gradients are reduced in bf16 and accumulated into the f32 shard.
+  }];
+  let options = [
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"", "f32 or bf16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"", "f32 or bf16">,
+  ];
+}
+
 def Prefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   let summary = "issues all-gathers early so that they overlap compute";
   let description = [{

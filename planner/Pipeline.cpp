@@ -25,6 +25,7 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   pm.addPass(createActivationCheckpointing({o.activationCheckpointing}));
   pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
   pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
+  pm.addPass(createMixedPrecision({o.paramDtype, o.reduceDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, o.backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
   pm.addPass(createVerifyPlan());
@@ -53,10 +54,11 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
   auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
     plan::UnitOp u = unitOfOp(&op, byName);
+    auto bytesOf = [&](Operation *o) { return o->hasAttr("dtype") ? 2 : 4; };
     if (isa<plan::AllGatherOp>(op))
-      f.allGatherBytes += u.getPaddedNumelAttr().getInt() * 4;
+      f.allGatherBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
     else if (isa<plan::ReduceScatterOp>(op) && u.getShardCountAttr().getInt() > 1)
-      f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * 4;
+      f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;
   }
@@ -79,6 +81,8 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["backward_prefetch"] = o.backwardPrefetch;
   r["max_inflight_gathers"] = o.maxInflightGathers;
   r["activation_checkpointing"] = o.activationCheckpointing;
+  r["param_dtype"] = o.paramDtype;
+  r["reduce_dtype"] = o.reduceDtype;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name}, {"module", u.module}, {"params", u.params},
@@ -113,7 +117,8 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
      << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
-     << o.activationCheckpointing << "\n\n";
+     << o.activationCheckpointing << "; parameters " << o.paramDtype << ", reductions "
+     << o.reduceDtype << " (master weights and optimizer f32)\n\n";
 
   size_t w = 4;
   for (const auto &u : f.units)

@@ -22,6 +22,7 @@ struct PlanOptions {
   std::string backwardPrefetch = "pre";
   int64_t maxInflightGathers = 2;
   std::string activationCheckpointing = "none";
+  std::string paramDtype = "f32", reduceDtype = "f32";
 
   /// Ranks one copy of the model is sharded over.
   int64_t shardGroup() const;

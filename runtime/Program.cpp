@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Program.h"
+#include "runtime/kernels/cpu.h"
 
 #include <nlohmann/json.hpp>
 
@@ -442,7 +443,7 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
         last(q) % inst.numHeads != 0 ||
         last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
       fail(where, "query, key and value do not match the heads");
-    scratch((fwd ? 1 : 2) * t(q).shape[1] * 4);
+    scratch(fsdp::kernels::causalAttentionScratchFloats(t(q).shape[1], !fwd) * 4);
     break;
   }
   case Op::Gelu:

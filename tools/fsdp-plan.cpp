@@ -51,6 +51,11 @@ static cl::opt<int64_t> maxInflight("max-inflight-gathers",
 static cl::opt<std::string> activationCheckpointing(
     "activation-checkpointing", cl::desc("none | blocks: recompute block activations in backward"),
     cl::init("none"), cl::cat(category));
+static cl::opt<std::string> paramDtype("param-dtype",
+                                       cl::desc("f32 | bf16: parameters for compute and gathers"),
+                                       cl::init("f32"), cl::cat(category));
+static cl::opt<std::string> reduceDtype("reduce-dtype", cl::desc("f32 | bf16: gradient reductions"),
+                                        cl::init("f32"), cl::cat(category));
 static cl::opt<std::string> memoryBudget("memory-budget",
                                          cl::desc("per-rank bytes, e.g. 80GiB; a plan that does not fit exits 1"),
                                          cl::value_desc("SIZE"), cl::cat(category));
@@ -135,6 +140,8 @@ int main(int argc, char **argv) {
   o.backwardPrefetch = backwardPrefetch;
   o.maxInflightGathers = maxInflight;
   o.activationCheckpointing = activationCheckpointing;
+  o.paramDtype = paramDtype;
+  o.reduceDtype = reduceDtype;
   if (worldSize < 1)
     return fail("--world-size must be at least 1, but is " + std::to_string(worldSize));
   if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))

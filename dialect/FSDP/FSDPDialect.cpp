@@ -101,6 +101,20 @@ LogicalResult ReturnOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// UpcastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UpcastOp::verify() {
+  if (!getParam().getDefiningOp() ||
+      getParam().getDefiningOp()->getName().getStringRef() != "nn.param")
+    return emitOpError() << "reads a parameter (an nn.param)";
+  if (getParam().getType() != getResult().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must be the parameter's " << getParam().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AllocOp
 //===----------------------------------------------------------------------===//
 

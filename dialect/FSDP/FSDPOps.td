@@ -139,8 +139,13 @@ def FSDP_GradOp : FSDP_Op<"grad", [HasParent<"StepOp">]> {
 
 def FSDP_AllGatherOp : FSDP_Op<"all_gather", [HasParent<"StepOp">]> {
   let summary = "gathers a unit's parameter shards into its unsharded buffer";
+  let description = [{
+    With `dtype = bf16` (mixed precision), each rank rounds its f32 shard to
+    bf16 and the unsharded buffer holds bf16: half the bytes sent and kept.
+  }];
   let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<DenseI32ArrayAttr>:$ranks);
+                       OptionalAttr<DenseI32ArrayAttr>:$ranks,
+                       OptionalAttr<StrAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
 }
@@ -149,9 +154,12 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
   let summary = "sums a unit's gradients over the shard group into each rank's shard";
   let description = [{
     The reduced shard is added to the rank's gradient shard, which
-    accumulates over micro-steps until the optimizer step.
+    accumulates over micro-steps until the optimizer step. With
+    `dtype = bf16` the gradients are rounded to bf16 before the reduction
+    (half the bytes sent) and the bf16 sum is added to the f32 shard.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<DenseI32ArrayAttr>:$ranks);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<DenseI32ArrayAttr>:$ranks,
+                       OptionalAttr<StrAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
 }
@@ -161,6 +169,20 @@ def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {
   let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<DenseI32ArrayAttr>:$ranks);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
+}
+
+def FSDP_UpcastOp : FSDP_Op<"upcast", [HasParent<"StepOp">,
+    AllTypesMatch<["param", "result"]>]> {
+  let summary = "a parameter in bf16, as the f32 tensor compute reads (mixed precision)";
+  let description = [{
+    The parameter rounded to bf16 (round to nearest even) and widened to f32:
+    read from the unit's bf16 gathered buffer, or from the f32 shard of a unit
+    that is not sharded. Compute on CPUs runs in f32 on these values.
+  }];
+  let arguments = (ins AnyRankedTensor:$param);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($param)";
+  let hasVerifier = 1;
 }
 
 def FSDP_WaitOp : FSDP_Op<"wait", [HasParent<"StepOp">]> {

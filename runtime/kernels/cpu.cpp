@@ -432,45 +432,69 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 //===----------------------------------------------------------------------===//
 
 namespace {
-// p[0..i] = softmax over j <= i of (q · k_j) / sqrt(Dh), in float as PyTorch.
-inline void scoreRow(const float *q, const float *k, int64_t kStride, int64_t i, int64_t Dh,
-                     float sqrtDh, float *p) {
-  const int64_t m = i + 1;
-  for (int64_t j = 0; j < m; ++j)
-    p[j] = dot(q, k + j * kStride, Dh) / sqrtDh;
-  const float mx = rowMax(p, m);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t j = 0;
-  for (; j + 8 <= m; j += 8)
-    for (int l = 0; l < 8; ++l)
-      acc[l] += (p[j + l] = expf1(p[j + l] - mx));
-  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; j < m; ++j)
-    sum += (p[j] = expf1(p[j] - mx));
-  const float inv = 1.0f / sum;
-  for (j = 0; j < m; ++j)
-    p[j] *= inv;
+// Query rows go in tiles of kAttentionTile: each tile's scores against the
+// keys it can see, [t, i1] with i1 = the tile's end, are one sgemm, so no
+// S x S matrix for a whole head ever exists.
+constexpr int64_t kAttentionTile = 64;
+
+inline int64_t attentionTile(int64_t S) { return std::min(S, kAttentionTile); }
+
+// p[t, i1] (row stride i1) = the softmax over keys j <= i0 + r of row r of
+// (q_tile k[0:i1]ᵀ) * scale, for the t query rows i0..i0+t-1 (i1 = i0 + t);
+// masked entries (j > i0 + r) are 0. Scores in float, softmax as PyTorch's:
+// max-subtracted, exp, divided by the sum. Always inlined, so that both
+// callers' x86-64-v3 clones get the vectorized exp.
+__attribute__((always_inline)) inline void attentionProbs(const float *q, int64_t qStride,
+                                                          const float *k, int64_t kStride,
+                                                          int64_t i0, int64_t t, int64_t Dh,
+                                                          float scale, float *p) {
+  const int64_t i1 = i0 + t;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride,
+              0.0f, p, i1);
+  for (int64_t r = 0; r < t; ++r) {
+    float *pr = p + r * i1;
+    const int64_t m = i0 + r + 1; // keys 0..i0+r
+    const float mx = rowMax(pr, m);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = 0;
+    for (; j + 8 <= m; j += 8)
+      for (int l = 0; l < 8; ++l)
+        acc[l] += (pr[j + l] = expf1(pr[j + l] - mx));
+    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; j < m; ++j)
+      sum += (pr[j] = expf1(pr[j] - mx));
+    const float inv = 1.0f / sum;
+    for (j = 0; j < m; ++j)
+      pr[j] *= inv;
+    for (; j < i1; ++j)
+      pr[j] = 0.0f;
+  }
 }
 } // namespace
+
+int64_t causalAttentionScratchFloats(int64_t S, bool backward) {
+  return (backward ? 2 : 1) * attentionTile(S) * S;
+}
 
 FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
                                      float *scratch) {
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
-  const float sqrtDh = std::sqrt(float(Dh));
-  float *p = scratch;
+  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+    return;
+  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  float *p = scratch; // [t, i1] <= [T, S]
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t kvh = h / group;
-      const float *kb = k + b * S * kStride + kvh * Dh;
-      const float *vb = v + b * S * kStride + kvh * Dh;
-      for (int64_t i = 0; i < S; ++i) {
-        const float *qi = q + (b * S + i) * qStride + h * Dh;
-        float *oi = out + (b * S + i) * qStride + h * Dh;
-        scoreRow(qi, kb, kStride, i, Dh, sqrtDh, p);
-        std::memset(oi, 0, sizeof(float) * Dh);
-        for (int64_t j = 0; j <= i; ++j)
-          axpy(p[j], vb + j * kStride, oi, Dh);
+      const int64_t kvOff = b * S * kStride + (h / group) * Dh;
+      const float *kb = k + kvOff, *vb = v + kvOff;
+      for (int64_t i0 = 0; i0 < S; i0 += T) {
+        const int64_t t = std::min(T, S - i0), i1 = i0 + t;
+        const int64_t qOff = (b * S + i0) * qStride + h * Dh;
+        attentionProbs(q + qOff, qStride, kb, kStride, i0, t, Dh, scale, p);
+        // out_tile = P v[0:i1]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride,
+                    0.0f, out + qOff, qStride);
       }
     }
 }
@@ -479,34 +503,49 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
                                       const float *v, const float *out, float *dq, float *dk,
                                       float *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
                                       int64_t Dh, float *scratch) {
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV;
-  const float sqrtDh = std::sqrt(float(Dh));
-  const float scale = 1.0f / sqrtDh;
+  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+    return;
+  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  // dk, dv are sums over query rows (and, with KV < H, over the query heads
+  // sharing a kv head): zeroed once, then accumulated tile by tile.
   std::memset(dk, 0, sizeof(float) * B * S * kStride);
   std::memset(dv, 0, sizeof(float) * B * S * kStride);
-  float *p = scratch;
+  float *p = scratch, *ds = scratch + T * S; // each [t, i1] <= [T, S]
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t kvh = h / group;
-      const int64_t kvOff = b * S * kStride + kvh * Dh;
+      const int64_t kvOff = b * S * kStride + (h / group) * Dh;
       const float *kb = k + kvOff, *vb = v + kvOff;
       float *dkb = dk + kvOff, *dvb = dv + kvOff;
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t qOff = (b * S + i) * qStride + h * Dh;
-        const float *qi = q + qOff, *doi = dout + qOff, *oi = out + qOff;
-        float *dqi = dq + qOff;
-        scoreRow(qi, kb, kStride, i, Dh, sqrtDh, p);
-        // dS_j = P_j (dout_i · v_j - D_i), D_i = dout_i · out_i; the
-        // score's 1/sqrt(Dh) goes into the coefficient.
-        const float Di = dot(doi, oi, Dh);
-        std::memset(dqi, 0, sizeof(float) * Dh);
-        for (int64_t j = 0; j <= i; ++j) {
-          const float *vj = vb + j * kStride;
-          const float ds = p[j] * (dot(doi, vj, Dh) - Di) * scale;
-          axpy(p[j], doi, dvb + j * kStride, Dh);
-          axpy(ds, kb + j * kStride, dqi, Dh);
-          axpy(ds, qi, dkb + j * kStride, Dh);
+      for (int64_t i0 = 0; i0 < S; i0 += T) {
+        const int64_t t = std::min(T, S - i0), i1 = i0 + t;
+        const int64_t qOff = (b * S + i0) * qStride + h * Dh;
+        const float *qt = q + qOff, *dyt = dout + qOff, *ot = out + qOff;
+        attentionProbs(qt, qStride, kb, kStride, i0, t, Dh, scale, p);
+        // dP = dout_tile v[0:i1]ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dyt, qStride, vb,
+                    kStride, 0.0f, ds, i1);
+        // dS = P (dP - D_r), D_r = dout_r · out_r; masked entries 0. The
+        // score's scale goes into the sgemms below.
+        for (int64_t r = 0; r < t; ++r) {
+          const float Dr = dot(dyt + r * qStride, ot + r * qStride, Dh);
+          const float *pr = p + r * i1;
+          float *dsr = ds + r * i1;
+          const int64_t m = i0 + r + 1;
+          int64_t j = 0;
+          for (; j < m; ++j)
+            dsr[j] = pr[j] * (dsr[j] - Dr);
+          for (; j < i1; ++j)
+            dsr[j] = 0.0f;
         }
+        // dq_tile = dS k[0:i1] * scale
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, kb,
+                    kStride, 0.0f, dq + qOff, qStride);
+        // dk[0:i1] += dSᵀ q_tile * scale; dv[0:i1] += Pᵀ dout_tile
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, qt, qStride,
+                    1.0f, dkb, kStride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dyt, qStride,
+                    1.0f, dvb, kStride);
       }
     }
 }

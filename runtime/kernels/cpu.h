@@ -63,14 +63,20 @@ void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t
 void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W);
 
 // q, out [B, S, H*Dh]; k, v [B, S, KV*Dh]; causal; scale 1/sqrt(Dh); query head h
-// reads kv head h / (H / KV). scratch: S floats.
+// reads kv head h / (H / KV). Query rows go in tiles of T = min(S, 64), each
+// tile's scores and probabilities [T, S] at most (never S x S): scratch is
+// causalAttentionScratchFloats(S, false) = T*S floats.
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                             int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
                             float *scratch);
-// scratch: 2*S floats. dq, dk, dv overwritten.
+// Recomputes the probabilities tile by tile. scratch:
+// causalAttentionScratchFloats(S, true) = 2*T*S floats. dq, dk, dv overwritten.
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+// Floats of scratch the attention kernels use for sequence length S, forward
+// or backward: T*S or 2*T*S with T = min(S, 64); they write no further.
+int64_t causalAttentionScratchFloats(int64_t S, bool backward);
 
 // GELU, tanh approximation (HF gelu_new), elementwise over n
 void geluForward(const float *x, float *y, int64_t n);

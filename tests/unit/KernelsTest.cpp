@@ -544,20 +544,25 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
   VecD qd = toD(q), kd = toD(k), vd = toD(v), dyd = toD(dy);
 
   // Scratch exactly as documented, followed by canaries that must survive.
+  const int64_t T = std::min<int64_t>(S, 64);
+  const int64_t fwdScratch = causalAttentionScratchFloats(S, false),
+                bwdScratch = causalAttentionScratchFloats(S, true);
+  ASSERT_EQ(fwdScratch, T * S);
+  ASSERT_EQ(bwdScratch, 2 * T * S);
   const float canary = -7.25f;
-  VecF scratch(2 * S + 16, canary);
+  VecF scratch(bwdScratch + 16, canary);
   VecF out(nq);
   causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
-  for (int64_t i = S; i < int64_t(scratch.size()); ++i)
-    ASSERT_EQ(scratch[i], canary) << "forward wrote past its S floats of scratch";
+  for (int64_t i = fwdScratch; i < int64_t(scratch.size()); ++i)
+    ASSERT_EQ(scratch[i], canary) << "forward wrote past its T*S floats of scratch";
   EXPECT_TRUE(close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh), tol));
 
   std::fill(scratch.begin(), scratch.end(), canary);
   VecF dq(nq, 99.0f), dk(nk, 99.0f), dv(nk, 99.0f);
   causalAttentionBackward(dy.data(), q.data(), k.data(), v.data(), out.data(), dq.data(), dk.data(),
                           dv.data(), B, S, H, KV, Dh, scratch.data());
-  for (int64_t i = 2 * S; i < int64_t(scratch.size()); ++i)
-    ASSERT_EQ(scratch[i], canary) << "backward wrote past its 2*S floats of scratch";
+  for (int64_t i = bwdScratch; i < int64_t(scratch.size()); ++i)
+    ASSERT_EQ(scratch[i], canary) << "backward wrote past its 2*T*S floats of scratch";
   auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh)); };
   EXPECT_TRUE(close("attention dq", dq, numGrad(qd, loss), tol));
   EXPECT_TRUE(close("attention dk", dk, numGrad(kd, loss), tol));
@@ -577,15 +582,33 @@ TEST(Kernels, AttentionLargeScores) {
 TEST(Kernels, AttentionSingleToken) {
   checkAttention(2, 1, 4, 2, 8, 23); // S = 1: out is v, no gradient reaches q or k
 }
+TEST(Kernels, AttentionSeveralTiles) {
+  // S = 130: query tiles [0, 64), [64, 128) and a partial [128, 130); two
+  // query heads accumulate into the one kv head's dk, dv across the tiles.
+  checkAttention(1, 130, 2, 1, 8, 29);
+}
 
 TEST(Kernels, AttentionLongerForward) {
   // Longer sequence, realistic head dim, forward only against the reference.
   std::mt19937 rng(24);
   const int64_t B = 1, S = 40, H = 2, KV = 1, Dh = 64;
   VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
-       v = randomF(B * S * KV * Dh, rng), out(q.size()), scratch(S);
+       v = randomF(B * S * KV * Dh, rng), out(q.size()),
+       scratch(causalAttentionScratchFloats(S, false));
   causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
   EXPECT_TRUE(close("attention out S=40", out,
+                    refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
+}
+
+TEST(Kernels, AttentionSeveralTilesForward) {
+  // Three query tiles (the last partial), batch and GQA, realistic head dim.
+  std::mt19937 rng(25);
+  const int64_t B = 2, S = 130, H = 4, KV = 2, Dh = 64;
+  VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
+       v = randomF(B * S * KV * Dh, rng), out(q.size()),
+       scratch(causalAttentionScratchFloats(S, false));
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  EXPECT_TRUE(close("attention out S=130", out,
                     refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
 }
 

@@ -1,0 +1,60 @@
+//===- MixedPrecision.cpp - bf16 parameters, f32 master state -------------===//
+#include "planner/PlanUtils.h"
+#include "planner/Passes.h"
+
+namespace fsdp {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "planner/Passes.h.inc"
+} // namespace fsdp
+
+using namespace mlir;
+using namespace fsdp;
+
+namespace {
+
+struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecisionPass> {
+  using MixedPrecisionBase::MixedPrecisionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    for (const std::string *d : {&paramDtype, &reduceDtype})
+      if (*d != "f32" && *d != "bf16") {
+        module.emitError() << "mixed precision dtypes are f32 or bf16, not '" << *d << "'";
+        return signalPassFailure();
+      }
+    plan::StepOp step = getStep(module);
+    if (!step || module.getOps<plan::UnitOp>().empty()) {
+      module.emitError() << "fsdp-mixed-precision runs after fsdp-insert-collectives";
+      return signalPassFailure();
+    }
+    Builder attrs(module.getContext());
+    step->setAttr("param_dtype", attrs.getStringAttr(paramDtype));
+    step->setAttr("reduce_dtype", attrs.getStringAttr(reduceDtype));
+    StringAttr bf16 = attrs.getStringAttr("bf16");
+    if (reduceDtype == "bf16")
+      step.walk([&](plan::ReduceScatterOp rs) { rs.setDtypeAttr(bf16); });
+    if (paramDtype != "bf16")
+      return;
+    step.walk([&](plan::AllGatherOp g) { g.setDtypeAttr(bf16); });
+    // Every compute use of a parameter reads its bf16 value, widened.
+    auto byParam = unitsByParam(module);
+    SmallVector<Operation *> users;
+    for (Operation &op : step.getBody().front())
+      if (op.getDialect() && op.getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op))
+        users.push_back(&op);
+    for (Operation *op : users) {
+      OpBuilder b(op);
+      DenseMap<Value, Value> upcast;
+      for (OpOperand &use : op->getOpOperands()) {
+        if (!unitOfValue(use.get(), byParam))
+          continue;
+        Value &u = upcast[use.get()];
+        if (!u)
+          u = b.create<plan::UpcastOp>(op->getLoc(), use.get().getType(), use.get());
+        use.set(u);
+      }
+    }
+  }
+};
+
+} // namespace

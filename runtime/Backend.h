@@ -27,10 +27,14 @@ public:
   int groupSize(Group g) const;
   int memberIndex(Group g) const;
 
-  /// dst[j*count .. (j+1)*count) = member j's src, for every member j.
-  virtual bool allGather(Group g, const float *src, float *dst, int64_t count) = 0;
+  /// dst[j*bytes .. (j+1)*bytes) = member j's src, for every member j. src
+  /// may be this member's own slot of dst (in place).
+  virtual bool allGather(Group g, const void *src, void *dst, int64_t bytes) = 0;
   /// dst[k] += sum over members j of member j's src[m*count + k], m this member.
   virtual bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) = 0;
+  /// The same over bf16 values: the sum over members is rounded to bf16
+  /// (round to nearest even) and added to the f32 dst.
+  virtual bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) = 0;
   /// buf = sum over members of their buf, in place.
   virtual bool allReduce(Group g, float *buf, int64_t count) = 0;
   virtual bool allReduceScalar(Group g, double *value) = 0;

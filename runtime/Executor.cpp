@@ -325,6 +325,14 @@ void Rank::computeOne(const Instruction &i) {
     kernels::crossEntropyBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
                                   last(i.in[0]), lossScale);
     break;
+  case Op::Upcast: {
+    const Tensor &in = p.tensors[i.in[0]];
+    if (in.dtype == DType::BF16)
+      kernels::fromBf16(t<uint16_t>(i.in[0]), f(i.out[0]), in.numel());
+    else // an unsharded unit keeps f32: round as a bf16 copy would
+      kernels::roundToBf16(f(i.in[0]), f(i.out[0]), in.numel());
+    break;
+  }
   case Op::Alloc: {
     int64_t bytes = p.units[i.unit].paddedNumel * 4;
     std::memset(at(i.dst), 0, bytes);
@@ -388,13 +396,29 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
       break;
     case Op::AllGather: {
       const Unit &u = p.units[inst.unit];
-      touch(inst.dst, u.paddedNumel * 4);
-      ok = comm.allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel);
+      if (inst.bf16) {
+        // Round this rank's shard into its own slot, then gather in place.
+        touch(inst.dst, u.paddedNumel * 2);
+        uint16_t *slot = at<uint16_t>(inst.dst) + shardMember() * u.shardNumel;
+        kernels::toBf16(at(u.shardOffset), slot, u.shardNumel);
+        ok = comm.allGather(Group::Shard, slot, at(inst.dst), u.shardNumel * 2);
+      } else {
+        touch(inst.dst, u.paddedNumel * 4);
+        ok = comm.allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel * 4);
+      }
       break;
     }
     case Op::ReduceScatter: {
       const Unit &u = p.units[inst.unit];
-      ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset), u.shardNumel);
+      if (inst.bf16) {
+        // The gradient buffer is rounded to bf16 in place, in its first half.
+        uint16_t *half = at<uint16_t>(inst.src);
+        kernels::toBf16(at(inst.src), half, u.paddedNumel);
+        ok = comm.reduceScatterAddBf16(Group::Shard, half, at(u.gradShardOffset), u.shardNumel);
+      } else {
+        ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset),
+                                   u.shardNumel);
+      }
       break;
     }
     case Op::AllReduce: {

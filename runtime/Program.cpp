@@ -24,7 +24,9 @@ int64_t Tensor::numel() const {
     n *= d;
   return n;
 }
-int64_t Tensor::bytes() const { return numel() * (dtype == DType::I64 ? 8 : 4); }
+int64_t Tensor::bytes() const {
+  return numel() * (dtype == DType::I64 ? 8 : dtype == DType::BF16 ? 2 : 4);
+}
 
 static const std::map<std::string, Op> &opTable() {
   static const std::map<std::string, Op> table = {
@@ -39,6 +41,7 @@ static const std::map<std::string, Op> &opTable() {
       {"gelu_grad", Op::GeluGrad}, {"silu_mul", Op::SiluMul},
       {"silu_mul_grad", Op::SiluMulGrad}, {"add", Op::Add},
       {"cross_entropy", Op::CrossEntropy}, {"cross_entropy_grad", Op::CrossEntropyGrad},
+      {"upcast", Op::Upcast},
       {"record", Op::Record}, {"wait", Op::Wait}, {"alloc", Op::Alloc}, {"free", Op::Free},
       {"optimizer_step", Op::OptimizerStep}, {"all_gather", Op::AllGather},
       {"reduce_scatter", Op::ReduceScatter}, {"all_reduce", Op::AllReduce},
@@ -134,6 +137,13 @@ void Loader::run() {
   p.seqLen = get<int64_t>(j, "seq_len", "top level");
   p.arenaBytes = get<int64_t>(j, "arena_bytes", "top level");
   p.events = get<int64_t>(j, "events", "top level");
+  if (j.contains("param_dtype"))
+    p.paramDtype = get<std::string>(j, "param_dtype", "top level");
+  if (j.contains("reduce_dtype"))
+    p.reduceDtype = get<std::string>(j, "reduce_dtype", "top level");
+  for (const std::string &d : {p.paramDtype, p.reduceDtype})
+    if (d != "f32" && d != "bf16")
+      fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
   if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
     fail("top level", "shard_size " + std::to_string(p.shardSize) +
                           " must divide world_size " + std::to_string(p.worldSize));
@@ -155,6 +165,8 @@ void Loader::run() {
       t.dtype = DType::F32;
     else if (dtype == "i64")
       t.dtype = DType::I64;
+    else if (dtype == "bf16")
+      t.dtype = DType::BF16;
     else
       fail(where, "dtype '" + dtype + "' is not supported by the CPU runtime");
     for (int64_t d : t.shape)
@@ -301,6 +313,12 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("module"))
     inst.module = get<std::string>(j, "module", where);
+  if (j.contains("dtype")) {
+    std::string d = get<std::string>(j, "dtype", where);
+    if (d != "bf16" && d != "f32")
+      fail(where, "dtype '" + d + "' is not supported (f32 or bf16)");
+    inst.bf16 = d == "bf16";
+  }
   return inst;
 }
 
@@ -450,6 +468,12 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     arity(1, 1);
     sameShape(inst.in[0], inst.out[0]);
     break;
+  case Op::Upcast:
+    arity(1, 1);
+    f32(inst.out[0]);
+    if (t(inst.in[0]).numel() != t(inst.out[0]).numel() || t(inst.in[0]).dtype == DType::I64)
+      fail(where, "upcast reads a bf16 or f32 parameter of the output's size");
+    break;
   case Op::GeluGrad:
     arity(2, 1);
     sameShape(inst.in[0], inst.in[1]);
@@ -483,7 +507,7 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     checkRange(where, inst.dst, unit().paddedNumel * 4);
     break;
   case Op::AllGather:
-    checkRange(where, inst.dst, unit().paddedNumel * 4);
+    checkRange(where, inst.dst, unit().paddedNumel * (inst.bf16 ? 2 : 4));
     break;
   case Op::ReduceScatter:
     checkRange(where, inst.src, unit().paddedNumel * 4);

@@ -19,7 +19,7 @@ namespace fsdp::program {
 inline constexpr const char *kFormat = "fsdp-program";
 inline constexpr int kVersion = 1;
 
-enum class DType { F32, I64 };
+enum class DType { F32, I64, BF16 };
 
 struct Tensor {
   int64_t offset = 0;
@@ -48,7 +48,7 @@ enum class Op {
   PositionIds, Embedding, EmbeddingGrad, Linear, LinearGradInput, LinearGradWeight, BiasGrad,
   LayerNorm, LayerNormGrad, RMSNorm, RMSNormGrad, Rope, Split, Concat, CausalAttention,
   CausalAttentionGrad, Gelu, GeluGrad, SiluMul, SiluMulGrad, Add, CrossEntropy,
-  CrossEntropyGrad, Record, Wait, Alloc, Free, OptimizerStep,
+  CrossEntropyGrad, Upcast, Record, Wait, Alloc, Free, OptimizerStep,
   // comm
   AllGather, ReduceScatter, AllReduce, GradNorm,
 };
@@ -60,6 +60,7 @@ struct Instruction {
   int64_t event = -1, unit = -1;
   int64_t dst = -1, src = -1;   // arena offsets (alloc, all_gather, reduce_scatter)
   bool freeParams = false;      // free: params or grads
+  bool bf16 = false;            // all_gather, reduce_scatter: in bf16
   // attributes
   bool layoutInOut = false;
   double eps = 0, theta = 0;
@@ -80,6 +81,7 @@ struct Program {
   std::string modelName, modelType, strategy;
   int64_t parameters = 0;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
+  std::string paramDtype = "f32", reduceDtype = "f32";
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
   int64_t tokens = -1, targets = -1, loss = -1;
   std::vector<Unit> units;

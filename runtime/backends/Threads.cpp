@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
+#include "runtime/kernels/cpu.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -16,6 +17,8 @@
 #include <vector>
 
 using namespace fsdp::runtime;
+using fsdp::kernels::bf16ToFloat;
+using fsdp::kernels::floatToBf16;
 
 int Communicator::groupSize(Group g) const {
   switch (g) {
@@ -130,14 +133,32 @@ public:
   int rank() const override { return myRank; }
   int worldSize() const override { return world->worldSize; }
 
-  bool allGather(Group g, const float *src, float *dst, int64_t count) override {
+  bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
     auto &s = world->group(g, myRank);
     int me = memberIndex(g);
     s.slots[me] = src;
     if (!world->barrier(s))
       return false;
-    for (int j = 0; j < s.size; ++j)
-      std::memcpy(dst + j * count, s.slots[j], count * sizeof(float));
+    for (int j = 0; j < s.size; ++j) {
+      char *to = static_cast<char *>(dst) + j * bytes;
+      if (to != s.slots[j])
+        std::memcpy(to, s.slots[j], bytes);
+    }
+    return world->barrier(s);
+  }
+
+  bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
+    auto &s = world->group(g, myRank);
+    int me = memberIndex(g);
+    s.slots[me] = src;
+    if (!world->barrier(s))
+      return false;
+    for (int64_t k = 0; k < count; ++k) {
+      float sum = 0;
+      for (int j = 0; j < s.size; ++j)
+        sum += bf16ToFloat(static_cast<const uint16_t *>(s.slots[j])[me * count + k]);
+      dst[k] += bf16ToFloat(floatToBf16(sum));
+    }
     return world->barrier(s);
   }
 

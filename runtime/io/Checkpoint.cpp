@@ -189,8 +189,8 @@ std::string fsdp::io::saveFullWeights(const std::string &path, const program::Pr
     for (size_t i = 0; i < p.units.size(); ++i) {
       const auto &u = p.units[i];
       full[i].resize(u.paddedNumel);
-      if (!comm.allGather(runtime::Group::Shard, reinterpret_cast<float *>(arena + u.shardOffset),
-                          full[i].data(), u.shardNumel))
+      if (!comm.allGather(runtime::Group::Shard, arena + u.shardOffset, full[i].data(),
+                          u.shardNumel * 4))
         return "weights not written: " + comm.error();
     }
   std::string err;

@@ -696,4 +696,19 @@ FSDP_HOT double sumOfSquares(const float *x, int64_t n) {
   return rowSum(n, [=](int64_t i) { return double(x[i]) * double(x[i]); });
 }
 
+void toBf16(const float *x, uint16_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = floatToBf16(x[i]);
+}
+
+void fromBf16(const uint16_t *h, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16ToFloat(h[i]);
+}
+
+void roundToBf16(const float *x, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = bf16ToFloat(floatToBf16(x[i]));
+}
+
 } // namespace fsdp::kernels

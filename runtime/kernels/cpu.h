@@ -102,6 +102,28 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, cons
            int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
            double weightDecay, double gradScale);
 
+// bf16 (the top half of an f32), rounded to nearest even; NaN stays NaN.
+inline uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return (uint16_t)(bits >> 16);
+}
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+// out[i] = bf16(x[i]); out may alias x (front to back, it never overtakes).
+void toBf16(const float *x, uint16_t *out, int64_t n);
+// out[i] = float(h[i])
+void fromBf16(const uint16_t *h, float *out, int64_t n);
+// out[i] = float(bf16(x[i])): what a bf16 copy of x would hold
+void roundToBf16(const float *x, float *out, int64_t n);
+
 // Sum of squares, accumulated in double.
 double sumOfSquares(const float *x, int64_t n);
 

@@ -30,8 +30,10 @@ static cl::opt<std::string> outputPath("o", cl::desc("write the plan: .mlir or .
                                        cl::value_desc("PLAN"), cl::cat(category));
 static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(0),
                                   cl::cat(category));
-static cl::opt<int64_t> microBatch("micro-batch", cl::desc("sequences per rank per micro-step"),
-                                   cl::init(1), cl::cat(category));
+static cl::opt<std::string> microBatch(
+    "micro-batch",
+    cl::desc("sequences per rank per micro-step, or 'max': the largest that fits --memory-budget"),
+    cl::init("1"), cl::cat(category));
 static cl::opt<int64_t> seqLen("seq-len", cl::desc("tokens per sequence (default: the model's maximum)"),
                                cl::init(0), cl::cat(category));
 static cl::opt<std::string> strategy(
@@ -131,7 +133,11 @@ int main(int argc, char **argv) {
 
   PlanOptions o;
   o.worldSize = worldSize;
-  o.microBatch = microBatch;
+  bool searchMicroBatch = microBatch == "max";
+  if (!searchMicroBatch) {
+    if (llvm::StringRef(microBatch).getAsInteger(10, o.microBatch) || o.microBatch < 1)
+      return fail("--micro-batch must be a positive integer or 'max', not '" + microBatch + "'");
+  }
   o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
   o.strategy = strategy;
   o.shardSize = shardSize;
@@ -157,6 +163,57 @@ int main(int argc, char **argv) {
                   "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000)");
   }
 
+  // --micro-batch max: the largest micro-batch whose plan fits the budget,
+  // found by planning (doubling, then bisecting); each probe is a whole plan.
+  std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
+  if (searchMicroBatch) {
+    if (!budget)
+      return fail("--micro-batch max needs --memory-budget");
+    auto peakFor = [&](int64_t b) -> std::optional<int64_t> {
+      mlir::MLIRContext probeContext;
+      probeContext.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+      ImportError probeError;
+      auto probe = loadModel(inputPath, &probeContext, importOptions, probeError);
+      PlanOptions po = o;
+      po.microBatch = b;
+      if (!probe || mlir::failed(runPlanPipeline(*probe, po)))
+        return std::nullopt;
+      return planFigures(*probe).peakBytes;
+    };
+    auto first = peakFor(1);
+    if (!first)
+      return 1;
+    if (*first > *budget)
+      return fail("no micro-batch fits the budget of " + humanBytes(*budget) +
+                  ": a micro-batch of 1 already needs " + humanBytes(*first) + " per rank");
+    int64_t lo = 1, hi = 2;
+    std::optional<int64_t> hiPeak;
+    for (;; hi *= 2) {
+      hiPeak = peakFor(hi);
+      if (!hiPeak)
+        return 1;
+      if (*hiPeak > *budget || hi >= (1 << 20))
+        break;
+      lo = hi;
+    }
+    if (*hiPeak <= *budget)
+      return fail("every micro-batch up to " + std::to_string(hi) + " fits the budget");
+    while (hi - lo > 1) {
+      int64_t mid = lo + (hi - lo) / 2;
+      auto peak = peakFor(mid);
+      if (!peak)
+        return 1;
+      if (*peak <= *budget)
+        lo = mid;
+      else {
+        hi = mid;
+        hiPeak = peak;
+      }
+    }
+    o.microBatch = lo;
+    nextTooBig = {{hi, *hiPeak}};
+  }
+
   if (mlir::failed(runPlanPipeline(*module, o)))
     return 1; // the pass has reported where
   PlanFigures figures = planFigures(*module);
@@ -164,6 +221,10 @@ int main(int argc, char **argv) {
 
   if (!reportPath.empty()) {
     nlohmann::ordered_json report = planReport(model, o, figures, budget);
+    if (nextTooBig)
+      report["micro_batch_search"] = {{"largest_that_fits", o.microBatch},
+                                      {"next", nextTooBig->first},
+                                      {"next_peak_bytes", nextTooBig->second}};
     if (!writeAtomically(reportPath, [&](llvm::raw_ostream &os) {
           os << report.dump(2) << "\n";
           return true;
@@ -172,6 +233,10 @@ int main(int argc, char **argv) {
   }
   if (summary)
     printPlanSummary(model, o, figures, budget, llvm::outs());
+  if (nextTooBig && (summary || outputPath.empty()))
+    llvm::outs() << "largest micro-batch that fits " << humanBytes(*budget) << ": "
+                 << o.microBatch << " (" << humanBytes(figures.peakBytes) << " per rank); "
+                 << nextTooBig->first << " would need " << humanBytes(nextTooBig->second) << "\n";
   if (!fits) {
     return fail("the plan needs " + humanBytes(figures.peakBytes) + " (" +
                 withCommas(figures.peakBytes) + " bytes) per rank, over the budget of " +

@@ -181,6 +181,62 @@ def main():
     print("%-11s %5d %-14s %14s %14s %10s %s" % (model, 3, "resume at %d" % (args.steps // 2),
                                               "identical" if same else "differ", "", "",
                                               "ok" if same else "FAILED %s vs %s" % (a, b)))
+    # Mixed precision: bf16 parameters (f32 reductions) against PyTorch doing
+    # the same rounding, at world sizes 1, 2 and 4; the peak stays exact.
+    for model in args.models.split(","):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        ref_metrics = os.path.join(args.work, model + ".bf16.ref.jsonl")
+        run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+             "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+             "--seq-len", str(SEQ), "--bf16-params", "--metrics", ref_metrics, "--quiet"])
+        for world in (1, 2, 4):
+            tag = "%s.w%d.bf16" % (model, world)
+            plan = os.path.join(args.work, tag + ".plan.json")
+            run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+                 "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
+                 "--param-dtype", "bf16", "-o", plan])
+            metrics = os.path.join(args.work, tag + ".jsonl")
+            run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+                 "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
+            a, b = read_metrics(ref_metrics), read_metrics(metrics)
+            loss = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in b)
+            ok = loss <= 1e-3 and exact and len(b) == args.steps
+            total += 1
+            failures += not ok
+            print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
+                model, world, "bf16 params", loss, "", "exact" if exact else "DIFFERENT",
+                "ok" if ok else "FAILED"))
+
+    # Activation checkpointing: the same losses bit for bit, and the measured
+    # peak lower by what the plan predicted.
+    model = args.models.split(",")[0]
+    config = os.path.join(ROOT, "models", model, "config.json")
+    weights = os.path.join(args.work, model + ".init.safetensors")
+    peaks, losses = {}, {}
+    for ac in ("none", "blocks"):
+        tag = "%s.ac-%s" % (model, ac)
+        plan = os.path.join(args.work, tag + ".plan.json")
+        report = os.path.join(args.work, tag + ".report.json")
+        run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", "2",
+             "--micro-batch", "4", "--seq-len", "128", "--activation-checkpointing", ac,
+             "-o", plan, "--report", report])
+        metrics = os.path.join(args.work, tag + ".jsonl")
+        run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+             "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
+        m = read_metrics(metrics)
+        losses[ac] = [x["loss"] for x in m]
+        peaks[ac] = (m[-1]["peak_bytes"], json.load(open(report))["memory"]["peak_bytes"])
+    saved_measured = peaks["none"][0] - peaks["blocks"][0]
+    saved_predicted = peaks["none"][1] - peaks["blocks"][1]
+    ok = losses["none"] == losses["blocks"] and saved_measured == saved_predicted > 0
+    total += 1
+    failures += not ok
+    print("%-11s %5d %-14s %14s %14s %10s %s" % (
+        model, 2, "checkpointing", "identical" if losses["none"] == losses["blocks"] else "differ",
+        "-%d B" % saved_measured, "predicted" if saved_measured == saved_predicted else
+        "-%d B predicted" % saved_predicted, "ok" if ok else "FAILED"))
     print("%d passed, %d failed" % (total - failures, failures))
     sys.exit(1 if failures else 0)
 

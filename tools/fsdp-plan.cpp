@@ -219,8 +219,30 @@ int main(int argc, char **argv) {
   PlanFigures figures = planFigures(*module);
   bool fits = !budget || figures.peakBytes <= *budget;
 
+  // What the memory and precision settings did: the same plan without them.
+  std::optional<PlanFigures> baseline;
+  if (o.activationCheckpointing != "none" || o.paramDtype != "f32" || o.reduceDtype != "f32") {
+    mlir::MLIRContext baseContext;
+    baseContext.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+    ImportError baseError;
+    auto base = loadModel(inputPath, &baseContext, importOptions, baseError);
+    PlanOptions bo = o;
+    bo.activationCheckpointing = "none";
+    bo.paramDtype = bo.reduceDtype = "f32";
+    if (base && mlir::succeeded(runPlanPipeline(*base, bo)))
+      baseline = planFigures(*base);
+  }
+
   if (!reportPath.empty()) {
     nlohmann::ordered_json report = planReport(model, o, figures, budget);
+    if (baseline)
+      report["without_settings"] = {
+          {"activation_checkpointing", "none"}, {"param_dtype", "f32"}, {"reduce_dtype", "f32"},
+          {"peak_bytes", baseline->peakBytes},
+          {"activations_bytes", baseline->activationsBytes},
+          {"unsharded_bytes", baseline->unshardedBytes},
+          {"all_gather", baseline->allGatherBytes},
+          {"reduce_scatter", baseline->reduceScatterBytes}};
     if (nextTooBig)
       report["micro_batch_search"] = {{"largest_that_fits", o.microBatch},
                                       {"next", nextTooBig->first},
@@ -233,6 +255,22 @@ int main(int argc, char **argv) {
   }
   if (summary)
     printPlanSummary(model, o, figures, budget, llvm::outs());
+  if (summary && baseline) {
+    auto change = [&](const char *what, int64_t before, int64_t after) {
+      llvm::outs() << "  " << llvm::left_justify(what, 34)
+                    << llvm::right_justify(humanBytes(before), 10) << " -> "
+                    << llvm::right_justify(humanBytes(after), 10) << "\n";
+    };
+    llvm::outs() << "\nwhat checkpointing " << o.activationCheckpointing << ", parameters "
+                 << o.paramDtype << " and reductions " << o.reduceDtype
+                 << " did (against none, f32, f32)\n";
+    change("peak per rank", baseline->peakBytes, figures.peakBytes);
+    change("activations at the peak", baseline->activationsBytes, figures.activationsBytes);
+    change("unsharded at the peak", baseline->unshardedBytes, figures.unshardedBytes);
+    change("all_gather per micro-step", baseline->allGatherBytes, figures.allGatherBytes);
+    change("reduce_scatter per micro-step", baseline->reduceScatterBytes,
+           figures.reduceScatterBytes);
+  }
   if (nextTooBig && (summary || outputPath.empty()))
     llvm::outs() << "largest micro-batch that fits " << humanBytes(*budget) << ": "
                  << o.microBatch << " (" << humanBytes(figures.peakBytes) << " per rank); "

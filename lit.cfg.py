@@ -16,6 +16,9 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 config.substitutions.append(("%e2e", os.path.join(config.fsdp_src_root, "tests", "e2e")))
 # Debian's interpreter, which has torch; the first python3 on PATH may not.
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# OpenMPI refuses root unless told; CI runs as root.
+config.substitutions.append(
+    ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun"))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])

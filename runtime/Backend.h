@@ -57,6 +57,13 @@ std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize);
 std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world,
                                                   int rank);
 
+/// One process a rank under mpirun (OpenMPI). initMPI is called first and
+/// says whether MPI gives the thread support the two streams need.
+bool initMPI(int *argc, char ***argv, int *rank, int *size);
+void finalizeMPI();
+void abortMPI();
+std::unique_ptr<Communicator> mpiCommunicator(int shardSize);
+
 } // namespace fsdp::runtime
 
 #endif

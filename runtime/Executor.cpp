@@ -571,6 +571,20 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
 
 } // namespace
 
+std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
+                                   Communicator &comm,
+                                   const std::function<void(const StepReport &)> &onStep) {
+  openblas_set_num_threads(1);
+  io::Dataset data;
+  std::string err = data.open(options.data, program);
+  if (!err.empty()) {
+    comm.abort("rank " + std::to_string(comm.rank()) + ": " + err);
+    return err;
+  }
+  Rank rank(program, options, comm, data);
+  return rank.run(onStep);
+}
+
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
                                       const std::function<void(const StepReport &)> &onStep) {
   io::Dataset data;

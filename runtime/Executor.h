@@ -38,6 +38,12 @@ struct StepReport {
 std::string runThreads(const program::Program &program, const RunOptions &options,
                        const std::function<void(const StepReport &)> &onStep);
 
+class Communicator;
+/// Runs this process's rank of `program` with `comm` (MPI: one process a
+/// rank). `onStep` is called on rank 0.
+std::string runRank(const program::Program &program, const RunOptions &options,
+                    Communicator &comm, const std::function<void(const StepReport &)> &onStep);
+
 } // namespace fsdp::runtime
 
 #endif

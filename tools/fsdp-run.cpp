@@ -7,6 +7,7 @@
 // fsdp-translate, found beside this binary.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 
@@ -167,10 +168,23 @@ int main(int argc, char **argv) {
   }
   if (o.steps < 1 || o.gradAccum < 1)
     return fail("--steps and --grad-accum must be at least 1");
-  if (backend == "mpi" || backend == "nccl")
-    return fail("--backend " + backend + " is not built into this fsdp-run yet; use threads");
-  if (backend != "threads")
+  if (backend == "nccl")
+    return fail("--backend nccl is not built into this fsdp-run yet; use threads or mpi");
+  if (backend != "threads" && backend != "mpi")
     return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
+  // Under MPI every process is a rank; rank 0 speaks for the job.
+  int mpiRank = 0, mpiSize = 1;
+  if (backend == "mpi") {
+    if (!runtime::initMPI(&argc, &argv, &mpiRank, &mpiSize))
+      return fail("MPI does not provide the thread support fsdp-run needs (serialized)");
+    if (mpiRank != 0)
+      quiet = true;
+  }
+  auto finish = [&](int rc) {
+    if (backend == "mpi")
+      runtime::finalizeMPI();
+    return rc;
+  };
 
   std::string programPath = planPath, tmp;
   if (planPath.size() > 5 && planPath.compare(planPath.size() - 5, 5, ".mlir") == 0) {
@@ -184,21 +198,26 @@ int main(int argc, char **argv) {
   if (!tmp.empty())
     std::remove(tmp.c_str());
   if (!err.empty())
-    return fail(err);
+    return finish(mpiRank == 0 ? fail(err) : 1);
+  if (backend == "mpi" && mpiSize != p.worldSize)
+    return finish(mpiRank == 0 ? fail("the plan is for " + std::to_string(p.worldSize) +
+                                      " ranks, but mpirun started " + std::to_string(mpiSize) +
+                                      " processes")
+                               : 1);
 
   std::ofstream metrics;
-  if (!metricsPath.empty()) {
+  if (!metricsPath.empty() && mpiRank == 0) {
     metrics.open(metricsPath, std::ios::trunc);
     if (!metrics)
       return fail(metricsPath + ": cannot write the metrics");
   }
   int64_t G = p.microBatch * p.worldSize * o.gradAccum;
   if (!quiet)
-    std::printf("fsdp-run: %s, %s over %lld ranks (threads), arena %s per rank; "
+    std::printf("fsdp-run: %s, %s over %lld ranks (%s), arena %s per rank; "
                 "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
                 "global batch %lld sequences; OpenBLAS %s kernels\n",
                 p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
-                human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
+                backend == "mpi" ? "MPI processes" : "threads", human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
                 (long long)o.gradAccum, (long long)G, openblas_get_corename());
   runtime::StepReport lastReport;
   auto onStep = [&](const runtime::StepReport &r) {
@@ -222,14 +241,22 @@ int main(int argc, char **argv) {
       metrics.flush();
     }
   };
-  err = runtime::runThreads(p, o, onStep);
-  if (!err.empty())
-    return fail(err);
+  if (backend == "mpi") {
+    auto comm = runtime::mpiCommunicator((int)p.shardSize);
+    err = runtime::runRank(p, o, *comm, onStep);
+    comm.reset();
+    if (!err.empty()) // the failing rank has aborted the job; this is a peer
+      return finish(fail(err));
+  } else {
+    err = runtime::runThreads(p, o, onStep);
+    if (!err.empty())
+      return fail(err);
+  }
   if (!quiet && lastReport.step > 0)
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s (communication staging and the token data)\n",
                 human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
                 human(lastReport.outsideArenaBytes).c_str());
-  return 0;
+  return finish(0);
 }

@@ -49,6 +49,8 @@ private:
   ojson tensors = ojson::array();
   DenseMap<Value, int64_t> eventIds;
   int64_t numEvents = 0;
+  StringRef blockPrefix;
+  bool inBackward = false, inOptimizer = false;
 };
 
 int64_t Lowering::tensorId(ArrayRef<int64_t> shape, StringRef dtype, int64_t offset) {
@@ -145,6 +147,11 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
   }
   inst["in"] = in;
   inst["out"] = out;
+  // For traces: the unit the op works for and its phase.
+  std::string unit = unitNameOf(&op, byParam, blockPrefix);
+  if (unitIndex.count(unit))
+    inst["unit"] = unitIndex[unit];
+  inst["phase"] = inOptimizer ? "optimizer" : inBackward ? "backward" : "forward";
   if (auto s = op.getAttrOfType<IntegerAttr>("scratch_offset")) {
     inst["scratch"] = s.getInt();
     inst["scratch_bytes"] = scratchBytes(&op, B, S);
@@ -156,6 +163,7 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
 LogicalResult Lowering::run(raw_ostream &os) {
   if (!step->hasAttr("arena_bytes"))
     return step.emitOpError() << "has no memory plan; lowering needs every buffer's offset";
+  blockPrefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
   B = stepInt(step, "micro_batch", 1);
   S = stepInt(step, "seq_len", 1);
   units = getUnits(module);
@@ -213,7 +221,11 @@ LogicalResult Lowering::run(raw_ostream &os) {
   Value loss;
   auto byName = unitsByName(module);
   auto unitOf = [&](Operation *op) { return unitOfOp(op, byName); };
+  auto phaseName = [&]() -> const char * {
+    return phase == 1 ? "optimizer" : inBackward ? "backward" : "forward";
+  };
   auto issue = [&](Operation *op, ojson inst) {
+    inst["phase"] = phaseName();
     int64_t ready = numEvents++, done = numEvents++;
     phases[phase]["compute"].push_back({{"op", "record"}, {"event", ready}});
     phases[phase]["comm"].push_back({{"op", "wait"}, {"event", ready}});
@@ -222,9 +234,14 @@ LogicalResult Lowering::run(raw_ostream &os) {
     eventIds[op->getResult(0)] = done;
   };
 
+  Operation *bwdStart = backwardStart(step);
   for (Operation &op : block) {
-    if (isa<plan::GradNormOp>(op))
+    if (&op == bwdStart)
+      inBackward = true;
+    if (isa<plan::GradNormOp>(op)) {
       phase = 1; // the optimizer phase runs once per step, after all micro-steps
+      inOptimizer = true;
+    }
     ojson &compute = phases[phase]["compute"];
     if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
       plan::UnitOp u = unitOf(g);
@@ -255,18 +272,20 @@ LogicalResult Lowering::run(raw_ostream &os) {
     } else if (isa<plan::GradNormOp>(op)) {
       issue(&op, {{"op", "grad_norm"}, {"group", "shard"}});
     } else if (auto w = dyn_cast<plan::WaitOp>(op)) {
-      compute.push_back({{"op", "wait"}, {"event", eventIds.lookup(w.getEvent())}});
+      compute.push_back({{"op", "wait"}, {"event", eventIds.lookup(w.getEvent())},
+                         {"phase", phaseName()}});
     } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
       plan::UnitOp u = unitOf(a);
       if (!a.getOffset())
         return a.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
       gradOffset[u] = *a.getOffset();
       compute.push_back({{"op", "alloc"}, {"kind", "grads"},
-                         {"unit", unitIndex[u.getSymName()]}, {"dst", *a.getOffset()}});
+                         {"unit", unitIndex[u.getSymName()]}, {"dst", *a.getOffset()},
+                         {"phase", phaseName()}});
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
       plan::UnitOp u = unitOf(f);
       compute.push_back({{"op", "free"}, {"kind", plan::stringifyBufferKind(f.getKind()).str()},
-                         {"unit", unitIndex[u.getSymName()]}});
+                         {"unit", unitIndex[u.getSymName()]}, {"phase", phaseName()}});
       if (f.getKind() == plan::BufferKind::params)
         gatherOffset.erase(u);
       else
@@ -274,7 +293,8 @@ LogicalResult Lowering::run(raw_ostream &os) {
     } else if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
       if (!o.getUnit())
         return o.emitOpError() << "is not per unit (run fsdp-insert-collectives)";
-      compute.push_back({{"op", "optimizer_step"}, {"unit", unitIndex[*o.getUnit()]}});
+      compute.push_back({{"op", "optimizer_step"}, {"unit", unitIndex[*o.getUnit()]},
+                         {"phase", phaseName()}});
     } else if (auto r = dyn_cast<plan::ReturnOp>(op)) {
       loss = r.getOperand(0);
     } else if (isa<nn::ParamOp, plan::GradOp>(op)) {

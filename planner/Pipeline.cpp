@@ -65,6 +65,13 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
   return f;
 }
 
+PlanFigures fsdp::planFigures(ModuleOp module, const Cluster &cluster, int64_t gradAccum) {
+  PlanFigures f = planFigures(module);
+  f.predicted = predict(module, cluster, gradAccum);
+  f.clusterName = cluster.name;
+  return f;
+}
+
 nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOptions &o,
                                         const PlanFigures &f, std::optional<int64_t> budget) {
   nlohmann::ordered_json r;
@@ -100,6 +107,16 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["comm"] = {{"all_gather", f.allGatherBytes},
                {"reduce_scatter", f.reduceScatterBytes},
                {"all_reduce", f.allReduceBytes}};
+  if (f.predicted) {
+    const Prediction &p = *f.predicted;
+    r["predicted"] = {{"cluster", f.clusterName},
+                      {"step_time_s", p.stepTimeS},
+                      {"micro_step_time_s", p.microStepTimeS},
+                      {"optimizer_time_s", p.optimizerTimeS},
+                      {"exposed_comm_s", p.exposedCommS},
+                      {"tokens_per_s", p.tokensPerS},
+                      {"mfu", p.mfu}};
+  }
   if (budget)
     r["memory_budget"] = *budget;
   r["fits"] = !budget || f.peakBytes <= *budget;
@@ -152,6 +169,14 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
   os << "\ncommunication per rank per micro-step: all_gather "
      << humanBytes(f.allGatherBytes) << ", reduce_scatter " << humanBytes(f.reduceScatterBytes)
      << ", all_reduce " << humanBytes(f.allReduceBytes) << "\n";
+  if (f.predicted) {
+    const Prediction &p = *f.predicted;
+    os << llvm::format("\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "
+                       "communication %.4f s of which %.4f s exposed; optimizer %.4f s)\n"
+                       "  %.0f tokens/s, MFU %.1f%%\n",
+                       f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS,
+                       p.exposedCommS, p.optimizerTimeS, p.tokensPerS, 100 * p.mfu);
+  }
 }
 
 std::optional<int64_t> fsdp::parseSize(llvm::StringRef text) {

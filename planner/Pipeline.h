@@ -2,6 +2,7 @@
 #ifndef FSDP_PLANNER_PIPELINE_H
 #define FSDP_PLANNER_PIPELINE_H
 
+#include "planner/CostModel.h"
 #include "planner/ModelSummary.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -43,8 +44,12 @@ struct PlanFigures {
     int64_t params = 0, paddedNumel = 0, shardNumel = 0;
   };
   std::vector<Unit> units;
+  std::optional<Prediction> predicted;
+  std::string clusterName;
 };
 PlanFigures planFigures(mlir::ModuleOp module);
+/// The same, with the step time predicted on `cluster`.
+PlanFigures planFigures(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAccum);
 
 /// The report of docs/plan-format.md's `--report`.
 nlohmann::ordered_json planReport(const ModelSummary &model, const PlanOptions &options,

@@ -49,6 +49,25 @@ plan::UnitOp fsdp::unitOfValue(Value v, const llvm::StringMap<plan::UnitOp> &uni
   return it == units.end() ? plan::UnitOp() : it->second;
 }
 
+std::string fsdp::unitNameOf(Operation *op, const llvm::StringMap<plan::UnitOp> &byParam,
+                             StringRef blockPrefix) {
+  for (Value v : op->getOperands()) {
+    Value p = v;
+    if (auto up = v.getDefiningOp<plan::UpcastOp>())
+      p = up.getParam();
+    if (plan::UnitOp u = unitOfValue(p, byParam))
+      return u.getSymName().str();
+  }
+  if (auto ref = op->getAttrOfType<FlatSymbolRefAttr>("unit"))
+    return ref.getValue().str();
+  if (auto m = op->getAttrOfType<StringAttr>("module")) {
+    StringRef path = m.getValue();
+    if (!blockPrefix.empty() && path.consume_front(blockPrefix) && path.consume_front("."))
+      return "block" + path.split('.').first.str();
+  }
+  return "root";
+}
+
 Operation *fsdp::backwardStart(plan::StepOp step) {
   for (Operation &op : step.getBody().front())
     if (isa<nn::CrossEntropyOp>(op))

@@ -31,6 +31,12 @@ plan::UnitOp unitOfOp(mlir::Operation *op, const llvm::StringMap<plan::UnitOp> &
 /// The unit whose parameter `v` is, or null if `v` is not a parameter.
 plan::UnitOp unitOfValue(mlir::Value v, const llvm::StringMap<plan::UnitOp> &units);
 
+/// The unit an op works for: the unit of a parameter it reads (directly or
+/// through fsdp.upcast), the unit it names, or its block by module path;
+/// otherwise "root".
+std::string unitNameOf(mlir::Operation *op, const llvm::StringMap<plan::UnitOp> &byParam,
+                       llvm::StringRef blockPrefix);
+
 /// The first op of the backward pass: the op after the forward's loss.
 mlir::Operation *backwardStart(plan::StepOp step);
 

@@ -6,7 +6,11 @@
 #include "runtime/io/Safetensors.h"
 #include "runtime/kernels/cpu.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -55,12 +59,23 @@ struct Failure {
   std::string message;
 };
 
+// One executed instruction, for the measured trace.
+struct TraceRecord {
+  const Instruction *inst;
+  int stream; // 0 compute, 1 comm
+  bool optimizer;
+  int64_t step;
+  double start, end; // seconds since the run began
+};
+
 class Rank {
 public:
   Rank(const Program &p, const RunOptions &o, Communicator &comm, const io::Dataset &data)
       : p(p), o(o), comm(comm), data(data), events(p.events) {}
 
   std::string run(const std::function<void(const StepReport &)> &onStep);
+  std::vector<TraceRecord> records[2]; // per stream: each thread appends its own
+  std::chrono::steady_clock::time_point epoch0 = std::chrono::steady_clock::now();
 
 private:
   template <typename T = float> T *at(int64_t offset) {
@@ -98,7 +113,11 @@ private:
   Events events;
   char *arena = nullptr;
   int64_t highWater = 0;
-  int64_t step = 0; // optimizer steps taken
+  int64_t step = 0;      // optimizer steps taken
+  int64_t traceStep = 0; // the step being executed, for traces
+  double now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch0).count();
+  }
   double gradNorm = 0;
   float lossScale = 1;
 
@@ -371,7 +390,9 @@ void Rank::optimizerStep(const Unit &u) {
 }
 
 void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
+  bool optimizer = phase[0] == 'o';
   for (const Instruction &inst : list) {
+    double start = o.trace.empty() ? 0 : now();
     if (inst.op == Op::Record) {
       events.record(inst.event, epoch);
     } else if (inst.op == Op::Wait) {
@@ -381,12 +402,16 @@ void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, i
     } else {
       computeOne(inst);
     }
+    if (!o.trace.empty() && inst.op != Op::Record)
+      records[0].push_back({&inst, 0, optimizer, traceStep, start, now()});
   }
 }
 
 void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
+  bool optimizer = phase[0] == 'o';
   for (const Instruction &inst : list) {
     bool ok = true;
+    double start = o.trace.empty() ? 0 : now();
     switch (inst.op) {
     case Op::Record:
       events.record(inst.event, epoch);
@@ -437,6 +462,8 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
     default:
       break;
     }
+    if (!o.trace.empty() && inst.op != Op::Record && inst.op != Op::Wait)
+      records[1].push_back({&inst, 1, optimizer, traceStep, start, now()});
     if (!ok) {
       std::string why = comm.error();
       commError = where(phase, "comm", inst) + ": " + (why.empty() ? "stopped" : why);
@@ -517,6 +544,7 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
         fail(commError);
     };
     for (int64_t t = first; t < o.steps; ++t) {
+      traceStep = t;
       auto start = std::chrono::steady_clock::now();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
@@ -569,6 +597,45 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
   return error;
 }
 
+// The measured timeline in the predicted one's format: a pid per rank, a
+// thread per stream, each event with its unit and phase.
+std::string writeTrace(const std::string &path, const Program &p,
+                       const std::vector<std::pair<int, const Rank *>> &ranks) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (auto [r, rank] : ranks) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                      {"args", {{"name", "rank " + std::to_string(r) + " (measured)"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+                      {"args", {{"name", "comm"}}}});
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank->records[s]) {
+        const Instruction &i = *t.inst;
+        std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
+        std::string unit = i.unit >= 0 && i.unit < (int64_t)p.units.size()
+                               ? p.units[i.unit].name
+                               : "root";
+        nlohmann::ordered_json ev = {{"name", opName(i.op)}, {"cat", phase}, {"ph", "X"},
+                                     {"pid", r}, {"tid", s}, {"ts", t.start * 1e6},
+                                     {"dur", (t.end - t.start) * 1e6},
+                                     {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
+        if (!i.module.empty())
+          ev["args"]["module"] = i.module;
+        events.push_back(ev);
+      }
+  }
+  nlohmann::ordered_json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+                                {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp);
+  out << doc.dump() << "\n";
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0)
+    return path + ": cannot write the trace";
+  return "";
+}
+
 } // namespace
 
 std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
@@ -582,7 +649,14 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
     return err;
   }
   Rank rank(program, options, comm, data);
-  return rank.run(onStep);
+  std::string result = rank.run(onStep);
+  if (result.empty() && !options.trace.empty()) {
+    // Under MPI each process writes its own rank's timeline.
+    std::string path = comm.rank() == 0 ? options.trace
+                                        : options.trace + ".rank" + std::to_string(comm.rank());
+    result = writeTrace(path, program, {{comm.rank(), &rank}});
+  }
+  return result;
 }
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
@@ -600,14 +674,23 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   for (int r = 0; r < program.worldSize; ++r)
     comms.push_back(threadsCommunicator(world, r));
   std::vector<std::string> errors(program.worldSize);
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int r = 0; r < program.worldSize; ++r)
+    ranks.push_back(std::make_unique<Rank>(program, options, *comms[r], data));
   std::vector<std::thread> threads;
   for (int r = 0; r < program.worldSize; ++r)
-    threads.emplace_back([&, r] {
-      Rank rank(program, options, *comms[r], data);
-      errors[r] = rank.run(onStep);
-    });
+    threads.emplace_back([&, r] { errors[r] = ranks[r]->run(onStep); });
   for (auto &t : threads)
     t.join();
+  bool ok = std::all_of(errors.begin(), errors.end(), [](auto &e) { return e.empty(); });
+  if (ok && !options.trace.empty()) {
+    std::vector<std::pair<int, const Rank *>> all;
+    for (int r = 0; r < program.worldSize; ++r)
+      all.push_back({r, ranks[r].get()});
+    std::string err = writeTrace(options.trace, program, all);
+    if (!err.empty())
+      return err;
+  }
   // The first rank to fail is the cause; the others stopped because of it.
   std::string cause = world ? comms[0]->error() : "";
   for (const std::string &e : errors)

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string weights, data, save, resume, saveWeights;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
   double clipGradNorm = 0;
+  std::string trace; // write the measured timeline here (Chrome trace)
 };
 
 struct StepReport {

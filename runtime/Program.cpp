@@ -313,6 +313,8 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("module"))
     inst.module = get<std::string>(j, "module", where);
+  if (j.contains("phase"))
+    inst.phase = get<std::string>(j, "phase", where);
   if (j.contains("dtype")) {
     std::string d = get<std::string>(j, "dtype", where);
     if (d != "bf16" && d != "f32")

@@ -70,6 +70,7 @@ struct Instruction {
   std::optional<int64_t> llama3OriginalMax;
   int64_t scratch = -1, scratchBytes = 0;
   std::string module;
+  std::string phase; // forward or backward, for traces
   int64_t index = 0; // position in its list, for error messages
 };
 

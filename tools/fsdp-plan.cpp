@@ -10,6 +10,7 @@
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
+#include "planner/CostModel.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
@@ -61,6 +62,15 @@ static cl::opt<std::string> reduceDtype("reduce-dtype", cl::desc("f32 | bf16: gr
 static cl::opt<std::string> memoryBudget("memory-budget",
                                          cl::desc("per-rank bytes, e.g. 80GiB; a plan that does not fit exits 1"),
                                          cl::value_desc("SIZE"), cl::cat(category));
+static cl::opt<std::string> clusterPath(
+    "cluster", cl::desc("hardware description (models/hardware/*.json; default: cpu-local)"),
+    cl::value_desc("FILE"), cl::cat(category));
+static cl::opt<int64_t> gradAccum("grad-accum",
+                                  cl::desc("micro-steps per optimizer step, for the prediction"),
+                                  cl::init(1), cl::cat(category));
+static cl::opt<std::string> tracePath("trace",
+                                      cl::desc("write the predicted timeline (Chrome trace)"),
+                                      cl::value_desc("FILE"), cl::cat(category));
 static cl::opt<bool> summary("summary", cl::desc("print a human-readable summary"),
                              cl::cat(category));
 static cl::opt<std::string> reportPath("report", cl::desc("write the report as JSON to FILE"),
@@ -216,7 +226,23 @@ int main(int argc, char **argv) {
 
   if (mlir::failed(runPlanPipeline(*module, o)))
     return 1; // the pass has reported where
-  PlanFigures figures = planFigures(*module);
+  Cluster cluster = defaultCluster();
+  if (!clusterPath.empty()) {
+    std::string err = loadCluster(clusterPath, cluster);
+    if (!err.empty())
+      return fail(err);
+  }
+  if (gradAccum < 1)
+    return fail("--grad-accum must be at least 1");
+  PlanFigures figures = planFigures(*module, cluster, gradAccum);
+  if (!tracePath.empty()) {
+    auto trace = predictedTrace(*figures.predicted, o.worldSize);
+    if (!writeAtomically(tracePath, [&](llvm::raw_ostream &os) {
+          os << trace.dump() << "\n";
+          return true;
+        }))
+      return 1;
+  }
   bool fits = !budget || figures.peakBytes <= *budget;
 
   // What the memory and precision settings did: the same plan without them.

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
+#include "runtime/Blas.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 
@@ -22,35 +23,7 @@
 
 using namespace fsdp;
 
-extern "C" char *openblas_get_corename(void);
-
-// Debian's OpenBLAS (0.3.21) does not know newer CPUs and falls back to its
-// SSE3 "Prescott" kernels, 4x slower than the AVX-512 ones on this kind of
-// machine (measured: 30 against 116 GFLOP/s for sgemm 1024^3). The choice is
-// made when the library loads, so fsdp-run names the right kernels in
-// OPENBLAS_CORETYPE and starts itself again. An OPENBLAS_CORETYPE already
-// set is respected, and FSDP_KEEP_BLAS_CORE=1 keeps the library's choice.
-static void chooseBlasKernels(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("FSDP_KEEP_BLAS_CORE"))
-    return;
-  const char *core = openblas_get_corename();
-  if (!core || std::strcmp(core, "Prescott") != 0)
-    return;
-  const char *better = nullptr;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    better = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    better = "Haswell";
-#endif
-  if (!better)
-    return;
-  setenv("OPENBLAS_CORETYPE", better, 1);
-  execv("/proc/self/exe", argv);
-  unsetenv("OPENBLAS_CORETYPE"); // exec failed: run on as we are
-}
+using runtime::chooseBlasKernels;
 
 static void usage() {
   std::fprintf(stderr,
@@ -58,7 +31,8 @@ static void usage() {
                "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
                "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
                "         [--grad-accum A] [--metrics FILE] [--save DIR] [--resume DIR]\n"
-               "         [--save-weights FILE.safetensors] [--log-every N] [--quiet]\n");
+               "         [--save-weights FILE.safetensors] [--trace FILE.json] [--log-every N]\n"
+               "         [--quiet]\n");
 }
 
 static int fail(const std::string &msg) {
@@ -115,7 +89,7 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string *> strings = {
       {"--backend", &backend}, {"--weights", &o.weights}, {"--data", &o.data},
       {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
-      {"--save-weights", &o.saveWeights}};
+      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {

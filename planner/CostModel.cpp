@@ -1,0 +1,400 @@
+//===- CostModel.cpp ------------------------------------------------------===//
+#include "planner/CostModel.h"
+#include "planner/Buffers.h"
+
+#include <cmath>
+#include <fstream>
+
+using namespace mlir;
+using namespace fsdp;
+using nlohmann::json;
+
+std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
+  std::ifstream in(path);
+  if (!in)
+    return path + ": cannot read the cluster description";
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error &e) {
+    return path + ": malformed JSON: " + e.what();
+  }
+  try {
+    if (j.value("format", "") != "fsdp-cluster" || j.value("version", 0) != 1)
+      return path + ": not an fsdp-cluster file of version 1";
+    c.name = j.at("name").get<std::string>();
+    c.ranksPerNode = j.at("ranks_per_node").get<int64_t>();
+    c.cores = j.value("cores", (int64_t)0);
+    c.memoryBytes = j.at("memory_bytes").get<int64_t>();
+    const json &k = j.at("compute");
+    c.f32Flops = k.at("f32_flops").get<double>();
+    c.bf16Flops = k.at("bf16_flops").get<double>();
+    c.matmulEfficiency = k.at("matmul_efficiency").get<double>();
+    c.memoryBandwidth = k.at("memory_bandwidth").get<double>();
+    c.memoryEfficiency = k.at("memory_efficiency").get<double>();
+    c.opOverheadS = k.at("op_overhead_s").get<double>();
+    c.vectorFlops = k.value("vector_flops", 0.0);
+    for (auto [link, key] : {std::pair<Link *, const char *>{&c.intraNode, "intra_node"},
+                             std::pair<Link *, const char *>{&c.interNode, "inter_node"}}) {
+      const json &l = j.at(key);
+      link->bandwidth = l.at("bandwidth").get<double>();
+      link->latencyS = l.at("latency_s").get<double>();
+      link->efficiency = l.at("efficiency").get<double>();
+    }
+    if (k.contains("gemm_rates"))
+      for (const json &r : k.at("gemm_rates"))
+        c.gemmRates.push_back({r.at(0).get<double>(), r.at(1).get<double>(),
+                               r.at(2).get<double>(), r.at(3).get<double>()});
+  } catch (const json::exception &e) {
+    return path + ": " + e.what();
+  }
+  if (c.ranksPerNode < 1 || c.f32Flops <= 0 || c.memoryBandwidth <= 0 ||
+      c.intraNode.bandwidth <= 0 || c.interNode.bandwidth <= 0)
+    return path + ": rates and ranks_per_node must be positive";
+  return "";
+}
+
+Cluster fsdp::defaultCluster() {
+  Cluster c;
+  c.name = "cpu-local (defaults; run fsdp-calibrate for this machine's figures)";
+  c.ranksPerNode = 1024;
+  c.cores = 2;
+  c.memoryBytes = 24LL << 30;
+  c.f32Flops = c.bf16Flops = 100e9;
+  c.matmulEfficiency = 0.8;
+  c.memoryBandwidth = 10e9;
+  c.memoryEfficiency = 1.0;
+  c.opOverheadS = 2e-6;
+  c.intraNode = c.interNode = {5e9, 5e-6, 1.0};
+  return c;
+}
+
+double fsdp::collectiveSeconds(CollectiveKind kind, double bytes, int64_t n, const Link &link) {
+  if (n <= 1)
+    return 0;
+  double bw = link.bandwidth * link.efficiency;
+  double steps = n - 1;
+  switch (kind) {
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+    // nccl-tests: busbw = algbw (n-1)/n
+    return steps * link.latencyS + bytes * steps / n / bw;
+  case CollectiveKind::AllReduce: {
+    // Ring: busbw = algbw 2(n-1)/n. Tree: the same volume, log-depth latency.
+    double ring = 2 * steps * link.latencyS + bytes * 2 * steps / n / bw;
+    double tree = 2 * std::ceil(std::log2((double)n)) * link.latencyS + bytes * 2 * steps / n / bw;
+    return std::min(ring, tree);
+  }
+  }
+  return 0;
+}
+
+namespace {
+
+struct OpCost {
+  double flops = 0, bytes = 0;
+  double vectorFlops = 0; // element-wise arithmetic (exp, tanh, statistics)
+  bool matmul = false;
+};
+
+// Element-wise arithmetic per element, counting a transcendental function
+// as about 10 operations; the kernels' loops have these shapes.
+double elementFlops(Operation *op) {
+  if (isa<nn::GeluOp>(op)) return 20;
+  if (isa<nn::GeluGradOp>(op)) return 30;
+  if (isa<nn::SiluMulOp>(op)) return 15;
+  if (isa<nn::SiluMulGradOp>(op)) return 25;
+  if (isa<nn::LayerNormOp, nn::RMSNormOp>(op)) return 8;
+  if (isa<nn::LayerNormGradOp, nn::RMSNormGradOp>(op)) return 16;
+  if (isa<nn::RopeOp>(op)) return 20;
+  if (isa<nn::CrossEntropyOp>(op)) return 20;     // per logit: max, exp, sum
+  if (isa<nn::CrossEntropyGradOp>(op)) return 45; // and the softmax written back
+  return 0;
+}
+
+int64_t numel(Value v, int64_t B, int64_t S) {
+  int64_t n = 1;
+  for (int64_t d : concreteShape(v.getType(), B, S))
+    n *= d;
+  return n;
+}
+
+OpCost opCost(Operation *op, int64_t B, int64_t S) {
+  OpCost c;
+  for (Value v : op->getOperands())
+    if (isa<RankedTensorType>(v.getType()))
+      c.bytes += tensorBytes(v.getType(), B, S);
+  for (Value v : op->getResults())
+    if (isa<RankedTensorType>(v.getType()))
+      c.bytes += tensorBytes(v.getType(), B, S);
+  auto linearFlops = [&](Value w) {
+    auto shape = cast<RankedTensorType>(w.getType()).getShape();
+    return 2.0 * (double)B * S * shape[0] * shape[1];
+  };
+  if (auto l = dyn_cast<nn::LinearOp>(op)) {
+    c.flops = linearFlops(l.getWeight());
+    c.matmul = true;
+  } else if (auto l = dyn_cast<nn::LinearGradInputOp>(op)) {
+    c.flops = linearFlops(l.getWeight());
+    c.matmul = true;
+  } else if (auto l = dyn_cast<nn::LinearGradWeightOp>(op)) {
+    c.flops = linearFlops(l.getResult());
+    c.matmul = true;
+  } else if (auto a = dyn_cast<nn::CausalAttentionOp>(op)) {
+    // QKᵀ and PV over the causal half: 2 B H Dh S (S+1); a softmax (an exp
+    // and a few operations) over every score.
+    int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
+    int64_t heads = a.getNumHeads();
+    c.flops = 2.0 * B * width * S * (S + 1);
+    c.vectorFlops = 15.0 * B * heads * S * (S + 1) / 2;
+    c.matmul = true;
+  } else if (auto a = dyn_cast<nn::CausalAttentionGradOp>(op)) {
+    // Recomputed scores, dP, dQ, dK, dV: five causal products; the softmax
+    // again and its gradient.
+    int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
+    int64_t heads = a.getNumHeads();
+    c.flops = 5.0 * B * width * S * (S + 1);
+    c.vectorFlops = 25.0 * B * heads * S * (S + 1) / 2;
+    c.matmul = true;
+  } else if (auto e = dyn_cast<nn::EmbeddingGradOp>(op)) {
+    c.bytes += tensorBytes(e.getResult().getType(), B, S); // zeroing the table
+  } else if (double per = elementFlops(op)) {
+    c.vectorFlops = per * (double)numel(op->getOperand(0), B, S);
+  }
+  return c;
+}
+
+// Seconds for an m x k by k x n matmul: at the rate of the nearest measured
+// shape (in log space) where there are measurements.
+double gemmSeconds(const Cluster &c, double m, double k, double n, bool bf16) {
+  double flops = 2 * m * k * n;
+  if (flops <= 0)
+    return 0;
+  if (c.gemmRates.empty())
+    return flops / ((bf16 ? c.bf16Flops : c.f32Flops) * c.matmulEfficiency);
+  double bestDist = 1e300, rate = 0;
+  for (const auto &r : c.gemmRates) {
+    double d = std::pow(std::log(m / r.m), 2) + std::pow(std::log(k / r.k), 2) +
+               std::pow(std::log(n / r.n), 2);
+    if (d < bestDist) {
+      bestDist = d;
+      rate = r.rate;
+    }
+  }
+  return flops / rate;
+}
+
+// Matmul seconds of an op, by its shapes: linears as one product, attention
+// as the products on 64-row query tiles the kernels make.
+double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool bf16) {
+  auto dims = [](Value w) {
+    auto s = cast<RankedTensorType>(w.getType()).getShape();
+    return std::pair<double, double>(s[0], s[1]);
+  };
+  double rows = (double)B * S;
+  if (auto l = dyn_cast<nn::LinearOp>(op)) {
+    auto [a, b] = dims(l.getWeight());
+    bool inOut = l.getLayout() == nn::WeightLayout::in_out;
+    return gemmSeconds(c, rows, inOut ? a : b, inOut ? b : a, bf16);
+  }
+  if (auto l = dyn_cast<nn::LinearGradInputOp>(op)) {
+    auto [a, b] = dims(l.getWeight());
+    bool inOut = l.getLayout() == nn::WeightLayout::in_out;
+    return gemmSeconds(c, rows, inOut ? b : a, inOut ? a : b, bf16);
+  }
+  if (auto l = dyn_cast<nn::LinearGradWeightOp>(op)) {
+    auto [a, b] = dims(l.getResult());
+    return gemmSeconds(c, a, rows, b, bf16);
+  }
+  bool fwd = isa<nn::CausalAttentionOp>(op);
+  if (!fwd && !isa<nn::CausalAttentionGradOp>(op))
+    return 0;
+  Value q = fwd ? op->getOperand(0) : op->getOperand(1);
+  int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
+  double dh = (double)cast<RankedTensorType>(q.getType()).getShape().back() / heads;
+  double total = 0;
+  for (int64_t i0 = 0; i0 < S; i0 += 64) {
+    double t = std::min<int64_t>(64, S - i0), keys = std::min<int64_t>(S, i0 + 64);
+    double qk = gemmSeconds(c, t, dh, keys, bf16), pv = gemmSeconds(c, t, keys, dh, bf16);
+    total += fwd ? qk + pv
+                 : 2 * qk + gemmSeconds(c, t, keys, dh, bf16) + 2 * gemmSeconds(c, keys, t, dh, bf16);
+  }
+  return total * B * heads;
+}
+
+} // namespace
+
+Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
+  Prediction p;
+  plan::StepOp step = getStep(module);
+  int64_t B = stepInt(step, "micro_batch", 1), S = stepInt(step, "seq_len", 1);
+  int64_t world = stepInt(step, "world_size", 1), group = stepInt(step, "shard_size", 1);
+  bool bf16 = step->hasAttr("param_dtype") &&
+              step->getAttrOfType<StringAttr>("param_dtype").getValue() == "bf16";
+  // Ranks sharing a node's cores (CPU ranks as threads) slow each other.
+  double share = 1;
+  if (c.cores > 0)
+    share = std::max(1.0, (double)std::min(world, c.ranksPerNode) / (double)c.cores);
+  const Link &shardLink = group > c.ranksPerNode ? c.interNode : c.intraNode;
+  const Link &replicaLink = world > c.ranksPerNode ? c.interNode : c.intraNode;
+  auto byParam = unitsByParam(module);
+  auto byName = unitsByName(module);
+  StringRef prefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
+  Operation *bwdStart = backwardStart(step);
+
+  // Live bytes at each op, from the buffers' lifetimes, for memory counters.
+  std::vector<int64_t> live;
+  if (auto model = collectBuffers(module, B, S); succeeded(model)) {
+    std::vector<int64_t> delta(model->numPositions + 1, 0);
+    for (const Buffer &b : model->buffers) {
+      delta[b.start] += b.bytes;
+      delta[b.end + 1] -= b.bytes;
+    }
+    int64_t sum = 0;
+    for (int64_t k = 0; k < model->numPositions; ++k)
+      live.push_back(sum += delta[k]);
+  }
+  int64_t position = -1;
+
+  double tc = 0, tm = 0, exposed = 0, compute = 0, comm = 0;
+  double phaseStart = 0;
+  bool inOptimizer = false, inBackward = false;
+  DenseMap<Value, double> done;
+  double forwardFlops = 0;
+
+  for (Operation &op : step.getBody().front()) {
+    ++position;
+    if (position < (int64_t)live.size() && !inOptimizer)
+      p.liveBytes.push_back({tc, live[position]});
+    if (&op == bwdStart)
+      inBackward = true;
+    if (isa<plan::GradNormOp>(op) && !inOptimizer) {
+      // The micro-step ends when both streams are done.
+      p.microStepTimeS = std::max(tc, tm);
+      p.computeS = compute;
+      p.commS = comm;
+      p.exposedCommS = exposed;
+      inOptimizer = true;
+      tc = tm = phaseStart = p.microStepTimeS;
+    }
+    const char *phase = inOptimizer ? "optimizer" : inBackward ? "backward" : "forward";
+    auto addEvent = [&](StringRef name, int stream, double start, double dur) {
+      TraceEvent e;
+      e.name = name.str();
+      e.unit = unitNameOf(&op, byParam, prefix);
+      e.phase = phase;
+      if (auto m = op.getAttrOfType<StringAttr>("module"))
+        e.module = m.getValue().str();
+      e.stream = stream;
+      e.start = start;
+      e.duration = dur;
+      p.events.push_back(e);
+    };
+
+    if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::GradNormOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      double seconds = 0;
+      if (isa<plan::AllGatherOp>(op))
+        seconds = collectiveSeconds(CollectiveKind::AllGather,
+                                    u.getPaddedNumelAttr().getInt() * (op.hasAttr("dtype") ? 2.0 : 4.0),
+                                    group, shardLink);
+      else if (isa<plan::ReduceScatterOp>(op)) {
+        double bytes = u.getPaddedNumelAttr().getInt() * (op.hasAttr("dtype") ? 2.0 : 4.0);
+        seconds = group > 1 ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
+                            : 2 * bytes / (c.memoryBandwidth * c.memoryEfficiency);
+      } else if (isa<plan::AllReduceOp>(op))
+        seconds = collectiveSeconds(CollectiveKind::AllReduce, u.getShardNumel() * 4.0,
+                                    world / group, replicaLink);
+      else {
+        double bytes = 0;
+        for (plan::UnitOp unit : getUnits(module))
+          bytes += unit.getShardNumel() * 4.0;
+        seconds = bytes / (c.memoryBandwidth * c.memoryEfficiency) * share +
+                  collectiveSeconds(CollectiveKind::AllReduce, 8, group, shardLink);
+      }
+      double start = std::max(tm, tc); // issued at its place in the program
+      tm = start + seconds;
+      comm += seconds;
+      done[op.getResult(0)] = tm;
+      addEvent(op.getName().stripDialect(), 1, start, seconds);
+      continue;
+    }
+    if (auto w = dyn_cast<plan::WaitOp>(op)) {
+      double ready = done.lookup(w.getEvent());
+      if (ready > tc) {
+        if (!inOptimizer)
+          exposed += ready - tc;
+        tc = ready;
+      }
+      continue;
+    }
+    double seconds = 0;
+    if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      double bytes = u ? u.getShardNumel() * 4.0 * 7 : 0; // read p g m v, write p m v
+      seconds = c.opOverheadS + bytes / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      addEvent("optimizer_step", 0, tc, seconds);
+    } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      seconds = u.getPaddedNumelAttr().getInt() * 4.0 / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      addEvent("alloc", 0, tc, seconds);
+    } else if (producesTensors(&op)) {
+      OpCost cost = opCost(&op, B, S);
+      double t = cost.bytes / (c.memoryBandwidth * c.memoryEfficiency);
+      double arithmetic = 0;
+      if (cost.matmul)
+        arithmetic += matmulSeconds(&op, c, B, S, bf16);
+      if (c.vectorFlops > 0)
+        arithmetic += cost.vectorFlops / c.vectorFlops;
+      t = std::max(t, arithmetic);
+      seconds = (c.opOverheadS + t) * share;
+      if (!inBackward && cost.matmul && !op.hasAttr("recompute"))
+        forwardFlops += cost.flops;
+      addEvent(op.getName().stripDialect(), 0, tc, seconds);
+    } else {
+      continue;
+    }
+    tc += seconds;
+    compute += seconds;
+  }
+  p.optimizerTimeS = std::max(tc, tm) - phaseStart;
+  p.stepTimeS = gradAccum * p.microStepTimeS + p.optimizerTimeS;
+  double tokens = (double)B * S * world * gradAccum;
+  p.tokensPerS = p.stepTimeS > 0 ? tokens / p.stepTimeS : 0;
+  // Model FLOPs: forward matmuls and their two backward products, on every
+  // rank and micro-step, against every rank's peak for the matmul dtype.
+  p.modelFlopsPerStep = 3 * forwardFlops * world * gradAccum;
+  double peak = (bf16 ? c.bf16Flops : c.f32Flops) * world;
+  p.mfu = p.stepTimeS > 0 ? p.modelFlopsPerStep / p.stepTimeS / peak : 0;
+
+  return p;
+}
+
+nlohmann::ordered_json fsdp::predictedTrace(const Prediction &p, int64_t worldSize,
+                                            int64_t maxRanks) {
+  using ojson = nlohmann::ordered_json;
+  ojson events = ojson::array();
+  int64_t ranks = std::min(worldSize, maxRanks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                      {"args", {{"name", "rank " + std::to_string(r) + " (predicted)"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+                      {"args", {{"name", "comm"}}}});
+    for (const TraceEvent &e : p.events) {
+      ojson ev = {{"name", e.name}, {"cat", e.phase}, {"ph", "X"}, {"pid", r},
+                  {"tid", e.stream}, {"ts", e.start * 1e6}, {"dur", e.duration * 1e6},
+                  {"args", {{"unit", e.unit}, {"phase", e.phase}}}};
+      if (!e.module.empty())
+        ev["args"]["module"] = e.module;
+      events.push_back(ev);
+    }
+    for (auto [t, bytes] : p.liveBytes)
+      events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", r}, {"ts", t * 1e6},
+                        {"args", {{"live bytes", bytes}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+          {"otherData", {{"kind", "predicted"}, {"world_size", worldSize},
+                         {"step_time_s", p.stepTimeS}}}};
+}

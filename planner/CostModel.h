@@ -1,0 +1,80 @@
+//===- CostModel.h - predicted time of a plan on a cluster -------*- C++ -*-===//
+//
+// Every op costs its launch overhead plus the larger of its FLOPs at the
+// sustained matmul rate and its bytes at the sustained memory bandwidth (a
+// roofline); every collective costs an alpha-beta ring (or tree, for
+// all-reduce, when cheaper) with nccl-tests' bus-bandwidth factors, over the
+// links its group spans. The step is then simulated on a compute and a
+// communication stream joined by the plan's events.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_PLANNER_COSTMODEL_H
+#define FSDP_PLANNER_COSTMODEL_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+
+struct Link {
+  double bandwidth = 0, latencyS = 0, efficiency = 1;
+};
+
+struct Cluster {
+  std::string name;
+  int64_t ranksPerNode = 8, cores = 0; // cores: ranks beyond share them (CPU)
+  int64_t memoryBytes = 0;
+  double f32Flops = 0, bf16Flops = 0, matmulEfficiency = 1;
+  double memoryBandwidth = 0, memoryEfficiency = 1, opOverheadS = 0;
+  /// Rate of the element-wise arithmetic outside matmuls (exp, tanh, norms),
+  /// in FLOP/s by the cost model's per-element counts; 0: not limiting.
+  double vectorFlops = 0;
+  Link intraNode, interNode;
+  /// Measured matmul rates by shape (m, k, n, FLOP/s): when given, a matmul
+  /// runs at the rate of the nearest measured shape instead of peak x
+  /// efficiency (fsdp-calibrate writes them, on data not in cache).
+  struct GemmRate {
+    double m, k, n, rate;
+  };
+  std::vector<GemmRate> gemmRates;
+};
+
+/// Reads a cluster file (models/hardware/*.json); "" or the error.
+std::string loadCluster(const std::string &path, Cluster &cluster);
+/// models/hardware/cpu-local.json's figures, when no --cluster is given.
+Cluster defaultCluster();
+
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
+
+/// Seconds for a collective whose full buffer is `bytes` (nccl-tests'
+/// "size") over a group of `ranks`, on the given link.
+double collectiveSeconds(CollectiveKind kind, double bytes, int64_t ranks, const Link &link);
+
+struct TraceEvent {
+  std::string name, unit, phase, module;
+  int stream = 0; // 0 compute, 1 comm
+  double start = 0, duration = 0;
+};
+
+struct Prediction {
+  double stepTimeS = 0, microStepTimeS = 0, optimizerTimeS = 0;
+  double computeS = 0, commS = 0, exposedCommS = 0; // per micro-step
+  double tokensPerS = 0, mfu = 0, modelFlopsPerStep = 0;
+  std::vector<TraceEvent> events;                        // one micro-step, then the optimizer
+  std::vector<std::pair<double, int64_t>> liveBytes;     // (time, bytes)
+};
+
+/// Simulates one optimizer step (`gradAccum` micro-steps) of a planned module.
+Prediction predict(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAccum = 1);
+
+/// Chrome trace (Perfetto) of a prediction: a pid per rank (the first
+/// `maxRanks`), compute and comm threads, memory counters.
+nlohmann::ordered_json predictedTrace(const Prediction &p, int64_t worldSize, int64_t maxRanks = 16);
+
+} // namespace fsdp
+
+#endif

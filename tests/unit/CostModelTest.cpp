@@ -1,0 +1,127 @@
+//===- CostModelTest.cpp - collectives, prediction, published setups -------===//
+#include "planner/CostModel.h"
+#include "planner/Import/Import.h"
+#include "planner/Pipeline.h"
+#include "planner/PlanUtils.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include <gtest/gtest.h>
+
+using namespace fsdp;
+
+namespace {
+
+std::string path(const std::string &rel) { return std::string(FSDP_SOURCE_DIR) + "/" + rel; }
+
+// nccl-tests: time = size / algbw, busbw = algbw (n-1)/n for all-gather and
+// reduce-scatter, 2 (n-1)/n for all-reduce; here with no latency the bus
+// bandwidth is the link's.
+TEST(CostModel, CollectivesFollowNcclTestsBusBandwidth) {
+  Link link{100e9, 0, 1.0};
+  for (int64_t n : {2, 4, 8, 64, 1024})
+    for (double bytes : {1e6, 256e6, 4e9}) {
+      double busbw = link.bandwidth;
+      double ag = bytes / (busbw * n / (n - 1.0));
+      double ar = bytes / (busbw * n / (2.0 * (n - 1)));
+      EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllGather, bytes, n, link), ag, ag * 1e-12);
+      EXPECT_NEAR(collectiveSeconds(CollectiveKind::ReduceScatter, bytes, n, link), ag,
+                  ag * 1e-12);
+      EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllReduce, bytes, n, link), ar, ar * 1e-12);
+    }
+  EXPECT_EQ(collectiveSeconds(CollectiveKind::AllGather, 1e9, 1, link), 0);
+}
+
+TEST(CostModel, LatencyTermsAndTreeAllReduce) {
+  Link link{50e9, 10e-6, 0.8};
+  // A ring all-gather takes n-1 steps of latency.
+  EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllGather, 0, 8, link), 7 * 10e-6, 1e-12);
+  // A small all-reduce over many ranks takes the tree's log2 n depth.
+  EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllReduce, 0, 1024, link), 2 * 10 * 10e-6, 1e-12);
+  // Efficiency scales the bandwidth.
+  EXPECT_NEAR(collectiveSeconds(CollectiveKind::ReduceScatter, 1e9, 2, {50e9, 0, 0.8}),
+              1e9 * 0.5 / (50e9 * 0.8), 1e-12);
+}
+
+struct Planned {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  PlanFigures figures;
+};
+
+Planned plan(const std::string &model, PlanOptions o, const std::string &hardware) {
+  Planned p;
+  p.context = std::make_unique<mlir::MLIRContext>();
+  p.context->loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  ImportError error;
+  ImportOptions io;
+  io.noDropout = true;
+  p.module = loadModel(path("models/" + model + "/config.json"), p.context.get(), io, error);
+  EXPECT_TRUE(p.module) << error.str();
+  EXPECT_TRUE(mlir::succeeded(runPlanPipeline(*p.module, o)));
+  Cluster c;
+  EXPECT_EQ(loadCluster(path("models/hardware/" + hardware + ".json"), c), "");
+  p.figures = planFigures(*p.module, c, 1);
+  return p;
+}
+
+TEST(CostModel, HardwareFilesLoad) {
+  for (const char *h : {"A100-80GB-SXM", "H100-SXM", "H200-SXM", "cpu-local"}) {
+    Cluster c;
+    EXPECT_EQ(loadCluster(path("models/hardware/") + h + ".json", c), "") << h;
+    EXPECT_GT(c.bf16Flops, 0) << h;
+  }
+  Cluster c;
+  EXPECT_NE(loadCluster(path("models/gpt2/config.json"), c), "");
+}
+
+TEST(CostModel, PredictionIsConsistent) {
+  PlanOptions o;
+  o.worldSize = 8;
+  o.microBatch = 1;
+  o.seqLen = 2048;
+  o.paramDtype = "bf16";
+  Planned p = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  const Prediction &pr = *p.figures.predicted;
+  EXPECT_GT(pr.stepTimeS, 0);
+  EXPECT_LE(pr.exposedCommS, pr.commS + 1e-12);
+  EXPECT_GE(pr.microStepTimeS + 1e-12, pr.computeS);
+  EXPECT_GT(pr.mfu, 0.05);
+  EXPECT_LT(pr.mfu, 0.7); // never above the matmul efficiency
+  EXPECT_NEAR(pr.tokensPerS, 8 * 2048 / pr.stepTimeS, 1e-6 * pr.tokensPerS);
+  // More ranks over the slow inter-node links cost more exposed communication.
+  o.worldSize = 64;
+  Planned wide = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  EXPECT_GT(wide.figures.predicted->commS, pr.commS);
+}
+
+// Published setups (docs/cost-model.md): what trained fits; raising the
+// micro-batch until model states and activations plainly exceed the memory
+// does not.
+TEST(CostModel, PublishedSetupsFitAndOverloadedOnesDoNot) {
+  struct Setup {
+    const char *model, *hardware;
+    int64_t world, microBatch, seq;
+    const char *checkpointing;
+    int64_t overload; // a micro-batch that must not fit
+  };
+  for (Setup s : {Setup{"Llama-2-7b", "A100-80GB-SXM", 8, 1, 4096, "blocks", 64},
+                  Setup{"Llama-2-70b", "A100-80GB-SXM", 64, 1, 4096, "blocks", 128},
+                  Setup{"Meta-Llama-3-8B", "H100-SXM", 8, 1, 8192, "blocks", 64},
+                  Setup{"gpt2-xl", "A100-80GB-SXM", 8, 8, 1024, "none", 256}}) {
+    PlanOptions o;
+    o.worldSize = s.world;
+    o.microBatch = s.microBatch;
+    o.seqLen = s.seq;
+    o.paramDtype = "bf16";
+    o.activationCheckpointing = s.checkpointing;
+    Planned fits = plan(s.model, o, s.hardware);
+    Cluster c;
+    loadCluster(path(std::string("models/hardware/") + s.hardware + ".json"), c);
+    EXPECT_LE(fits.figures.peakBytes, c.memoryBytes) << s.model << " should fit";
+    o.microBatch = s.overload;
+    Planned over = plan(s.model, o, s.hardware);
+    EXPECT_GT(over.figures.peakBytes, c.memoryBytes) << s.model << " should not fit";
+  }
+}
+
+} // namespace

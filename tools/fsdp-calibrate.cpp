@@ -1,0 +1,198 @@
+//===- fsdp-calibrate.cpp - measure this machine for the cost model -------===//
+//
+//   fsdp-calibrate -o FILE.json [--quick]
+//
+// Measures what the CPU backends run on: the sgemm rate by size (one BLAS
+// thread, as each rank has), the memory bandwidth, the cost of one small
+// kernel, and the threads backend's collectives by size and group, fitted to
+// latency + bytes / bandwidth. Writes a cluster file for fsdp-plan --cluster.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+#include "runtime/Blas.h"
+#include "runtime/kernels/cpu.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace fsdp;
+using Clock = std::chrono::steady_clock;
+
+template <typename F> static double best(int reps, F f) {
+  double t = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto s = Clock::now();
+    f();
+    t = std::min(t, std::chrono::duration<double>(Clock::now() - s).count());
+  }
+  return t;
+}
+
+// Seconds for one collective over `n` thread ranks, `bytes` of full buffer.
+static double collective(bool gather, int n, int64_t bytes, int reps) {
+  auto world = runtime::createThreadsWorld(n, n);
+  int64_t count = bytes / 4 / n;
+  std::vector<double> times(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto comm = runtime::threadsCommunicator(world, r);
+      std::vector<float> full(count * n, 1.0f), shard(count, 0.0f);
+      double sum = 0;
+      comm->allReduceScalar(runtime::Group::World, &sum);
+      times[r] = best(reps, [&] {
+        if (gather)
+          comm->allGather(runtime::Group::Shard, shard.data(), full.data(), count * 4);
+        else
+          comm->reduceScatterAdd(runtime::Group::Shard, full.data(), shard.data(), count);
+      });
+    });
+  for (auto &t : threads)
+    t.join();
+  return *std::max_element(times.begin(), times.end());
+}
+
+int main(int argc, char **argv) {
+  runtime::chooseBlasKernels(argv);
+  std::string out;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-o" && i + 1 < argc)
+      out = argv[++i];
+    else if (a == "--quick")
+      quick = true;
+    else {
+      std::fprintf(stderr, "usage: fsdp-calibrate -o FILE.json [--quick]\n");
+      return 2;
+    }
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "fsdp-calibrate: error: -o FILE.json is required\n");
+    return 2;
+  }
+  openblas_set_num_threads(1);
+  int reps = quick ? 3 : 7;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+
+  // sgemm by shape, on data not in cache (as in training, where each matmul
+  // reads buffers other ops wrote): m x k times k x n over a grid of sizes.
+  nlohmann::json rates = nlohmann::json::array();
+  std::printf("matmul (one thread, OpenBLAS %s kernels), GFLOP/s by m x k x n\n",
+              openblas_get_corename());
+  std::vector<int> sizes = quick ? std::vector<int>{64, 512, 4096}
+                                 : std::vector<int>{32, 128, 512, 2048, 8192};
+  const size_t coldBytes = 64 << 20; // beyond the last-level cache
+  std::vector<float> pool(coldBytes / 4, 0.5f);
+  for (int m : sizes)
+    for (int k : sizes)
+      for (int n : sizes) {
+        double flops = 2.0 * m * k * n;
+        if (flops > 4e9 || (size_t)(m * k + k * n + m * n) * 4 > coldBytes / 4)
+          continue;
+        size_t per = (size_t)m * k + (size_t)k * n + (size_t)m * n;
+        size_t slots = std::max<size_t>(1, pool.size() / per);
+        size_t slot = 0;
+        int calls = std::max(3, (int)std::min(200.0, 2e8 / flops));
+        auto run = [&] {
+          for (int i = 0; i < calls; ++i) {
+            float *base = pool.data() + (slot++ % slots) * per;
+            kernels::linearForward(base, base + (size_t)m * k, nullptr,
+                                   base + (size_t)m * k + (size_t)k * n, m, k, n,
+                                   kernels::Layout::InOut);
+          }
+        };
+        double t = best(reps, run) / calls;
+        rates.push_back({m, k, n, flops / t});
+        if (!quick || (m == k && k == n))
+          std::printf("  %5d x %5d x %5d  %8.2f\n", m, k, n, flops / t / 1e9);
+      }
+
+  // Memory bandwidth: a streaming add over arrays far larger than the caches.
+  int64_t n = quick ? (8 << 20) : (32 << 20);
+  std::vector<float> x(n, 1.0f), y(n, 2.0f), z(n);
+  double t = best(reps, [&] { kernels::add(x.data(), y.data(), z.data(), n); });
+  double bandwidth = 3.0 * n * 4 / t;
+  std::printf("memory bandwidth (add, %lld MiB arrays): %.1f GB/s\n",
+              (long long)(n * 4 >> 20), bandwidth / 1e9);
+
+  // Element-wise arithmetic: GELU's tanh on data in cache, counted as the
+  // cost model counts it (20 operations an element).
+  int64_t m = 1 << 16;
+  std::vector<float> gx(m, 0.3f), gy(m);
+  double gt = best(reps * 3, [&] { kernels::geluForward(gx.data(), gy.data(), m); });
+  double vector = 20.0 * m / gt;
+  std::printf("element-wise arithmetic (gelu): %.1f GFLOP/s by the model's count\n", vector / 1e9);
+
+  // The fixed cost of a small kernel.
+  std::vector<float> tiny(64, 1.0f);
+  double overhead = best(reps, [&] {
+    for (int i = 0; i < 1000; ++i)
+      kernels::add(tiny.data(), tiny.data(), tiny.data() + 32, 32);
+  }) / 1000;
+  std::printf("small-kernel overhead: %.2f us\n", overhead * 1e6);
+
+  // Threads-backend collectives: fit t = (n-1) latency + bytes (n-1)/n / bw.
+  double sxx = 0, sxy = 0, sx = 0, sy = 0, sxz = 0, szz = 0, szy = 0, sz = 0;
+  int samples = 0;
+  std::vector<std::tuple<int, int64_t, double, double>> measured;
+  for (int ranks : {2, 4})
+    for (int64_t bytes : {int64_t(16) << 10, int64_t(256) << 10, int64_t(4) << 20}) {
+      double g = collective(true, ranks, bytes, reps);
+      double r = collective(false, ranks, bytes, reps);
+      measured.push_back({ranks, bytes, g, r});
+      for (double s : {g, r}) {
+        double xv = (double)bytes * (ranks - 1) / ranks, zv = ranks - 1;
+        sxx += xv * xv; sxy += xv * s; sx += xv; sy += s;
+        sxz += xv * zv; szz += zv * zv; szy += zv * s; sz += zv;
+        ++samples;
+      }
+    }
+  // Least squares for s = zv * latency + xv / bw (no intercept).
+  double det = sxx * szz - sxz * sxz;
+  double invBw = det != 0 ? (sxy * szz - szy * sxz) / det : 1e-9;
+  double latency = det != 0 ? (szy * sxx - sxy * sxz) / det : 0;
+  if (invBw <= 0)
+    invBw = 1e-10;
+  latency = std::max(0.0, latency);
+  std::printf("threads collectives: latency %.2f us a step, bus bandwidth %.2f GB/s\n",
+              latency * 1e6, 1 / invBw / 1e9);
+  for (auto [ranks, bytes, g, r] : measured)
+    std::printf("  %d ranks, %8lld bytes: all_gather %8.1f us, reduce_scatter %8.1f us\n", ranks,
+                (long long)bytes, g * 1e6, r * 1e6);
+
+  double peak = 0;
+  for (auto &r : rates)
+    peak = std::max(peak, r[3].get<double>());
+  nlohmann::ordered_json cluster = {
+      {"format", "fsdp-cluster"},
+      {"version", 1},
+      {"name", std::string("this machine (fsdp-calibrate, OpenBLAS ") + openblas_get_corename() +
+                   " kernels, " + std::to_string(cores) + " cores)"},
+      {"ranks_per_node", 1024},
+      {"cores", cores},
+      {"memory_bytes", (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE)},
+      {"compute",
+       {{"f32_flops", peak}, {"bf16_flops", peak}, {"matmul_efficiency", 1.0},
+        {"memory_bandwidth", bandwidth}, {"memory_efficiency", 1.0},
+        {"op_overhead_s", overhead}, {"vector_flops", vector}, {"gemm_rates", rates}}},
+      {"intra_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
+      {"inter_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
+      {"sources", {{"all", "measured by fsdp-calibrate"}}}};
+  std::ofstream f(out + ".tmp");
+  f << cluster.dump(2) << "\n";
+  f.close();
+  if (!f || std::rename((out + ".tmp").c_str(), out.c_str()) != 0) {
+    std::fprintf(stderr, "fsdp-calibrate: error: cannot write %s\n", out.c_str());
+    return 1;
+  }
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}

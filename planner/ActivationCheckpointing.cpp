@@ -55,8 +55,10 @@ struct ActivationCheckpointingPass
         continue;
       blocks[i].push_back(op);
     }
-    for (auto &block : blocks)
-      recompute(block, bwdStart);
+    int64_t n = count < 0 ? numBlocks : std::min<int64_t>(count, numBlocks);
+    step->setAttr("checkpointed_blocks", attrs.getI64IntegerAttr(n));
+    for (int64_t i = 0; i < n; ++i)
+      recompute(blocks[i], bwdStart);
   }
 
   static bool inBackward(Operation *op, Operation *bwdStart) {

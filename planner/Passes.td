@@ -36,6 +36,8 @@ def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing", "mlir::Modul
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"blocks\"", "none or blocks">,
+    Option<"count", "count", "int64_t", /*default=*/"-1",
+           "checkpoint only the first N blocks (-1: every block)">,
   ];
   let statistics = [Statistic<"numRecomputed", "recomputed-ops", "Forward ops recomputed">];
 }

@@ -3,6 +3,7 @@
 #include "planner/Passes.h"
 #include "planner/PlanUtils.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/Format.h"
 
@@ -22,7 +23,7 @@ int64_t PlanOptions::shardGroup() const {
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
-  pm.addPass(createActivationCheckpointing({o.activationCheckpointing}));
+  pm.addPass(createActivationCheckpointing({o.activationCheckpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
   pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
   pm.addPass(createMixedPrecision({o.paramDtype, o.reduceDtype}));
@@ -177,6 +178,78 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
                        f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS,
                        p.exposedCommS, p.optimizerTimeS, p.tokensPerS, 100 * p.mfu);
   }
+}
+
+std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base,
+                                         const Cluster &cluster, int64_t gradAccum,
+                                         std::optional<int64_t> budget, int64_t numBlocks,
+                                         int64_t blockParams) {
+  std::vector<Candidate> out;
+  auto evaluate = [&](PlanOptions o) -> std::optional<Candidate> {
+    OwningOpRef<ModuleOp> copy = model.clone();
+    // Search probes fail quietly: an infeasible setting is just not a candidate.
+    ScopedDiagnosticHandler quiet(model.getContext(), [](Diagnostic &) { return success(); });
+    if (failed(runPlanPipeline(*copy, o)))
+      return std::nullopt;
+    Candidate c{o, planFigures(*copy, cluster, gradAccum), false};
+    c.fits = !budget || c.figures.peakBytes <= *budget;
+    return c;
+  };
+  std::vector<std::pair<std::string, int64_t>> strategies = {
+      {"full-shard", 0}, {"shard-grad-op", 0}, {"no-shard", 0}};
+  if (base.worldSize > cluster.ranksPerNode && base.worldSize % cluster.ranksPerNode == 0)
+    strategies.push_back({"hybrid-shard", cluster.ranksPerNode});
+  std::vector<std::string> wraps = {"block", "none"};
+  for (int64_t k : {2, 4})
+    if (numBlocks >= 2 * k && blockParams > 0)
+      wraps.push_back("size:" + std::to_string(k * blockParams));
+  for (auto &[strategy, shardSize] : strategies)
+    for (const std::string &wrap : wraps)
+      for (int64_t prefetch : {0, 1, 2}) {
+        PlanOptions o = base;
+        o.strategy = strategy;
+        o.shardSize = shardSize;
+        o.wrap = wrap;
+        o.forwardPrefetch = prefetch;
+        o.activationCheckpointing = "none";
+        o.checkpointedBlocks = -1;
+        auto plain = evaluate(o);
+        if (!plain)
+          continue;
+        if (plain->fits || !budget || numBlocks == 0) {
+          out.push_back(*plain);
+          continue;
+        }
+        // The fewest checkpointed blocks that fit: memory falls as blocks
+        // are checkpointed, time rises.
+        o.activationCheckpointing = "blocks";
+        o.checkpointedBlocks = numBlocks;
+        auto all = evaluate(o);
+        if (!all || !all->fits) {
+          out.push_back(all ? *all : *plain);
+          continue;
+        }
+        int64_t lo = 0, hi = numBlocks; // lo does not fit, hi does
+        Candidate best = *all;
+        while (hi - lo > 1) {
+          int64_t mid = (lo + hi) / 2;
+          o.checkpointedBlocks = mid;
+          auto c = evaluate(o);
+          if (c && c->fits) {
+            hi = mid;
+            best = *c;
+          } else {
+            lo = mid;
+          }
+        }
+        out.push_back(best);
+      }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
+    if (a.fits != b.fits)
+      return a.fits;
+    return a.figures.predicted->stepTimeS < b.figures.predicted->stepTimeS;
+  });
+  return out;
 }
 
 std::optional<int64_t> fsdp::parseSize(llvm::StringRef text) {

@@ -16,6 +16,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -42,8 +43,9 @@ static cl::opt<std::string> strategy(
     cl::init("full-shard"), cl::cat(category));
 static cl::opt<int64_t> shardSize("shard-size", cl::desc("hybrid-shard's group size"),
                                   cl::init(0), cl::cat(category));
-static cl::opt<std::string> wrap("wrap", cl::desc("block | size:N | none"), cl::init("block"),
-                                 cl::cat(category));
+static cl::opt<std::string> wrap("wrap",
+                                 cl::desc("block | size:N | none | auto (the fastest plan that fits)"),
+                                 cl::init("block"), cl::cat(category));
 static cl::opt<int64_t> forwardPrefetch("forward-prefetch", cl::desc("units gathered ahead in forward"),
                                         cl::init(1), cl::cat(category));
 static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("pre | post | none"),
@@ -224,8 +226,6 @@ int main(int argc, char **argv) {
     nextTooBig = {{hi, *hiPeak}};
   }
 
-  if (mlir::failed(runPlanPipeline(*module, o)))
-    return 1; // the pass has reported where
   Cluster cluster = defaultCluster();
   if (!clusterPath.empty()) {
     std::string err = loadCluster(clusterPath, cluster);
@@ -234,6 +234,22 @@ int main(int argc, char **argv) {
   }
   if (gradAccum < 1)
     return fail("--grad-accum must be at least 1");
+
+  // --wrap auto: the fastest predicted plan that fits, from a search.
+  std::vector<Candidate> searched;
+  if (o.wrap == "auto") {
+    int64_t blockParams = 0;
+    for (const ModuleRow &r : model.modules)
+      if (llvm::StringRef(r.module).ends_with(".0") && model.numBlocks > 0)
+        blockParams = r.params;
+    searched = searchPlans(*module, o, cluster, gradAccum, budget, model.numBlocks, blockParams);
+    if (searched.empty())
+      return fail("--wrap auto found no plan for this model and world size");
+    o = searched.front().options;
+  }
+
+  if (mlir::failed(runPlanPipeline(*module, o)))
+    return 1; // the pass has reported where
   PlanFigures figures = planFigures(*module, cluster, gradAccum);
   if (!tracePath.empty()) {
     auto trace = predictedTrace(*figures.predicted, o.worldSize);
@@ -269,6 +285,22 @@ int main(int argc, char **argv) {
           {"unsharded_bytes", baseline->unshardedBytes},
           {"all_gather", baseline->allGatherBytes},
           {"reduce_scatter", baseline->reduceScatterBytes}};
+    if (!searched.empty()) {
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < searched.size() && i < 6; ++i) {
+        const Candidate &c = searched[i];
+        list.push_back({{"strategy", c.options.strategy},
+                        {"wrap", c.options.wrap},
+                        {"forward_prefetch", c.options.forwardPrefetch},
+                        {"checkpointed_blocks",
+                         c.options.activationCheckpointing == "none" ? 0
+                                                                     : c.options.checkpointedBlocks},
+                        {"step_time_s", c.figures.predicted->stepTimeS},
+                        {"peak_bytes", c.figures.peakBytes},
+                        {"fits", c.fits}});
+      }
+      report["search"] = {{"plans", searched.size()}, {"best", list}};
+    }
     if (nextTooBig)
       report["micro_batch_search"] = {{"largest_that_fits", o.microBatch},
                                       {"next", nextTooBig->first},
@@ -281,6 +313,24 @@ int main(int argc, char **argv) {
   }
   if (summary)
     printPlanSummary(model, o, figures, budget, llvm::outs());
+  if (summary && !searched.empty()) {
+    llvm::outs() << "\n--wrap auto searched " << searched.size()
+                 << " plans; the fastest that fit, the chosen first:\n";
+    llvm::outs() << llvm::format("  %-14s %-14s %8s %12s %12s %12s\n", (const char *)"strategy",
+                                 (const char *)"wrap", (const char *)"prefetch",
+                                 (const char *)"checkpointed", (const char *)"step s",
+                                 (const char *)"peak");
+    for (size_t i = 0; i < searched.size() && i < 6; ++i) {
+      const Candidate &c = searched[i];
+      int64_t ck = c.options.activationCheckpointing == "none" ? 0 : c.options.checkpointedBlocks;
+      llvm::outs() << llvm::format("  %-14s %-14s %8lld %12lld %12.4f %12s%s\n",
+                                   c.options.strategy.c_str(), c.options.wrap.c_str(),
+                                   (long long)c.options.forwardPrefetch, (long long)ck,
+                                   c.figures.predicted->stepTimeS,
+                                   humanBytes(c.figures.peakBytes).c_str(),
+                                   c.fits ? "" : "  (does not fit)");
+    }
+  }
   if (summary && baseline) {
     auto change = [&](const char *what, int64_t before, int64_t after) {
       llvm::outs() << "  " << llvm::left_justify(what, 34)

@@ -312,6 +312,8 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
         seconds = bytes / (c.memoryBandwidth * c.memoryEfficiency) * share +
                   collectiveSeconds(CollectiveKind::AllReduce, 8, group, shardLink);
       }
+      // Ranks sharing cores share them for the collectives' copies too.
+      seconds *= share;
       double start = std::max(tm, tc); // issued at its place in the program
       tm = start + seconds;
       comm += seconds;

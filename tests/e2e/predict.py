@@ -4,8 +4,8 @@
 Calibrates this machine (fsdp-calibrate), plans the small GPT-2 and LLaMA at
 world sizes 1, 2 and 4 with that cluster file, runs each plan, and checks
 that the predicted step time is within 15% of the measured one (the median
-step of a run, after the first; the lower of two runs, since a shared
-machine only ever adds time) and that the measured peak equals the plan's.
+step of a run, after the first, the lower of two runs; fsdp-calibrate
+likewise takes medians) and that the measured peak equals the plan's.
 
 usage: predict.py BIN_DIR WORK_DIR [--tolerance 0.15]
 """
@@ -54,7 +54,7 @@ def main():
             medians, exact = [], True
             for attempt in range(2):
                 metrics = os.path.join(args.work, "%s.%d.%d.jsonl" % (model, world, attempt))
-                run([os.path.join(args.bin, "fsdp-run"), plan, "--data", data, "--steps", "10",
+                run([os.path.join(args.bin, "fsdp-run"), plan, "--data", data, "--steps", "16",
                      "--metrics", metrics, "--quiet"])
                 steps = [json.loads(l) for l in open(metrics)]
                 medians.append(statistics.median(s["step_time_s"] for s in steps[1:]))

@@ -109,6 +109,15 @@ def main():
         configs.append(("OpenBLAS's own choice for this CPU (Prescott) for both",
                         dict(os.environ, OPENBLAS_CORETYPE="Prescott")))
     print("GPT-2 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step; one thread")
+    # As each runs when installed: fsdp-run picks the BLAS kernels for this
+    # CPU, PyTorch keeps the library's own choice.
+    if core != "Prescott" and "OPENBLAS_CORETYPE" not in os.environ:
+        fsdp_auto, _ = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data)
+        torch_default = torch_step_time(args.steps, weights, data)
+        print(" as installed (fsdp-run: OpenBLAS %s kernels; PyTorch: the library's choice):" % core)
+        print("  fsdp-run (world size 1)   %.3f s/step" % fsdp_auto)
+        print("  PyTorch 1.13 eager        %.3f s/step" % torch_default)
+        print("  speed-up                  %.2fx (target >= 1.5x)" % (torch_default / fsdp_auto))
     for label, env in configs:
         sgemm = sh([os.path.join(args.bin, "fsdp-sgemm-bench")], env=env).strip()
         sgemm_rate = float(sgemm.split(":")[1].split()[0]) * 1e9

@@ -79,6 +79,26 @@ LogicalResult expectSameElementType(Operation *op, Value a, Value b, StringRef w
   return success();
 }
 
+// The result of an op that keeps its input's shape and type.
+LogicalResult expectResultLike(Operation *op, Value input, StringRef what) {
+  if (op->getResult(0).getType() != input.getType())
+    return op->emitOpError() << "result type " << op->getResult(0).getType()
+                             << " must equal the " << what << " type " << input.getType();
+  return success();
+}
+
+// Two operands of one shape and element type, and a result like them.
+LogicalResult expectElementwisePair(Operation *op, Value a, Value b, StringRef aWhat,
+                                    StringRef bWhat, StringRef bName) {
+  if (!shapeMatches(shapeOf(a), shapeOf(b)))
+    return op->emitOpError() << aWhat << shapeStr(shapeOf(a)) << " and " << bWhat
+                             << shapeStr(shapeOf(b)) << " must have one shape";
+  if (failed(expectSameElementType(op, a, b, bName)) ||
+      failed(expectSameElementType(op, a, op->getResult(0), "result")))
+    return failure();
+  return expectResultShape(op, shapeOf(a));
+}
+
 LogicalResult verifyModuleAttr(Operation *op) {
   if (auto m = op->getAttrOfType<StringAttr>("module"))
     if (m.getValue().empty())
@@ -294,10 +314,7 @@ LogicalResult LayerNormOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
-  if (getResult().getType() != getInput().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the input type " << getInput().getType();
-  return success();
+  return expectResultLike(*this, getInput(), "input");
 }
 
 LogicalResult RMSNormOp::verify() {
@@ -309,10 +326,7 @@ LogicalResult RMSNormOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
-  if (getResult().getType() != getInput().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the input type " << getInput().getType();
-  return success();
+  return expectResultLike(*this, getInput(), "input");
 }
 
 LogicalResult RopeOp::verify() {
@@ -351,10 +365,7 @@ LogicalResult RopeOp::verify() {
     if (getLlama3OriginalMaxPositionAttr().getInt() <= 0)
       return emitOpError() << "llama3_original_max_position must be positive";
   }
-  if (getResult().getType() != getInput().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the input type " << getInput().getType();
-  return success();
+  return expectResultLike(*this, getInput(), "input");
 }
 
 LogicalResult SplitOp::verify() {
@@ -412,43 +423,25 @@ LogicalResult CausalAttentionOp::verify() {
     if (failed(expectSameElementType(*this, getQuery(), v, what)))
       return failure();
   }
-  if (getResult().getType() != getQuery().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the query type " << getQuery().getType();
-  return success();
+  return expectResultLike(*this, getQuery(), "query");
 }
 
 LogicalResult GeluOp::verify() {
   if (failed(verifyModuleAttr(*this)))
     return failure();
-  if (getResult().getType() != getInput().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the input type " << getInput().getType();
-  return success();
+  return expectResultLike(*this, getInput(), "input");
 }
 
 LogicalResult SiluMulOp::verify() {
   if (failed(verifyModuleAttr(*this)))
     return failure();
-  if (!shapeMatches(shapeOf(getGate()), shapeOf(getUp())))
-    return emitOpError() << "gate " << shapeStr(shapeOf(getGate())) << " and up "
-                         << shapeStr(shapeOf(getUp())) << " must have one shape";
-  if (failed(expectSameElementType(*this, getGate(), getUp(), "up")) ||
-      failed(expectSameElementType(*this, getGate(), getResult(), "result")))
-    return failure();
-  return expectResultShape(*this, shapeOf(getGate()));
+  return expectElementwisePair(*this, getGate(), getUp(), "gate ", "up ", "up");
 }
 
 LogicalResult AddOp::verify() {
   if (failed(verifyModuleAttr(*this)))
     return failure();
-  if (!shapeMatches(shapeOf(getLhs()), shapeOf(getRhs())))
-    return emitOpError() << "operands " << shapeStr(shapeOf(getLhs())) << " and "
-                         << shapeStr(shapeOf(getRhs())) << " must have one shape";
-  if (failed(expectSameElementType(*this, getLhs(), getRhs(), "rhs")) ||
-      failed(expectSameElementType(*this, getLhs(), getResult(), "result")))
-    return failure();
-  return expectResultShape(*this, shapeOf(getLhs()));
+  return expectElementwisePair(*this, getLhs(), getRhs(), "operands ", "", "rhs");
 }
 
 LogicalResult CrossEntropyOp::verify() {

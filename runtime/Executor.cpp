@@ -609,6 +609,29 @@ std::string writeTrace(const std::string &path, const Program &p,
                       {"args", {{"name", "compute"}}}});
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
                       {"args", {{"name", "comm"}}}});
+    // Memory as a counter: the unit buffers that come and go (gathered
+    // parameters, unsharded gradients), in the order they did.
+    std::vector<std::pair<double, int64_t>> changes;
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank->records[s]) {
+        const Instruction &i = *t.inst;
+        if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
+          continue;
+        int64_t padded = p.units[i.unit].paddedNumel;
+        if (i.op == Op::AllGather)
+          changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
+        else if (i.op == Op::Alloc)
+          changes.push_back({t.start, padded * 4});
+        else if (i.op == Op::Free)
+          changes.push_back({t.end, -padded * (i.freeParams && p.paramDtype == "bf16" ? 2 : 4)});
+      }
+    std::sort(changes.begin(), changes.end());
+    int64_t live = 0;
+    for (auto [when, delta] : changes) {
+      live += delta;
+      events.push_back({{"name", "unsharded bytes"}, {"ph", "C"}, {"pid", r}, {"ts", when * 1e6},
+                        {"args", {{"bytes", live}}}});
+    }
     for (int s = 0; s < 2; ++s)
       for (const TraceRecord &t : rank->records[s]) {
         const Instruction &i = *t.inst;

@@ -322,6 +322,13 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog["micro_batch"] = B;
   prog["seq_len"] = S;
   prog["arena_bytes"] = stepInt(step, "arena_bytes", 0);
+  // The cost model's figures, when fsdp-plan computed them: fsdp-run shows
+  // a step's prediction (micro-steps times the accumulation, plus the
+  // optimizer) beside what it measures.
+  if (auto t = step->getAttrOfType<FloatAttr>("predicted_micro_step_s"))
+    prog["predicted_micro_step_s"] = t.getValueAsDouble();
+  if (auto t = step->getAttrOfType<FloatAttr>("predicted_optimizer_s"))
+    prog["predicted_optimizer_s"] = t.getValueAsDouble();
   ojson mem;
   for (NamedAttribute a : step->getAttrOfType<DictionaryAttr>("memory"))
     mem[a.getName().str()] = cast<IntegerAttr>(a.getValue()).getInt();

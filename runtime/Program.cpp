@@ -149,6 +149,10 @@ void Loader::run() {
                           " must divide world_size " + std::to_string(p.worldSize));
   if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
     fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
+  if (j.contains("predicted_micro_step_s"))
+    p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
+  if (j.contains("predicted_optimizer_s"))
+    p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
   if (j.contains("memory") && j["memory"].contains("peak_bytes"))
     p.predictedPeakBytes = j["memory"]["peak_bytes"].get<int64_t>();
 

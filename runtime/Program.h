@@ -84,6 +84,8 @@ struct Program {
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32";
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
+  // The planner's predicted times (0: none in the program).
+  double predictedMicroStepS = 0, predictedOptimizerS = 0;
   int64_t tokens = -1, targets = -1, loss = -1;
   std::vector<Unit> units;
   std::vector<Tensor> tensors;

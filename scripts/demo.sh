@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install, build, plan a small GPT-2 for 4 CPU ranks, and train
 # it on real text (the GPL-3 that every Debian system ships, as bytes),
-# printing the loss, the memory per rank measured beside the plan's
-# prediction, and what no-shard (DDP) would need instead.
+# printing the loss, the memory per rank and the step time measured beside
+# the plan's predictions, and what no-shard (DDP) would need instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -11,8 +11,11 @@ mkdir -p build/demo
 run() { echo; echo "== $*"; "$@"; }
 
 /usr/bin/python3 tests/e2e/make_data.py build/demo/gpl3.bin --text /usr/share/common-licenses/GPL-3
+# This machine's rates, so that the plan can predict the step time.
+run build/bin/fsdp-calibrate -o build/demo/cluster.json --quick
 run build/bin/fsdp-plan models/gpt2-tiny/config.json --world-size 4 --micro-batch 4 --seq-len 64 \
-  --strategy full-shard --summary -o build/demo/plan.json --report build/demo/report.json
+  --strategy full-shard --cluster build/demo/cluster.json --summary -o build/demo/plan.json \
+  --report build/demo/report.json
 build/bin/fsdp-plan models/gpt2-tiny/config.json --world-size 4 --micro-batch 4 --seq-len 64 \
   --strategy no-shard --report build/demo/ddp-report.json
 run build/bin/fsdp-run build/demo/plan.json --data build/demo/gpl3.bin --steps 400 --lr 2e-3 \
@@ -26,6 +29,9 @@ steps = [json.loads(l) for l in open("build/demo/metrics.jsonl")]
 mib = lambda b: "%.2f MiB" % (b / 2**20)
 print()
 print("loss: %.3f at step 1 -> %.3f at step %d" % (steps[0]["loss"], steps[-1]["loss"], steps[-1]["step"]))
+times = sorted(s["step_time_s"] for s in steps[1:])
+print("step time: %.4f s measured (median), %.4f s predicted" % (
+    times[len(times) // 2], steps[-1]["predicted_step_time_s"]))
 print("memory per rank, full-shard: %s measured, %s predicted" % (
     mib(steps[-1]["peak_bytes"]), mib(steps[-1]["predicted_peak_bytes"])))
 print("memory per rank, no-shard (DDP) would need: %s (model state %s against %s)" % (

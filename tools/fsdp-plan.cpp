@@ -251,6 +251,10 @@ int main(int argc, char **argv) {
   if (mlir::failed(runPlanPipeline(*module, o)))
     return 1; // the pass has reported where
   PlanFigures figures = planFigures(*module, cluster, gradAccum);
+  // The program carries the prediction, so that fsdp-run can show it.
+  auto f64 = [&](double v) { return mlir::FloatAttr::get(mlir::Float64Type::get(&context), v); };
+  getStep(*module)->setAttr("predicted_micro_step_s", f64(figures.predicted->microStepTimeS));
+  getStep(*module)->setAttr("predicted_optimizer_s", f64(figures.predicted->optimizerTimeS));
   if (!tracePath.empty()) {
     auto trace = predictedTrace(*figures.predicted, o.worldSize);
     if (!writeAtomically(tracePath, [&](llvm::raw_ostream &os) {

@@ -194,23 +194,31 @@ int main(int argc, char **argv) {
                 backend == "mpi" ? "MPI processes" : "threads", human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
                 (long long)o.gradAccum, (long long)G, openblas_get_corename());
   runtime::StepReport lastReport;
+  std::string predictedTime;
+  double predictedStep = p.predictedMicroStepS * o.gradAccum + p.predictedOptimizerS;
+  if (predictedStep > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (predicted %.3f s)", predictedStep);
+    predictedTime = buf;
+  }
   auto onStep = [&](const runtime::StepReport &r) {
     lastReport = r;
     if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps))
-      std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s | "
+      std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s%s | "
                   "peak %s per rank (predicted %s)\n",
                   (long long)r.step, (long long)r.steps, r.loss, r.gradNorm, r.tokensPerS,
-                  r.stepTimeS, human(r.peakBytes).c_str(), human(r.predictedPeakBytes).c_str());
+                  r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
+                  human(r.predictedPeakBytes).c_str());
     std::fflush(stdout);
     if (metrics.is_open()) {
       char line[512];
       std::snprintf(line, sizeof line,
                     "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"step_time_s\": %.6f, "
                     "\"tokens_per_s\": %.3f, \"peak_bytes\": %lld, \"predicted_peak_bytes\": %lld, "
-                    "\"outside_arena_bytes\": %lld}\n",
+                    "\"outside_arena_bytes\": %lld, \"predicted_step_time_s\": %.6f}\n",
                     (long long)r.step, r.loss, r.gradNorm, r.stepTimeS, r.tokensPerS,
                     (long long)r.peakBytes, (long long)r.predictedPeakBytes,
-                    (long long)r.outsideArenaBytes);
+                    (long long)r.outsideArenaBytes, predictedStep);
       metrics << line;
       metrics.flush();
     }

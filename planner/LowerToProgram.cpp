@@ -43,6 +43,7 @@ private:
   llvm::StringMap<int64_t> unitIndex;
   DenseMap<Operation *, int64_t> gatherOffset; // unit -> live gathered buffer
   DenseSet<Operation *> gatheredBf16;          // units gathered in bf16
+  DenseMap<Operation *, int64_t> gradsPerUnit; // parameters with a gradient
   DenseMap<Operation *, int64_t> gradOffset;   // unit -> live gradient buffer
   DenseMap<Value, int64_t> valueTensor;
   std::map<std::tuple<int64_t, std::string, std::vector<int64_t>>, int64_t> tensorIds;
@@ -234,6 +235,9 @@ LogicalResult Lowering::run(raw_ostream &os) {
     eventIds[op->getResult(0)] = done;
   };
 
+  for (auto g : block.getOps<plan::GradOp>())
+    if (plan::UnitOp u = byParam.lookup(g.getParam()))
+      ++gradsPerUnit[u];
   Operation *bwdStart = backwardStart(step);
   for (Operation &op : block) {
     if (&op == bwdStart)
@@ -279,9 +283,14 @@ LogicalResult Lowering::run(raw_ostream &os) {
       if (!a.getOffset())
         return a.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
       gradOffset[u] = *a.getOffset();
+      // Every gradient op writes its whole gradient: when every parameter of
+      // the unit has one, only the padding needs zeros.
+      int64_t zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size()
+                             ? u.getNumelAttr().getInt()
+                             : 0;
       compute.push_back({{"op", "alloc"}, {"kind", "grads"},
                          {"unit", unitIndex[u.getSymName()]}, {"dst", *a.getOffset()},
-                         {"phase", phaseName()}});
+                         {"zero_from", zeroFrom}, {"phase", phaseName()}});
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
       plan::UnitOp u = unitOf(f);
       compute.push_back({{"op", "free"}, {"kind", plan::stringifyBufferKind(f.getKind()).str()},

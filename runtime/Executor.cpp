@@ -354,7 +354,7 @@ void Rank::computeOne(const Instruction &i) {
   }
   case Op::Alloc: {
     int64_t bytes = p.units[i.unit].paddedNumel * 4;
-    std::memset(at(i.dst), 0, bytes);
+    std::memset(at(i.dst) + i.zeroFrom, 0, bytes - i.zeroFrom * 4);
     touch(i.dst, bytes);
     break;
   }

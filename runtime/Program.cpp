@@ -291,6 +291,8 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
     inst.dst = get<int64_t>(j, "dst", where);
   if (j.contains("src"))
     inst.src = get<int64_t>(j, "src", where);
+  if (j.contains("zero_from"))
+    inst.zeroFrom = get<int64_t>(j, "zero_from", where);
   if (j.contains("kind"))
     inst.freeParams = get<std::string>(j, "kind", where) == "params";
   if (j.contains("layout"))
@@ -511,6 +513,8 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     break;
   case Op::Alloc:
     checkRange(where, inst.dst, unit().paddedNumel * 4);
+    if (inst.zeroFrom < 0 || inst.zeroFrom > unit().paddedNumel)
+      fail(where, "zero_from " + std::to_string(inst.zeroFrom) + " lies outside the unit");
     break;
   case Op::AllGather:
     checkRange(where, inst.dst, unit().paddedNumel * (inst.bf16 ? 2 : 4));

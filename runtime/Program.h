@@ -59,6 +59,7 @@ struct Instruction {
   std::vector<int64_t> in, out; // tensor ids
   int64_t event = -1, unit = -1;
   int64_t dst = -1, src = -1;   // arena offsets (alloc, all_gather, reduce_scatter)
+  int64_t zeroFrom = 0;         // alloc: the first element to zero (the rest is written)
   bool freeParams = false;      // free: params or grads
   bool bf16 = false;            // all_gather, reduce_scatter: in bf16
   // attributes

@@ -1,0 +1,153 @@
+//===- cuda.h - CUDA kernels, forward and backward, for every nn op -*- C++ -*-===//
+//
+// The CUDA counterparts of runtime/kernels/cpu.h: the same functions, with the
+// same semantics (see the comments there), over device pointers, enqueued on
+// a stream; nothing is synchronized and nothing is allocated (scratch comes
+// from the caller). Where a CPU kernel returns a value (crossEntropyForward,
+// sumOfSquares) the CUDA one writes it to a device scalar instead.
+//
+// Differences from cpu.h, all in the argument lists:
+//   * every function takes a cudaStream_t last; the matmuls
+//     (linearForward, linearBackwardInput, linearBackwardWeight) take a
+//     cublasHandle_t first (its stream is set to the given one) and run
+//     cublasGemmEx with f32 inputs, outputs and CUBLAS_COMPUTE_32F;
+//   * split/concat take a HOST array of DEVICE pointers;
+//   * the norm backward passes, cross-entropy forward, sumOfSquares and the
+//     attention backward take device scratch, sized by the *Scratch*
+//     functions below; the attention forward needs none;
+//   * the reductions (dw, db, bias grads, losses, sums of squares) are
+//     deterministic: fixed-shape trees in double, no atomics. Only
+//     embeddingBackward uses float atomicAdd (order of equal ids varies).
+//
+// Includable from plain C++: the CUDA types are forward-declared exactly as
+// cuda_runtime_api.h / cublas_v2.h declare them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_KERNELS_CUDA_H
+#define FSDP_RUNTIME_KERNELS_CUDA_H
+
+#include "runtime/kernels/cpu.h"
+
+#include <cstdint>
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct cublasContext *cublasHandle_t;
+
+namespace fsdp::cuda_kernels {
+
+using kernels::Layout;
+using kernels::Llama3Scaling;
+
+// ids[n] in [0, V); out[n, D] = table[ids[i], :]
+void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
+                      cudaStream_t stream);
+// dtable[V, D] = sum over i with ids[i] == v of dout[i, :] (zeroed, then atomicAdd)
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
+                       int64_t V, int64_t D, cudaStream_t stream);
+
+// positions[b, s] = s
+void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
+
+// y[n, out] = x[n, in] W (+ bias[out])
+void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,
+                   float *y, int64_t n, int64_t in, int64_t out, Layout layout,
+                   cudaStream_t stream);
+// dx[n, in] = dy[n, out] Wᵀ
+void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w, float *dx,
+                         int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
+// dW (shape of W) = xᵀ dy (in_out) or dyᵀ x (out_in)
+void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
+                          int64_t n, int64_t in, int64_t out, Layout layout,
+                          cudaStream_t stream);
+// db[out] = sum over rows of dy (in double, deterministic)
+void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream);
+
+// Floats of scratch layerNormBackward / rmsNormBackward use for n rows.
+int64_t layerNormBackwardScratchFloats(int64_t n); // 4 * n
+int64_t rmsNormBackwardScratchFloats(int64_t n);   // 2 * n
+
+// y = (x - mean) / sqrt(var + eps) * w + b, per row of D (biased variance)
+void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                      int64_t D, double eps, cudaStream_t stream);
+// dx may be dy (in place): dw, db are reduced before dx is written.
+void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t n, int64_t D, double eps, float *scratch,
+                       cudaStream_t stream);
+
+// y = x * rsqrt(mean(x^2) + eps) * w, per row of D
+void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps,
+                    cudaStream_t stream);
+void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                     int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream);
+
+// x, y [B, S, H*Dh]; HF rotate-half RoPE; inverse rotates by the negated
+// angle. inv_freq is computed on the host in float32 exactly as cpu.cpp does.
+// scaling (a host pointer) may be null. y may be x.
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream);
+
+// x [n, parts*W] -> parts outputs [n, W]; concat is the inverse. `outs` /
+// `ins` are host arrays of `parts` device pointers.
+void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W,
+           cudaStream_t stream);
+void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W,
+            cudaStream_t stream);
+
+// Fused causal attention (flash-attention style: 32x32 tiles in shared
+// memory, online softmax, no S x S matrix). q, out [B, S, H*Dh]; k, v
+// [B, S, KV*Dh]; scale 1/sqrt(Dh); query head h reads kv head h / (H / KV).
+// Dh <= 256.
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                            cudaStream_t stream);
+// Recomputes the row log-sum-exps (one forward pass without v) and
+// D_i = dout_i · out_i into scratch, then dk/dv (one block per kv tile and kv
+// head, looping over its query heads: deterministic) and dq (one block per
+// query tile). dq, dk, dv overwritten.
+void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, float *dq, float *dk, float *dv, int64_t B,
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             cudaStream_t stream);
+// Floats of scratch causalAttentionBackward uses: 2 * B * H * S.
+int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H);
+
+// GELU, tanh approximation (HF gelu_new), elementwise over n
+void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream);
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream);
+
+// y = silu(gate) * up, elementwise
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
+                    cudaStream_t stream);
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                     float *dup, int64_t n, cudaStream_t stream);
+
+void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream);
+
+// *loss (device) = mean over the n rows of -log softmax(logits[i])[targets[i]].
+// scratch: n doubles (the per-row losses, then summed by one block).
+void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+                         int64_t V, double *scratch, cudaStream_t stream);
+// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale
+void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale, cudaStream_t stream);
+
+// AdamW as cpu.h's adamw (torch.optim.AdamW, decoupled decay, bias
+// correction); decay is a device array (may be null: decay everywhere).
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
+           int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
+           double weightDecay, double gradScale, cudaStream_t stream);
+
+// bf16 round to nearest even; NaN stays NaN. toBf16's out may alias x
+// (exactly: out == x); other partial overlaps are not supported.
+void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream);
+void fromBf16(const uint16_t *h, float *out, int64_t n, cudaStream_t stream);
+void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream);
+
+// *out (device) = sum of squares of x, accumulated in double, deterministic.
+// scratch: sumOfSquaresScratchDoubles() doubles.
+void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream);
+constexpr int64_t sumOfSquaresScratchDoubles() { return 1024; }
+
+} // namespace fsdp::cuda_kernels
+
+#endif

@@ -1,0 +1,1252 @@
+//===- cuda.cu - CUDA kernels, forward and backward, for every nn op -----===//
+//
+// See cuda.h. Elementwise formulas as cpu.cpp (expf/tanhf from CUDA's libm,
+// ~1-2 ulp, instead of cpu.cpp's polynomials); row statistics in double with
+// block reductions; matmuls through cuBLAS (f32, CUBLAS_COMPUTE_32F).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace fsdp::cuda_kernels {
+
+namespace {
+
+#define FSDP_CUDA_CHECK(expr)                                                                     \
+  do {                                                                                            \
+    cudaError_t err_ = (expr);                                                                    \
+    if (err_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                          \
+                   cudaGetErrorString(err_));                                                     \
+      std::abort();                                                                               \
+    }                                                                                             \
+  } while (0)
+
+#define FSDP_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                            \
+    cublasStatus_t st_ = (expr);                                                                  \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                           \
+      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #expr, int(st_)); \
+      std::abort();                                                                               \
+    }                                                                                             \
+  } while (0)
+
+// Launch errors (bad configuration) surface here; execution errors surface
+// at the caller's next synchronization.
+#define FSDP_LAUNCH_CHECK() FSDP_CUDA_CHECK(cudaGetLastError())
+
+constexpr int kThreads = 256;
+constexpr float kGeluC = 0.7978845608028654f;
+constexpr float kGeluA = 0.044715f;
+constexpr double kPi = 3.14159265358979323846;
+
+inline unsigned gridFor(int64_t n, int64_t perBlock = kThreads) {
+  int64_t g = (n + perBlock - 1) / perBlock;
+  return unsigned(std::min<int64_t>(std::max<int64_t>(g, 1), 65535LL * 32));
+}
+
+// Grid-stride loop over [0, n).
+#define FSDP_GRID_LOOP(i, n)                                                                      \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                       \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); the result is
+// returned to every thread. `shm` holds 32 values. Fixed tree: deterministic.
+template <class T> __device__ T blockSum(T v, T *shm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads(); // shm may still be read by a previous call
+  if (lane == 0)
+    shm[warp] = v;
+  __syncthreads();
+  T r = lane < nw ? shm[lane] : T(0);
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1)
+      r += __shfl_down_sync(0xffffffffu, r, o);
+    if (lane == 0)
+      shm[0] = r;
+  }
+  __syncthreads();
+  return shm[0];
+}
+
+__device__ float blockMax(float v, float *shm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (lane == 0)
+    shm[warp] = v;
+  __syncthreads();
+  float r = lane < nw ? shm[lane] : -INFINITY;
+  if (warp == 0) {
+    for (int o = 16; o > 0; o >>= 1)
+      r = fmaxf(r, __shfl_down_sync(0xffffffffu, r, o));
+    if (lane == 0)
+      shm[0] = r;
+  }
+  __syncthreads();
+  return shm[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding, positions, split/concat
+//===----------------------------------------------------------------------===//
+
+__global__ void embeddingForwardKernel(const int64_t *ids, const float *table, float *out,
+                                       int64_t n, int64_t D) {
+  FSDP_GRID_LOOP(e, n * D) {
+    const int64_t i = e / D, c = e - i * D;
+    out[e] = table[ids[i] * D + c];
+  }
+}
+
+__global__ void embeddingBackwardKernel(const float *dout, const int64_t *ids, float *dtable,
+                                        int64_t n, int64_t D) {
+  FSDP_GRID_LOOP(e, n * D) {
+    const int64_t i = e / D, c = e - i * D;
+    atomicAdd(dtable + ids[i] * D + c, dout[e]);
+  }
+}
+
+__global__ void positionIdsKernel(int64_t *out, int64_t B, int64_t S) {
+  FSDP_GRID_LOOP(e, B * S) { out[e] = e % S; }
+}
+
+//===----------------------------------------------------------------------===//
+// Column sums (bias grads, norm weight grads): a block per 32 columns, 8 row
+// lanes each summing a strided set of rows in double, then a fixed tree.
+//===----------------------------------------------------------------------===//
+
+// Generic column reducer: value(i, c) summed over rows i, for up to two
+// outputs. Mode 0: dy (bias). Mode 1: layer norm (dw += dy * xhat, db += dy).
+// Mode 2: rms norm (dw += dy * x * rstd).
+template <int Mode>
+__global__ void columnSumKernel(const float *dy, const float *x, const float *stats,
+                                float *out0, float *out1, int64_t n, int64_t D, int statStride) {
+  __shared__ double s0[8][33], s1[8][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx;
+  double a0 = 0, a1 = 0;
+  if (c < D) {
+    for (int64_t i = ty; i < n; i += 8) {
+      const float g = dy[i * D + c];
+      if (Mode == 0) {
+        a0 += double(g);
+      } else if (Mode == 1) {
+        const float mean = stats[i * statStride], rstd = stats[i * statStride + 1];
+        const float xhat = (x[i * D + c] - mean) * rstd;
+        a0 += double(g * xhat);
+        a1 += double(g);
+      } else {
+        const float rstd = stats[i * statStride];
+        a0 += double(g * (x[i * D + c] * rstd));
+      }
+    }
+  }
+  s0[ty][tx] = a0;
+  s1[ty][tx] = a1;
+  __syncthreads();
+  if (ty == 0 && c < D) {
+    double r0 = ((s0[0][tx] + s0[4][tx]) + (s0[1][tx] + s0[5][tx])) +
+                ((s0[2][tx] + s0[6][tx]) + (s0[3][tx] + s0[7][tx]));
+    out0[c] = float(r0);
+    if (Mode == 1) {
+      double r1 = ((s1[0][tx] + s1[4][tx]) + (s1[1][tx] + s1[5][tx])) +
+                  ((s1[2][tx] + s1[6][tx]) + (s1[3][tx] + s1[7][tx]));
+      out1[c] = float(r1);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Norms: a block per row
+//===----------------------------------------------------------------------===//
+
+__device__ void rowMoments(const float *xr, int64_t D, double eps, double *shm, double &mean,
+                           double &rstd) {
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
+    s += double(xr[c]);
+  const double m = blockSum(s, shm) / double(D);
+  double v = 0;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    const double d = double(xr[c]) - m;
+    v += d * d;
+  }
+  const double var = blockSum(v, shm) / double(D);
+  mean = m;
+  rstd = 1.0 / sqrt(var + eps);
+}
+
+__global__ void layerNormForwardKernel(const float *x, const float *w, const float *b, float *y,
+                                       int64_t D, double eps) {
+  __shared__ double shm[32];
+  const int64_t i = blockIdx.x;
+  const float *xr = x + i * D;
+  float *yr = y + i * D;
+  double mean, rstd;
+  rowMoments(xr, D, eps, shm, mean, rstd);
+  const float m = float(mean), r = float(rstd);
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
+    yr[c] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(xr[c], m), r), w[c]), b[c]);
+}
+
+// stats[i] = {mean, rstd, mean(g), mean(g * xhat)} with g = dy * w.
+__global__ void layerNormStatsKernel(const float *dy, const float *x, const float *w,
+                                     float *stats, int64_t D, double eps) {
+  __shared__ double shm[32];
+  const int64_t i = blockIdx.x;
+  const float *xr = x + i * D, *gr = dy + i * D;
+  double mean, rstd;
+  rowMoments(xr, D, eps, shm, mean, rstd);
+  double sg = 0, sgx = 0;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    const double g = double(gr[c]) * double(w[c]);
+    sg += g;
+    sgx += g * ((double(xr[c]) - mean) * rstd);
+  }
+  sg = blockSum(sg, shm);
+  sgx = blockSum(sgx, shm);
+  if (threadIdx.x == 0) {
+    stats[4 * i] = float(mean);
+    stats[4 * i + 1] = float(rstd);
+    stats[4 * i + 2] = float(sg / double(D));
+    stats[4 * i + 3] = float(sgx / double(D));
+  }
+}
+
+__global__ void layerNormDxKernel(const float *dy, const float *x, const float *w,
+                                  const float *stats, float *dx, int64_t n, int64_t D) {
+  FSDP_GRID_LOOP(e, n * D) {
+    const int64_t i = e / D, c = e - i * D;
+    const float mean = stats[4 * i], rstd = stats[4 * i + 1], mg = stats[4 * i + 2],
+                mgx = stats[4 * i + 3];
+    const float xhat = __fmul_rn(__fsub_rn(x[e], mean), rstd);
+    dx[e] = __fmul_rn(rstd, __fsub_rn(__fsub_rn(__fmul_rn(dy[e], w[c]), mg), __fmul_rn(xhat, mgx)));
+  }
+}
+
+__global__ void rmsNormForwardKernel(const float *x, const float *w, float *y, int64_t D,
+                                     double eps) {
+  __shared__ double shm[32];
+  const int64_t i = blockIdx.x;
+  const float *xr = x + i * D;
+  float *yr = y + i * D;
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
+    s += double(xr[c]) * double(xr[c]);
+  const float r = float(1.0 / sqrt(blockSum(s, shm) / double(D) + eps));
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
+    yr[c] = __fmul_rn(w[c], __fmul_rn(xr[c], r));
+}
+
+// stats[i] = {rstd, k = rstd^3 * mean(g * x)}
+__global__ void rmsNormStatsKernel(const float *dy, const float *x, const float *w, float *stats,
+                                   int64_t D, double eps) {
+  __shared__ double shm[32];
+  const int64_t i = blockIdx.x;
+  const float *xr = x + i * D, *gr = dy + i * D;
+  double s = 0, sgx = 0;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    s += double(xr[c]) * double(xr[c]);
+    sgx += double(gr[c]) * double(w[c]) * double(xr[c]);
+  }
+  s = blockSum(s, shm);
+  sgx = blockSum(sgx, shm);
+  if (threadIdx.x == 0) {
+    const double rstd = 1.0 / sqrt(s / double(D) + eps);
+    stats[2 * i] = float(rstd);
+    stats[2 * i + 1] = float(rstd * rstd * rstd * sgx / double(D));
+  }
+}
+
+__global__ void rmsNormDxKernel(const float *dy, const float *x, const float *w,
+                                const float *stats, float *dx, int64_t n, int64_t D) {
+  FSDP_GRID_LOOP(e, n * D) {
+    const int64_t i = e / D, c = e - i * D;
+    const float r = stats[2 * i], k = stats[2 * i + 1];
+    dx[e] = __fsub_rn(__fmul_rn(r, __fmul_rn(dy[e], w[c])), __fmul_rn(x[e], k));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE
+//===----------------------------------------------------------------------===//
+
+constexpr int kRopeChunk = 256;
+struct InvFreqChunk {
+  float v[kRopeChunk];
+};
+
+// Exactly cpu.cpp's invFreq (host).
+float invFreqHost(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
+  const float e = float(2 * i) / float(Dh);
+  const float inv = 1.0f / std::pow(float(theta), e);
+  if (!scaling)
+    return inv;
+  const double orig = double(scaling->originalMaxPosition);
+  const float lowWavelen = float(orig / scaling->lowFreqFactor);
+  const float highWavelen = float(orig / scaling->highFreqFactor);
+  const float factor = float(scaling->factor);
+  const float wavelen = (1.0f / inv) * float(2.0 * kPi);
+  if (wavelen > lowWavelen)
+    return inv / factor;
+  if (wavelen < highWavelen)
+    return inv;
+  const float smooth = ((1.0f / wavelen) * float(orig) - float(scaling->lowFreqFactor)) /
+                       float(scaling->highFreqFactor - scaling->lowFreqFactor);
+  return (1.0f - smooth) * inv / factor + smooth * inv;
+}
+
+// One thread per (row, head, i in the chunk): rotates the pair (i, i + half).
+__global__ void ropeKernel(const float *x, float *y, int64_t rows, int64_t S, int64_t H,
+                           int64_t Dh, int64_t i0, int w, InvFreqChunk inv, bool inverse) {
+  const int64_t half = Dh / 2, width = H * Dh;
+  FSDP_GRID_LOOP(e, rows * H * w) {
+    const int64_t i = e % w, rh = e / w, h = rh % H, r = rh / H;
+    const int64_t s = r % S;
+    const float angle = __fmul_rn(float(s), inv.v[i]);
+    double sd, cd;
+    sincos(double(angle), &sd, &cd);
+    const float cs = float(cd), sv = float(sd), sn = inverse ? -sv : sv;
+    const int64_t o1 = r * width + h * Dh + i0 + i, o2 = o1 + half;
+    const float a = x[o1], c = x[o2];
+    y[o1] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
+    y[o2] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+  }
+}
+
+__global__ void ropeOddTailKernel(const float *x, float *y, int64_t rows, int64_t H, int64_t Dh) {
+  FSDP_GRID_LOOP(e, rows * H) {
+    const int64_t o = e * Dh + Dh - 1; // row-major [rows, H, Dh]
+    y[o] = x[o];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention: 32 x 32 tiles, 256 threads, Dh <= MaxDh.
+//===----------------------------------------------------------------------===//
+
+constexpr int kTile = 32;
+constexpr int kAttnThreads = 256;
+
+// out[r][c] = scale * dot(A[r, :Dh], B[c, :Dh]) for r, c < 32. Thread t: c =
+// t % 32, rows t / 32 + 8 k. A rows are read as broadcasts; B's stride is
+// odd (Dh + 1) so that the 32 columns fall in distinct banks.
+__device__ inline void tileScores(const float *A, const float *Bm, int ld, int Dh, float scale,
+                                  float *out) {
+  const int c = threadIdx.x & 31, r0 = threadIdx.x >> 5;
+  float acc[4] = {0, 0, 0, 0};
+  for (int d = 0; d < Dh; ++d) {
+    const float b = Bm[c * ld + d];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      acc[k] += A[(r0 + 8 * k) * ld + d] * b;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    out[(r0 + 8 * k) * (kTile + 1) + c] = acc[k] * scale;
+}
+
+// Loads rows [row0, row0 + 32) of a [*, stride] matrix (columns off..off+Dh)
+// into sh[32][ld]; rows >= S are zero.
+__device__ inline void loadTile(const float *g, int64_t stride, int64_t row0, int64_t S, int Dh,
+                                int ld, float *sh) {
+  for (int e = threadIdx.x; e < kTile * Dh; e += blockDim.x) {
+    const int r = e / Dh, d = e - r * Dh;
+    const int64_t row = row0 + r;
+    sh[r * ld + d] = row < S ? g[row * stride + d] : 0.0f;
+  }
+}
+
+// Forward: grid (query tiles, B * H). With statsOnly, v/out are unused and
+// the row log-sum-exp goes to lse[(b * H + h) * S + i].
+template <int MaxDh>
+__global__ void __launch_bounds__(kAttnThreads)
+    attentionForwardKernel(const float *q, const float *k, const float *v, float *out, float *lse,
+                           int64_t S, int64_t H, int64_t KV, int Dh, float scale, bool statsOnly) {
+  extern __shared__ float smem[];
+  const int ld = Dh + 1;
+  float *Qs = smem, *Ks = Qs + kTile * ld, *Vs = Ks + kTile * ld, *Ss = Vs + kTile * ld;
+  float *mS = Ss + kTile * (kTile + 1), *lS = mS + kTile, *aS = lS + kTile;
+  const int64_t bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
+  const int64_t qStride = H * Dh, kStride = KV * Dh;
+  const int64_t i0 = int64_t(blockIdx.x) * kTile;
+  const float *qb = q + b * S * qStride + h * Dh;
+  const float *kb = k + b * S * kStride + kvh * Dh, *vb = v + b * S * kStride + kvh * Dh;
+  loadTile(qb, qStride, i0, S, Dh, ld, Qs);
+  if (threadIdx.x < kTile) {
+    mS[threadIdx.x] = -INFINITY;
+    lS[threadIdx.x] = 0.0f;
+  }
+  constexpr int kPer = MaxDh / 8;
+  const int orow = threadIdx.x >> 3, ocol = threadIdx.x & 7;
+  float acc[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    acc[u] = 0.0f;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int64_t j0 = 0; j0 <= i0 && j0 < S; j0 += kTile) {
+    __syncthreads(); // previous tile's K/V/S reads done
+    loadTile(kb, kStride, j0, S, Dh, ld, Ks);
+    if (!statsOnly)
+      loadTile(vb, kStride, j0, S, Dh, ld, Vs);
+    __syncthreads();
+    tileScores(Qs, Ks, ld, Dh, scale, Ss);
+    __syncthreads();
+    // Online softmax: warp w takes rows w, w + 8, w + 16, w + 24; lane = key.
+    for (int r = warp; r < kTile; r += 8) {
+      const int64_t i = i0 + r, j = j0 + lane;
+      float s = Ss[r * (kTile + 1) + lane];
+      if (i >= S)
+        s = 0.0f; // padding row: keep it finite, never written
+      else if (j > i)
+        s = -INFINITY;
+      float tmax = s;
+      for (int o = 16; o > 0; o >>= 1)
+        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+      const float mOld = mS[r], mNew = fmaxf(mOld, tmax);
+      const float p = expf(s - mNew);
+      float tsum = p;
+      for (int o = 16; o > 0; o >>= 1)
+        tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
+      Ss[r * (kTile + 1) + lane] = p;
+      __syncwarp();
+      if (lane == 0) {
+        const float alpha = expf(mOld - mNew);
+        lS[r] = lS[r] * alpha + tsum;
+        mS[r] = mNew;
+        aS[r] = alpha;
+      }
+    }
+    __syncthreads();
+    if (!statsOnly) {
+      const float alpha = aS[orow];
+#pragma unroll
+      for (int u = 0; u < kPer; ++u)
+        acc[u] *= alpha;
+      for (int j = 0; j < kTile; ++j) {
+        const float p = Ss[orow * (kTile + 1) + j];
+#pragma unroll
+        for (int u = 0; u < kPer; ++u) {
+          const int d = ocol + 8 * u;
+          if (d < Dh)
+            acc[u] += p * Vs[j * ld + d];
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int64_t i = i0 + orow;
+  if (i < S) {
+    if (statsOnly) {
+      if (ocol == 0)
+        lse[bh * S + i] = mS[orow] + logf(lS[orow]);
+    } else {
+      const float inv = 1.0f / lS[orow];
+      float *orow_ = out + (b * S + i) * qStride + h * Dh;
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const int d = ocol + 8 * u;
+        if (d < Dh)
+          orow_[d] = acc[u] * inv;
+      }
+    }
+  }
+}
+
+// D[(b * H + h) * S + i] = dout_i · out_i (a warp per row).
+__global__ void attentionRowDotKernel(const float *dout, const float *out, float *Dv, int64_t B,
+                                      int64_t S, int64_t H, int Dh) {
+  const int64_t warpsTotal = B * H * S;
+  const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (wid >= warpsTotal)
+    return;
+  const int64_t i = wid % S, bh = wid / S, h = bh % H, b = bh / H;
+  const int64_t off = (b * S + i) * H * Dh + h * Dh;
+  float s = 0;
+  for (int d = lane; d < Dh; d += 32)
+    s += dout[off + d] * out[off + d];
+  for (int o = 16; o > 0; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0)
+    Dv[wid] = s;
+}
+
+// P = exp(S - lse) (masked: 0), dP = dO Vᵀ, dS = P (dP - D), in place in
+// Ps / dSs. Rows from i0, keys from j0.
+__device__ inline void attentionTileGrads(const float *Qs, const float *dOs, const float *Ks,
+                                          const float *Vs, float *Ps, float *dSs,
+                                          const float *lseS, const float *DS, int64_t i0,
+                                          int64_t j0, int64_t S, int ld, int Dh, float scale) {
+  tileScores(Qs, Ks, ld, Dh, scale, Ps);
+  tileScores(dOs, Vs, ld, Dh, 1.0f, dSs);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTile * kTile; e += blockDim.x) {
+    const int r = e >> 5, c = e & 31;
+    const int64_t i = i0 + r, j = j0 + c;
+    const int o = r * (kTile + 1) + c;
+    float p = 0.0f;
+    if (i < S && j <= i)
+      p = expf(Ps[o] - lseS[r]);
+    Ps[o] = p;
+    dSs[o] = p * (dSs[o] - DS[r]);
+  }
+  __syncthreads();
+}
+
+// dk, dv: grid (key tiles, B * KV); loops over the group's query heads and
+// the query tiles at or after the key tile.
+template <int MaxDh>
+__global__ void __launch_bounds__(kAttnThreads)
+    attentionBackwardKVKernel(const float *dout, const float *q, const float *k, const float *v,
+                              const float *lse, const float *Dv, float *dk, float *dv, int64_t S,
+                              int64_t H, int64_t KV, int Dh, float scale) {
+  extern __shared__ float smem[];
+  const int ld = Dh + 1;
+  float *Ks = smem, *Vs = Ks + kTile * ld, *Qs = Vs + kTile * ld, *dOs = Qs + kTile * ld;
+  float *Ps = dOs + kTile * ld, *dSs = Ps + kTile * (kTile + 1);
+  float *lseS = dSs + kTile * (kTile + 1), *DS = lseS + kTile;
+  const int64_t bkv = blockIdx.y, b = bkv / KV, kvh = bkv % KV, group = H / KV;
+  const int64_t qStride = H * Dh, kStride = KV * Dh;
+  const int64_t j0 = int64_t(blockIdx.x) * kTile;
+  const int64_t kvOff = b * S * kStride + kvh * Dh;
+  loadTile(k + kvOff, kStride, j0, S, Dh, ld, Ks);
+  loadTile(v + kvOff, kStride, j0, S, Dh, ld, Vs);
+  constexpr int kPer = MaxDh / 8;
+  const int orow = threadIdx.x >> 3, ocol = threadIdx.x & 7; // orow: key in the tile
+  float accK[kPer], accV[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    accK[u] = accV[u] = 0.0f;
+  for (int64_t hh = 0; hh < group; ++hh) {
+    const int64_t h = kvh * group + hh, bh = b * H + h;
+    const int64_t qOff = b * S * qStride + h * Dh;
+    for (int64_t i0 = j0; i0 < S; i0 += kTile) {
+      __syncthreads();
+      loadTile(q + qOff, qStride, i0, S, Dh, ld, Qs);
+      loadTile(dout + qOff, qStride, i0, S, Dh, ld, dOs);
+      if (threadIdx.x < kTile) {
+        const int64_t i = i0 + threadIdx.x;
+        lseS[threadIdx.x] = i < S ? lse[bh * S + i] : 0.0f;
+        DS[threadIdx.x] = i < S ? Dv[bh * S + i] : 0.0f;
+      }
+      __syncthreads();
+      attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale);
+      // dV[j] += sum_i P[i][j] dO[i]; dK[j] += scale * sum_i dS[i][j] Q[i]
+      for (int r = 0; r < kTile; ++r) {
+        const float p = Ps[r * (kTile + 1) + orow], ds = dSs[r * (kTile + 1) + orow];
+#pragma unroll
+        for (int u = 0; u < kPer; ++u) {
+          const int d = ocol + 8 * u;
+          if (d < Dh) {
+            accV[u] += p * dOs[r * ld + d];
+            accK[u] += ds * Qs[r * ld + d];
+          }
+        }
+      }
+    }
+  }
+  const int64_t j = j0 + orow;
+  if (j < S) {
+    float *dkr = dk + kvOff + j * kStride, *dvr = dv + kvOff + j * kStride;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int d = ocol + 8 * u;
+      if (d < Dh) {
+        dkr[d] = accK[u] * scale;
+        dvr[d] = accV[u];
+      }
+    }
+  }
+}
+
+// dq: grid (query tiles, B * H); loops over key tiles up to the diagonal.
+template <int MaxDh>
+__global__ void __launch_bounds__(kAttnThreads)
+    attentionBackwardQKernel(const float *dout, const float *q, const float *k, const float *v,
+                             const float *lse, const float *Dv, float *dq, int64_t S, int64_t H,
+                             int64_t KV, int Dh, float scale) {
+  extern __shared__ float smem[];
+  const int ld = Dh + 1;
+  float *Qs = smem, *dOs = Qs + kTile * ld, *Ks = dOs + kTile * ld, *Vs = Ks + kTile * ld;
+  float *Ps = Vs + kTile * ld, *dSs = Ps + kTile * (kTile + 1);
+  float *lseS = dSs + kTile * (kTile + 1), *DS = lseS + kTile;
+  const int64_t bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
+  const int64_t qStride = H * Dh, kStride = KV * Dh;
+  const int64_t i0 = int64_t(blockIdx.x) * kTile;
+  const int64_t qOff = b * S * qStride + h * Dh, kvOff = b * S * kStride + kvh * Dh;
+  loadTile(q + qOff, qStride, i0, S, Dh, ld, Qs);
+  loadTile(dout + qOff, qStride, i0, S, Dh, ld, dOs);
+  if (threadIdx.x < kTile) {
+    const int64_t i = i0 + threadIdx.x;
+    lseS[threadIdx.x] = i < S ? lse[bh * S + i] : 0.0f;
+    DS[threadIdx.x] = i < S ? Dv[bh * S + i] : 0.0f;
+  }
+  constexpr int kPer = MaxDh / 8;
+  const int orow = threadIdx.x >> 3, ocol = threadIdx.x & 7;
+  float acc[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    acc[u] = 0.0f;
+  for (int64_t j0 = 0; j0 <= i0 && j0 < S; j0 += kTile) {
+    __syncthreads();
+    loadTile(k + kvOff, kStride, j0, S, Dh, ld, Ks);
+    loadTile(v + kvOff, kStride, j0, S, Dh, ld, Vs);
+    __syncthreads();
+    attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale);
+    for (int c = 0; c < kTile; ++c) {
+      const float ds = dSs[orow * (kTile + 1) + c];
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const int d = ocol + 8 * u;
+        if (d < Dh)
+          acc[u] += ds * Ks[c * ld + d];
+      }
+    }
+  }
+  const int64_t i = i0 + orow;
+  if (i < S) {
+    float *dqr = dq + qOff + i * qStride;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int d = ocol + 8 * u;
+      if (d < Dh)
+        dqr[d] = acc[u] * scale;
+    }
+  }
+}
+
+size_t attentionSmemBytes(int Dh, int bigTiles, int smallTiles) {
+  return sizeof(float) *
+         (size_t(bigTiles) * kTile * (Dh + 1) + size_t(smallTiles) * kTile * (kTile + 1) +
+          4 * kTile);
+}
+
+template <class K> void setSmem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    FSDP_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+template <int MaxDh>
+void attentionForwardLaunch(const float *q, const float *k, const float *v, float *out,
+                            float *lse, int64_t B, int64_t S, int64_t H, int64_t KV, int Dh,
+                            bool statsOnly, cudaStream_t stream) {
+  const size_t smem = attentionSmemBytes(Dh, 3, 1);
+  setSmem(attentionForwardKernel<MaxDh>, smem);
+  dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  attentionForwardKernel<MaxDh>
+      <<<grid, kAttnThreads, smem, stream>>>(q, k, v, out, lse, S, H, KV, Dh, scale, statsOnly);
+  FSDP_LAUNCH_CHECK();
+}
+
+template <int MaxDh>
+void attentionBackwardLaunch(const float *dout, const float *q, const float *k, const float *v,
+                             const float *lse, const float *Dv, float *dq, float *dk, float *dv,
+                             int64_t B, int64_t S, int64_t H, int64_t KV, int Dh,
+                             cudaStream_t stream) {
+  const size_t smem = attentionSmemBytes(Dh, 4, 2);
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  const unsigned tiles = unsigned((S + kTile - 1) / kTile);
+  setSmem(attentionBackwardKVKernel<MaxDh>, smem);
+  attentionBackwardKVKernel<MaxDh><<<dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream>>>(
+      dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
+  FSDP_LAUNCH_CHECK();
+  setSmem(attentionBackwardQKernel<MaxDh>, smem);
+  attentionBackwardQKernel<MaxDh><<<dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream>>>(
+      dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
+  FSDP_LAUNCH_CHECK();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+__global__ void geluForwardKernel(const float *x, float *y, int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * (v * v * v))));
+  }
+}
+
+__global__ void geluBackwardKernel(const float *dy, const float *x, float *dx, int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    const float v = x[i];
+    const float t = tanhf(kGeluC * (v + kGeluA * (v * v * v)));
+    const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+  }
+}
+
+__global__ void siluMulForwardKernel(const float *gate, const float *up, float *y, int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    const float g = gate[i];
+    y[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void siluMulBackwardKernel(const float *dy, const float *gate, const float *up,
+                                      float *dgate, float *dup, int64_t n) {
+  FSDP_GRID_LOOP(i, n) {
+    const float g = gate[i], e = expf(-g), s = 1.0f / (1.0f + e);
+    const float d = dy[i], u = up[i];
+    dup[i] = d * (g / (1.0f + e));
+    dgate[i] = (d * u) * s * (1.0f + g * (1.0f - s));
+  }
+}
+
+__global__ void addKernel(const float *a, const float *b, float *y, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { y[i] = a[i] + b[i]; }
+}
+
+__global__ void biasBroadcastKernel(const float *bias, float *y, int64_t n, int64_t out) {
+  FSDP_GRID_LOOP(e, n * out) { y[e] = bias[e % out]; }
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy: a block per row
+//===----------------------------------------------------------------------===//
+
+__device__ void rowLse(const float *x, int64_t V, float *fshm, double *dshm, float &mx,
+                       double &sum) {
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < V; c += blockDim.x)
+    m = fmaxf(m, x[c]);
+  m = blockMax(m, fshm);
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < V; c += blockDim.x)
+    s += double(expf(x[c] - m));
+  sum = blockSum(s, dshm);
+  mx = m;
+}
+
+__global__ void crossEntropyRowKernel(const float *logits, const int64_t *targets, double *rowLoss,
+                                      int64_t V) {
+  __shared__ float fshm[32];
+  __shared__ double dshm[32];
+  const int64_t i = blockIdx.x;
+  const float *x = logits + i * V;
+  float mx;
+  double sum;
+  rowLse(x, V, fshm, dshm, mx, sum);
+  if (threadIdx.x == 0)
+    rowLoss[i] = double(mx) + log(sum) - double(x[targets[i]]);
+}
+
+__global__ void meanKernel(const double *v, float *out, int64_t n) {
+  __shared__ double shm[32];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += v[i];
+  s = blockSum(s, shm);
+  if (threadIdx.x == 0)
+    *out = n > 0 ? float(s / double(n)) : 0.0f;
+}
+
+__global__ void crossEntropyBackwardKernel(const float *logits, const int64_t *targets,
+                                           float *dlogits, int64_t V, float scale) {
+  __shared__ float fshm[32];
+  __shared__ double dshm[32];
+  const int64_t i = blockIdx.x;
+  const float *x = logits + i * V;
+  float *d = dlogits + i * V;
+  float mx;
+  double sum;
+  rowLse(x, V, fshm, dshm, mx, sum);
+  const float k = float(double(scale) / sum);
+  const int64_t t = targets[i];
+  for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
+    float g = __fmul_rn(expf(x[c] - mx), k);
+    if (c == t)
+      g = __fsub_rn(g, scale);
+    d[c] = g;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// AdamW, bf16, sum of squares
+//===----------------------------------------------------------------------===//
+
+struct AdamConsts {
+  float decayMul, b1, oneMinusB1, b2, oneMinusB2, negStepSize, bc2Sqrt, eps, gs;
+};
+
+// Every operation rounded separately (no FMA contraction), as torch's
+// tensor ops and cpu.cpp's baseline build.
+__global__ void adamwKernel(float *param, const float *grad, float *expAvg, float *expAvgSq,
+                            const bool *decay, int64_t n, AdamConsts c) {
+  FSDP_GRID_LOOP(i, n) {
+    const float mul = (!decay || decay[i]) ? c.decayMul : 1.0f;
+    const float g = __fmul_rn(grad[i], c.gs);
+    const float p = __fmul_rn(param[i], mul);
+    const float m = __fadd_rn(__fmul_rn(expAvg[i], c.b1), __fmul_rn(c.oneMinusB1, g));
+    const float v =
+        __fadd_rn(__fmul_rn(expAvgSq[i], c.b2), __fmul_rn(__fmul_rn(c.oneMinusB2, g), g));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.bc2Sqrt), c.eps);
+    param[i] = __fadd_rn(p, __fdiv_rn(__fmul_rn(c.negStepSize, m), denom));
+    expAvg[i] = m;
+    expAvgSq[i] = v;
+  }
+}
+
+__device__ inline uint16_t toBf16Dev(float f) {
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return uint16_t(bits >> 16);
+}
+
+__device__ inline float fromBf16Dev(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+__global__ void toBf16Kernel(const float *x, uint16_t *out, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { out[i] = toBf16Dev(x[i]); }
+}
+
+// In place (out == x), elements [lo, hi): every thread reads, the block
+// syncs, then writes. Launched on ranges whose writes (bytes [2lo, 2hi),
+// i.e. floats [lo/2, hi/2)) only hit floats already consumed: either the
+// first range, done by one block, or [lo, 2lo) after [0, lo) is done.
+__global__ void toBf16InPlaceKernel(const float *x, uint16_t *out, int64_t lo, int64_t hi,
+                                    bool singleBlock) {
+  if (singleBlock) {
+    // hi - lo <= 8 * blockDim.x
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = lo + threadIdx.x + int64_t(u) * blockDim.x;
+      v[u] = i < hi ? x[i] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int64_t i = lo + threadIdx.x + int64_t(u) * blockDim.x;
+      if (i < hi)
+        out[i] = toBf16Dev(v[u]);
+    }
+    return;
+  }
+  for (int64_t i = lo + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < hi;
+       i += int64_t(blockDim.x) * gridDim.x)
+    out[i] = toBf16Dev(x[i]);
+}
+
+__global__ void fromBf16Kernel(const uint16_t *h, float *out, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { out[i] = fromBf16Dev(h[i]); }
+}
+
+__global__ void roundToBf16Kernel(const float *x, float *out, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { out[i] = fromBf16Dev(toBf16Dev(x[i])); }
+}
+
+// Partial sums: block b sums the fixed chunk [b * chunk, (b + 1) * chunk).
+__global__ void sumOfSquaresPartialKernel(const float *x, int64_t n, int64_t chunk,
+                                          double *partial) {
+  __shared__ double shm[32];
+  const int64_t lo = int64_t(blockIdx.x) * chunk, hi = min(n, lo + chunk);
+  double s = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+    s += double(x[i]) * double(x[i]);
+  s = blockSum(s, shm);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+__global__ void sumKernel(const double *v, int64_t n, double *out) {
+  __shared__ double shm[32];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += v[i];
+  s = blockSum(s, shm);
+  if (threadIdx.x == 0)
+    *out = s;
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLAS, row-major
+//===----------------------------------------------------------------------===//
+
+// Row-major C[M, N] = alpha op(A) op(B) + beta C. cuBLAS is column-major, in
+// which a row-major matrix reads as its transpose: compute Cᵀ = op(B)ᵀ op(A)ᵀ,
+// i.e. swap the operands and M/N and keep the transposition flags.
+void gemmRowMajor(cublasHandle_t handle, cudaStream_t stream, bool transA, bool transB, int64_t M,
+                  int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  FSDP_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  const int64_t kMax = 0x7fffffff;
+  if (M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax) {
+    std::fprintf(stderr, "fsdp cuda gemm: dimension over 2^31\n");
+    std::abort();
+  }
+  FSDP_CUBLAS_CHECK(cublasGemmEx(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
+                                 B, CUDA_R_32F, int(ldb), A, CUDA_R_32F, int(lda), &beta, C,
+                                 CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
+                      cudaStream_t stream) {
+  if (n <= 0 || D <= 0)
+    return;
+  embeddingForwardKernel<<<gridFor(n * D), kThreads, 0, stream>>>(ids, table, out, n, D);
+  FSDP_LAUNCH_CHECK();
+}
+
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                       int64_t D, cudaStream_t stream) {
+  if (V > 0 && D > 0)
+    FSDP_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * V * D, stream));
+  if (n <= 0 || D <= 0)
+    return;
+  embeddingBackwardKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dout, ids, dtable, n, D);
+  FSDP_LAUNCH_CHECK();
+}
+
+void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
+  if (B <= 0 || S <= 0)
+    return;
+  positionIdsKernel<<<gridFor(B * S), kThreads, 0, stream>>>(out, B, S);
+  FSDP_LAUNCH_CHECK();
+}
+
+void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,
+                   float *y, int64_t n, int64_t in, int64_t out, Layout layout,
+                   cudaStream_t stream) {
+  if (n <= 0 || out <= 0)
+    return;
+  float beta = 0.0f;
+  if (bias) {
+    biasBroadcastKernel<<<gridFor(n * out), kThreads, 0, stream>>>(bias, y, n, out);
+    FSDP_LAUNCH_CHECK();
+    beta = 1.0f;
+  }
+  if (in <= 0) {
+    if (!bias)
+      FSDP_CUDA_CHECK(cudaMemsetAsync(y, 0, sizeof(float) * n * out, stream));
+    return;
+  }
+  if (layout == Layout::InOut)
+    gemmRowMajor(handle, stream, false, false, n, out, in, 1.0f, x, in, w, out, beta, y, out);
+  else
+    gemmRowMajor(handle, stream, false, true, n, out, in, 1.0f, x, in, w, in, beta, y, out);
+}
+
+void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w, float *dx,
+                         int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  if (n <= 0 || in <= 0)
+    return;
+  if (out <= 0) {
+    FSDP_CUDA_CHECK(cudaMemsetAsync(dx, 0, sizeof(float) * n * in, stream));
+    return;
+  }
+  if (layout == Layout::InOut)
+    gemmRowMajor(handle, stream, false, true, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+  else
+    gemmRowMajor(handle, stream, false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+}
+
+void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
+                          int64_t n, int64_t in, int64_t out, Layout layout,
+                          cudaStream_t stream) {
+  if (in <= 0 || out <= 0)
+    return;
+  if (n <= 0) {
+    FSDP_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(float) * in * out, stream));
+    return;
+  }
+  if (layout == Layout::InOut)
+    gemmRowMajor(handle, stream, true, false, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw, out);
+  else
+    gemmRowMajor(handle, stream, true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
+}
+
+void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream) {
+  if (out <= 0)
+    return;
+  columnSumKernel<0><<<unsigned((out + 31) / 32), 256, 0, stream>>>(dy, nullptr, nullptr, db,
+                                                                     nullptr, n, out, 0);
+  FSDP_LAUNCH_CHECK();
+}
+
+int64_t layerNormBackwardScratchFloats(int64_t n) { return 4 * n; }
+int64_t rmsNormBackwardScratchFloats(int64_t n) { return 2 * n; }
+
+void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                      int64_t D, double eps, cudaStream_t stream) {
+  if (n <= 0 || D <= 0)
+    return;
+  layerNormForwardKernel<<<unsigned(n), kThreads, 0, stream>>>(x, w, b, y, D, eps);
+  FSDP_LAUNCH_CHECK();
+}
+
+void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t n, int64_t D, double eps, float *scratch,
+                       cudaStream_t stream) {
+  if (D <= 0)
+    return;
+  if (n > 0) {
+    layerNormStatsKernel<<<unsigned(n), kThreads, 0, stream>>>(dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH_CHECK();
+  }
+  columnSumKernel<1><<<unsigned((D + 31) / 32), 256, 0, stream>>>(dy, x, scratch, dw, db, n, D,
+                                                                   4);
+  FSDP_LAUNCH_CHECK();
+  if (n > 0) {
+    layerNormDxKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
+void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps,
+                    cudaStream_t stream) {
+  if (n <= 0 || D <= 0)
+    return;
+  rmsNormForwardKernel<<<unsigned(n), kThreads, 0, stream>>>(x, w, y, D, eps);
+  FSDP_LAUNCH_CHECK();
+}
+
+void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                     int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream) {
+  if (D <= 0)
+    return;
+  if (n > 0) {
+    rmsNormStatsKernel<<<unsigned(n), kThreads, 0, stream>>>(dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH_CHECK();
+  }
+  columnSumKernel<2><<<unsigned((D + 31) / 32), 256, 0, stream>>>(dy, x, scratch, dw, nullptr, n,
+                                                                   D, 2);
+  FSDP_LAUNCH_CHECK();
+  if (n > 0) {
+    rmsNormDxKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+  const int64_t rows = B * S, half = Dh / 2;
+  if (rows <= 0 || H <= 0 || Dh <= 0)
+    return;
+  for (int64_t i0 = 0; i0 < half; i0 += kRopeChunk) {
+    const int w = int(std::min<int64_t>(kRopeChunk, half - i0));
+    InvFreqChunk inv{};
+    for (int i = 0; i < w; ++i)
+      inv.v[i] = invFreqHost(i0 + i, Dh, theta, scaling);
+    ropeKernel<<<gridFor(rows * H * w), kThreads, 0, stream>>>(x, y, rows, S, H, Dh, i0, w, inv,
+                                                               inverse);
+    FSDP_LAUNCH_CHECK();
+  }
+  if (Dh % 2) {
+    ropeOddTailKernel<<<gridFor(rows * H), kThreads, 0, stream>>>(x, y, rows, H, Dh);
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
+void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W,
+           cudaStream_t stream) {
+  if (n <= 0 || W <= 0)
+    return;
+  for (int64_t p = 0; p < parts; ++p)
+    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(outs[p], sizeof(float) * W, x + p * W,
+                                      sizeof(float) * parts * W, sizeof(float) * W, size_t(n),
+                                      cudaMemcpyDeviceToDevice, stream));
+}
+
+void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W,
+            cudaStream_t stream) {
+  if (n <= 0 || W <= 0)
+    return;
+  for (int64_t p = 0; p < parts; ++p)
+    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(y + p * W, sizeof(float) * parts * W, ins[p],
+                                      sizeof(float) * W, sizeof(float) * W, size_t(n),
+                                      cudaMemcpyDeviceToDevice, stream));
+}
+
+#define FSDP_DH_DISPATCH(Dh, CALL)                                                                \
+  do {                                                                                            \
+    if ((Dh) <= 64) {                                                                             \
+      constexpr int kMaxDh = 64;                                                                  \
+      CALL;                                                                                       \
+    } else if ((Dh) <= 128) {                                                                     \
+      constexpr int kMaxDh = 128;                                                                 \
+      CALL;                                                                                       \
+    } else if ((Dh) <= 256) {                                                                     \
+      constexpr int kMaxDh = 256;                                                                 \
+      CALL;                                                                                       \
+    } else {                                                                                      \
+      std::fprintf(stderr, "fsdp cuda attention: head dim %lld > 256\n", (long long)(Dh));        \
+      std::abort();                                                                               \
+    }                                                                                             \
+  } while (0)
+
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                            cudaStream_t stream) {
+  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+    return;
+  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, out, nullptr, B, S, H, KV, int(Dh),
+                                                        false, stream)));
+}
+
+int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
+  return 2 * B * H * S;
+}
+
+void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, float *dq, float *dk, float *dv, int64_t B,
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             cudaStream_t stream) {
+  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+    return;
+  float *lse = scratch, *Dv = scratch + B * H * S;
+  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV,
+                                                        int(Dh), true, stream)));
+  const int64_t rows = B * H * S;
+  attentionRowDotKernel<<<gridFor(rows * 32), kThreads, 0, stream>>>(dout, out, Dv, B, S, H,
+                                                                     int(Dh));
+  FSDP_LAUNCH_CHECK();
+  FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S,
+                                                         H, KV, int(Dh), stream)));
+}
+
+void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  geluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(x, y, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  geluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, x, dx, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  siluMulForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                     float *dup, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  siluMulBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up, dgate, dup, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+                         int64_t V, double *scratch, cudaStream_t stream) {
+  if (n > 0) {
+    crossEntropyRowKernel<<<unsigned(n), kThreads, 0, stream>>>(logits, targets, scratch, V);
+    FSDP_LAUNCH_CHECK();
+  }
+  meanKernel<<<1, 1024, 0, stream>>>(scratch, loss, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale, cudaStream_t stream) {
+  if (n <= 0 || V <= 0)
+    return;
+  crossEntropyBackwardKernel<<<unsigned(n), kThreads, 0, stream>>>(logits, targets, dlogits, V,
+                                                                   scale);
+  FSDP_LAUNCH_CHECK();
+}
+
+void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
+           int64_t n, int64_t step, double lr, double beta1, double beta2, double eps,
+           double weightDecay, double gradScale, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  AdamConsts c;
+  c.decayMul = float(1.0 - lr * weightDecay);
+  c.b1 = float(beta1);
+  c.oneMinusB1 = float(1.0 - beta1);
+  c.b2 = float(beta2);
+  c.oneMinusB2 = float(1.0 - beta2);
+  const double biasCorrection1 = 1.0 - std::pow(beta1, double(step));
+  const double biasCorrection2 = 1.0 - std::pow(beta2, double(step));
+  c.negStepSize = float(-(lr / biasCorrection1));
+  c.bc2Sqrt = float(std::sqrt(biasCorrection2));
+  c.eps = float(eps);
+  c.gs = float(gradScale);
+  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, expAvg, expAvgSq, decay, n, c);
+  FSDP_LAUNCH_CHECK();
+}
+
+void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  if (static_cast<const void *>(x) != static_cast<const void *>(out)) {
+    toBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
+    FSDP_LAUNCH_CHECK();
+    return;
+  }
+  // In place: [0, first) in one block, then doubling ranges [lo, 2 lo).
+  const int64_t first = std::min<int64_t>(n, 8 * kThreads);
+  toBf16InPlaceKernel<<<1, kThreads, 0, stream>>>(x, out, 0, first, true);
+  FSDP_LAUNCH_CHECK();
+  for (int64_t lo = first; lo < n; lo *= 2) {
+    const int64_t hi = std::min(n, 2 * lo);
+    toBf16InPlaceKernel<<<gridFor(hi - lo), kThreads, 0, stream>>>(x, out, lo, hi, false);
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
+void fromBf16(const uint16_t *h, float *out, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  fromBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(h, out, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  roundToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream) {
+  const int64_t maxBlocks = sumOfSquaresScratchDoubles();
+  const int64_t chunk = std::max<int64_t>(8 * kThreads, (n + maxBlocks - 1) / maxBlocks);
+  const int64_t blocks = n > 0 ? (n + chunk - 1) / chunk : 0;
+  if (blocks > 0) {
+    sumOfSquaresPartialKernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, n, chunk, scratch);
+    FSDP_LAUNCH_CHECK();
+  }
+  sumKernel<<<1, 1024, 0, stream>>>(scratch, blocks, out);
+  FSDP_LAUNCH_CHECK();
+}
+
+} // namespace fsdp::cuda_kernels

@@ -1,0 +1,413 @@
+//===- KernelsGpuTest.cpp - CUDA kernels against the CPU kernels ---------===//
+//
+// Each test draws random inputs, runs the CPU kernel (cpu.h) and its CUDA
+// counterpart (cuda.h), and compares: |gpu - cpu| <= rtol * (|cpu| + mean
+// |cpu|), rtol ~1e-5 for elementwise kernels, ~1e-4 for matmuls, attention
+// and reductions over rows. Skipped when no CUDA device is present.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <random>
+#include <vector>
+
+namespace cpu = fsdp::kernels;
+namespace gpu = fsdp::cuda_kernels;
+
+namespace {
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+bool haveDevice() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define REQUIRE_GPU()                                                                             \
+  do {                                                                                            \
+    if (!haveDevice())                                                                            \
+      GTEST_SKIP() << "no CUDA device";                                                           \
+  } while (0)
+
+template <class T> struct Dev {
+  T *p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    if (cudaMalloc(&p, sizeof(T) * std::max<size_t>(count, 1)) != cudaSuccess)
+      p = nullptr;
+  }
+  explicit Dev(const std::vector<T> &h) : Dev(h.size()) {
+    if (!h.empty())
+      cudaMemcpy(p, h.data(), sizeof(T) * n, cudaMemcpyHostToDevice);
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev &) = delete;
+  Dev &operator=(const Dev &) = delete;
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    cudaDeviceSynchronize();
+    if (n)
+      cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost);
+    return h;
+  }
+};
+
+std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto &x : v)
+    x = d(g);
+  return v;
+}
+
+std::vector<int64_t> randIds(size_t n, int64_t V, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int64_t> d(0, V - 1);
+  std::vector<int64_t> v(n);
+  for (auto &x : v)
+    x = d(g);
+  return v;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &ref, double rtol,
+                 const char *what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double meanAbs = 0;
+  for (float r : ref)
+    meanAbs += std::fabs(double(r));
+  meanAbs = ref.empty() ? 0 : meanAbs / double(ref.size());
+  size_t bad = 0, worst = 0;
+  double worstErr = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - double(ref[i]));
+    const double tol = rtol * (std::fabs(double(ref[i])) + meanAbs) + 1e-30;
+    if (!(err <= tol) && !(std::isnan(got[i]) && std::isnan(ref[i]))) {
+      if (err / tol > worstErr || bad == 0) {
+        worstErr = err / tol;
+        worst = i;
+      }
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size()
+                     << " out of tolerance; worst at " << worst << ": gpu " << got[worst]
+                     << " cpu " << ref[worst] << " (" << worstErr << "x tol)";
+}
+
+struct Cublas {
+  cublasHandle_t h = nullptr;
+  Cublas() { cublasCreate(&h); }
+  ~Cublas() {
+    if (h)
+      cublasDestroy(h);
+  }
+};
+
+constexpr double kElem = 1e-5, kMat = 1e-4;
+
+} // namespace
+
+TEST(KernelsGpu, Embedding) {
+  REQUIRE_GPU();
+  const int64_t n = 300, V = 50, D = 77;
+  auto table = randn(V * D, 1), dout = randn(n * D, 2);
+  auto ids = randIds(n, V, 3);
+  std::vector<float> out(n * D), dtable(V * D);
+  cpu::embeddingForward(ids.data(), table.data(), out.data(), n, D);
+  cpu::embeddingBackward(dout.data(), ids.data(), dtable.data(), n, V, D);
+  Dev<float> dT(table), dO(n * D), dG(dout), dDT(V * D);
+  Dev<int64_t> dIds(ids);
+  gpu::embeddingForward(dIds.p, dT.p, dO.p, n, D, nullptr);
+  gpu::embeddingBackward(dG.p, dIds.p, dDT.p, n, V, D, nullptr);
+  EXPECT_EQ(dO.get(), out);
+  expectClose(dDT.get(), dtable, kElem, "embeddingBackward");
+}
+
+TEST(KernelsGpu, PositionIds) {
+  REQUIRE_GPU();
+  const int64_t B = 3, S = 41;
+  std::vector<int64_t> ref(B * S);
+  cpu::positionIds(ref.data(), B, S);
+  Dev<int64_t> d(B * S);
+  gpu::positionIds(d.p, B, S, nullptr);
+  EXPECT_EQ(d.get(), ref);
+}
+
+TEST(KernelsGpu, Linear) {
+  REQUIRE_GPU();
+  Cublas cb;
+  ASSERT_NE(cb.h, nullptr);
+  const int64_t n = 67, in = 129, out = 95;
+  for (auto layout : {cpu::Layout::InOut, cpu::Layout::OutIn})
+    for (bool withBias : {false, true}) {
+      auto x = randn(n * in, 10), w = randn(in * out, 11), bias = randn(out, 12),
+           dy = randn(n * out, 13);
+      std::vector<float> y(n * out), dx(n * in), dw(in * out), db(out);
+      cpu::linearForward(x.data(), w.data(), withBias ? bias.data() : nullptr, y.data(), n, in,
+                         out, layout);
+      cpu::linearBackwardInput(dy.data(), w.data(), dx.data(), n, in, out, layout);
+      cpu::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, in, out, layout);
+      cpu::biasBackward(dy.data(), db.data(), n, out);
+      Dev<float> dX(x), dW(w), dB(bias), dY(n * out), dDY(dy), dDX(n * in), dDW(in * out),
+          dDB(out);
+      gpu::linearForward(cb.h, dX.p, dW.p, withBias ? dB.p : nullptr, dY.p, n, in, out, layout,
+                         nullptr);
+      gpu::linearBackwardInput(cb.h, dDY.p, dW.p, dDX.p, n, in, out, layout, nullptr);
+      gpu::linearBackwardWeight(cb.h, dDY.p, dX.p, dDW.p, n, in, out, layout, nullptr);
+      gpu::biasBackward(dDY.p, dDB.p, n, out, nullptr);
+      const std::string tag = std::string(layout == cpu::Layout::InOut ? "in_out" : "out_in") +
+                              (withBias ? " bias" : "");
+      expectClose(dY.get(), y, kMat, ("linearForward " + tag).c_str());
+      expectClose(dDX.get(), dx, kMat, ("linearBackwardInput " + tag).c_str());
+      expectClose(dDW.get(), dw, kMat, ("linearBackwardWeight " + tag).c_str());
+      expectClose(dDB.get(), db, kMat, "biasBackward");
+    }
+}
+
+TEST(KernelsGpu, LayerNorm) {
+  REQUIRE_GPU();
+  for (int64_t D : {7, 256, 1000}) {
+    const int64_t n = 53;
+    const double eps = 1e-5;
+    auto x = randn(n * D, 20, 2.0f), w = randn(D, 21), b = randn(D, 22), dy = randn(n * D, 23);
+    for (auto &v : x)
+      v += 0.5f;
+    std::vector<float> y(n * D), dx(n * D), dw(D), db(D);
+    cpu::layerNormForward(x.data(), w.data(), b.data(), y.data(), n, D, eps);
+    cpu::layerNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), n, D,
+                           eps);
+    Dev<float> dX(x), dW(w), dB(b), dY(n * D), dDY(dy), dDX(n * D), dDW(D), dDB(D),
+        scratch(gpu::layerNormBackwardScratchFloats(n));
+    gpu::layerNormForward(dX.p, dW.p, dB.p, dY.p, n, D, eps, nullptr);
+    gpu::layerNormBackward(dDY.p, dX.p, dW.p, dDX.p, dDW.p, dDB.p, n, D, eps, scratch.p, nullptr);
+    expectClose(dY.get(), y, kElem, "layerNormForward");
+    expectClose(dDX.get(), dx, kMat, "layerNormBackward dx");
+    expectClose(dDW.get(), dw, kMat, "layerNormBackward dw");
+    expectClose(dDB.get(), db, kMat, "layerNormBackward db");
+    // In place: dx == dy.
+    gpu::layerNormBackward(dDY.p, dX.p, dW.p, dDY.p, dDW.p, dDB.p, n, D, eps, scratch.p, nullptr);
+    expectClose(dDY.get(), dx, kMat, "layerNormBackward in place dx");
+    expectClose(dDW.get(), dw, kMat, "layerNormBackward in place dw");
+  }
+}
+
+TEST(KernelsGpu, RmsNorm) {
+  REQUIRE_GPU();
+  for (int64_t D : {5, 512, 999}) {
+    const int64_t n = 61;
+    const double eps = 1e-6;
+    auto x = randn(n * D, 30), w = randn(D, 31), dy = randn(n * D, 32);
+    std::vector<float> y(n * D), dx(n * D), dw(D);
+    cpu::rmsNormForward(x.data(), w.data(), y.data(), n, D, eps);
+    cpu::rmsNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), n, D, eps);
+    Dev<float> dX(x), dW(w), dY(n * D), dDY(dy), dDX(n * D), dDW(D),
+        scratch(gpu::rmsNormBackwardScratchFloats(n));
+    gpu::rmsNormForward(dX.p, dW.p, dY.p, n, D, eps, nullptr);
+    gpu::rmsNormBackward(dDY.p, dX.p, dW.p, dDX.p, dDW.p, n, D, eps, scratch.p, nullptr);
+    expectClose(dY.get(), y, kElem, "rmsNormForward");
+    expectClose(dDX.get(), dx, kMat, "rmsNormBackward dx");
+    expectClose(dDW.get(), dw, kMat, "rmsNormBackward dw");
+  }
+}
+
+TEST(KernelsGpu, Rope) {
+  REQUIRE_GPU();
+  const cpu::Llama3Scaling llama3{8.0, 1.0, 4.0, 8192};
+  struct Case {
+    int64_t B, S, H, Dh;
+    double theta;
+    const cpu::Llama3Scaling *scaling;
+  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},
+               {1, 300, 2, 128, 500000.0, &llama3},
+               {2, 9, 2, 7, 10000.0, nullptr},
+               {1, 5, 1, 600, 10000.0, nullptr}};
+  for (const Case &c : cases)
+    for (bool inverse : {false, true}) {
+      const int64_t n = c.B * c.S * c.H * c.Dh;
+      auto x = randn(n, 40);
+      std::vector<float> y(n);
+      cpu::rope(x.data(), y.data(), c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse);
+      Dev<float> dX(x), dY(n);
+      gpu::rope(dX.p, dY.p, c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse, nullptr);
+      expectClose(dY.get(), y, kElem, "rope");
+      gpu::rope(dX.p, dX.p, c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse, nullptr);
+      expectClose(dX.get(), y, kElem, "rope in place");
+    }
+}
+
+TEST(KernelsGpu, SplitConcat) {
+  REQUIRE_GPU();
+  const int64_t parts = 3, n = 17, W = 33;
+  auto x = randn(n * parts * W, 50);
+  std::vector<std::vector<float>> outs(parts, std::vector<float>(n * W));
+  std::vector<float *> outPtrs;
+  for (auto &o : outs)
+    outPtrs.push_back(o.data());
+  cpu::split(x.data(), outPtrs.data(), parts, n, W);
+  Dev<float> dX(x), d0(n * W), d1(n * W), d2(n * W), dY(n * parts * W);
+  float *dOuts[3] = {d0.p, d1.p, d2.p};
+  gpu::split(dX.p, dOuts, parts, n, W, nullptr);
+  EXPECT_EQ(d0.get(), outs[0]);
+  EXPECT_EQ(d1.get(), outs[1]);
+  EXPECT_EQ(d2.get(), outs[2]);
+  const float *dIns[3] = {d0.p, d1.p, d2.p};
+  gpu::concat(dIns, dY.p, parts, n, W, nullptr);
+  EXPECT_EQ(dY.get(), x);
+}
+
+TEST(KernelsGpu, CausalAttention) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t B, S, H, KV, Dh;
+  } cases[] = {{1, 1, 1, 1, 16},  {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
+               {1, 130, 4, 1, 128}, {1, 65, 2, 2, 256}, {2, 64, 3, 3, 32}};
+  for (const Case &c : cases) {
+    const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
+    auto q = randn(nq, 60), k = randn(nk, 61), v = randn(nk, 62), dout = randn(nq, 63);
+    std::vector<float> out(nq), dq(nq), dk(nk), dv(nk);
+    std::vector<float> scratch(cpu::causalAttentionScratchFloats(c.S, true));
+    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV,
+                                c.Dh, scratch.data());
+    cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
+                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh,
+                                 scratch.data());
+    Dev<float> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk),
+        dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
+    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, nullptr);
+    expectClose(dO.get(), out, kMat, "attention forward");
+    // The backward reads the CPU's forward output (same D_i on both sides).
+    Dev<float> dOutRef(out);
+    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B,
+                                 c.S, c.H, c.KV, c.Dh, dS.p, nullptr);
+    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh);
+    expectClose(dDQ.get(), dq, kMat, ("attention dq" + tag).c_str());
+    expectClose(dDK.get(), dk, kMat, ("attention dk" + tag).c_str());
+    expectClose(dDV.get(), dv, kMat, ("attention dv" + tag).c_str());
+  }
+}
+
+TEST(KernelsGpu, Elementwise) {
+  REQUIRE_GPU();
+  const int64_t n = 100003;
+  auto a = randn(n, 70, 3.0f), b = randn(n, 71), dy = randn(n, 72);
+  std::vector<float> y(n), dx(n), dg(n), du(n);
+  Dev<float> dA(a), dB(b), dDY(dy), dY(n), dDX(n), dDG(n), dDU(n);
+
+  cpu::geluForward(a.data(), y.data(), n);
+  gpu::geluForward(dA.p, dY.p, n, nullptr);
+  expectClose(dY.get(), y, kElem, "geluForward");
+  cpu::geluBackward(dy.data(), a.data(), dx.data(), n);
+  gpu::geluBackward(dDY.p, dA.p, dDX.p, n, nullptr);
+  expectClose(dDX.get(), dx, kElem, "geluBackward");
+
+  cpu::siluMulForward(a.data(), b.data(), y.data(), n);
+  gpu::siluMulForward(dA.p, dB.p, dY.p, n, nullptr);
+  expectClose(dY.get(), y, kElem, "siluMulForward");
+  cpu::siluMulBackward(dy.data(), a.data(), b.data(), dg.data(), du.data(), n);
+  gpu::siluMulBackward(dDY.p, dA.p, dB.p, dDG.p, dDU.p, n, nullptr);
+  expectClose(dDG.get(), dg, kElem, "siluMulBackward dgate");
+  expectClose(dDU.get(), du, kElem, "siluMulBackward dup");
+
+  cpu::add(a.data(), b.data(), y.data(), n);
+  gpu::add(dA.p, dB.p, dY.p, n, nullptr);
+  EXPECT_EQ(dY.get(), y);
+}
+
+TEST(KernelsGpu, CrossEntropy) {
+  REQUIRE_GPU();
+  const int64_t n = 37, V = 5003;
+  auto logits = randn(n * V, 80, 2.0f);
+  auto targets = randIds(n, V, 81);
+  const float ref = cpu::crossEntropyForward(logits.data(), targets.data(), n, V);
+  std::vector<float> dl(n * V);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), dl.data(), n, V, 1.0f / float(n));
+  Dev<float> dL(logits), dLoss(1), dDL(n * V);
+  Dev<int64_t> dT(targets);
+  Dev<double> scratch(n);
+  gpu::crossEntropyForward(dL.p, dT.p, dLoss.p, n, V, scratch.p, nullptr);
+  gpu::crossEntropyBackward(dL.p, dT.p, dDL.p, n, V, 1.0f / float(n), nullptr);
+  expectClose(dLoss.get(), {ref}, kElem, "crossEntropyForward");
+  expectClose(dDL.get(), dl, kElem, "crossEntropyBackward");
+}
+
+TEST(KernelsGpu, AdamW) {
+  REQUIRE_GPU();
+  const int64_t n = 10007;
+  for (bool useMask : {false, true})
+    for (int64_t step : {1, 7}) {
+      auto p = randn(n, 90), g = randn(n, 91), m = randn(n, 92, 0.1f), v = randn(n, 93, 0.1f);
+      for (auto &x : v)
+        x = x * x;
+      std::unique_ptr<bool[]> mask(new bool[n]);
+      for (int64_t i = 0; i < n; ++i)
+        mask[i] = (i % 3) != 0;
+      Dev<float> dP(p), dG(g), dM(m), dV(v);
+      Dev<bool> dMask(n);
+      cudaMemcpy(dMask.p, mask.get(), n, cudaMemcpyHostToDevice);
+      cpu::adamw(p.data(), g.data(), m.data(), v.data(), useMask ? mask.get() : nullptr, n, step,
+                 1e-3, 0.9, 0.999, 1e-8, 0.1, 0.5);
+      gpu::adamw(dP.p, dG.p, dM.p, dV.p, useMask ? dMask.p : nullptr, n, step, 1e-3, 0.9, 0.999,
+                 1e-8, 0.1, 0.5, nullptr);
+      expectClose(dP.get(), p, kElem, "adamw param");
+      expectClose(dM.get(), m, kElem, "adamw exp_avg");
+      expectClose(dV.get(), v, kElem, "adamw exp_avg_sq");
+    }
+}
+
+TEST(KernelsGpu, Bf16) {
+  REQUIRE_GPU();
+  const int64_t n = 70001;
+  auto x = randn(n, 100, 5.0f);
+  x[0] = NAN;
+  x[1] = INFINITY;
+  x[2] = -0.0f;
+  x[3] = 1.00390625f; // a tie: 1 + 2^-8
+  std::vector<uint16_t> h(n);
+  std::vector<float> back(n), rounded(n);
+  cpu::toBf16(x.data(), h.data(), n);
+  cpu::fromBf16(h.data(), back.data(), n);
+  cpu::roundToBf16(x.data(), rounded.data(), n);
+  Dev<float> dX(x), dBack(n), dR(n);
+  Dev<uint16_t> dH(n);
+  gpu::toBf16(dX.p, dH.p, n, nullptr);
+  EXPECT_EQ(dH.get(), h);
+  gpu::fromBf16(dH.p, dBack.p, n, nullptr);
+  gpu::roundToBf16(dX.p, dR.p, n, nullptr);
+  auto bits = [](const std::vector<float> &v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), 4 * v.size());
+    return b;
+  };
+  EXPECT_EQ(bits(dBack.get()), bits(back));
+  EXPECT_EQ(bits(dR.get()), bits(rounded));
+  // In place: out == x.
+  gpu::toBf16(dX.p, reinterpret_cast<uint16_t *>(dX.p), n, nullptr);
+  std::vector<float> all = dX.get();
+  std::vector<uint16_t> inPlace(n);
+  std::memcpy(inPlace.data(), all.data(), 2 * n);
+  EXPECT_EQ(inPlace, h);
+}
+
+TEST(KernelsGpu, SumOfSquares) {
+  REQUIRE_GPU();
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000), int64_t(3000017)}) {
+    auto x = randn(std::max<int64_t>(n, 1), 110);
+    const double ref = cpu::sumOfSquares(x.data(), n);
+    Dev<float> dX(x);
+    Dev<double> dOut(1), scratch(gpu::sumOfSquaresScratchDoubles());
+    gpu::sumOfSquares(dX.p, n, dOut.p, scratch.p, nullptr);
+    const double got = dOut.get()[0];
+    EXPECT_NEAR(got, ref, 1e-12 * std::max(1.0, std::fabs(ref))) << "n=" << n;
+  }
+}

@@ -350,11 +350,10 @@ FSDP_HOT void rmsNormBackward(const float *dy, const float *x, const float *w, f
 // RoPE
 //===----------------------------------------------------------------------===//
 
-namespace {
 // inv_freq[i] for i < Dh/2 as HF computes it in float32, optionally with the
 // Llama 3 rescaling (_compute_llama3_parameters). Python scalars meet float32
 // tensors, so every operation rounds to float; `a / t` is t.reciprocal() * a.
-float invFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
+float ropeInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
   const float e = float(2 * i) / float(Dh);
   const float inv = 1.0f / std::pow(float(theta), e);
   if (!scaling)
@@ -372,7 +371,7 @@ float invFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling)
                        float(scaling->highFreqFactor - scaling->lowFreqFactor);
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
-} // namespace
+
 
 FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
                    double theta, const Llama3Scaling *scaling, bool inverse) {
@@ -382,7 +381,7 @@ FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, in
   for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
     const int64_t w = std::min(kChunk, half - i0);
     for (int64_t i = 0; i < w; ++i)
-      inv[i] = invFreq(i0 + i, Dh, theta, scaling);
+      inv[i] = ropeInvFreq(i0 + i, Dh, theta, scaling);
     for (int64_t s = 0; s < S; ++s) {
       for (int64_t i = 0; i < w; ++i) {
         const float angle = float(s) * inv[i]; // float32 outer product, as HF

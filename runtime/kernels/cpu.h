@@ -53,6 +53,10 @@ void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t
 void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
                      int64_t n, int64_t D, double eps);
 
+// RoPE's inverse frequency i (< Dh/2), in float32 as HF computes it, with
+// Llama 3's rescaling when `scaling` is given. Shared by the CUDA kernels.
+float ropeInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling);
+
 // x, y [B, S, H*Dh]; HF rotate-half RoPE per head at position s; `inverse`
 // rotates by the negated angle (the gradient). scaling may be null.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,

@@ -287,24 +287,9 @@ struct InvFreqChunk {
   float v[kRopeChunk];
 };
 
-// Exactly cpu.cpp's invFreq (host).
+// Exactly cpu.cpp's inverse frequencies (host).
 float invFreqHost(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
-  const float e = float(2 * i) / float(Dh);
-  const float inv = 1.0f / std::pow(float(theta), e);
-  if (!scaling)
-    return inv;
-  const double orig = double(scaling->originalMaxPosition);
-  const float lowWavelen = float(orig / scaling->lowFreqFactor);
-  const float highWavelen = float(orig / scaling->highFreqFactor);
-  const float factor = float(scaling->factor);
-  const float wavelen = (1.0f / inv) * float(2.0 * kPi);
-  if (wavelen > lowWavelen)
-    return inv / factor;
-  if (wavelen < highWavelen)
-    return inv;
-  const float smooth = ((1.0f / wavelen) * float(orig) - float(scaling->lowFreqFactor)) /
-                       float(scaling->highFreqFactor - scaling->lowFreqFactor);
-  return (1.0f - smooth) * inv / factor + smooth * inv;
+  return fsdp::kernels::ropeInvFreq(i, Dh, theta, scaling);
 }
 
 // One thread per (row, head, i in the chunk): rotates the pair (i, i + half).

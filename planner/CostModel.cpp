@@ -34,6 +34,9 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
     c.memoryEfficiency = k.at("memory_efficiency").get<double>();
     c.opOverheadS = k.at("op_overhead_s").get<double>();
     c.vectorFlops = k.value("vector_flops", 0.0);
+    c.parallelEfficiency = k.value("parallel_efficiency", 1.0);
+    if (!(c.parallelEfficiency > 0 && c.parallelEfficiency <= 1))
+      return path + ": parallel_efficiency must lie in (0, 1]";
     for (auto [link, key] : {std::pair<Link *, const char *>{&c.intraNode, "intra_node"},
                              std::pair<Link *, const char *>{&c.interNode, "inter_node"}}) {
       const json &l = j.at(key);
@@ -233,8 +236,12 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
               step->getAttrOfType<StringAttr>("param_dtype").getValue() == "bf16";
   // Ranks sharing a node's cores (CPU ranks as threads) slow each other.
   double share = 1;
-  if (c.cores > 0)
-    share = std::max(1.0, (double)std::min(world, c.ranksPerNode) / (double)c.cores);
+  if (c.cores > 0) {
+    double ranks = (double)std::min(world, c.ranksPerNode);
+    share = std::max(1.0, ranks / (double)c.cores);
+    if (ranks > 1) // side by side, each core runs slower than alone
+      share /= c.parallelEfficiency;
+  }
   const Link &shardLink = group > c.ranksPerNode ? c.interNode : c.intraNode;
   const Link &replicaLink = world > c.ranksPerNode ? c.interNode : c.intraNode;
   auto byParam = unitsByParam(module);

@@ -33,6 +33,9 @@ struct Cluster {
   /// Rate of the element-wise arithmetic outside matmuls (exp, tanh, norms),
   /// in FLOP/s by the cost model's per-element counts; 0: not limiting.
   double vectorFlops = 0;
+  /// How fast each of `cores` ranks runs when all run at once, against one
+  /// alone (CPU; measured by fsdp-calibrate); 1 where unknown.
+  double parallelEfficiency = 1;
   Link intraNode, interNode;
   /// Measured matmul rates by shape (m, k, n, FLOP/s): when given, a matmul
   /// runs at the rate of the nearest measured shape instead of peak x

@@ -130,6 +130,32 @@ int main(int argc, char **argv) {
   std::printf("memory bandwidth (add, %lld MiB arrays): %.1f GB/s\n",
               (long long)(n * 4 >> 20), bandwidth / 1e9);
 
+  // Ranks side by side: the same work on every core at once runs slower than
+  // alone (shared caches, memory, turbo); the cost model divides by this.
+  double parallel = 1.0;
+  if (cores > 1) {
+    int m = 512, k = 256, n = 512;
+    auto work = [&] {
+      std::vector<float> a((size_t)m * k, 0.5f), b((size_t)k * n, 0.25f), c((size_t)m * n);
+      std::vector<float> x(1 << 20, 1.0f), y(1 << 20);
+      for (int i = 0; i < 40; ++i) {
+        kernels::linearForward(a.data(), b.data(), nullptr, c.data(), m, k, n,
+                               kernels::Layout::InOut);
+        kernels::geluForward(x.data(), y.data(), (int64_t)x.size());
+      }
+    };
+    double alone = best(reps, work);
+    double together = best(reps, [&] {
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < cores; ++t)
+        ts.emplace_back(work);
+      for (auto &t : ts)
+        t.join();
+    });
+    parallel = std::min(1.0, alone / together);
+  }
+  std::printf("parallel efficiency of %u ranks on %u cores: %.2f\n", cores, cores, parallel);
+
   // Element-wise arithmetic: GELU's tanh on data in cache, counted as the
   // cost model counts it (20 operations an element).
   int64_t m = 1 << 16;
@@ -189,7 +215,8 @@ int main(int argc, char **argv) {
       {"compute",
        {{"f32_flops", peak}, {"bf16_flops", peak}, {"matmul_efficiency", 1.0},
         {"memory_bandwidth", bandwidth}, {"memory_efficiency", 1.0},
-        {"op_overhead_s", overhead}, {"vector_flops", vector}, {"gemm_rates", rates}}},
+        {"op_overhead_s", overhead}, {"vector_flops", vector},
+        {"parallel_efficiency", parallel}, {"gemm_rates", rates}}},
       {"intra_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
       {"inter_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
       {"sources", {{"all", "measured by fsdp-calibrate"}}}};

@@ -191,20 +191,17 @@ struct InsertCollectivesPass
       b.setInsertionPointAfter(s.lastGrad);
       auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), DenseI32ArrayAttr(), StringAttr());
       ++numCollectives;
-      Operation *last = rs;
       SmallVector<Value> events = {rs.getEvent()};
       if (replicas > 1) {
         auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u), DenseI32ArrayAttr());
         ++numCollectives;
         events.push_back(ar.getEvent());
-        last = ar;
       }
       // The previous unit's reduction overlapped this unit's backward; its
       // gradient buffer is released once that reduction is done.
       retirePending(rs);
       pendingEvents = events;
       pendingUnit = u;
-      (void)last;
     }
 
     // The optimizer: global norm, then each unit's shard.

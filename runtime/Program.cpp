@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sys/stat.h>
 #include <map>
 #include <set>
 #include <sstream>
@@ -107,6 +108,9 @@ private:
 };
 
 void Loader::run() {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw LoadError{path + ": cannot read the program: not a file"};
   std::ifstream in(path);
   if (!in)
     throw LoadError{path + ": cannot read the program"};
@@ -542,6 +546,8 @@ std::string fsdp::program::loadProgram(const std::string &path, Program &program
     return e.message;
   } catch (const json::exception &e) {
     return path + ": " + e.what();
+  } catch (const std::exception &e) {
+    return path + ": cannot read the program: " + e.what();
   }
   return "";
 }

@@ -541,29 +541,33 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
-LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectType(*this, getGrad(), getInput().getType(), "gradient")) ||
-      failed(expectType(*this, getInputGrad(), getInput().getType(), "input gradient")) ||
-      failed(expectType(*this, getWeightGrad(), getWeight().getType(), "weight gradient")) ||
-      failed(expectType(*this, getBiasGrad(), getWeight().getType(), "bias gradient")))
+namespace {
+// A norm's gradient: dy and dx shaped like x, the parameter gradients like
+// the weight, which matches x's last dimension.
+LogicalResult verifyNormGrad(Operation *op, Value grad, Value input, Value weight,
+                             Value inputGrad, ArrayRef<std::pair<Value, StringRef>> paramGrads) {
+  if (failed(verifyModuleAttr(op)) ||
+      failed(expectType(op, grad, input.getType(), "gradient")) ||
+      failed(expectType(op, inputGrad, input.getType(), "input gradient")))
     return failure();
-  auto d = staticLastDim(*this, getInput(), "input");
+  for (auto [g, what] : paramGrads)
+    if (failed(expectType(op, g, weight.getType(), what)))
+      return failure();
+  auto d = staticLastDim(op, input, "input");
   if (failed(d))
     return failure();
-  return expectVector(*this, getWeight(), "weight", *d);
+  return expectVector(op, weight, "weight", *d);
+}
+} // namespace
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getGrad(), getInput(), getWeight(), getInputGrad(),
+                        {{getWeightGrad(), "weight gradient"}, {getBiasGrad(), "bias gradient"}});
 }
 
 LogicalResult RMSNormGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectType(*this, getGrad(), getInput().getType(), "gradient")) ||
-      failed(expectType(*this, getInputGrad(), getInput().getType(), "input gradient")) ||
-      failed(expectType(*this, getWeightGrad(), getWeight().getType(), "weight gradient")))
-    return failure();
-  auto d = staticLastDim(*this, getInput(), "input");
-  if (failed(d))
-    return failure();
-  return expectVector(*this, getWeight(), "weight", *d);
+  return verifyNormGrad(*this, getGrad(), getInput(), getWeight(), getInputGrad(),
+                        {{getWeightGrad(), "weight gradient"}});
 }
 
 LogicalResult ConcatOp::verify() {

@@ -133,47 +133,46 @@ public:
   int rank() const override { return myRank; }
   int worldSize() const override { return world->worldSize; }
 
-  bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
+  // Publishes this member's buffer, meets the group, runs `work` on every
+  // member's buffer (slots), and meets it again before anyone reuses one.
+  template <typename Work> bool exchange(Group g, const void *mine, Work work) {
     auto &s = world->group(g, myRank);
-    int me = memberIndex(g);
-    s.slots[me] = src;
+    s.slots[memberIndex(g)] = mine;
     if (!world->barrier(s))
       return false;
-    for (int j = 0; j < s.size; ++j) {
-      char *to = static_cast<char *>(dst) + j * bytes;
-      if (to != s.slots[j])
-        std::memcpy(to, s.slots[j], bytes);
-    }
+    work(s.slots, memberIndex(g));
     return world->barrier(s);
+  }
+
+  bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
+    return exchange(g, src, [&](const std::vector<const void *> &slots, int) {
+      for (size_t j = 0; j < slots.size(); ++j) {
+        char *to = static_cast<char *>(dst) + j * bytes;
+        if (to != slots[j])
+          std::memcpy(to, slots[j], bytes);
+      }
+    });
   }
 
   bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
-    auto &s = world->group(g, myRank);
-    int me = memberIndex(g);
-    s.slots[me] = src;
-    if (!world->barrier(s))
-      return false;
-    for (int64_t k = 0; k < count; ++k) {
-      float sum = 0;
-      for (int j = 0; j < s.size; ++j)
-        sum += bf16ToFloat(static_cast<const uint16_t *>(s.slots[j])[me * count + k]);
-      dst[k] += bf16ToFloat(floatToBf16(sum));
-    }
-    return world->barrier(s);
+    return exchange(g, src, [&](const std::vector<const void *> &slots, int me) {
+      for (int64_t k = 0; k < count; ++k) {
+        float sum = 0;
+        for (const void *slot : slots)
+          sum += bf16ToFloat(static_cast<const uint16_t *>(slot)[me * count + k]);
+        dst[k] += bf16ToFloat(floatToBf16(sum));
+      }
+    });
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
-    auto &s = world->group(g, myRank);
-    int me = memberIndex(g);
-    s.slots[me] = src;
-    if (!world->barrier(s))
-      return false;
-    for (int j = 0; j < s.size; ++j) {
-      const float *part = static_cast<const float *>(s.slots[j]) + me * count;
-      for (int64_t k = 0; k < count; ++k)
-        dst[k] += part[k];
-    }
-    return world->barrier(s);
+    return exchange(g, src, [&](const std::vector<const void *> &slots, int me) {
+      for (const void *slot : slots) {
+        const float *part = static_cast<const float *>(slot) + me * count;
+        for (int64_t k = 0; k < count; ++k)
+          dst[k] += part[k];
+      }
+    });
   }
 
   bool allReduce(Group g, float *buf, int64_t count) override {

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <sys/stat.h>
 
 using namespace fsdp::io;
 
@@ -22,6 +23,9 @@ std::string Dataset::open(const std::string &path, const program::Program &p, ui
     }
     return "";
   }
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return path + ": cannot read the data: not a file";
   FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
     return path + ": cannot read the data: " + std::strerror(errno);

@@ -38,6 +38,8 @@ std::string SafetensorsReader::open(const std::string &p) {
     return path + ": cannot open the weights: " + std::strerror(errno);
   struct stat st;
   fstat(fd, &st);
+  if (!S_ISREG(st.st_mode))
+    return path + ": cannot open the weights: not a file";
   fileSize = st.st_size;
   uint64_t headerLen = 0;
   if (fileSize < 8 || ::pread(fd, &headerLen, 8, 0) != 8)

@@ -45,7 +45,12 @@ static bool load(const char *path, json &doc) {
 static Totals totals(const json &doc, bool measured) {
   Totals t;
   std::map<int64_t, std::pair<double, double>> stepSpan; // step -> (first start, last end)
+  // The steps present, first: step 0 (the warm-up) counts only when it is
+  // the only one, wherever its events are in the file.
   std::set<int64_t> steps;
+  for (const json &e : doc["traceEvents"])
+    if (measured && e.value("ph", "") == "X" && e.value("pid", -1) == 0)
+      steps.insert(e["args"].value("step", (int64_t)0));
   for (const json &e : doc["traceEvents"]) {
     if (e.value("ph", "") != "X" || e.value("pid", -1) != 0)
       continue;
@@ -54,7 +59,6 @@ static Totals totals(const json &doc, bool measured) {
     auto &span = stepSpan.try_emplace(step, start, start + dur).first->second;
     span.first = std::min(span.first, start);
     span.second = std::max(span.second, start + dur);
-    steps.insert(step);
     if (e.value("tid", 0) != 0 || (measured && step == 0 && steps.size() > 1))
       continue;
     t.byUnit[{e["args"].value("phase", ""), e["args"].value("unit", "")}] += dur;

@@ -6,7 +6,7 @@ the median step time of each (after a warm-up step), their ratio, fsdp's model
 FLOP/s against this machine's single-core sgemm rate, and, at world size 4 on
 the threads backend, the step time of full-shard against no-shard.
 
-usage: train_bench.py BIN_DIR [--steps 6]
+usage: train_bench.py BIN_DIR [--steps 8]
 """
 import argparse
 import json
@@ -81,7 +81,7 @@ print(json.dumps(statistics.median(times[1:])))
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="fsdp-bench-")
     weights = os.path.join(work, "w.safetensors")
@@ -96,28 +96,44 @@ def main():
     # square), plus 2 d V for the head.
     flops = 3 * T * (L * (24 * d * d + 2 * S * d) + 2 * d * V)
 
-    # fsdp-run picks OpenBLAS's kernels for this CPU when the library falls
-    # back to generic ones; PyTorch and the sgemm yardstick run with the same
-    # kernels, so that the comparison is of everything but the BLAS.
+    # Which OpenBLAS kernels: the library's own choice for this CPU (it falls
+    # back to generic ones on CPUs it does not know), and fsdp-run's (which
+    # names better ones then, runtime/Blas.h). An OPENBLAS_CORETYPE in the
+    # environment would pin both: it is set aside here, and reported.
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     sh([os.path.join(args.bin, "fsdp-plan"), CONFIG, "--world-size", "1", "--micro-batch", "1",
         "--seq-len", "16", "-o", os.path.join(work, "probe.json")])
-    probe = sh([os.path.join(args.bin, "fsdp-run"), os.path.join(work, "probe.json"),
-                "--steps", "1", "--data", data])
-    core = probe.split("OpenBLAS ")[1].split(" kernels")[0]
-    configs = [("OpenBLAS %s kernels for both" % core, dict(os.environ, OPENBLAS_CORETYPE=core))]
-    if core != "Prescott" and "OPENBLAS_CORETYPE" not in os.environ:
-        configs.append(("OpenBLAS's own choice for this CPU (Prescott) for both",
-                        dict(os.environ, OPENBLAS_CORETYPE="Prescott")))
+
+    def probe(env):
+        out = sh([os.path.join(args.bin, "fsdp-run"), os.path.join(work, "probe.json"),
+                  "--steps", "1", "--data", data], env=env)
+        return out.split("OpenBLAS ")[1].split(" kernels")[0]
+
+    library_core = probe(dict(base, FSDP_KEEP_BLAS_CORE="1"))
+    core = probe(base)
     print("GPT-2 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step; one thread")
-    # As each runs when installed: fsdp-run picks the BLAS kernels for this
-    # CPU, PyTorch keeps the library's own choice.
-    if core != "Prescott" and "OPENBLAS_CORETYPE" not in os.environ:
-        fsdp_auto, _ = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data)
-        torch_default = torch_step_time(args.steps, weights, data)
-        print(" as installed (fsdp-run: OpenBLAS %s kernels; PyTorch: the library's choice):" % core)
+    if pinned:
+        print(" (OPENBLAS_CORETYPE=%s in the environment: set aside for this benchmark)" % pinned)
+    print(" OpenBLAS's own kernels for this CPU: %s; fsdp-run's: %s" % (library_core, core))
+    # The comparison of everything but the BLAS: the same kernels for both
+    # (PyTorch and the sgemm yardstick too).
+    configs = [("OpenBLAS %s kernels for both" % core, dict(base, OPENBLAS_CORETYPE=core))]
+    if core != library_core:
+        configs.append(("OpenBLAS's own choice for this CPU (%s) for both" % library_core,
+                        dict(base, OPENBLAS_CORETYPE=library_core)))
+        # As each runs when installed: fsdp-run picks its kernels, PyTorch
+        # keeps the library's choice.
+        fsdp_auto, _ = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data,
+                                      base)
+        torch_default = torch_step_time(args.steps, weights, data, base)
+        print(" as installed (fsdp-run: OpenBLAS %s kernels; PyTorch: %s):" % (core, library_core))
         print("  fsdp-run (world size 1)   %.3f s/step" % fsdp_auto)
         print("  PyTorch 1.13 eager        %.3f s/step" % torch_default)
         print("  speed-up                  %.2fx (target >= 1.5x)" % (torch_default / fsdp_auto))
+    if pinned and pinned not in (core, library_core):
+        configs.append(("OpenBLAS %s kernels (the environment's) for both" % pinned,
+                        dict(base, OPENBLAS_CORETYPE=pinned)))
     for label, env in configs:
         sgemm = sh([os.path.join(args.bin, "fsdp-sgemm-bench")], env=env).strip()
         sgemm_rate = float(sgemm.split(":")[1].split()[0]) * 1e9
@@ -129,8 +145,10 @@ def main():
         print("  speed-up                  %.2fx (target >= 1.5x)" % (torch1 / fsdp1))
         print("  model FLOP/s              %.1f GFLOP/s = %.0f%% of %s (target >= 50%%)" % (
             flops / fsdp1 / 1e9, 100 * flops / fsdp1 / sgemm_rate, sgemm))
-    full, full_peak = fsdp_step_time(args.bin, work, 4, "full-shard", args.steps, weights, data)
-    ddp, ddp_peak = fsdp_step_time(args.bin, work, 4, "no-shard", args.steps, weights, data)
+    full, full_peak = fsdp_step_time(args.bin, work, 4, "full-shard", args.steps, weights, data,
+                                     configs[0][1])
+    ddp, ddp_peak = fsdp_step_time(args.bin, work, 4, "no-shard", args.steps, weights, data,
+                                   configs[0][1])
     print("World size 4 on the threads backend (2 x 128 tokens per rank):")
     print("  full-shard  %.3f s/step, peak %.1f MiB per rank" % (full, full_peak / 2**20))
     print("  no-shard    %.3f s/step, peak %.1f MiB per rank" % (ddp, ddp_peak / 2**20))

@@ -20,6 +20,19 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(
     ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun"))
 
+# "nccl": fsdp-run was built with --backend nccl (CUDA and NCCL found);
+# "gpu": this machine has an NVIDIA GPU (nvidia-smi lists one).
+if getattr(config, "fsdp_have_nccl", False):
+    config.available_features.add("nccl")
+try:
+    import subprocess
+    listed = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, timeout=30)
+    if listed.returncode == 0 and b"GPU" in listed.stdout:
+        config.available_features.add("gpu")
+except (OSError, subprocess.SubprocessError):
+    pass
+
 llvm_config.use_default_substitutions()
 llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
 llvm_config.with_environment(

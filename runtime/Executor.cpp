@@ -59,14 +59,7 @@ struct Failure {
   std::string message;
 };
 
-// One executed instruction, for the measured trace.
-struct TraceRecord {
-  const Instruction *inst;
-  int stream; // 0 compute, 1 comm
-  bool optimizer;
-  int64_t step;
-  double start, end; // seconds since the run began
-};
+using detail::TraceRecord;
 
 class Rank {
 public:
@@ -132,92 +125,17 @@ private:
 };
 
 void Rank::fillInputs(int64_t stepIndex, int64_t micro) {
-  int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
-  int64_t G = B * R * o.gradAccum;
-  int64_t *tokens = t<int64_t>(p.tokens), *targets = t<int64_t>(p.targets);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t g = micro * B * R + comm.rank() * B + b;
-    int64_t start = ((stepIndex * G + g) * S) % (data.size() - S - 1);
-    for (int64_t s = 0; s < S; ++s) {
-      tokens[b * S + s] = data.token(start + s);
-      targets[b * S + s] = data.token(start + s + 1);
-    }
-  }
-}
-
-// A deterministic initialisation that does not depend on the world size:
-// each element's value is a function of the seed, the parameter's name and
-// the element's index.
-static uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  detail::fillTokens(p, data, o.gradAccum, comm.rank(), stepIndex, micro, t<int64_t>(p.tokens),
+                     t<int64_t>(p.targets));
 }
 
 void Rank::initWeights() {
-  io::SafetensorsReader reader;
-  if (!o.weights.empty()) {
-    std::string err = reader.open(o.weights);
-    if (!err.empty())
-      fail(err);
-    // Every parameter must be there with its shape: checked whole, before
-    // any rank reads its shards.
-    for (const Unit &u : p.units)
-      for (const Param &prm : u.params) {
-        auto it = reader.tensors().find(prm.name);
-        if (it == reader.tensors().end())
-          fail(o.weights + ": missing tensor '" + prm.name + "'");
-        if (it->second.shape != prm.shape) {
-          std::string want, got;
-          for (int64_t d : prm.shape)
-            want += (want.empty() ? "" : ", ") + std::to_string(d);
-          for (int64_t d : it->second.shape)
-            got += (got.empty() ? "" : ", ") + std::to_string(d);
-          fail(o.weights + ": tensor '" + prm.name + "' has shape [" + got + "], the model needs [" +
-               want + "]");
-        }
-        const std::string &dt = it->second.dtype;
-        if (dt != "F32" && dt != "BF16" && dt != "F16")
-          fail(o.weights + ": tensor '" + prm.name + "' is " + dt +
-               "; weights must be F32, BF16 or F16");
-      }
-  }
-  for (const Unit &u : p.units) {
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
-      std::memset(at(off), 0, u.shardNumel * 4);
+  for (const Unit &u : p.units)
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       touch(off, u.shardNumel * 4);
-    }
-    int64_t lo = shardMember() * u.shardNumel, hi = lo + u.shardNumel;
-    float *shard = at(u.shardOffset);
-    for (const Param &prm : u.params) {
-      int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
-      if (a >= b)
-        continue;
-      if (!o.weights.empty()) {
-        std::string err = reader.readF32(prm.name, a - prm.offset, b - a, shard + (a - lo));
-        if (!err.empty())
-          fail(err);
-        continue;
-      }
-      uint64_t nameHash = 1469598103934665603ull;
-      for (char c : prm.name)
-        nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
-      bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
-      for (int64_t e = a; e < b; ++e) {
-        float v;
-        if (prm.shape.size() >= 2) {
-          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)(e - prm.offset) * 2));
-          uint64_t r2 = splitmix(r1);
-          double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
-          v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-        } else {
-          v = isBias ? 0.0f : 1.0f;
-        }
-        shard[e - lo] = v;
-      }
-    }
-  }
+  std::string err = detail::initShards(p, o, shardMember(), arena);
+  if (!err.empty())
+    fail(err);
 }
 
 void Rank::computeOne(const Instruction &i) {
@@ -561,15 +479,8 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
       // every rank's.
       if (!comm.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + comm.error());
-      StepReport r;
-      r.step = t + 1;
-      r.steps = o.steps;
-      r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
-      r.gradNorm = gradNorm;
-      r.stepTimeS = seconds;
-      r.tokensPerS = (double)(G * p.seqLen) / seconds;
+      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
-      r.predictedPeakBytes = p.predictedPeakBytes;
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       if (comm.rank() == 0)
         onStep(r);
@@ -597,12 +508,15 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
   return error;
 }
 
+} // namespace
+
 // The measured timeline in the predicted one's format: a pid per rank, a
 // thread per stream, each event with its unit and phase.
-std::string writeTrace(const std::string &path, const Program &p,
-                       const std::vector<std::pair<int, const Rank *>> &ranks) {
+std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Program &p,
+                                              const std::vector<RankTrace> &ranks) {
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  for (auto [r, rank] : ranks) {
+  for (const RankTrace &rank : ranks) {
+    int r = rank.rank;
     events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
                       {"args", {{"name", "rank " + std::to_string(r) + " (measured)"}}}});
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
@@ -613,7 +527,7 @@ std::string writeTrace(const std::string &path, const Program &p,
     // parameters, unsharded gradients), in the order they did.
     std::vector<std::pair<double, int64_t>> changes;
     for (int s = 0; s < 2; ++s)
-      for (const TraceRecord &t : rank->records[s]) {
+      for (const TraceRecord &t : rank.records[s]) {
         const Instruction &i = *t.inst;
         if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
           continue;
@@ -633,7 +547,7 @@ std::string writeTrace(const std::string &path, const Program &p,
                         {"args", {{"bytes", live}}}});
     }
     for (int s = 0; s < 2; ++s)
-      for (const TraceRecord &t : rank->records[s]) {
+      for (const TraceRecord &t : rank.records[s]) {
         const Instruction &i = *t.inst;
         std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
         std::string unit = i.unit >= 0 && i.unit < (int64_t)p.units.size()
@@ -659,8 +573,6 @@ std::string writeTrace(const std::string &path, const Program &p,
   return "";
 }
 
-} // namespace
-
 std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
                                    Communicator &comm,
                                    const std::function<void(const StepReport &)> &onStep) {
@@ -677,7 +589,7 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
     // Under MPI each process writes its own rank's timeline.
     std::string path = comm.rank() == 0 ? options.trace
                                         : options.trace + ".rank" + std::to_string(comm.rank());
-    result = writeTrace(path, program, {{comm.rank(), &rank}});
+    result = detail::writeTrace(path, program, {{comm.rank(), rank.records}});
   }
   return result;
 }
@@ -707,10 +619,10 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
     t.join();
   bool ok = std::all_of(errors.begin(), errors.end(), [](auto &e) { return e.empty(); });
   if (ok && !options.trace.empty()) {
-    std::vector<std::pair<int, const Rank *>> all;
+    std::vector<detail::RankTrace> all;
     for (int r = 0; r < program.worldSize; ++r)
-      all.push_back({r, ranks[r].get()});
-    std::string err = writeTrace(options.trace, program, all);
+      all.push_back({r, ranks[r]->records});
+    std::string err = detail::writeTrace(options.trace, program, all);
     if (!err.empty())
       return err;
   }
@@ -720,4 +632,113 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
     if (!e.empty())
       return cause.empty() ? e : cause;
   return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Shared with the device executor (DeviceExecutor.cpp)
+//===----------------------------------------------------------------------===//
+
+void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data,
+                                       int64_t gradAccum, int rank, int64_t step, int64_t micro,
+                                       int64_t *tokens, int64_t *targets) {
+  int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
+  int64_t G = B * R * gradAccum;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t g = micro * B * R + rank * B + b;
+    int64_t start = ((step * G + g) * S) % (data.size() - S - 1);
+    for (int64_t s = 0; s < S; ++s) {
+      tokens[b * S + s] = data.token(start + s);
+      targets[b * S + s] = data.token(start + s + 1);
+    }
+  }
+}
+
+// A deterministic initialisation that does not depend on the world size:
+// each element's value is a function of the seed, the parameter's name and
+// the element's index.
+static uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions &o,
+                                              int shardMember, char *arena) {
+  auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
+  io::SafetensorsReader reader;
+  if (!o.weights.empty()) {
+    std::string err = reader.open(o.weights);
+    if (!err.empty())
+      return err;
+    // Every parameter must be there with its shape: checked whole, before
+    // any rank reads its shards.
+    for (const Unit &u : p.units)
+      for (const Param &prm : u.params) {
+        auto it = reader.tensors().find(prm.name);
+        if (it == reader.tensors().end())
+          return o.weights + ": missing tensor '" + prm.name + "'";
+        if (it->second.shape != prm.shape) {
+          std::string want, got;
+          for (int64_t d : prm.shape)
+            want += (want.empty() ? "" : ", ") + std::to_string(d);
+          for (int64_t d : it->second.shape)
+            got += (got.empty() ? "" : ", ") + std::to_string(d);
+          return o.weights + ": tensor '" + prm.name + "' has shape [" + got +
+                 "], the model needs [" + want + "]";
+        }
+        const std::string &dt = it->second.dtype;
+        if (dt != "F32" && dt != "BF16" && dt != "F16")
+          return o.weights + ": tensor '" + prm.name + "' is " + dt +
+                 "; weights must be F32, BF16 or F16";
+      }
+  }
+  for (const Unit &u : p.units) {
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+      std::memset(at(off), 0, u.shardNumel * 4);
+    int64_t lo = shardMember * u.shardNumel, hi = lo + u.shardNumel;
+    float *shard = at(u.shardOffset);
+    for (const Param &prm : u.params) {
+      int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+      if (a >= b)
+        continue;
+      if (!o.weights.empty()) {
+        std::string err = reader.readF32(prm.name, a - prm.offset, b - a, shard + (a - lo));
+        if (!err.empty())
+          return err;
+        continue;
+      }
+      uint64_t nameHash = 1469598103934665603ull;
+      for (char c : prm.name)
+        nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
+      bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
+      for (int64_t e = a; e < b; ++e) {
+        float v;
+        if (prm.shape.size() >= 2) {
+          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)(e - prm.offset) * 2));
+          uint64_t r2 = splitmix(r1);
+          double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
+          v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        } else {
+          v = isBias ? 0.0f : 1.0f;
+        }
+        shard[e - lo] = v;
+      }
+    }
+  }
+  return "";
+}
+
+StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,
+                                             double lossSum, double gradNorm, double seconds) {
+  int64_t G = p.microBatch * p.worldSize * o.gradAccum;
+  StepReport r;
+  r.step = step + 1;
+  r.steps = o.steps;
+  r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
+  r.gradNorm = gradNorm;
+  r.stepTimeS = seconds;
+  r.tokensPerS = (double)(G * p.seqLen) / seconds;
+  r.predictedPeakBytes = p.predictedPeakBytes;
+  return r;
 }

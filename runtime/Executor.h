@@ -12,6 +12,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
+
+namespace fsdp::io {
+class Dataset;
+}
 
 namespace fsdp::runtime {
 
@@ -44,6 +49,47 @@ class Communicator;
 /// rank). `onStep` is called on rank 0.
 std::string runRank(const program::Program &program, const RunOptions &options,
                     Communicator &comm, const std::function<void(const StepReport &)> &onStep);
+
+namespace detail {
+// What the CPU executor and the device executor (DeviceExecutor.cpp) share,
+// so that both train the same model on the same data.
+
+/// Rank `rank`'s tokens and targets ([micro_batch, seq_len] each) for
+/// micro-step `micro` of optimizer step `step` (DESIGN.md's data semantics).
+void fillTokens(const program::Program &p, const io::Dataset &data, int64_t gradAccum, int rank,
+                int64_t step, int64_t micro, int64_t *tokens, int64_t *targets);
+
+/// Fills the rank's persistent buffers of every unit in `arena`, host memory
+/// laid out as the plan's arena (only the units' shard ranges are written):
+/// the parameter shard of member `shardMember` from options.weights (its byte
+/// ranges only, after checking every tensor's presence, shape and dtype) or
+/// the seeded initialisation; the gradient shard and Adam's moments zeroed.
+/// Returns "" or the error.
+std::string initShards(const program::Program &p, const RunOptions &options, int shardMember,
+                       char *arena);
+
+/// A step's report from the sum over ranks of their micro-steps' losses, the
+/// gradient norm and the step's seconds (peakBytes and outsideArenaBytes are
+/// the caller's).
+StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
+                      double lossSum, double gradNorm, double seconds);
+
+/// One executed instruction, for the measured trace.
+struct TraceRecord {
+  const program::Instruction *inst;
+  int stream; // 0 compute, 1 comm
+  bool optimizer;
+  int64_t step;
+  double start, end; // seconds since the run began
+};
+struct RankTrace {
+  int rank;
+  const std::vector<TraceRecord> *records; // [2]: compute, comm
+};
+/// Writes the measured timeline (Chrome trace, the predicted one's format).
+std::string writeTrace(const std::string &path, const program::Program &p,
+                       const std::vector<RankTrace> &ranks);
+} // namespace detail
 
 } // namespace fsdp::runtime
 

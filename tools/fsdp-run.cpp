@@ -1,8 +1,10 @@
 //===- fsdp-run.cpp - execute a lowered plan and train --------------------===//
 //
 // fsdp-run PLAN [options]: runs the program fsdp-plan wrote, on N ranks as
-// threads of this process (the default backend), and reports each step's
-// loss, throughput and measured peak memory beside the plan's prediction.
+// threads of this process (the default backend), as MPI processes (--backend
+// mpi) or on one GPU a rank with NCCL (--backend nccl, where built), and
+// reports each step's loss, throughput and measured peak memory beside the
+// plan's prediction.
 // Links the runtime only: no MLIR. A .mlir plan is lowered by running
 // fsdp-translate, found beside this binary.
 //
@@ -11,6 +13,9 @@
 #include "runtime/Blas.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#if FSDP_HAVE_NCCL
+#include "runtime/DeviceExecutor.h"
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,12 +32,16 @@ using runtime::chooseBlasKernels;
 
 static void usage() {
   std::fprintf(stderr,
-               "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads] [--steps K] [--seed S]\n"
+               "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads|mpi|nccl] [--steps K] [--seed S]\n"
                "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
                "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
                "         [--grad-accum A] [--metrics FILE] [--save DIR] [--resume DIR]\n"
                "         [--save-weights FILE.safetensors] [--trace FILE.json] [--log-every N]\n"
-               "         [--quiet]\n");
+               "         [--quiet]\n"
+               "  --backend nccl, one GPU a rank: world size 1 as it is; under mpirun (rank 0's\n"
+               "  NCCL id by MPI); or one process a rank on one node with\n"
+               "         --rank R --nccl-id-file PATH [--nccl-timeout SECONDS]\n"
+               "  (rank 0 writes the id to PATH, the others wait for it, 300 s by default)\n");
 }
 
 static int fail(const std::string &msg) {
@@ -79,17 +88,20 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  std::string planPath, backend = "threads", metricsPath;
+  std::string planPath, backend = "threads", metricsPath, ncclIdFile;
   runtime::RunOptions o;
   bool quiet = false;
   int64_t logEvery = 1;
+  int64_t rankFlag = -1;
+  double ncclTimeout = 300;
+  bool timeoutGiven = false;
   std::map<std::string, double *> doubles = {
       {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
       {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm}};
   std::map<std::string, std::string *> strings = {
       {"--backend", &backend}, {"--weights", &o.weights}, {"--data", &o.data},
       {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
-      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}};
+      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}, {"--nccl-id-file", &ncclIdFile}};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -119,6 +131,17 @@ int main(int argc, char **argv) {
       o.seed = (uint64_t)number(value(), a);
     } else if (a == "--grad-accum") {
       o.gradAccum = (int64_t)number(value(), a);
+    } else if (a == "--rank") {
+      std::string v = value();
+      double d = number(v, a);
+      if (d < 0 || d != (double)(int64_t)d)
+        return fail("--rank expects a rank (0, 1, ...), not '" + v + "'");
+      rankFlag = (int64_t)d;
+    } else if (a == "--nccl-timeout") {
+      ncclTimeout = number(value(), a);
+      timeoutGiven = true;
+      if (!(ncclTimeout > 0))
+        return fail("--nccl-timeout expects seconds above 0");
     } else if (a == "--log-every") {
       logEvery = std::max<int64_t>(1, (int64_t)number(value(), a));
     } else if (a == "--quiet") {
@@ -142,21 +165,58 @@ int main(int argc, char **argv) {
   }
   if (o.steps < 1 || o.gradAccum < 1)
     return fail("--steps and --grad-accum must be at least 1");
-  if (backend == "nccl")
-    return fail("--backend nccl is not built into this fsdp-run yet; use threads or mpi");
-  if (backend != "threads" && backend != "mpi")
+  if (backend != "threads" && backend != "mpi" && backend != "nccl")
     return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
-  // Under MPI every process is a rank; rank 0 speaks for the job.
+  // The file bootstrap of --backend nccl: both flags or neither.
+  if ((rankFlag >= 0 || !ncclIdFile.empty() || timeoutGiven) && backend != "nccl")
+    return fail("--rank, --nccl-id-file and --nccl-timeout are for --backend nccl");
+  if (!ncclIdFile.empty() && rankFlag < 0)
+    return fail("--nccl-id-file needs --rank R, this process's rank");
+  if (rankFlag >= 0 && ncclIdFile.empty())
+    return fail("--rank needs --nccl-id-file PATH, through which the ranks find each other "
+                "(under mpirun, leave both out)");
+#if !FSDP_HAVE_MPI
+  if (backend == "mpi")
+    return fail("--backend mpi: this fsdp-run was built without MPI");
+#endif
+  if (backend == "nccl") {
+#if FSDP_HAVE_NCCL
+    // Before anything else: without a device there is nothing to run on.
+    int devices = 0;
+    std::string err = runtime::probeCudaDevices(&devices);
+    if (!err.empty())
+      return fail("--backend nccl: " + err);
+#else
+    return fail("--backend nccl: this fsdp-run was built without CUDA/NCCL (configure where "
+                "the CUDA toolkit and NCCL are found; see tests/gpu/README.md)");
+#endif
+  }
+  // Under MPI every process is a rank; rank 0 speaks for the job. The nccl
+  // backend runs under MPI when the plan has several ranks and no id file is
+  // given; that needs the plan's world size, so MPI starts after the plan is
+  // read (below).
   int mpiRank = 0, mpiSize = 1;
-  if (backend == "mpi") {
+  bool usingMpi = false;
+  (void)usingMpi; // without MPI in the build
+  auto startMpi = [&]() -> bool {
+#if FSDP_HAVE_MPI
+    usingMpi = true;
     if (!runtime::initMPI(&argc, &argv, &mpiRank, &mpiSize))
-      return fail("MPI does not provide the thread support fsdp-run needs (serialized)");
+      return false;
     if (mpiRank != 0)
       quiet = true;
-  }
+    return true;
+#else
+    return false;
+#endif
+  };
+  if (backend == "mpi" && !startMpi())
+    return fail("MPI does not provide the thread support fsdp-run needs (serialized)");
   auto finish = [&](int rc) {
-    if (backend == "mpi")
+#if FSDP_HAVE_MPI
+    if (usingMpi)
       runtime::finalizeMPI();
+#endif
     return rc;
   };
 
@@ -178,21 +238,69 @@ int main(int argc, char **argv) {
                                       " ranks, but mpirun started " + std::to_string(mpiSize) +
                                       " processes")
                                : 1);
+  // This process's rank: the --rank of the file bootstrap, MPI's, or 0.
+  int myRank = 0;
+#if FSDP_HAVE_NCCL
+  runtime::NcclBootstrap boot;
+  if (backend == "nccl") {
+    boot.worldSize = (int)p.worldSize;
+    boot.timeoutS = ncclTimeout;
+    if (!ncclIdFile.empty()) {
+      if (rankFlag >= p.worldSize)
+        return fail("--rank " + std::to_string(rankFlag) + " is outside the plan's " +
+                    std::to_string(p.worldSize) + " ranks");
+      boot.kind = runtime::NcclBootstrap::Kind::File;
+      boot.rank = (int)rankFlag;
+      boot.idFile = ncclIdFile;
+    } else if (p.worldSize > 1) {
+#if FSDP_HAVE_MPI
+      if (!startMpi())
+        return finish(fail("MPI does not provide the thread support fsdp-run needs (serialized)"));
+      if (mpiSize != p.worldSize)
+        return finish(mpiRank == 0
+                          ? fail("the plan is for " + std::to_string(p.worldSize) +
+                                 " ranks: start one process a rank, with mpirun -np " +
+                                 std::to_string(p.worldSize) +
+                                 ", or each with --rank R --nccl-id-file PATH (mpirun started " +
+                                 std::to_string(mpiSize) + ")")
+                          : 1);
+      boot.kind = runtime::NcclBootstrap::Kind::Mpi;
+      boot.rank = mpiRank;
+#else
+      return fail("the plan is for " + std::to_string(p.worldSize) +
+                  " ranks: start each with --rank R --nccl-id-file PATH (this fsdp-run was "
+                  "built without MPI)");
+#endif
+    }
+    myRank = boot.rank;
+    if (myRank != 0)
+      quiet = true;
+  }
+#endif
+  if (backend == "mpi")
+    myRank = mpiRank;
 
   std::ofstream metrics;
-  if (!metricsPath.empty() && mpiRank == 0) {
+  if (!metricsPath.empty() && myRank == 0) {
     metrics.open(metricsPath, std::ios::trunc);
     if (!metrics)
       return fail(metricsPath + ": cannot write the metrics");
   }
   int64_t G = p.microBatch * p.worldSize * o.gradAccum;
-  if (!quiet)
+  if (!quiet) {
+    std::string kernels = backend == "nccl" ? std::string("CUDA kernels")
+                                            : "OpenBLAS " + std::string(openblas_get_corename()) +
+                                                  " kernels";
     std::printf("fsdp-run: %s, %s over %lld ranks (%s), arena %s per rank; "
                 "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
-                "global batch %lld sequences; OpenBLAS %s kernels\n",
+                "global batch %lld sequences; %s\n",
                 p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
-                backend == "mpi" ? "MPI processes" : "threads", human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
-                (long long)o.gradAccum, (long long)G, openblas_get_corename());
+                backend == "mpi"    ? "MPI processes"
+                : backend == "nccl" ? "GPUs, NCCL"
+                                    : "threads",
+                human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
+                (long long)o.gradAccum, (long long)G, kernels.c_str());
+  }
   runtime::StepReport lastReport;
   std::string predictedTime;
   double predictedStep = p.predictedMicroStepS * o.gradAccum + p.predictedOptimizerS;
@@ -223,18 +331,41 @@ int main(int argc, char **argv) {
       metrics.flush();
     }
   };
-  if (backend == "mpi") {
+  if (backend == "nccl") {
+#if FSDP_HAVE_NCCL
+    err = runtime::runNccl(p, o, boot, onStep);
+    if (!err.empty()) {
+      fail(err);
+#if FSDP_HAVE_MPI
+      // A rank that failed before its communicators existed: its peers may
+      // wait in MPI for it (the id's broadcast), so end the job.
+      if (usingMpi)
+        runtime::abortMPI();
+#endif
+      return finish(1);
+    }
+#endif
+  } else if (backend == "mpi") {
+#if FSDP_HAVE_MPI
     auto comm = runtime::mpiCommunicator((int)p.shardSize);
     err = runtime::runRank(p, o, *comm, onStep);
     comm.reset();
     if (!err.empty()) // the failing rank has aborted the job; this is a peer
       return finish(fail(err));
+#endif
   } else {
     err = runtime::runThreads(p, o, onStep);
     if (!err.empty())
       return fail(err);
   }
-  if (!quiet && lastReport.step > 0)
+  if (!quiet && lastReport.step > 0 && backend == "nccl")
+    std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
+                "arena %s of device memory (kernel scratch, cuBLAS workspace, reduce-scatter "
+                "staging; NCCL's own buffers not counted)\n",
+                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
+                human(lastReport.outsideArenaBytes).c_str());
+  else if (!quiet && lastReport.step > 0)
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s (communication staging and the token data)\n",
                 human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),

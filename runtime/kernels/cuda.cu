@@ -14,33 +14,44 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace fsdp::cuda_kernels {
 
 namespace {
 
+// A refused call throws cuda_kernels::Error naming the call (the caller, which
+// knows the instruction, reports it); nothing here aborts the process.
+[[noreturn]] void throwError(const char *expr, const char *why) {
+  std::string call(expr);
+  size_t paren = call.find('(');
+  if (paren != std::string::npos)
+    call.resize(paren);
+  throw Error(call + ": " + why);
+}
+
 #define FSDP_CUDA_CHECK(expr)                                                                     \
   do {                                                                                            \
     cudaError_t err_ = (expr);                                                                    \
-    if (err_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                          \
-                   cudaGetErrorString(err_));                                                     \
-      std::abort();                                                                               \
-    }                                                                                             \
+    if (err_ != cudaSuccess)                                                                      \
+      throwError(#expr, cudaGetErrorString(err_));                                                \
   } while (0)
 
 #define FSDP_CUBLAS_CHECK(expr)                                                                   \
   do {                                                                                            \
     cublasStatus_t st_ = (expr);                                                                  \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: cublas status %d\n", __FILE__, __LINE__, #expr, int(st_)); \
-      std::abort();                                                                               \
-    }                                                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      throwError(#expr, cublasGetStatusString(st_));                                              \
   } while (0)
 
 // Launch errors (bad configuration) surface here; execution errors surface
 // at the caller's next synchronization.
-#define FSDP_LAUNCH_CHECK() FSDP_CUDA_CHECK(cudaGetLastError())
+#define FSDP_LAUNCH_CHECK()                                                                       \
+  do {                                                                                            \
+    cudaError_t err_ = cudaGetLastError();                                                        \
+    if (err_ != cudaSuccess)                                                                      \
+      throwError("kernel launch", cudaGetErrorString(err_));                                      \
+  } while (0)
 
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;
@@ -860,6 +871,14 @@ __global__ void sumKernel(const double *v, int64_t n, double *out) {
 }
 
 //===----------------------------------------------------------------------===//
+// Accumulation into f32 (the reduce-scatter's "add to the shard")
+//===----------------------------------------------------------------------===//
+
+__global__ void addBf16IntoKernel(float *dst, const uint16_t *src, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { dst[i] = dst[i] + __uint_as_float(uint32_t(src[i]) << 16); }
+}
+
+//===----------------------------------------------------------------------===//
 // cuBLAS, row-major
 //===----------------------------------------------------------------------===//
 
@@ -871,10 +890,8 @@ void gemmRowMajor(cublasHandle_t handle, cudaStream_t stream, bool transA, bool 
                   int64_t ldb, float beta, float *C, int64_t ldc) {
   FSDP_CUBLAS_CHECK(cublasSetStream(handle, stream));
   const int64_t kMax = 0x7fffffff;
-  if (M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax) {
-    std::fprintf(stderr, "fsdp cuda gemm: dimension over 2^31\n");
-    std::abort();
-  }
+  if (M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax)
+    throw Error("cublasGemmEx: a dimension over 2^31 - 1");
   FSDP_CUBLAS_CHECK(cublasGemmEx(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
                                  B, CUDA_R_32F, int(ldb), A, CUDA_R_32F, int(lda), &beta, C,
@@ -1077,8 +1094,7 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
       constexpr int kMaxDh = 256;                                                                 \
       CALL;                                                                                       \
     } else {                                                                                      \
-      std::fprintf(stderr, "fsdp cuda attention: head dim %lld > 256\n", (long long)(Dh));        \
-      std::abort();                                                                               \
+      throw Error("causal attention: head dim " + std::to_string(Dh) + " > 256");                \
     }                                                                                             \
   } while (0)
 
@@ -1231,6 +1247,18 @@ void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaS
     FSDP_LAUNCH_CHECK();
   }
   sumKernel<<<1, 1024, 0, stream>>>(scratch, blocks, out);
+  FSDP_LAUNCH_CHECK();
+}
+
+void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream) {
+  if (n <= 0)
+    return;
+  addBf16IntoKernel<<<gridFor(n), kThreads, 0, stream>>>(dst, src, n);
+  FSDP_LAUNCH_CHECK();
+}
+
+void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream) {
+  sumKernel<<<1, 1024, 0, stream>>>(x, n, out);
   FSDP_LAUNCH_CHECK();
 }
 

@@ -17,7 +17,11 @@
 //     functions below; the attention forward needs none;
 //   * the reductions (dw, db, bias grads, losses, sums of squares) are
 //     deterministic: fixed-shape trees in double, no atomics. Only
-//     embeddingBackward uses float atomicAdd (order of equal ids varies).
+//     embeddingBackward uses float atomicAdd (order of equal ids varies);
+//   * a call that CUDA or cuBLAS refuses (a bad launch, an asynchronous error
+//     that surfaces, a dimension cuBLAS cannot take) throws Error naming the
+//     call; nothing here aborts the process. Errors of a kernel's execution
+//     surface at the caller's next synchronization.
 //
 // Includable from plain C++: the CUDA types are forward-declared exactly as
 // cuda_runtime_api.h / cublas_v2.h declare them.
@@ -29,6 +33,7 @@
 #include "runtime/kernels/cpu.h"
 
 #include <cstdint>
+#include <stdexcept>
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct cublasContext *cublasHandle_t;
@@ -37,6 +42,11 @@ namespace fsdp::cuda_kernels {
 
 using kernels::Layout;
 using kernels::Llama3Scaling;
+
+/// What every function below throws when CUDA or cuBLAS refuses a call.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // ids[n] in [0, V); out[n, D] = table[ids[i], :]
 void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
@@ -121,7 +131,11 @@ void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
 void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
                      float *dup, int64_t n, cudaStream_t stream);
 
+// y = a + b elementwise; y may be a or b (in place).
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream);
+// dst[i] += float(src[i]) for bf16 src (a bf16 reduction added to f32, as the
+// CPU backends' reduceScatterAddBf16 does).
+void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream);
 
 // *loss (device) = mean over the n rows of -log softmax(logits[i])[targets[i]].
 // scratch: n doubles (the per-row losses, then summed by one block).
@@ -147,6 +161,8 @@ void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream);
 // scratch: sumOfSquaresScratchDoubles() doubles.
 void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream);
 constexpr int64_t sumOfSquaresScratchDoubles() { return 1024; }
+// *out (device) = x[0] + ... + x[n-1], one block, a fixed tree (deterministic).
+void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream);
 
 } // namespace fsdp::cuda_kernels
 

@@ -1,0 +1,858 @@
+//===- DeviceExecutor.cpp - compute and comm streams over one device arena ===//
+//
+// See DeviceExecutor.h. The host thread enqueues; the GPU executes. Per
+// phase (a micro-step's or the optimizer's lists) the host walks the compute
+// and comm lists together: cudaStreamWaitEvent waits for the most recent
+// *enqueued* record of an event, so every record must be enqueued before a
+// wait that needs it. The walk advances one list until it reaches a wait
+// whose event has not been recorded in this phase, then the other; if
+// neither can advance, the program would deadlock, and the run stops there
+// naming both waits. At the end of a phase the streams join (each waits for
+// the other), as the CPU executor's phases do.
+//
+// The host waits only by polling (an event or a stream, and meanwhile NCCL's
+// asynchronous errors and the peers' failure notes), so a failed peer stops
+// this rank instead of hanging it. Kernel launches that fail throw from
+// cuda_kernels and are reported with the instruction; errors of a kernel's
+// execution surface at the next wait, which names the phase and the step
+// (FSDP_CUDA_SYNC=1 waits after every instruction, to name the instruction).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/DeviceExecutor.h"
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Dataset.h"
+#include "runtime/kernels/cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+
+using namespace fsdp;
+using namespace fsdp::runtime;
+using namespace fsdp::program;
+namespace ck = fsdp::cuda_kernels;
+
+namespace {
+
+struct Failure {
+  std::string message;
+};
+
+constexpr int64_t kAlign = 256;
+int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+// cuBLAS's workspace (its recommendation for Hopper), handed to it so that
+// it allocates nothing of its own.
+constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;
+
+// Host memory laid out like the arena, for runtime/io and the weights'
+// initialisation: reserved, not committed; only the pages of the units'
+// shards are ever touched.
+class HostMirror {
+public:
+  ~HostMirror() {
+    if (base)
+      ::munmap(base, size);
+  }
+  bool reserve(int64_t bytes) {
+    size = size_t(std::max<int64_t>(bytes, 1));
+    void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      return false;
+    base = static_cast<char *>(p);
+    return true;
+  }
+  char *data() const { return base; }
+
+private:
+  char *base = nullptr;
+  size_t size = 0;
+};
+
+// One instruction's timing events, for --trace.
+struct PendingTrace {
+  const Instruction *inst;
+  int stream;
+  bool optimizer;
+  int64_t step;
+  cudaEvent_t start, end;
+};
+
+class DeviceRank {
+public:
+  DeviceRank(const Program &p, const RunOptions &o, NcclComms &comms, Communicator &host,
+             const io::Dataset &data)
+      : p(p), o(o), comms(comms), host(host), data(data) {}
+  ~DeviceRank();
+
+  std::string run(const std::function<void(const StepReport &)> &onStep);
+  std::vector<detail::TraceRecord> records[2];
+
+private:
+  template <typename T = float> T *at(int64_t offset) {
+    return reinterpret_cast<T *>(arena + offset);
+  }
+  template <typename T = float> T *t(int64_t id) {
+    const Tensor &ten = p.tensors[id];
+    touch(ten.offset, ten.bytes());
+    return at<T>(ten.offset);
+  }
+  void touch(int64_t offset, int64_t bytes) { highWater = std::max(highWater, offset + bytes); }
+  int shardMember() const { return comms.memberIndex(Group::Shard); }
+
+  [[noreturn]] void fail(const std::string &why) {
+    comms.abort("rank " + std::to_string(comms.rank()) + ": " + why);
+    throw Failure{why};
+  }
+  std::string where() const {
+    if (!curInst)
+      return curPhase;
+    return curPhase + "." + (curStream ? "comm" : "compute") + "[" +
+           std::to_string(curInst->index) + "] (" + opName(curInst->op) + ")";
+  }
+  void cuda(cudaError_t e, const char *what) {
+    if (e != cudaSuccess)
+      fail(where() + ": " + what + ": CUDA: " + cudaGetErrorString(e));
+  }
+  void nccl(const std::string &err) {
+    if (!err.empty())
+      fail(where() + ": " + err);
+  }
+  // Waits (polling) for the event; an error here is asynchronous: it names
+  // the phase and the step, not an instruction.
+  void waitFor(cudaEvent_t ev, const std::string &what) {
+    std::string err = comms.waitEvent(ev);
+    if (!err.empty())
+      fail(what + ": " + err +
+           (syncEach ? "" : " (set FSDP_CUDA_SYNC=1 to wait after every instruction and name it)"));
+  }
+
+  void setUp();
+  void planWorkspace();
+  void initShards(bool resume, int64_t *first);
+  void copyShards(bool toDevice);
+  void fillInputs(int64_t step, int64_t micro);
+  void runPhase(const Stream &s, const char *phase, bool optimizer);
+  void enqueue(const Instruction &inst, int stream, bool optimizer);
+  void computeOne(const Instruction &inst);
+  void commOne(const Instruction &inst);
+  void optimizerStep(const Unit &u);
+  void collectTrace();
+
+  const Program &p;
+  const RunOptions &o;
+  NcclComms &comms;
+  Communicator &host;
+  const io::Dataset &data;
+
+  char *arena = nullptr, *workspace = nullptr;
+  int64_t workspaceBytes = 0;
+  // Parts of the workspace: compute-stream scratch, cuBLAS's, comm-stream
+  // staging (reduce-scatter), the sum of squares' scratch, the norm's parts.
+  char *computeScratch = nullptr, *cublasWorkspace = nullptr, *commStaging = nullptr;
+  double *sumsqScratch = nullptr, *normParts = nullptr, *normTotal = nullptr;
+  HostMirror mirror;
+
+  cudaStream_t compute = nullptr, comm = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::vector<cudaEvent_t> events;
+  std::vector<char> recorded; // per event: recorded in this phase
+  cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, stepDone = nullptr;
+  cudaEvent_t inputCopied[2] = {nullptr, nullptr};
+  int64_t *inputHost[2] = {nullptr, nullptr}; // pinned: tokens then targets
+  float *lossHost = nullptr;                  // pinned: one a micro-step
+  double *normHost = nullptr;                 // pinned
+
+  int64_t highWater = 0;
+  int64_t step = 0, traceStep = 0, microIndex = 0;
+  double gradNorm = 0;
+  bool normEnqueued = false, normFetched = false, phaseHasNorm = false;
+  float lossScale = 1;
+  bool syncEach = false;
+
+  std::string curPhase;
+  int curStream = 0;
+  const Instruction *curInst = nullptr;
+
+  // --trace: timing events, read back after each step.
+  cudaEvent_t traceBase = nullptr;
+  std::vector<cudaEvent_t> tracePool;
+  size_t traceUsed = 0;
+  std::vector<PendingTrace> pending;
+  bool ok = false; // the run ended without failure: resources may be freed
+};
+
+DeviceRank::~DeviceRank() {
+  // After a failure, work may still be queued on the streams (ncclCommAbort
+  // has stopped the collectives, but a broken context may not drain): the
+  // process is about to exit, and the driver frees what it holds.
+  if (!ok)
+    return;
+  for (cudaEvent_t e : events)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : tracePool)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : {joinComm, joinCompute, normReady, stepDone, inputCopied[0],
+                        inputCopied[1], traceBase})
+    if (e)
+      cudaEventDestroy(e);
+  if (cublas)
+    cublasDestroy(cublas);
+  if (compute)
+    cudaStreamDestroy(compute);
+  if (comm)
+    cudaStreamDestroy(comm);
+  for (int64_t *h : inputHost)
+    if (h)
+      cudaFreeHost(h);
+  if (lossHost)
+    cudaFreeHost(lossHost);
+  if (normHost)
+    cudaFreeHost(normHost);
+  if (workspace)
+    cudaFree(workspace);
+  if (arena)
+    cudaFree(arena);
+}
+
+// The workspace: whatever the kernels need beyond the plan's buffers.
+void DeviceRank::planWorkspace() {
+  int64_t scratch = 0; // compute stream, one instruction at a time
+  int64_t staging = 0; // comm stream: the reduce-scatter's sum
+  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
+  auto last = [&](int64_t id) { return p.tensors[id].shape.back(); };
+  for (const Stream *s : {&p.microStep, &p.optimizer}) {
+    for (const Instruction &i : s->compute) {
+      switch (i.op) {
+      case Op::LayerNormGrad:
+        scratch = std::max(scratch, 4 * ck::layerNormBackwardScratchFloats(numel(i.in[1]) /
+                                                                           last(i.in[1])));
+        break;
+      case Op::RMSNormGrad:
+        scratch = std::max(scratch, 4 * ck::rmsNormBackwardScratchFloats(numel(i.in[1]) /
+                                                                         last(i.in[1])));
+        break;
+      case Op::CausalAttentionGrad: {
+        const auto &q = p.tensors[i.in[1]].shape;
+        scratch = std::max(scratch,
+                           4 * ck::causalAttentionBackwardScratchFloats(q[0], q[1], i.numHeads));
+        break;
+      }
+      case Op::CrossEntropy:
+        scratch = std::max(scratch, 8 * numel(i.in[1]));
+        break;
+      default:
+        break;
+      }
+    }
+    for (const Instruction &i : s->comm)
+      if (i.op == Op::ReduceScatter) {
+        staging = std::max(staging, p.units[i.unit].shardNumel * (i.bf16 ? 2 : 4));
+      }
+  }
+  int64_t offScratch = 0;
+  int64_t offCublas = offScratch + alignUp(scratch);
+  int64_t offStaging = offCublas + alignUp(kCublasWorkspaceBytes);
+  int64_t offSumsq = offStaging + alignUp(staging);
+  int64_t offParts = offSumsq + alignUp(8 * ck::sumOfSquaresScratchDoubles());
+  int64_t offTotal = offParts + alignUp(8 * (int64_t)std::max<size_t>(p.units.size(), 1));
+  workspaceBytes = offTotal + alignUp(8);
+  curInst = nullptr;
+  cuda(cudaMalloc(reinterpret_cast<void **>(&workspace), size_t(workspaceBytes)),
+       ("cudaMalloc of the workspace (" + std::to_string(workspaceBytes) + " bytes)").c_str());
+  computeScratch = workspace + offScratch;
+  cublasWorkspace = workspace + offCublas;
+  commStaging = workspace + offStaging;
+  sumsqScratch = reinterpret_cast<double *>(workspace + offSumsq);
+  normParts = reinterpret_cast<double *>(workspace + offParts);
+  normTotal = reinterpret_cast<double *>(workspace + offTotal);
+}
+
+void DeviceRank::setUp() {
+  curPhase = "setup";
+  curInst = nullptr;
+  const char *sync = std::getenv("FSDP_CUDA_SYNC");
+  syncEach = sync && *sync && std::strcmp(sync, "0") != 0;
+  // Head dims the attention kernels take, checked before anything runs.
+  for (const Stream *s : {&p.microStep, &p.optimizer})
+    for (const Instruction &i : s->compute)
+      if (i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad) {
+        int64_t q = i.op == Op::CausalAttention ? i.in[0] : i.in[1];
+        int64_t Dh = p.tensors[q].shape[2] / i.numHeads;
+        if (Dh > 256) {
+          curInst = &i;
+          curPhase = s == &p.microStep ? "micro_step" : "optimizer";
+          curStream = 0;
+          fail(where() + ": head dim " + std::to_string(Dh) +
+               " is over the CUDA attention kernels' 256");
+        }
+      }
+  // One allocation, laid out by the plan.
+  cuda(cudaMalloc(reinterpret_cast<void **>(&arena), size_t(std::max<int64_t>(p.arenaBytes, 1))),
+       ("cudaMalloc of the arena (" + std::to_string(p.arenaBytes) + " bytes)").c_str());
+  planWorkspace();
+  int lo = 0, hi = 0;
+  cuda(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cudaDeviceGetStreamPriorityRange");
+  cuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
+  // Collectives first when both streams want the GPU: they gate compute.
+  cuda(cudaStreamCreateWithPriority(&comm, cudaStreamNonBlocking, hi), "cudaStreamCreate (comm)");
+  cublasStatus_t st = cublasCreate(&cublas);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetStream(cublas, compute);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetWorkspace(cublas, cublasWorkspace, size_t(kCublasWorkspaceBytes));
+  if (st != CUBLAS_STATUS_SUCCESS)
+    fail(std::string("setup: cuBLAS: ") + cublasGetStatusString(st));
+  events.resize(p.events);
+  recorded.assign(p.events, 0);
+  for (auto &e : events)
+    cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0],
+                         &inputCopied[1]})
+    cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+  int64_t tokens = p.microBatch * p.seqLen;
+  for (auto &h : inputHost)
+    cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(2 * tokens * 8)), "cudaMallocHost (inputs)");
+  cuda(cudaMallocHost(reinterpret_cast<void **>(&lossHost), size_t(4 * o.gradAccum)), "cudaMallocHost (losses)");
+  cuda(cudaMallocHost(reinterpret_cast<void **>(&normHost), 8), "cudaMallocHost (norm)");
+  *normHost = 0;
+  if (!o.trace.empty()) {
+    cuda(cudaEventCreate(&traceBase), "cudaEventCreate");
+  }
+}
+
+// The rank's shards: the same values as the CPU executor's (detail::
+// initShards, or a checkpoint) in host memory laid out like the arena, then
+// copied to the device.
+void DeviceRank::initShards(bool resume, int64_t *first) {
+  curPhase = "setup";
+  curInst = nullptr;
+  if (!mirror.reserve(p.arenaBytes))
+    fail("cannot reserve " + std::to_string(p.arenaBytes) + " bytes of host memory for the shards");
+  char *h = mirror.data();
+  for (const Unit &u : p.units)
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+      std::memset(h + off, 0, u.shardNumel * 4);
+      touch(off, u.shardNumel * 4);
+    }
+  std::string err = resume ? io::loadCheckpoint(o.resume, p, comms.rank(), h, first)
+                           : detail::initShards(p, o, shardMember(), h);
+  if (!err.empty())
+    fail(err);
+  copyShards(true);
+}
+
+// Every unit's four persistent buffers between the mirror and the device
+// (synchronous: nothing else is in flight when this runs).
+void DeviceRank::copyShards(bool toDevice) {
+  char *h = mirror.data();
+  for (const Unit &u : p.units)
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+      size_t bytes = size_t(u.shardNumel * 4);
+      if (!bytes)
+        continue;
+      cuda(toDevice ? cudaMemcpy(arena + off, h + off, bytes, cudaMemcpyHostToDevice)
+                    : cudaMemcpy(h + off, arena + off, bytes, cudaMemcpyDeviceToHost),
+           toDevice ? "cudaMemcpy of the shards to the device"
+                    : "cudaMemcpy of the shards to the host");
+    }
+}
+
+void DeviceRank::fillInputs(int64_t stepIndex, int64_t micro) {
+  int j = int(microIndex++ % 2);
+  // The pinned buffer's previous copy must have left it.
+  waitFor(inputCopied[j], curPhase + " (inputs of step " + std::to_string(stepIndex + 1) + ")");
+  int64_t n = p.microBatch * p.seqLen;
+  int64_t *tok = inputHost[j], *tgt = inputHost[j] + n;
+  detail::fillTokens(p, data, o.gradAccum, comms.rank(), stepIndex, micro, tok, tgt);
+  curInst = nullptr;
+  cuda(cudaMemcpyAsync(t<int64_t>(p.tokens), tok, size_t(n * 8), cudaMemcpyHostToDevice, compute),
+       "cudaMemcpyAsync (tokens)");
+  cuda(cudaMemcpyAsync(t<int64_t>(p.targets), tgt, size_t(n * 8), cudaMemcpyHostToDevice,
+                       compute),
+       "cudaMemcpyAsync (targets)");
+  cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
+}
+
+void DeviceRank::runPhase(const Stream &s, const char *phase, bool optimizer) {
+  curPhase = phase;
+  std::fill(recorded.begin(), recorded.end(), 0);
+  normEnqueued = normFetched = false;
+  phaseHasNorm = std::any_of(s.comm.begin(), s.comm.end(),
+                             [](const Instruction &i) { return i.op == Op::GradNorm; });
+  const auto &C = s.compute, &M = s.comm;
+  size_t ci = 0, mi = 0;
+  auto blocked = [&](const Instruction &i) { return i.op == Op::Wait && !recorded[i.event]; };
+  while (ci < C.size() || mi < M.size()) {
+    bool progressed = false;
+    while (ci < C.size() && !blocked(C[ci])) {
+      enqueue(C[ci++], 0, optimizer);
+      progressed = true;
+    }
+    while (mi < M.size() && !blocked(M[mi])) {
+      enqueue(M[mi++], 1, optimizer);
+      progressed = true;
+    }
+    if (!progressed) {
+      curInst = nullptr;
+      auto at = [&](const char *list, const Instruction &i) {
+        return std::string(phase) + "." + list + "[" + std::to_string(i.index) +
+               "] (wait) waits for event " + std::to_string(i.event);
+      };
+      std::string why = "the program deadlocks: ";
+      if (ci < C.size())
+        why += at("compute", C[ci]);
+      if (ci < C.size() && mi < M.size())
+        why += " and ";
+      if (mi < M.size())
+        why += at("comm", M[mi]);
+      fail(why + ", and neither event is recorded before these waits in this phase");
+    }
+  }
+  // The phase ends when both streams have: each waits for the other.
+  curInst = nullptr;
+  cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
+  cuda(cudaStreamWaitEvent(compute, joinComm, 0), "cudaStreamWaitEvent (phase end)");
+  cuda(cudaEventRecord(joinCompute, compute), "cudaEventRecord (phase end)");
+  cuda(cudaStreamWaitEvent(comm, joinCompute, 0), "cudaStreamWaitEvent (phase end)");
+}
+
+void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
+  curInst = &inst;
+  curStream = stream;
+  cudaStream_t s = stream ? comm : compute;
+  if (inst.op == Op::Record) {
+    cuda(cudaEventRecord(events[inst.event], s), "cudaEventRecord");
+    recorded[inst.event] = 1;
+    return;
+  }
+  if (inst.op == Op::Wait) {
+    cuda(cudaStreamWaitEvent(s, events[inst.event], 0), "cudaStreamWaitEvent");
+    return;
+  }
+  cudaEvent_t start = nullptr;
+  if (!o.trace.empty()) {
+    if (traceUsed + 2 > tracePool.size()) {
+      cudaEvent_t e;
+      cuda(cudaEventCreate(&e), "cudaEventCreate (trace)");
+      tracePool.push_back(e);
+      cuda(cudaEventCreate(&e), "cudaEventCreate (trace)");
+      tracePool.push_back(e);
+    }
+    start = tracePool[traceUsed++];
+    cuda(cudaEventRecord(start, s), "cudaEventRecord (trace)");
+  }
+  try {
+    if (stream)
+      commOne(inst);
+    else
+      computeOne(inst);
+  } catch (const std::exception &e) { // cuda_kernels::Error, mostly
+    fail(where() + ": " + e.what());
+  }
+  if (!o.trace.empty()) {
+    cudaEvent_t end = tracePool[traceUsed++];
+    cuda(cudaEventRecord(end, s), "cudaEventRecord (trace)");
+    pending.push_back({&inst, stream, optimizer, traceStep, start, end});
+  }
+  if (syncEach) {
+    std::string err = comms.waitStream(s);
+    if (!err.empty())
+      fail(where() + ": " + err);
+  }
+}
+
+void DeviceRank::computeOne(const Instruction &i) {
+  using kernels::Layout;
+  auto f = [&](int64_t id) { return t<float>(id); };
+  auto shape = [&](int64_t id) -> const std::vector<int64_t> & { return p.tensors[id].shape; };
+  auto last = [&](int64_t id) { return shape(id).back(); };
+  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
+  Layout layout = i.layoutInOut ? Layout::InOut : Layout::OutIn;
+  float *scratchF = reinterpret_cast<float *>(computeScratch);
+  switch (i.op) {
+  case Op::PositionIds:
+    ck::positionIds(t<int64_t>(i.out[0]), shape(i.in[0])[0], shape(i.in[0])[1], compute);
+    break;
+  case Op::Embedding:
+    ck::embeddingForward(t<int64_t>(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]),
+                         last(i.in[1]), compute);
+    break;
+  case Op::EmbeddingGrad:
+    ck::embeddingBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
+                          shape(i.out[0])[0], last(i.out[0]), compute);
+    break;
+  case Op::Linear: {
+    const auto &w = shape(i.in[1]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    ck::linearForward(cublas, f(i.in[0]), f(i.in[1]), i.in.size() == 3 ? f(i.in[2]) : nullptr,
+                      f(i.out[0]), numel(i.in[0]) / in, in, out, layout, compute);
+    break;
+  }
+  case Op::LinearGradInput: {
+    const auto &w = shape(i.in[1]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    ck::linearBackwardInput(cublas, f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
+                            in, out, layout, compute);
+    break;
+  }
+  case Op::LinearGradWeight: {
+    const auto &w = shape(i.out[0]);
+    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
+    ck::linearBackwardWeight(cublas, f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
+                             in, out, layout, compute);
+    break;
+  }
+  case Op::BiasGrad:
+    ck::biasBackward(f(i.in[0]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]), last(i.in[0]),
+                     compute);
+    break;
+  case Op::LayerNorm:
+    ck::layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]),
+                         numel(i.in[0]) / last(i.in[0]), last(i.in[0]), i.eps, compute);
+    break;
+  case Op::LayerNormGrad:
+    ck::layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                          f(i.out[2]), numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps,
+                          scratchF, compute);
+    break;
+  case Op::RMSNorm:
+    ck::rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
+                       last(i.in[0]), i.eps, compute);
+    break;
+  case Op::RMSNormGrad:
+    ck::rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                        numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps, scratchF, compute);
+    break;
+  case Op::Rope: {
+    const auto &s = shape(i.in[0]);
+    kernels::Llama3Scaling scaling;
+    if (i.llama3Factor)
+      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
+    ck::rope(f(i.in[0]), f(i.out[0]), s[0], s[1], i.numHeads, s[2] / i.numHeads, i.theta,
+             i.llama3Factor ? &scaling : nullptr, i.inverse, compute);
+    break;
+  }
+  case Op::Split:
+  case Op::Concat: {
+    bool split = i.op == Op::Split;
+    const auto &parts = split ? i.out : i.in;
+    int64_t whole = split ? i.in[0] : i.out[0];
+    std::vector<float *> ptrs;
+    for (int64_t id : parts)
+      ptrs.push_back(f(id));
+    int64_t W = last(parts[0]), n = numel(parts[0]) / W;
+    if (split)
+      ck::split(f(whole), ptrs.data(), parts.size(), n, W, compute);
+    else
+      ck::concat(ptrs.data(), f(whole), parts.size(), n, W, compute);
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    bool fwd = i.op == Op::CausalAttention;
+    int64_t q = fwd ? i.in[0] : i.in[1];
+    const auto &s = shape(q);
+    int64_t Dh = s[2] / i.numHeads;
+    // The plan's scratch is the CPU kernels' tile; the CUDA kernels use the
+    // workspace, but the plan's bytes count as the CPU executor counts them.
+    touch(i.scratch, i.scratchBytes);
+    if (fwd)
+      ck::causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), s[0], s[1],
+                                 i.numHeads, i.numKvHeads, Dh, compute);
+    else
+      ck::causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),
+                                  f(i.out[0]), f(i.out[1]), f(i.out[2]), s[0], s[1], i.numHeads,
+                                  i.numKvHeads, Dh, scratchF, compute);
+    break;
+  }
+  case Op::Gelu:
+    ck::geluForward(f(i.in[0]), f(i.out[0]), numel(i.in[0]), compute);
+    break;
+  case Op::GeluGrad:
+    ck::geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
+    break;
+  case Op::SiluMul:
+    ck::siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
+    break;
+  case Op::SiluMulGrad:
+    ck::siluMulBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                        numel(i.in[0]), compute);
+    break;
+  case Op::Add:
+    ck::add(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
+    break;
+  case Op::CrossEntropy:
+    ck::crossEntropyForward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
+                            last(i.in[0]), reinterpret_cast<double *>(computeScratch), compute);
+    break;
+  case Op::CrossEntropyGrad:
+    ck::crossEntropyBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
+                             last(i.in[0]), lossScale, compute);
+    break;
+  case Op::Upcast: {
+    const Tensor &in = p.tensors[i.in[0]];
+    if (in.dtype == DType::BF16)
+      ck::fromBf16(t<uint16_t>(i.in[0]), f(i.out[0]), in.numel(), compute);
+    else // an unsharded unit keeps f32: round as a bf16 copy would
+      ck::roundToBf16(f(i.in[0]), f(i.out[0]), in.numel(), compute);
+    break;
+  }
+  case Op::Alloc: {
+    int64_t bytes = p.units[i.unit].paddedNumel * 4;
+    touch(i.dst, bytes);
+    if (bytes - i.zeroFrom * 4 > 0)
+      cuda(cudaMemsetAsync(at(i.dst) + i.zeroFrom, 0, size_t(bytes - i.zeroFrom * 4), compute),
+           "cudaMemsetAsync");
+    break;
+  }
+  case Op::Free:
+    break;
+  case Op::OptimizerStep:
+    optimizerStep(p.units[i.unit]);
+    break;
+  default:
+    fail(where() + ": not a compute instruction");
+  }
+}
+
+void DeviceRank::commOne(const Instruction &inst) {
+  using T = NcclComms::DType;
+  switch (inst.op) {
+  case Op::AllGather: {
+    const Unit &u = p.units[inst.unit];
+    if (inst.bf16) {
+      // Round this rank's shard into its own slot, then gather in place.
+      touch(inst.dst, u.paddedNumel * 2);
+      uint16_t *slot = at<uint16_t>(inst.dst) + shardMember() * u.shardNumel;
+      ck::toBf16(at(u.shardOffset), slot, u.shardNumel, comm);
+      nccl(comms.allGather(Group::Shard, slot, at(inst.dst), u.shardNumel, T::BF16, comm));
+    } else {
+      touch(inst.dst, u.paddedNumel * 4);
+      nccl(comms.allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel, T::F32,
+                           comm));
+    }
+    break;
+  }
+  case Op::ReduceScatter: {
+    // The sum over the group lands in the staging buffer, then is added to
+    // the gradient shard (accumulated over micro-steps).
+    const Unit &u = p.units[inst.unit];
+    if (inst.bf16) {
+      // The gradient buffer is rounded to bf16 in place, in its first half.
+      uint16_t *half = at<uint16_t>(inst.src);
+      uint16_t *part = reinterpret_cast<uint16_t *>(commStaging);
+      ck::toBf16(at(inst.src), half, u.paddedNumel, comm);
+      nccl(comms.reduceScatter(Group::Shard, half, part, u.shardNumel, T::BF16, comm));
+      ck::addBf16Into(at(u.gradShardOffset), part, u.shardNumel, comm);
+    } else {
+      float *part = reinterpret_cast<float *>(commStaging);
+      nccl(comms.reduceScatter(Group::Shard, at(inst.src), part, u.shardNumel, T::F32, comm));
+      ck::add(at(u.gradShardOffset), part, at(u.gradShardOffset), u.shardNumel, comm);
+    }
+    break;
+  }
+  case Op::AllReduce: {
+    const Unit &u = p.units[inst.unit];
+    nccl(comms.allReduce(Group::Replica, at(u.gradShardOffset), at(u.gradShardOffset),
+                         u.shardNumel, T::F32, comm));
+    break;
+  }
+  case Op::GradNorm: {
+    for (size_t k = 0; k < p.units.size(); ++k)
+      ck::sumOfSquares(at(p.units[k].gradShardOffset), p.units[k].shardNumel, normParts + k,
+                       sumsqScratch, comm);
+    ck::sumDoubles(normParts, (int64_t)p.units.size(), normTotal, comm);
+    nccl(comms.allReduce(Group::Shard, normTotal, normTotal, 1, T::F64, comm));
+    cuda(cudaMemcpyAsync(normHost, normTotal, 8, cudaMemcpyDeviceToHost, comm),
+         "cudaMemcpyAsync (norm)");
+    cuda(cudaEventRecord(normReady, comm), "cudaEventRecord (norm)");
+    normEnqueued = true;
+    break;
+  }
+  default:
+    fail(where() + ": not a communication instruction");
+  }
+}
+
+void DeviceRank::optimizerStep(const Unit &u) {
+  double scale = 1.0;
+  if (o.clipGradNorm > 0) {
+    // Clipping needs the norm on the host: the one wait inside a phase.
+    if (phaseHasNorm && !normEnqueued)
+      fail(where() + ": clipping needs the gradient norm, but this phase's grad_norm comes "
+                     "after the optimizer step");
+    if (normEnqueued && !normFetched) {
+      waitFor(normReady, where() + " (waiting for the gradient norm)");
+      gradNorm = std::sqrt(*normHost);
+      normFetched = true;
+    }
+    double coef = o.clipGradNorm / (gradNorm + 1e-6);
+    if (coef < 1.0)
+      scale = coef;
+  }
+  int64_t lo = shardMember() * u.shardNumel, hi = lo + u.shardNumel;
+  float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
+  float *m = at(u.expAvgOffset), *v = at(u.expAvgSqOffset);
+  for (const Param &prm : u.params) {
+    int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+    if (a >= b)
+      continue;
+    int64_t k = a - lo;
+    ck::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step, o.lr, o.beta1, o.beta2,
+              o.eps, prm.decay ? o.weightDecay : 0.0, scale, compute);
+  }
+  if (u.shardNumel > 0) // the next step accumulates afresh
+    cuda(cudaMemsetAsync(grad, 0, size_t(u.shardNumel * 4), compute), "cudaMemsetAsync");
+}
+
+// After a step's wait: the timing events become trace records (seconds
+// since the first step began).
+void DeviceRank::collectTrace() {
+  for (const PendingTrace &t : pending) {
+    float a = 0, b = 0;
+    curInst = nullptr;
+    cuda(cudaEventElapsedTime(&a, traceBase, t.start), "cudaEventElapsedTime (trace)");
+    cuda(cudaEventElapsedTime(&b, traceBase, t.end), "cudaEventElapsedTime (trace)");
+    records[t.stream].push_back({t.inst, t.stream, t.optimizer, t.step, a * 1e-3, b * 1e-3});
+  }
+  pending.clear();
+  traceUsed = 0;
+}
+
+std::string DeviceRank::run(const std::function<void(const StepReport &)> &onStep) {
+  try {
+    setUp();
+    int64_t first = 0;
+    initShards(!o.resume.empty(), &first);
+    // Nobody starts before every rank has its weights.
+    double ready = 1;
+    if (!host.allReduceScalar(Group::World, &ready))
+      fail("stopped before the first step: " + host.error());
+    step = first;
+    int64_t G = p.microBatch * p.worldSize * o.gradAccum;
+    lossScale = 1.0f / (float)(G * p.seqLen);
+    if (traceBase) {
+      curInst = nullptr;
+      cuda(cudaEventRecord(traceBase, compute), "cudaEventRecord (trace)");
+      cuda(cudaStreamWaitEvent(comm, traceBase, 0), "cudaStreamWaitEvent (trace)");
+    }
+    for (int64_t t = first; t < o.steps; ++t) {
+      traceStep = t;
+      auto start = std::chrono::steady_clock::now();
+      for (int64_t a = 0; a < o.gradAccum; ++a) {
+        curPhase = "micro_step";
+        fillInputs(t, a);
+        runPhase(p.microStep, "micro_step", false);
+        curInst = nullptr;
+        cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4,
+                             cudaMemcpyDeviceToHost, compute),
+             "cudaMemcpyAsync (loss)");
+      }
+      ++step;
+      runPhase(p.optimizer, "optimizer", true);
+      curInst = nullptr;
+      cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (step end)");
+      waitFor(stepDone, "step " + std::to_string(t + 1));
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (normEnqueued)
+        gradNorm = std::sqrt(*normHost);
+      if (!o.trace.empty())
+        collectTrace();
+      double lossSum = 0;
+      for (int64_t a = 0; a < o.gradAccum; ++a)
+        lossSum += lossHost[a];
+      // For the report only, outside the plan: the mean loss over ranks.
+      if (!host.allReduceScalar(Group::World, &lossSum))
+        fail("stopped: " + host.error());
+      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
+      r.peakBytes = highWater;
+      r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
+      if (comms.rank() == 0)
+        onStep(r);
+    }
+    if (!o.save.empty() || !o.saveWeights.empty()) {
+      curPhase = "save";
+      curInst = nullptr;
+      copyShards(false);
+    }
+    if (!o.save.empty()) {
+      std::string err = io::saveCheckpoint(o.save, p, host, mirror.data(), step);
+      if (!err.empty())
+        fail(err);
+    }
+    if (!o.saveWeights.empty()) {
+      std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data());
+      if (!err.empty())
+        fail(err);
+    }
+  } catch (const Failure &f) {
+    return "rank " + std::to_string(comms.rank()) + ": " + f.message;
+  } catch (const std::exception &e) { // not CUDA's: the host's (memory, mostly)
+    std::string why = "rank " + std::to_string(comms.rank()) + ": " + where() + ": " + e.what();
+    comms.abort(why);
+    return why;
+  }
+  ok = true;
+  return "";
+}
+
+} // namespace
+
+std::string fsdp::runtime::probeCudaDevices(int *count) {
+  *count = 0;
+  cudaError_t e = cudaGetDeviceCount(count);
+  if (e != cudaSuccess) {
+    *count = 0;
+    return std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")";
+  }
+  if (*count < 1)
+    return "no CUDA device (cudaGetDeviceCount: 0 devices)";
+  return "";
+}
+
+std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &options,
+                                   const NcclBootstrap &bootstrap,
+                                   const std::function<void(const StepReport &)> &onStep) {
+  std::string who = "rank " + std::to_string(bootstrap.rank) + ": ";
+  int count = 0;
+  std::string err = probeCudaDevices(&count);
+  if (!err.empty())
+    return who + err;
+  int device = ncclLocalRank(bootstrap) % count;
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess)
+    return who + "cudaSetDevice(" + std::to_string(device) + "): CUDA: " + cudaGetErrorString(e);
+  // Bad data stops every rank the same way, before any communicator.
+  io::Dataset data;
+  err = data.open(options.data, program);
+  if (!err.empty())
+    return err;
+  std::unique_ptr<NcclComms> comms;
+  err = NcclComms::create(bootstrap, (int)program.shardSize, &comms);
+  if (!err.empty())
+    return who + err;
+  std::string result;
+  std::vector<detail::TraceRecord> traces[2];
+  {
+    auto host = ncclHostCommunicator(*comms, (int)program.shardSize);
+    DeviceRank rank(program, options, *comms, *host, data);
+    result = rank.run(onStep);
+    if (result.empty() && !options.trace.empty()) {
+      std::string path = comms->rank() == 0
+                             ? options.trace
+                             : options.trace + ".rank" + std::to_string(comms->rank());
+      result = detail::writeTrace(path, program, {{comms->rank(), rank.records}});
+    }
+    if (!result.empty() && !comms->aborted())
+      comms->abort(result);
+  }
+  return result;
+}

@@ -1,0 +1,36 @@
+//===- DeviceExecutor.h - running a program on GPUs with NCCL ----*- C++ -*-===//
+//
+// fsdp-run --backend nccl: one process a rank, one GPU a rank. The rank's
+// arena is one cudaMalloc laid out by the plan (the CPU executor's offsets);
+// kernel scratch the plan does not cover lives in one workspace allocation
+// beside it, reported as bytes outside the arena. The program's compute and
+// comm lists run on two CUDA streams joined by CUDA events; collectives are
+// NCCL's. Built only where the CUDA toolkit and NCCL are (FSDP_HAVE_NCCL).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DEVICEEXECUTOR_H
+#define FSDP_RUNTIME_DEVICEEXECUTOR_H
+
+#include "runtime/Executor.h"
+#include "runtime/backends/NCCL.h"
+
+#include <functional>
+#include <string>
+
+namespace fsdp::runtime {
+
+/// "" when this process sees a CUDA device (*count of them), else why not:
+/// "no CUDA device (cudaGetDeviceCount: <reason>)".
+std::string probeCudaDevices(int *count);
+
+/// Runs this process's rank of `program` on GPU (local rank % device count),
+/// creating its NCCL communicators by `bootstrap`. `onStep` is called on rank
+/// 0. Returns "" or the first error, naming the rank, the phase and the
+/// instruction where it is known.
+std::string runNccl(const program::Program &program, const RunOptions &options,
+                    const NcclBootstrap &bootstrap,
+                    const std::function<void(const StepReport &)> &onStep);
+
+} // namespace fsdp::runtime
+
+#endif

@@ -1,0 +1,554 @@
+//===- NCCL.cpp - NCCL communicators of one GPU rank ----------------------===//
+//
+// See NCCL.h. Every communicator is created non-blocking (config.blocking =
+// 0): a call may answer ncclInProgress, after which ncclCommGetAsyncError is
+// polled until it settles, so a dead or failed peer is noticed instead of
+// waited for. The bootstrap's id file PATH has a failure note beside it,
+// PATH.failed: the first rank to fail writes its reason there, tagged with
+// this launch's id, and every poll of its peers looks for it.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/NCCL.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#if FSDP_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace fsdp::runtime;
+
+namespace {
+
+constexpr char kIdMagic[8] = {'F', 'S', 'D', 'P', 'N', 'C', 'I', 'D'};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void idle() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
+
+ncclComm_t asComm(void *c) { return static_cast<ncclComm_t>(c); }
+
+ncclDataType_t ncclType(NcclComms::DType t) {
+  switch (t) {
+  case NcclComms::DType::U8:
+    return ncclUint8;
+  case NcclComms::DType::F32:
+    return ncclFloat32;
+  case NcclComms::DType::BF16:
+    return ncclBfloat16;
+  case NcclComms::DType::F64:
+    return ncclFloat64;
+  }
+  return ncclUint8;
+}
+
+uint64_t fnv(const void *data, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string ncclText(ncclResult_t r, ncclComm_t comm) {
+  std::string s = std::string("NCCL: ") + ncclGetErrorString(r);
+  const char *last = ncclGetLastError(comm);
+  if (last && *last)
+    s += ": " + std::string(last);
+  return s;
+}
+
+std::string failurePath(const NcclBootstrap &b) { return b.idFile + ".failed"; }
+
+// Rank 0's side of the file bootstrap: the id through a temporary renamed
+// into place, so a reader sees the whole file or none.
+std::string writeId(const std::string &path, const ncclUniqueId &id) {
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  bool ok = f && std::fwrite(kIdMagic, 1, 8, f) == 8 &&
+            std::fwrite(&id, 1, sizeof id, f) == sizeof id && std::fflush(f) == 0 &&
+            ::fsync(fileno(f)) == 0;
+  if (f)
+    ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return path + ": cannot write the NCCL id: " + err;
+  }
+  return "";
+}
+
+// The other ranks' side: polls for the file until the timeout.
+std::string readId(const NcclBootstrap &b, ncclUniqueId *id) {
+  double deadline = now() + b.timeoutS;
+  for (;;) {
+    FILE *f = std::fopen(b.idFile.c_str(), "rb");
+    if (f) {
+      char magic[8];
+      bool ok = std::fread(magic, 1, 8, f) == 8 && std::memcmp(magic, kIdMagic, 8) == 0 &&
+                std::fread(id, 1, sizeof *id, f) == sizeof *id;
+      std::fclose(f);
+      if (ok)
+        return "";
+      return b.idFile + ": not an NCCL id written by fsdp-run";
+    }
+    if (now() > deadline) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", b.timeoutS);
+      return b.idFile + ": no NCCL id after " + secs +
+             " s (rank 0 writes it: start rank 0 with the same --nccl-id-file)";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+} // namespace
+
+int fsdp::runtime::ncclLocalRank(const NcclBootstrap &b) {
+  switch (b.kind) {
+  case NcclBootstrap::Kind::Single:
+    return 0;
+  case NcclBootstrap::Kind::File:
+    return b.rank;
+  case NcclBootstrap::Kind::Mpi: {
+#if FSDP_HAVE_MPI
+    MPI_Comm local;
+    int localRank = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b.rank, MPI_INFO_NULL,
+                            &local) != MPI_SUCCESS)
+      return b.rank;
+    MPI_Comm_rank(local, &localRank);
+    MPI_Comm_free(&local);
+    return localRank;
+#else
+    return b.rank;
+#endif
+  }
+  }
+  return 0;
+}
+
+int NcclComms::groupSize(Group g) const {
+  return g == Group::Shard ? shardSize : g == Group::Replica ? size / shardSize : size;
+}
+
+int NcclComms::memberIndex(Group g) const {
+  return g == Group::Shard ? myRank % shardSize : g == Group::Replica ? myRank / shardSize : myRank;
+}
+
+void *NcclComms::comm(Group g) const {
+  return g == Group::Shard ? shard : g == Group::Replica ? replica : world;
+}
+
+std::string NcclComms::peerFailure() {
+  if (boot.kind != NcclBootstrap::Kind::File)
+    return "";
+  double t = now();
+  if (t - lastPeerCheck < 0.01)
+    return "";
+  lastPeerCheck = t;
+  std::ifstream in(failurePath(boot));
+  if (!in)
+    return "";
+  std::string tagLine, message;
+  std::getline(in, tagLine);
+  std::getline(in, message);
+  if (tagLine != std::to_string(tag)) // a note of another launch
+    return "";
+  return message.empty() ? "a peer stopped" : message;
+}
+
+std::string NcclComms::check() {
+  if (isAborted)
+    return why.empty() ? "stopped" : why;
+  for (void *c : {world, shard, replica}) {
+    if (!c)
+      continue;
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(asComm(c), &state);
+    if (r != ncclSuccess)
+      return ncclText(r, asComm(c));
+    if (state != ncclSuccess && state != ncclInProgress)
+      return ncclText(state, asComm(c));
+  }
+  return peerFailure();
+}
+
+// Settles a non-blocking call: polls the communicator until it leaves
+// ncclInProgress, watching the peers (and, for initialisation, the clock).
+std::string NcclComms::waitReady(void *c, const char *what, double timeoutS) {
+  double deadline = timeoutS > 0 ? now() + timeoutS : 0;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(asComm(c), &state);
+    if (r != ncclSuccess)
+      return std::string(what) + ": " + ncclText(r, asComm(c));
+    if (state == ncclSuccess)
+      return "";
+    if (state != ncclInProgress)
+      return std::string(what) + ": " + ncclText(state, asComm(c));
+    std::string peer = peerFailure();
+    if (!peer.empty())
+      return std::string(what) + ": stopped: " + peer;
+    if (deadline > 0 && now() > deadline) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", timeoutS);
+      return std::string(what) + ": not complete after " + secs +
+             " s (does every rank run with the same plan and bootstrap?)";
+    }
+    idle();
+  }
+}
+
+std::string NcclComms::finishCall(int result, void *c, const char *what) {
+  ncclResult_t r = static_cast<ncclResult_t>(result);
+  if (r == ncclInProgress)
+    return waitReady(c, what, 0);
+  if (r != ncclSuccess)
+    return std::string(what) + ": " + ncclText(r, asComm(c));
+  return "";
+}
+
+std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
+                              std::unique_ptr<NcclComms> *out) {
+  std::unique_ptr<NcclComms> c(new NcclComms());
+  c->boot = b;
+  c->myRank = b.rank;
+  c->size = b.worldSize;
+  c->shardSize = shardSize;
+  if (shardSize < 1 || b.worldSize % shardSize != 0)
+    return "shard size " + std::to_string(shardSize) + " does not divide the world of " +
+           std::to_string(b.worldSize);
+
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (b.rank == 0 || b.kind == NcclBootstrap::Kind::Single) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      return std::string("ncclGetUniqueId: NCCL: ") + ncclGetErrorString(r);
+  }
+  if (b.kind == NcclBootstrap::Kind::Mpi) {
+#if FSDP_HAVE_MPI
+    if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      return "MPI_Bcast of the NCCL id failed";
+#else
+    return "this fsdp-run was built without MPI: start the ranks with --rank R --nccl-id-file PATH";
+#endif
+  } else if (b.kind == NcclBootstrap::Kind::File) {
+    if (b.rank == 0) {
+      // A note of an earlier launch must not stop this one.
+      std::remove(failurePath(b).c_str());
+      std::string err = writeId(b.idFile, id);
+      if (!err.empty())
+        return err;
+    } else {
+      std::string err = readId(b, &id);
+      if (!err.empty())
+        return err;
+    }
+  }
+  c->tag = fnv(&id, sizeof id);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t world = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&world, b.worldSize, id, b.rank, &config);
+  c->world = world;
+  std::string err;
+  if (r != ncclSuccess && r != ncclInProgress)
+    err = "ncclCommInitRankConfig: " + ncclText(r, world);
+  else
+    err = c->waitReady(world, "ncclCommInitRankConfig", b.timeoutS);
+  if (err.empty() && b.kind == NcclBootstrap::Kind::File && b.rank == 0)
+    std::remove(b.idFile.c_str()); // every rank has joined: the id is spent
+  // The groups, one split at a time (a non-blocking parent takes one call at
+  // a time).
+  auto split = [&](int color, int key, void **child, const char *what) {
+    if (!err.empty())
+      return;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t newComm = nullptr;
+    ncclResult_t sr = ncclCommSplit(world, color, key, &newComm, &cfg);
+    *child = newComm;
+    if (sr != ncclSuccess && sr != ncclInProgress) {
+      err = std::string(what) + ": " + ncclText(sr, world);
+      return;
+    }
+    err = c->waitReady(world, what, b.timeoutS);
+    if (err.empty() && newComm)
+      err = c->waitReady(newComm, what, b.timeoutS);
+    if (err.empty() && !newComm)
+      err = std::string(what) + ": NCCL gave no communicator";
+  };
+  split(b.rank / shardSize, b.rank % shardSize, &c->shard, "ncclCommSplit (shard group)");
+  split(b.rank % shardSize, b.rank / shardSize, &c->replica, "ncclCommSplit (replica group)");
+  if (!err.empty()) {
+    c->abort("rank " + std::to_string(b.rank) + ": " + err);
+    return err;
+  }
+  *out = std::move(c);
+  return "";
+}
+
+NcclComms::~NcclComms() {
+  if (isAborted)
+    return; // ncclCommAbort released them
+  // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
+  // children before their parent.
+  for (void *c : {replica, shard, world}) {
+    if (!c)
+      continue;
+    ncclResult_t r = ncclCommFinalize(asComm(c));
+    std::string err = r == ncclInProgress ? waitReady(c, "ncclCommFinalize", boot.timeoutS)
+                      : r == ncclSuccess  ? ""
+                                          : ncclText(r, asComm(c));
+    if (!err.empty()) {
+      ncclCommAbort(asComm(c));
+      continue;
+    }
+    ncclCommDestroy(asComm(c));
+  }
+}
+
+std::string NcclComms::allGather(Group g, const void *src, void *dst, int64_t count, DType t,
+                                 cudaStream_t stream) {
+  void *c = comm(g);
+  return finishCall(ncclAllGather(src, dst, size_t(count), ncclType(t), asComm(c), stream), c,
+                    "ncclAllGather");
+}
+
+std::string NcclComms::reduceScatter(Group g, const void *src, void *dst, int64_t count, DType t,
+                                     cudaStream_t stream) {
+  void *c = comm(g);
+  return finishCall(
+      ncclReduceScatter(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
+      "ncclReduceScatter");
+}
+
+std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t count, DType t,
+                                 cudaStream_t stream) {
+  void *c = comm(g);
+  return finishCall(
+      ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
+      "ncclAllReduce");
+}
+
+std::string NcclComms::waitEvent(cudaEvent_t event) {
+  for (;;) {
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess)
+      return "";
+    if (e != cudaErrorNotReady)
+      return std::string("CUDA: ") + cudaGetErrorString(e);
+    std::string err = check();
+    if (!err.empty())
+      return err;
+    idle();
+  }
+}
+
+std::string NcclComms::waitStream(cudaStream_t stream) {
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return "";
+    if (e != cudaErrorNotReady)
+      return std::string("CUDA: ") + cudaGetErrorString(e);
+    std::string err = check();
+    if (!err.empty())
+      return err;
+    idle();
+  }
+}
+
+void NcclComms::abort(const std::string &reason) {
+  if (isAborted)
+    return;
+  isAborted = true;
+  why = reason;
+  for (void *c : {replica, shard, world})
+    if (c)
+      ncclCommAbort(asComm(c));
+  if (boot.kind == NcclBootstrap::Kind::File) {
+    // The first cause only: a peer that stops because of it leaves it be.
+    struct stat st;
+    std::string path = failurePath(boot);
+    if (::stat(path.c_str(), &st) != 0) {
+      std::string tmp = path + ".tmp" + std::to_string(::getpid());
+      std::ofstream(tmp) << tag << "\n" << reason << "\n";
+      std::rename(tmp.c_str(), path.c_str());
+    }
+  }
+#if FSDP_HAVE_MPI
+  if (boot.kind == NcclBootstrap::Kind::Mpi) {
+    std::fprintf(stderr, "fsdp-run: error: %s\n", reason.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+#endif
+}
+
+namespace {
+
+// Backend.h's interface over host memory: a device staging buffer, a stream
+// of its own, a polled wait after every collective (before the copy back,
+// which from pageable memory would otherwise block without bound).
+class NcclHostCommunicator : public Communicator {
+public:
+  NcclHostCommunicator(NcclComms &comms, int shardSize) : Communicator(shardSize), comms(comms) {}
+  ~NcclHostCommunicator() override {
+    if (stream && !comms.aborted())
+      cudaStreamDestroy(stream);
+    if (staging && !comms.aborted())
+      cudaFree(staging);
+  }
+
+  int rank() const override { return comms.rank(); }
+  int worldSize() const override { return comms.worldSize(); }
+
+  bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
+    int n = comms.groupSize(g), me = comms.memberIndex(g);
+    char *buf = prepare(bytes * n);
+    if (!buf)
+      return false;
+    char *slot = buf + me * bytes;
+    return copy(slot, src, bytes, cudaMemcpyHostToDevice) &&
+           run(comms.allGather(g, slot, buf, bytes, NcclComms::DType::U8, stream)) && finish() &&
+           copy(dst, buf, bytes * n, cudaMemcpyDeviceToHost) && finish();
+  }
+
+  bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
+    int n = comms.groupSize(g);
+    char *buf = prepare((n + 1) * count * 4);
+    if (!buf)
+      return false;
+    float *part = reinterpret_cast<float *>(buf) + n * count;
+    std::vector<float> host(count);
+    if (!(copy(buf, src, n * count * 4, cudaMemcpyHostToDevice) &&
+          run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::F32, stream)) &&
+          finish() && copy(host.data(), part, count * 4, cudaMemcpyDeviceToHost) && finish()))
+      return false;
+    for (int64_t k = 0; k < count; ++k)
+      dst[k] += host[k];
+    return true;
+  }
+
+  bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
+    int n = comms.groupSize(g);
+    char *buf = prepare((n + 1) * count * 2);
+    if (!buf)
+      return false;
+    uint16_t *part = reinterpret_cast<uint16_t *>(buf) + n * count;
+    std::vector<uint16_t> host(count);
+    if (!(copy(buf, src, n * count * 2, cudaMemcpyHostToDevice) &&
+          run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::BF16, stream)) &&
+          finish() && copy(host.data(), part, count * 2, cudaMemcpyDeviceToHost) && finish()))
+      return false;
+    for (int64_t k = 0; k < count; ++k) {
+      uint32_t bits = uint32_t(host[k]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      dst[k] += f;
+    }
+    return true;
+  }
+
+  bool allReduce(Group g, float *buf, int64_t count) override {
+    char *dev = prepare(count * 4);
+    return dev && copy(dev, buf, count * 4, cudaMemcpyHostToDevice) &&
+           run(comms.allReduce(g, dev, dev, count, NcclComms::DType::F32, stream)) && finish() &&
+           copy(buf, dev, count * 4, cudaMemcpyDeviceToHost) && finish();
+  }
+
+  bool allReduceScalar(Group g, double *value) override {
+    char *dev = prepare(8);
+    return dev && copy(dev, value, 8, cudaMemcpyHostToDevice) &&
+           run(comms.allReduce(g, dev, dev, 1, NcclComms::DType::F64, stream)) && finish() &&
+           copy(value, dev, 8, cudaMemcpyDeviceToHost) && finish();
+  }
+
+  void abort(const std::string &why) override { comms.abort(why); }
+  std::string error() const override {
+    if (!reason.empty())
+      return reason;
+    return comms.reason();
+  }
+  int64_t stagingBytes() const override { return capacity; }
+
+private:
+  char *prepare(int64_t bytes) {
+    if (!reason.empty() || comms.aborted()) {
+      if (reason.empty())
+        reason = comms.reason().empty() ? "stopped" : comms.reason();
+      return nullptr;
+    }
+    if (!stream) {
+      cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      if (e != cudaSuccess)
+        return cudaFailed("cudaStreamCreateWithFlags", e);
+    }
+    if (bytes > capacity) {
+      if (staging)
+        cudaFree(staging);
+      staging = nullptr;
+      capacity = 0;
+      cudaError_t e = cudaMalloc(&staging, size_t(std::max<int64_t>(bytes, 256)));
+      if (e != cudaSuccess)
+        return cudaFailed("cudaMalloc of " + std::to_string(bytes) + " staging bytes", e);
+      capacity = std::max<int64_t>(bytes, 256);
+    }
+    return static_cast<char *>(staging);
+  }
+  char *cudaFailed(const std::string &what, cudaError_t e) {
+    reason = what + ": CUDA: " + cudaGetErrorString(e);
+    return nullptr;
+  }
+  bool copy(void *dst, const void *src, int64_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0)
+      return true;
+    cudaError_t e = cudaMemcpyAsync(dst, src, size_t(bytes), kind, stream);
+    if (e != cudaSuccess) {
+      cudaFailed("cudaMemcpyAsync", e);
+      return false;
+    }
+    return true;
+  }
+  bool run(const std::string &err) {
+    if (!err.empty())
+      reason = err;
+    return err.empty();
+  }
+  bool finish() { return run(comms.waitStream(stream)); }
+
+  NcclComms &comms;
+  cudaStream_t stream = nullptr;
+  void *staging = nullptr;
+  int64_t capacity = 0;
+  std::string reason;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms,
+                                                                 int shardSize) {
+  return std::make_unique<NcclHostCommunicator>(comms, shardSize);
+}

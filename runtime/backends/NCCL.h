@@ -1,0 +1,114 @@
+//===- NCCL.h - the NCCL communicators of one GPU rank -----------*- C++ -*-===//
+//
+// One process a rank, one GPU a rank. The communicators are NCCL's, split
+// from the world into Backend.h's groups (shard group: color rank / G, key
+// rank % G; replica group: color rank % G, key rank / G). They are created
+// non-blocking, so that no call waits without bound: every wait here polls
+// NCCL's asynchronous errors and the peers' failure notes, and a rank that
+// fails aborts its communicators and tells its peers (under mpirun by
+// MPI_Abort, with a shared id file by a note beside it), so that they stop
+// with its reason instead of hanging.
+//
+// Plain C++: the CUDA and NCCL types stay in NCCL.cpp (cudaStream_t and
+// cudaEvent_t are forward-declared as cuda_runtime_api.h declares them).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_BACKENDS_NCCL_H
+#define FSDP_RUNTIME_BACKENDS_NCCL_H
+
+#include "runtime/Backend.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+namespace fsdp::runtime {
+
+/// How the ranks find each other (how the NCCL unique id travels).
+struct NcclBootstrap {
+  enum class Kind {
+    Single, // world size 1: no other rank
+    Mpi,    // under mpirun: rank 0's id by MPI_Bcast (initMPI must have run)
+    File,   // one node, no MPI: rank 0 writes the id to idFile, the others read it
+  };
+  Kind kind = Kind::Single;
+  int rank = 0, worldSize = 1;
+  std::string idFile;
+  /// Seconds to wait for the id file and for NCCL's initialisation.
+  double timeoutS = 300;
+};
+
+/// This process's rank on its node (the GPU it takes is this modulo the
+/// device count): under MPI from the shared-memory split of the world, with an
+/// id file the rank itself (one node), else 0.
+int ncclLocalRank(const NcclBootstrap &bootstrap);
+
+class NcclComms {
+public:
+  enum class DType { U8, F32, BF16, F64 };
+
+  /// Creates the world communicator and its shard and replica groups on the
+  /// current CUDA device. Returns "" or the error (naming the id file, the
+  /// timeout or NCCL's reason).
+  static std::string create(const NcclBootstrap &bootstrap, int shardSize,
+                            std::unique_ptr<NcclComms> *out);
+  ~NcclComms();
+
+  int rank() const { return myRank; }
+  int worldSize() const { return size; }
+  int groupSize(Group g) const;
+  int memberIndex(Group g) const;
+
+  // Collectives, enqueued on `stream` (sums for the reductions); "" or the
+  // error. In place where the pointers say so, as NCCL defines it.
+  std::string allGather(Group g, const void *src, void *dst, int64_t countPerMember, DType t,
+                        cudaStream_t stream);
+  std::string reduceScatter(Group g, const void *src, void *dst, int64_t countPerMember, DType t,
+                            cudaStream_t stream);
+  std::string allReduce(Group g, const void *src, void *dst, int64_t count, DType t,
+                        cudaStream_t stream);
+
+  /// "" while every communicator is healthy and no peer has stopped; else
+  /// why (NCCL's asynchronous error, or the failing peer's own message).
+  std::string check();
+  /// Waits for `event` (or everything enqueued on `stream`), polling
+  /// check(): "" or why it cannot complete.
+  std::string waitEvent(cudaEvent_t event);
+  std::string waitStream(cudaStream_t stream);
+
+  /// Stops this rank: aborts every communicator (ncclCommAbort) and tells
+  /// the peers why (the first cause only). Under MPI it prints `why` as
+  /// fsdp-run's error and ends the job (MPI_Abort), as the MPI backend does.
+  void abort(const std::string &why);
+  bool aborted() const { return isAborted; }
+  /// What was sent to the peers, or came from one.
+  const std::string &reason() const { return why; }
+
+private:
+  NcclComms() = default;
+  std::string finishCall(int result, void *comm, const char *what);
+  std::string waitReady(void *comm, const char *what, double timeoutS);
+  std::string peerFailure();
+  void *comm(Group g) const;
+
+  NcclBootstrap boot;
+  int myRank = 0, size = 1, shardSize = 1;
+  void *world = nullptr, *shard = nullptr, *replica = nullptr; // ncclComm_t
+  uint64_t tag = 0; // identifies this launch in the failure note
+  bool isAborted = false;
+  std::string why;
+  double lastPeerCheck = 0;
+};
+
+/// Backend.h's Communicator over NCCL for host memory: the step's
+/// bookkeeping (barriers, the reported loss) and runtime/io's checkpoints and
+/// full weights. Each call copies through a device staging buffer on its own
+/// stream and waits (polling) for the result.
+std::unique_ptr<Communicator> ncclHostCommunicator(NcclComms &comms, int shardSize);
+
+} // namespace fsdp::runtime
+
+#endif

@@ -14,7 +14,7 @@ is tried again, up to --attempts times in all, each time after a fresh
 calibration; every attempt is printed. A model that is wrong fails every
 attempt; the measured peak must equal the plan's in every run.
 
-usage: predict.py BIN_DIR WORK_DIR [--tolerance 0.15] [--attempts 3]
+usage: predict.py BIN_DIR WORK_DIR [--tolerance 0.15] [--attempts 4]
 """
 import argparse
 import json
@@ -41,7 +41,7 @@ def main():
     ap.add_argument("bin")
     ap.add_argument("work")
     ap.add_argument("--tolerance", type=float, default=0.15)
-    ap.add_argument("--attempts", type=int, default=3)
+    ap.add_argument("--attempts", type=int, default=4)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     cluster = os.path.join(args.work, "cluster.json")

@@ -352,32 +352,29 @@ std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t co
       "ncclAllReduce");
 }
 
-std::string NcclComms::waitEvent(cudaEvent_t event) {
+// Polls `query` (cudaEventQuery or cudaStreamQuery) until the work is done,
+// checking NCCL's and the peers' errors between polls: a peer that failed
+// stops the wait instead of hanging it.
+template <typename Query> static std::string pollUntilDone(NcclComms &comms, Query query) {
   for (;;) {
-    cudaError_t e = cudaEventQuery(event);
+    cudaError_t e = query();
     if (e == cudaSuccess)
       return "";
     if (e != cudaErrorNotReady)
       return std::string("CUDA: ") + cudaGetErrorString(e);
-    std::string err = check();
+    std::string err = comms.check();
     if (!err.empty())
       return err;
     idle();
   }
 }
 
+std::string NcclComms::waitEvent(cudaEvent_t event) {
+  return pollUntilDone(*this, [&] { return cudaEventQuery(event); });
+}
+
 std::string NcclComms::waitStream(cudaStream_t stream) {
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess)
-      return "";
-    if (e != cudaErrorNotReady)
-      return std::string("CUDA: ") + cudaGetErrorString(e);
-    std::string err = check();
-    if (!err.empty())
-      return err;
-    idle();
-  }
+  return pollUntilDone(*this, [&] { return cudaStreamQuery(stream); });
 }
 
 void NcclComms::abort(const std::string &reason) {

@@ -221,7 +221,7 @@ std::string NcclComms::waitReady(void *c, const char *what, double timeoutS) {
 std::string NcclComms::finishCall(int result, void *c, const char *what) {
   ncclResult_t r = static_cast<ncclResult_t>(result);
   if (r == ncclInProgress)
-    return waitReady(c, what, 0);
+    return waitReady(c, what, waitLimitS());
   if (r != ncclSuccess)
     return std::string(what) + ": " + ncclText(r, asComm(c));
   return "";
@@ -280,24 +280,40 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
   if (err.empty() && b.kind == NcclBootstrap::Kind::File && b.rank == 0)
     std::remove(b.idFile.c_str()); // every rank has joined: the id is spent
   // The groups, one split at a time (a non-blocking parent takes one call at
-  // a time).
+  // a time). On a non-blocking parent, ncclCommSplit answers ncclInProgress
+  // with *newcomm still NULL: NCCL's init job stores the child there when it
+  // completes (the parent, whose polling completes the job, reads
+  // ncclInProgress until then). So the child is read only after the parent
+  // has settled, from a slot that outlives this call (the job may still write
+  // it after a failure here; it is leaked then, the process is ending).
   auto split = [&](int color, int key, void **child, const char *what) {
     if (!err.empty())
       return;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    ncclComm_t newComm = nullptr;
-    ncclResult_t sr = ncclCommSplit(world, color, key, &newComm, &cfg);
-    *child = newComm;
+    ncclComm_t *slot = new ncclComm_t(nullptr);
+    ncclResult_t sr = ncclCommSplit(world, color, key, slot, &cfg);
     if (sr != ncclSuccess && sr != ncclInProgress) {
       err = std::string(what) + ": " + ncclText(sr, world);
       return;
     }
     err = c->waitReady(world, what, b.timeoutS);
-    if (err.empty() && newComm)
+    ncclComm_t newComm = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    // Should the parent settle before the job's store, poll on (bounded).
+    for (double deadline = now() + b.timeoutS; err.empty() && !newComm;) {
+      if (now() > deadline) {
+        err = std::string(what) + ": NCCL gave no communicator";
+        break;
+      }
+      idle();
+      err = c->waitReady(world, what, b.timeoutS);
+      newComm = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    }
+    if (err.empty())
       err = c->waitReady(newComm, what, b.timeoutS);
-    if (err.empty() && !newComm)
-      err = std::string(what) + ": NCCL gave no communicator";
+    *child = newComm; // aborted with the others if anything failed
+    if (err.empty())
+      delete slot;
   };
   split(b.rank / shardSize, b.rank % shardSize, &c->shard, "ncclCommSplit (shard group)");
   split(b.rank % shardSize, b.rank / shardSize, &c->replica, "ncclCommSplit (replica group)");
@@ -356,6 +372,7 @@ std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t co
 // checking NCCL's and the peers' errors between polls: a peer that failed
 // stops the wait instead of hanging it.
 template <typename Query> static std::string pollUntilDone(NcclComms &comms, Query query) {
+  double limit = comms.waitLimitS(), deadline = limit > 0 ? now() + limit : 0;
   for (;;) {
     cudaError_t e = query();
     if (e == cudaSuccess)
@@ -365,6 +382,12 @@ template <typename Query> static std::string pollUntilDone(NcclComms &comms, Que
     std::string err = comms.check();
     if (!err.empty())
       return err;
+    if (deadline > 0 && now() > deadline) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", limit);
+      return std::string("no progress after ") + secs +
+             " s: a peer may have died (--nccl-timeout sets this bound)";
+    }
     idle();
   }
 }

@@ -75,9 +75,14 @@ public:
   /// why (NCCL's asynchronous error, or the failing peer's own message).
   std::string check();
   /// Waits for `event` (or everything enqueued on `stream`), polling
-  /// check(): "" or why it cannot complete.
+  /// check(): "" or why it cannot complete. With peers, no wait lasts longer
+  /// than the bootstrap's timeout (--nccl-timeout): a peer killed outright
+  /// leaves no note and NCCL may not notice it, so a wait that long is taken
+  /// for a dead peer.
   std::string waitEvent(cudaEvent_t event);
   std::string waitStream(cudaStream_t stream);
+  /// The longest a wait may last (0: no bound, a world of one).
+  double waitLimitS() const { return size > 1 ? boot.timeoutS : 0; }
 
   /// Stops this rank: aborts every communicator (ncclCommAbort) and tells
   /// the peers why (the first cause only). Under MPI it prints `why` as

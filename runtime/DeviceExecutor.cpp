@@ -346,6 +346,10 @@ void DeviceRank::initShards(bool resume, int64_t *first) {
   if (!err.empty())
     fail(err);
   copyShards(true);
+  // cudaMemcpy from pageable memory may return before its DMA has landed,
+  // and the compute and comm streams (non-blocking) do not wait for the
+  // default stream: the shards are complete on the device before any kernel.
+  cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (shards copied)");
 }
 
 // Every unit's four persistent buffers between the mirror and the device
@@ -834,7 +838,7 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
   io::Dataset data;
   err = data.open(options.data, program);
   if (!err.empty())
-    return err;
+    return who + err;
   std::unique_ptr<NcclComms> comms;
   err = NcclComms::create(bootstrap, (int)program.shardSize, &comms);
   if (!err.empty())

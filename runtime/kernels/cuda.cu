@@ -888,7 +888,13 @@ __global__ void addBf16IntoKernel(float *dst, const uint16_t *src, int64_t n) {
 void gemmRowMajor(cublasHandle_t handle, cudaStream_t stream, bool transA, bool transB, int64_t M,
                   int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float beta, float *C, int64_t ldc) {
-  FSDP_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  // cublasSetStream resets the handle's workspace to cuBLAS's own pool
+  // (unconditionally, even for the same stream), dropping a workspace the
+  // caller set with cublasSetWorkspace: set it only when it changes.
+  cudaStream_t current = nullptr;
+  FSDP_CUBLAS_CHECK(cublasGetStream(handle, &current));
+  if (current != stream)
+    FSDP_CUBLAS_CHECK(cublasSetStream(handle, stream));
   const int64_t kMax = 0x7fffffff;
   if (M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax)
     throw Error("cublasGemmEx: a dimension over 2^31 - 1");

@@ -9,7 +9,9 @@
 // Differences from cpu.h, all in the argument lists:
 //   * every function takes a cudaStream_t last; the matmuls
 //     (linearForward, linearBackwardInput, linearBackwardWeight) take a
-//     cublasHandle_t first (its stream is set to the given one) and run
+//     cublasHandle_t first (its stream is set to the given one where it
+//     differs: cublasSetStream would drop a workspace set on the handle with
+//     cublasSetWorkspace, so set the stream before the workspace) and run
 //     cublasGemmEx with f32 inputs, outputs and CUBLAS_COMPUTE_32F;
 //   * split/concat take a HOST array of DEVICE pointers;
 //   * the norm backward passes, cross-entropy forward, sumOfSquares and the

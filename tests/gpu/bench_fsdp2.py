@@ -16,7 +16,9 @@ warm-up); MFU counts 6 N + 12 L S D FLOPs a token (N parameters, L layers,
 S tokens, D width) against the H200's dense bf16 peak (989 TFLOP/s), and,
 for fsdp's f32 kernels, also against its f32 peak (67 TFLOP/s).
 
-Writes RESULTS/bench.json; prints a line per system.
+Writes RESULTS/bench.json (after fsdp's run, and again at the end); prints
+a line per system. With FSDP_GPU_DEADLINE (seconds since the epoch, from
+run-all.sh) fsdp-run gets at most 60% of the time left, PyTorch the rest.
 """
 import argparse
 import json
@@ -32,6 +34,7 @@ CONFIG = os.path.join(ROOT, "models", "gpt2-medium", "config.json")
 BF16_PEAK = 989e12
 F32_PEAK = 67e12
 B, S = 8, 1024
+DEADLINE = float(os.environ.get("FSDP_GPU_DEADLINE", "0") or 0)
 
 
 def model_flops_per_token(n_params, layers, d):
@@ -46,14 +49,23 @@ def fsdp_run(bin_dir, stage, work, steps):
     cmd = [os.path.join(bin_dir, "fsdp-run"), plan, "--backend", "nccl", "--data",
            os.path.join(stage, "data.bin"), "--steps", str(steps), "--metrics", m]
     t0 = time.time()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=600)
-    print(r.stdout.rstrip()[-3000:], flush=True)
-    res = {"exit": r.returncode, "wall_s": round(time.time() - t0, 1)}
-    rows = [json.loads(x) for x in open(m)] if os.path.exists(m) else []
-    if r.returncode != 0 or len(rows) < 2:
+    timeout = 300
+    if DEADLINE:
+        timeout = max(20, min(timeout, 0.6 * (DEADLINE - t0)))
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        code, text = r.returncode, r.stdout
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        code, text = 124, text + "\n[killed after %.0f s]" % timeout
+    print(text.rstrip()[-3000:], flush=True)
+    res = {"exit": code, "wall_s": round(time.time() - t0, 1)}
+    rows = [json.loads(x) for x in open(m) if x.strip()] if os.path.exists(m) else []
+    if code != 0 or len(rows) < 2:
         res["ok"] = False
-        res["tail"] = r.stdout.strip().splitlines()[-3:]
+        res["tail"] = text.strip().splitlines()[-3:]
+        res["steps_done"] = len(rows)
         return res
     times = [x["step_time_s"] for x in rows[1:]]
     t = statistics.median(times)
@@ -163,6 +175,9 @@ def main():
            "f32_peak_flops": F32_PEAK}
     fs = fsdp_run(a.bin, a.stage, a.work, a.steps)
     out["fsdp"] = fs
+    out["pytorch_fsdp2"] = {"ok": False, "why": "not run yet"}
+    with open(os.path.join(a.results, "bench.json"), "w") as f:
+        json.dump(out, f, indent=1)
     try:
         import torch
         if torch.cuda.is_available():

@@ -16,6 +16,10 @@
 # Results under $OUT (or ./gpu-results), at most 8 files: summary.json,
 # build.log, kernels.log, kernels-gtest.json, train.log, train.json,
 # trace-gpt2-tiny.json, bench.json (the benchmark's log is in train.log).
+# The whole run keeps within BUDGET seconds (default 540, under the device
+# tool's 600 s a command): each stage's timeout is its cap or what is left
+# after the later stages' reserve, and summary.json is rewritten after every
+# stage, so a run cut short still says how far it got.
 #
 #   tests/gpu/run-all.sh
 #   CUDA_ARCH=80 JOBS=16 STAGE=/path/gpu-stage tests/gpu/run-all.sh
@@ -30,15 +34,28 @@ WORK="${WORK:-/tmp/fsdp-gpu-work}"
 CUDA_ARCH="${CUDA_ARCH:-90}"
 JOBS="${JOBS:-$(nproc)}"
 PY="${PYTHON:-python3}"
+BUDGET="${BUDGET:-540}"
 mkdir -p "$RESULTS" "$WORK"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
+build_status=null kernels=null train=null bench=null
 
-summary() { # stage ok extra-json
-  printf '{"stage": "%s", "ok": %s, "seconds": %d%s}\n' "$1" "$2" "$(( $(date +%s) - start ))" \
-    "${3:-}" > "$RESULTS/summary.json"
+summary() { # stage ok
+  printf '{"stage": "%s", "ok": %s, "seconds": %d, "build_exit": %s, "kernel_tests_exit": %s, "training_checks_exit": %s, "benchmark_exit": %s}\n' \
+    "$1" "$2" "$(( $(date +%s) - start ))" "$build_status" "$kernels" "$train" "$bench" \
+    > "$RESULTS/summary.json"
   cat "$RESULTS/summary.json"
 }
+# Seconds a stage may take: its cap, or what is left of the budget after the
+# reserve kept for the stages after it (at least 20).
+limit() { # cap reserve
+  local left=$(( BUDGET - ($(date +%s) - start) - $2 ))
+  [ "$left" -gt "$1" ] && left=$1
+  [ "$left" -lt 20 ] && left=20
+  echo "$left"
+}
+# The deadline the Python stages budget against (seconds since the epoch).
+export FSDP_GPU_DEADLINE=$(( start + BUDGET ))
 
 if [ ! -d "$STAGE/plans" ]; then
   echo "run-all.sh: no $STAGE/plans: run tests/gpu/stage.sh on the development machine and carry gpu-stage" >&2
@@ -64,9 +81,20 @@ find_nccl() { # dir with include/ and lib/
   [ -n "$nccl_lib" ]
 }
 cuda_root="$(dirname "$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")")"
+# Any pip package under nvidia/ (the cu13 wheels' layout may differ from the
+# cu12 ones' nvidia/nccl/{include,lib}): nccl.h and libnccl.so* wherever they are.
+find_nccl_pip() {
+  local d h l
+  for d in $("$PY" -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null); do
+    h="$(find "$d" -name nccl.h 2>/dev/null | head -1)"
+    l="$(find "$d" -name 'libnccl.so*' 2>/dev/null | sort | head -1)"
+    if [ -n "$h" ] && [ -n "$l" ]; then nccl_inc="$(dirname "$h")"; nccl_lib="$l"; return 0; fi
+  done
+  return 1
+}
 find_nccl "${NCCL_HOME:-/nonexistent}" || find_nccl "$cuda_root" || find_nccl /usr/local/cuda || \
   find_nccl "$("$PY" -c 'import nvidia.nccl as m, os; print(list(m.__path__)[0])' 2>/dev/null)" || \
-  find_nccl /usr || true
+  find_nccl_pip || find_nccl /usr || { nccl_inc="" nccl_lib=""; }
 
 {
   echo "nvcc: $NVCC"; "$NVCC" --version | tail -2
@@ -77,9 +105,10 @@ find_nccl "${NCCL_HOME:-/nonexistent}" || find_nccl "$cuda_root" || find_nccl /u
     -DFSDP_NLOHMANN_INCLUDE_DIR="$STAGE/include" -DFSDP_GTEST_SOURCE_DIR="$STAGE/googletest" \
     -DFSDP_OPENBLAS_HINT="$STAGE/lib" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
     ${nccl_inc:+-DNCCL_INCLUDE_DIR="$nccl_inc"} ${nccl_lib:+-DNCCL_LIBRARY="$nccl_lib"} &&
-  timeout 420 cmake --build "$BUILD_DIR" -j"$JOBS" --target fsdp-run fsdp-gpu-tests
+  timeout -k 5 "$(limit 300 200)" cmake --build "$BUILD_DIR" -j"$JOBS" --target fsdp-run fsdp-gpu-tests
 } > "$RESULTS/build.log" 2>&1
 status=$?
+build_status=$status
 echo "build: exit $status, $(( $(date +%s) - start )) s"
 if [ $status -eq 0 ] && ! ldd "$BUILD_DIR/bin/fsdp-run" | grep -q libnccl; then
   echo "fsdp-run was built without NCCL (nccl.h or libnccl not found)" >> "$RESULTS/build.log"
@@ -87,31 +116,34 @@ if [ $status -eq 0 ] && ! ldd "$BUILD_DIR/bin/fsdp-run" | grep -q libnccl; then
 fi
 if [ $status -ne 0 ]; then
   tail -40 "$RESULTS/build.log"
-  summary build false ", \"exit_code\": $status"
+  summary build false
   exit 1
 fi
+summary build true
 
 # --- 2. kernel tests ----------------------------------------------------------
-timeout 300 "$BUILD_DIR/bin/fsdp-gpu-tests" --gtest_output="json:$RESULTS/kernels-gtest.json" \
-  > "$RESULTS/kernels.log" 2>&1
+timeout -k 5 "$(limit 120 180)" "$BUILD_DIR/bin/fsdp-gpu-tests" \
+  --gtest_output="json:$RESULTS/kernels-gtest.json" > "$RESULTS/kernels.log" 2>&1
 kernels=$?
+summary kernels "$([ $kernels -eq 0 ] && echo true || echo false)"
 echo "kernel tests: exit $kernels ($(grep -c '^\[       OK \]' "$RESULTS/kernels.log") ok, $(grep -c '^\[  FAILED  \]' "$RESULTS/kernels.log") failed lines, $(grep -c '^\[  SKIPPED \]' "$RESULTS/kernels.log") skipped)"
 
 # --- 3. training: nccl against threads --------------------------------------
-timeout 300 "$PY" "$ROOT/tests/gpu/gpu_checks.py" "$BUILD_DIR/bin" "$STAGE" "$WORK" "$RESULTS" \
-  > "$RESULTS/train.log" 2>&1
+timeout -k 5 "$(limit 240 90)" "$PY" "$ROOT/tests/gpu/gpu_checks.py" "$BUILD_DIR/bin" "$STAGE" \
+  "$WORK" "$RESULTS" > "$RESULTS/train.log" 2>&1
 train=$?
+summary training "$([ $train -eq 0 ] && echo true || echo false)"
 grep -E '^(CASE|CHECK)' "$RESULTS/train.log"
 echo "training checks: exit $train"
 
 # --- 4. benchmark -----------------------------------------------------------
-timeout 420 "$PY" "$ROOT/tests/gpu/bench_fsdp2.py" "$BUILD_DIR/bin" "$STAGE" "$WORK" "$RESULTS" \
-  >> "$RESULTS/train.log" 2>&1
+timeout -k 5 "$(limit 420 5)" "$PY" "$ROOT/tests/gpu/bench_fsdp2.py" "$BUILD_DIR/bin" "$STAGE" \
+  "$WORK" "$RESULTS" >> "$RESULTS/train.log" 2>&1
 bench=$?
 grep -E '^(fsdp|pytorch_fsdp2):' "$RESULTS/train.log"
 echo "benchmark: exit $bench"
 
 ok=false
 [ $kernels -eq 0 ] && [ $train -eq 0 ] && [ $bench -eq 0 ] && ok=true
-summary done $ok ", \"kernel_tests_exit\": $kernels, \"training_checks_exit\": $train, \"benchmark_exit\": $bench"
+summary done $ok
 $ok

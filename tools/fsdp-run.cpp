@@ -41,7 +41,8 @@ static void usage() {
                "  --backend nccl, one GPU a rank: world size 1 as it is; under mpirun (rank 0's\n"
                "  NCCL id by MPI); or one process a rank on one node with\n"
                "         --rank R --nccl-id-file PATH [--nccl-timeout SECONDS]\n"
-               "  (rank 0 writes the id to PATH, the others wait for it, 300 s by default)\n");
+               "  (rank 0 writes the id to PATH, the others wait for it); with more than one\n"
+               "  rank, --nccl-timeout (300 s by default) bounds every wait on NCCL or a peer\n");
 }
 
 static int fail(const std::string &msg) {

@@ -4,10 +4,9 @@
 // phase (a micro-step's or the optimizer's lists) the host walks the compute
 // and comm lists together: cudaStreamWaitEvent waits for the most recent
 // *enqueued* record of an event, so every record must be enqueued before a
-// wait that needs it. The walk advances one list until it reaches a wait
-// whose event has not been recorded in this phase, then the other; if
-// neither can advance, the program would deadlock, and the run stops there
-// naming both waits. At the end of a phase the streams join (each waits for
+// wait that needs it: program::issueOrder gives that order (the loader has
+// already refused programs where none exists, which would deadlock). At the
+// end of a phase the streams join (each waits for
 // the other), as the CPU executor's phases do.
 //
 // The host waits only by polling (an event or a stream, and meanwhile NCCL's
@@ -162,7 +161,6 @@ private:
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t cublas = nullptr;
   std::vector<cudaEvent_t> events;
-  std::vector<char> recorded; // per event: recorded in this phase
   cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, stepDone = nullptr;
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
   int64_t *inputHost[2] = {nullptr, nullptr}; // pinned: tokens then targets
@@ -310,7 +308,6 @@ void DeviceRank::setUp() {
   if (st != CUBLAS_STATUS_SUCCESS)
     fail(std::string("setup: cuBLAS: ") + cublasGetStatusString(st));
   events.resize(p.events);
-  recorded.assign(p.events, 0);
   for (auto &e : events)
     cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0],
@@ -386,39 +383,19 @@ void DeviceRank::fillInputs(int64_t stepIndex, int64_t micro) {
 
 void DeviceRank::runPhase(const Stream &s, const char *phase, bool optimizer) {
   curPhase = phase;
-  std::fill(recorded.begin(), recorded.end(), 0);
   normEnqueued = normFetched = false;
   phaseHasNorm = std::any_of(s.comm.begin(), s.comm.end(),
                              [](const Instruction &i) { return i.op == Op::GradNorm; });
-  const auto &C = s.compute, &M = s.comm;
-  size_t ci = 0, mi = 0;
-  auto blocked = [&](const Instruction &i) { return i.op == Op::Wait && !recorded[i.event]; };
-  while (ci < C.size() || mi < M.size()) {
-    bool progressed = false;
-    while (ci < C.size() && !blocked(C[ci])) {
-      enqueue(C[ci++], 0, optimizer);
-      progressed = true;
-    }
-    while (mi < M.size() && !blocked(M[mi])) {
-      enqueue(M[mi++], 1, optimizer);
-      progressed = true;
-    }
-    if (!progressed) {
-      curInst = nullptr;
-      auto at = [&](const char *list, const Instruction &i) {
-        return std::string(phase) + "." + list + "[" + std::to_string(i.index) +
-               "] (wait) waits for event " + std::to_string(i.event);
-      };
-      std::string why = "the program deadlocks: ";
-      if (ci < C.size())
-        why += at("compute", C[ci]);
-      if (ci < C.size() && mi < M.size())
-        why += " and ";
-      if (mi < M.size())
-        why += at("comm", M[mi]);
-      fail(why + ", and neither event is recorded before these waits in this phase");
-    }
+  // Records before their waits, in an order both streams keep (the loader
+  // has checked that one exists).
+  std::vector<Slot> order;
+  std::string why = issueOrder(s, order);
+  if (!why.empty()) {
+    curInst = nullptr;
+    fail(std::string(phase) + ": " + why);
   }
+  for (const Slot &slot : order)
+    enqueue((slot.stream ? s.comm : s.compute)[slot.index], slot.stream, optimizer);
   // The phase ends when both streams have: each waits for the other.
   curInst = nullptr;
   cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
@@ -433,7 +410,6 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
   cudaStream_t s = stream ? comm : compute;
   if (inst.op == Op::Record) {
     cuda(cudaEventRecord(events[inst.event], s), "cudaEventRecord");
-    recorded[inst.event] = 1;
     return;
   }
   if (inst.op == Op::Wait) {

@@ -268,6 +268,11 @@ void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
         fail(phase + "." + name + "[" + std::to_string(inst.index) + "] (wait)",
              "waits for event " + std::to_string(inst.event) + ", which is never recorded");
   }
+  // ... and before it in an order the two streams can both keep.
+  std::vector<Slot> order;
+  std::string why = issueOrder(s, order);
+  if (!why.empty())
+    fail(phase, why);
 }
 
 Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {
@@ -537,6 +542,41 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
 }
 
 } // namespace
+
+std::string fsdp::program::issueOrder(const Stream &s, std::vector<Slot> &order) {
+  order.clear();
+  const std::vector<Instruction> *lists[2] = {&s.compute, &s.comm};
+  size_t next[2] = {0, 0};
+  std::set<int64_t> issued;
+  auto blocked = [&](int stream) {
+    const Instruction &i = (*lists[stream])[next[stream]];
+    return i.op == Op::Wait && !issued.count(i.event);
+  };
+  while (next[0] < lists[0]->size() || next[1] < lists[1]->size()) {
+    bool progressed = false;
+    for (int stream : {0, 1})
+      while (next[stream] < lists[stream]->size() && !blocked(stream)) {
+        const Instruction &i = (*lists[stream])[next[stream]];
+        if (i.op == Op::Record)
+          issued.insert(i.event);
+        order.push_back({stream, next[stream]++});
+        progressed = true;
+      }
+    if (!progressed) {
+      std::string why = "deadlock: ";
+      for (int stream : {0, 1})
+        if (next[stream] < lists[stream]->size()) {
+          const Instruction &i = (*lists[stream])[next[stream]];
+          if (why.size() > 10)
+            why += " while ";
+          why += std::string(stream ? "comm" : "compute") + "[" + std::to_string(i.index) +
+                 "] waits for event " + std::to_string(i.event);
+        }
+      return why + "; no record of these events can be issued before these waits";
+    }
+  }
+  return "";
+}
 
 std::string fsdp::program::loadProgram(const std::string &path, Program &program) {
   program = Program();

@@ -96,8 +96,25 @@ struct Program {
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
 };
 
+/// One instruction of a phase, as a host thread issues them: its stream
+/// (0 compute, 1 comm) and its index in that stream's list.
+struct Slot {
+  int stream;
+  size_t index;
+};
+
+/// An order in which one thread can issue both lists of a phase so that each
+/// record comes before every wait on its event (what CUDA streams need: a
+/// wait on an event takes its latest *issued* record): each list in its own
+/// order, a list advancing until it reaches a wait whose record has not been
+/// issued, then the other. Such an order exists exactly when the two lists
+/// run side by side cannot deadlock. Returns "" and fills `order`, or why not:
+/// the waits that can never be satisfied, as "compute[i] waits for event e".
+std::string issueOrder(const Stream &s, std::vector<Slot> &order);
+
 /// Reads and validates a program: its version, every offset and size against
-/// the arena, every instruction's operands, shapes and events. Returns an
+/// the arena, every instruction's operands, shapes and events, and that
+/// neither phase can deadlock (issueOrder). Returns an
 /// error message naming the file and the instruction ("plan.json:
 /// micro_step.compute[12] (linear): ...") or the empty string.
 std::string loadProgram(const std::string &path, Program &program);

@@ -1,0 +1,132 @@
+//===- ProgramTest.cpp - the program loader's checks ----------------------===//
+//
+// program::issueOrder: the order in which one thread issues a phase's two
+// lists (the CUDA executor enqueues in it; the loader refuses programs for
+// which none exists, as they would deadlock), and loadProgram on programs
+// that fsdp-plan wrote, for every backend's use.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Program.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+using namespace fsdp::program;
+
+namespace {
+
+Instruction inst(Op op, int64_t event = -1) {
+  Instruction i;
+  i.op = op;
+  i.event = event;
+  return i;
+}
+
+// compute and comm from short codes: "r3" records event 3, "w3" waits for
+// it, "x" is any other instruction.
+Stream stream(const std::vector<std::string> &compute, const std::vector<std::string> &comm) {
+  Stream s;
+  auto fill = [](const std::vector<std::string> &codes, std::vector<Instruction> &out) {
+    for (const std::string &c : codes) {
+      Instruction i = c[0] == 'r'   ? inst(Op::Record, std::stoi(c.substr(1)))
+                      : c[0] == 'w' ? inst(Op::Wait, std::stoi(c.substr(1)))
+                                    : inst(Op::Free);
+      i.index = out.size();
+      out.push_back(i);
+    }
+  };
+  fill(compute, s.compute);
+  fill(comm, s.comm);
+  return s;
+}
+
+// The order keeps each list's own order, holds every instruction once, and
+// issues each record before every wait on its event.
+void expectValid(const Stream &s, const std::vector<Slot> &order) {
+  ASSERT_EQ(order.size(), s.compute.size() + s.comm.size());
+  size_t next[2] = {0, 0};
+  std::map<int64_t, bool> issued;
+  for (const Slot &slot : order) {
+    ASSERT_EQ(slot.index, next[slot.stream]) << "stream " << slot.stream << " out of order";
+    ++next[slot.stream];
+    const Instruction &i = (slot.stream ? s.comm : s.compute)[slot.index];
+    if (i.op == Op::Record)
+      issued[i.event] = true;
+    if (i.op == Op::Wait)
+      EXPECT_TRUE(issued[i.event]) << "wait for event " << i.event << " before its record";
+  }
+}
+
+TEST(IssueOrder, GatherPrefetchPattern) {
+  // comm: gather unit 0, record 0; wait for compute's record 1, gather unit
+  // 1, record 2. compute: wait 0, forward 0, record 1 (frees), wait 2, ...
+  Stream s = stream({"w0", "x", "r1", "w2", "x", "r3"}, {"x", "r0", "w1", "x", "r2", "w3", "x"});
+  std::vector<Slot> order;
+  ASSERT_EQ(issueOrder(s, order), "");
+  expectValid(s, order);
+}
+
+TEST(IssueOrder, CommWaitsForComputeFirst) {
+  Stream s = stream({"x", "x", "r0", "x", "w1"}, {"w0", "x", "r1"});
+  std::vector<Slot> order;
+  ASSERT_EQ(issueOrder(s, order), "");
+  expectValid(s, order);
+  // Compute runs up to its wait (4 instructions, its record among them),
+  // then comm (whose first instruction waits for that record), then the rest.
+  std::vector<int> streams;
+  for (const Slot &slot : order)
+    streams.push_back(slot.stream);
+  EXPECT_EQ(streams, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 0}));
+}
+
+TEST(IssueOrder, EmptyAndOneSidedLists) {
+  std::vector<Slot> order;
+  EXPECT_EQ(issueOrder(stream({}, {}), order), "");
+  EXPECT_TRUE(order.empty());
+  Stream s = stream({"x", "r0", "w0", "x"}, {});
+  ASSERT_EQ(issueOrder(s, order), "");
+  expectValid(s, order);
+}
+
+TEST(IssueOrder, CrossedWaitsDeadlock) {
+  // Each list waits for what the other records only after its own wait.
+  Stream s = stream({"x", "w1", "r0"}, {"w0", "r1"});
+  std::vector<Slot> order;
+  EXPECT_EQ(issueOrder(s, order),
+            "deadlock: compute[1] waits for event 1 while comm[0] waits for event 0; no record "
+            "of these events can be issued before these waits");
+}
+
+TEST(IssueOrder, WaitBeforeItsOwnRecord) {
+  Stream s = stream({"w0", "r0"}, {"x"});
+  std::vector<Slot> order;
+  EXPECT_EQ(issueOrder(s, order), "deadlock: compute[0] waits for event 0; no record of these "
+                                  "events can be issued before these waits");
+}
+
+// Every program fsdp-plan lowers has an order: the loader accepts them.
+TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
+  std::string bin = FSDP_BINARY_DIR "/bin/fsdp-plan";
+  for (const char *strategy : {"full-shard", "shard-grad-op", "no-shard", "hybrid-shard"}) {
+    std::string out = ::testing::TempDir() + "/program-" + strategy + ".json";
+    std::string cmd = bin + " " FSDP_SOURCE_DIR "/models/llama-tiny/config.json --world-size 4 " +
+                      "--micro-batch 2 --seq-len 16 --strategy " + strategy +
+                      (std::string(strategy) == "hybrid-shard" ? " --shard-size 2" : "") +
+                      " -o " + out + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    Program p;
+    ASSERT_EQ(loadProgram(out, p), "") << strategy;
+    for (const Stream *s : {&p.microStep, &p.optimizer}) {
+      std::vector<Slot> order;
+      ASSERT_EQ(issueOrder(*s, order), "");
+      expectValid(*s, order);
+    }
+    std::remove(out.c_str());
+  }
+}
+
+} // namespace

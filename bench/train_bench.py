@@ -2,11 +2,13 @@
 """Training-step benchmark: fsdp-run against PyTorch 1.13 eager, one thread.
 
 GPT-2 with 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step. Prints
-the median step time of each (after a warm-up step), their ratio, fsdp's model
+the median step time of each (after WARMUP steps: PyTorch's caching allocator
+and fsdp-run's first touch of its arena both make the first steps slow,
+PyTorch's for two or three), their ratio, fsdp's model
 FLOP/s against this machine's single-core sgemm rate, and, at world size 4 on
 the threads backend, the step time of full-shard against no-shard.
 
-usage: train_bench.py BIN_DIR [--steps 8]
+usage: train_bench.py BIN_DIR [--steps 12]
 """
 import argparse
 import json
@@ -21,6 +23,7 @@ ROOT = os.path.dirname(HERE)
 E2E = os.path.join(ROOT, "tests", "e2e")
 CONFIG = os.path.join(HERE, "models", "gpt2-6l-384", "config.json")
 PY = "/usr/bin/python3"
+WARMUP = 3  # steps left out of each median
 
 
 def sh(cmd, env=None):
@@ -37,7 +40,7 @@ def fsdp_step_time(bin_dir, work, world, strategy, steps, weights, data, env=Non
     metrics = os.path.join(work, "m-%d-%s.jsonl" % (world, strategy))
     sh([os.path.join(bin_dir, "fsdp-run"), plan, "--weights", weights, "--data", data,
         "--steps", str(steps), "--metrics", metrics, "--quiet"], env=env)
-    times = [json.loads(l)["step_time_s"] for l in open(metrics)][1:]
+    times = [json.loads(l)["step_time_s"] for l in open(metrics)][WARMUP:]
     peak = json.loads(open(metrics).readlines()[-1])["peak_bytes"]
     return statistics.median(times), peak
 
@@ -73,15 +76,15 @@ for step in range(%d):
     loss.backward()
     opt.step()
     times.append(time.perf_counter() - t0)
-print(json.dumps(statistics.median(times[1:])))
-""" % (E2E, CONFIG, weights, data, steps)
+print(json.dumps(statistics.median(times[%d:])))
+""" % (E2E, CONFIG, weights, data, steps, WARMUP)
     return float(sh([PY, "-c", code], env=env).strip().splitlines()[-1])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=12)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="fsdp-bench-")
     weights = os.path.join(work, "w.safetensors")

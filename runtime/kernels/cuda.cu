@@ -56,7 +56,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
-constexpr double kPi = 3.14159265358979323846;
 
 inline unsigned gridFor(int64_t n, int64_t perBlock = kThreads) {
   int64_t g = (n + perBlock - 1) / perBlock;
@@ -1134,41 +1133,35 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
                                                          H, KV, int(Dh), stream)));
 }
 
-void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
+// One thread an element: the launch of every element-wise kernel.
+template <typename... Params, typename... Args>
+void launchElementwise(void (*kernel)(Params...), int64_t n, cudaStream_t stream, Args... args) {
   if (n <= 0)
     return;
-  geluForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(x, y, n);
+  kernel<<<gridFor(n), kThreads, 0, stream>>>(args...);
   FSDP_LAUNCH_CHECK();
 }
 
+void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(geluForwardKernel, n, stream, x, y, n);
+}
+
 void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  geluBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, x, dx, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(geluBackwardKernel, n, stream, dy, x, dx, n);
 }
 
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
                     cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  siluMulForwardKernel<<<gridFor(n), kThreads, 0, stream>>>(gate, up, y, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(siluMulForwardKernel, n, stream, gate, up, y, n);
 }
 
 void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
                      float *dup, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  siluMulBackwardKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, gate, up, dgate, dup, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(siluMulBackwardKernel, n, stream, dy, gate, up, dgate, dup, n);
 }
 
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  addKernel<<<gridFor(n), kThreads, 0, stream>>>(a, b, y, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(addKernel, n, stream, a, b, y, n);
 }
 
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
@@ -1231,17 +1224,11 @@ void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream) {
 }
 
 void fromBf16(const uint16_t *h, float *out, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  fromBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(h, out, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(fromBf16Kernel, n, stream, h, out, n);
 }
 
 void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  roundToBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(roundToBf16Kernel, n, stream, x, out, n);
 }
 
 void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream) {
@@ -1257,10 +1244,7 @@ void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaS
 }
 
 void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream) {
-  if (n <= 0)
-    return;
-  addBf16IntoKernel<<<gridFor(n), kThreads, 0, stream>>>(dst, src, n);
-  FSDP_LAUNCH_CHECK();
+  launchElementwise(addBf16IntoKernel, n, stream, dst, src, n);
 }
 
 void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream) {

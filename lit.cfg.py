@@ -37,5 +37,5 @@ llvm_config.use_default_substitutions()
 llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
 llvm_config.with_environment(
     "PATH", [config.fsdp_tools_dir, config.llvm_tools_dir], append_path=True)
-tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "fsdp-calibrate", "fsdp-trace-compare", "FileCheck", "not", "count", "split-file"]
+tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "fsdp-calibrate", "fsdp-trace-compare", "fsdp-sgemm-bench", "FileCheck", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, [config.fsdp_tools_dir, config.llvm_tools_dir])

@@ -4,9 +4,11 @@
 GPT-2 with 6 layers, d=384, 6 heads, vocab 4096; 8 x 128 tokens a step. Prints
 the median step time of each (after WARMUP steps: PyTorch's caching allocator
 and fsdp-run's first touch of its arena both make the first steps slow,
-PyTorch's for two or three), their ratio, fsdp's model
-FLOP/s against this machine's single-core sgemm rate, and, at world size 4 on
-the threads backend, the step time of full-shard against no-shard.
+PyTorch's for two or three), their ratio, fsdp's model FLOP/s against this
+machine's single-core sgemm rate, the step's matmul floor (its projection and
+head products alone through OpenBLAS: the bound on any speed-up over PyTorch,
+which makes the same products), and, at world size 4 on the threads backend,
+the step time of full-shard against no-shard.
 
 usage: train_bench.py BIN_DIR [--steps 12]
 """
@@ -140,6 +142,12 @@ def main():
     for label, env in configs:
         sgemm = sh([os.path.join(args.bin, "fsdp-sgemm-bench")], env=env).strip()
         sgemm_rate = float(sgemm.split(":")[1].split()[0]) * 1e9
+        # The step's projection and head products alone, each timed by itself
+        # with warm caches: no step that makes them with this OpenBLAS is
+        # faster, PyTorch's or ours.
+        floor_out = sh([os.path.join(args.bin, "fsdp-sgemm-bench"), "--gpt2", str(L), str(d),
+                        str(V), str(T)], env=env)
+        floor = float(floor_out.split("matmul floor: ")[1].split()[0]) / 1e3
         fsdp1, _ = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data, env)
         torch1 = torch_step_time(args.steps, weights, data, env)
         print(" %s:" % label)
@@ -148,6 +156,12 @@ def main():
         print("  speed-up                  %.2fx (target >= 1.5x)" % (torch1 / fsdp1))
         print("  model FLOP/s              %.1f GFLOP/s = %.0f%% of %s (target >= 50%%)" % (
             flops / fsdp1 / 1e9, 100 * flops / fsdp1 / sgemm_rate, sgemm))
+        print("  matmul floor              %.3f s/step: the step's projection and head sgemm calls"
+              " alone, each at its best (fsdp-sgemm-bench --gpt2)" % floor)
+        print("  PyTorch / floor           %.2fx: the most any step making these products with"
+              " this OpenBLAS can gain on PyTorch" % (torch1 / floor))
+        print("  fsdp-run beyond the floor %.3f s/step (PyTorch %.3f)" % (fsdp1 - floor,
+                                                                        torch1 - floor))
     full, full_peak = fsdp_step_time(args.bin, work, 4, "full-shard", args.steps, weights, data,
                                      configs[0][1])
     ddp, ddp_peak = fsdp_step_time(args.bin, work, 4, "no-shard", args.steps, weights, data,

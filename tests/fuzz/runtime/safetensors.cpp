@@ -1,0 +1,81 @@
+//===- safetensors.cpp - fuzz the weights reader (fsdp-run --weights) -----===//
+//
+// The input is a safetensors file. SafetensorsReader::open must reject it
+// with a message naming the file, or accept a header whose every tensor has
+// non-negative dimensions and a byte range of its shape inside the file; then
+// each small float tensor reads whole, and the runtime's initialisation
+// (detail::initShards, what every rank of fsdp-run --weights does) fills both
+// shards of a small fixed program from it or says why not.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeFuzz.h"
+
+#include "runtime/Executor.h"
+#include "runtime/io/Safetensors.h"
+
+#include <exception>
+#include <vector>
+
+using namespace fsdp;
+using fsdp::fuzz::violation;
+
+static void checkInfos(const io::SafetensorsReader &r, int64_t fileSize) {
+  for (const auto &[name, t] : r.tensors()) {
+    __int128 n = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        violation("accepted tensor '" + name + "' with a negative dimension");
+      n *= d;
+      if (n > ((__int128)1 << 80))
+        violation("accepted tensor '" + name + "' of more elements than any file holds");
+    }
+    if (t.begin < 0 || t.end < t.begin || t.end > fileSize)
+      violation("accepted tensor '" + name + "' whose byte range lies outside the file");
+  }
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const std::string path = fuzz::scratchDir() + "/weights.safetensors";
+  fuzz::writeFile(path, data, size);
+  try {
+    {
+      io::SafetensorsReader r;
+      std::string err = r.open(path);
+      if (!err.empty()) {
+        fuzz::checkError(err, path, "SafetensorsReader::open");
+      } else {
+        checkInfos(r, (int64_t)size);
+        for (const auto &[name, t] : r.tensors()) {
+          if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
+            continue;
+          int64_t n = 1;
+          for (int64_t d : t.shape)
+            n *= d;
+          if (n > (1 << 20))
+            continue;
+          std::vector<float> out(n);
+          err = r.readF32(name, 0, n, out.data());
+          if (!err.empty())
+            fuzz::checkError(err, path, "SafetensorsReader::readF32");
+        }
+      }
+    }
+    // What each rank of fsdp-run --weights does with the file.
+    const program::Program &p = fuzz::smallProgram();
+    std::vector<char> arena(p.arenaBytes);
+    runtime::RunOptions o;
+    o.weights = path;
+    for (int member = 0; member < p.shardSize; ++member) {
+      std::string err = runtime::detail::initShards(p, o, member, arena.data());
+      if (!err.empty()) {
+        fuzz::checkError(err, path, "initShards");
+        break;
+      }
+    }
+  } catch (const std::exception &e) {
+    violation(std::string("the weights reader threw: ") + e.what());
+  } catch (...) {
+    violation("the weights reader threw something");
+  }
+  return 0;
+}

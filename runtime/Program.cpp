@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <limits>
+#include <type_traits>
 #include <sys/stat.h>
 #include <map>
 #include <set>
@@ -81,13 +83,50 @@ private:
     throw LoadError{path + ": " + where + ": " + what};
   }
   template <typename T> T get(const json &j, const char *key, const std::string &where) {
+    const json &v = at(j, key, where);
+    // Integers are read exactly: nlohmann would truncate 2.5 to 2 and convert
+    // a number past the integer's range with undefined behaviour.
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, int>) {
+      return (T)integer(v, key, where, std::numeric_limits<T>::min(),
+                        std::numeric_limits<T>::max());
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      if (!v.is_array())
+        fail(where, std::string("'") + key + "' must be a list of integers, not " + v.dump());
+      std::vector<int64_t> out;
+      for (const json &e : v)
+        out.push_back(integer(e, key, where, std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), /*element=*/true));
+      return out;
+    } else {
+      try {
+        return v.get<T>();
+      } catch (const json::exception &) {
+        fail(where, std::string("'") + key + "' has the wrong type: " + v.dump());
+      }
+    }
+  }
+  const json &at(const json &j, const char *key, const std::string &where) {
     if (!j.is_object() || !j.contains(key))
       fail(where, std::string("missing '") + key + "'");
-    try {
-      return j.at(key).get<T>();
-    } catch (const json::exception &) {
-      fail(where, std::string("'") + key + "' has the wrong type: " + j.at(key).dump());
-    }
+    return j.at(key);
+  }
+  const json &list(const json &j, const char *key, const std::string &where) {
+    const json &v = at(j, key, where);
+    if (!v.is_array())
+      fail(where, std::string("'") + key + "' must be a list");
+    return v;
+  }
+  int64_t integer(const json &v, const char *key, const std::string &where, int64_t lo,
+                  int64_t hi, bool element = false) {
+    bool ok = v.is_number_integer();
+    if (ok && v.is_number_unsigned())
+      ok = v.get<uint64_t>() <= (uint64_t)hi;
+    if (ok && !v.is_number_unsigned())
+      ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!ok)
+      fail(where, std::string("'") + key + (element ? "' must hold integers" : "' must be an integer") +
+                      (v.is_number_integer() ? " in range" : "") + ", not " + v.dump());
+    return v.is_number_unsigned() ? (int64_t)v.get<uint64_t>() : v.get<int64_t>();
   }
   void checkRange(const std::string &where, int64_t offset, int64_t bytes) {
     if (offset < 0 || bytes < 0 || offset + bytes > p.arenaBytes)
@@ -130,7 +169,7 @@ void Loader::run() {
     fail("version", "program version " + std::to_string(version) +
                         " is not supported; this fsdp-run reads version " +
                         std::to_string(kVersion) + " (re-plan with this build's fsdp-plan)");
-  const json &model = j.at("model");
+  const json &model = at(j, "model", "top level");
   p.modelName = get<std::string>(model, "name", "model");
   p.modelType = get<std::string>(model, "model_type", "model");
   p.parameters = get<int64_t>(model, "parameters", "model");
@@ -157,10 +196,10 @@ void Loader::run() {
     p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
   if (j.contains("predicted_optimizer_s"))
     p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
-  if (j.contains("memory") && j["memory"].contains("peak_bytes"))
-    p.predictedPeakBytes = j["memory"]["peak_bytes"].get<int64_t>();
+  if (j.contains("memory") && j["memory"].is_object() && j["memory"].contains("peak_bytes"))
+    p.predictedPeakBytes = get<int64_t>(j["memory"], "peak_bytes", "memory");
 
-  const json &tensors = j.at("tensors");
+  const json &tensors = list(j, "tensors", "top level");
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string where = "tensors[" + std::to_string(i) + "]";
     Tensor t;
@@ -184,7 +223,7 @@ void Loader::run() {
     p.tensors.push_back(t);
   }
 
-  const json &units = j.at("units");
+  const json &units = list(j, "units", "top level");
   for (size_t i = 0; i < units.size(); ++i) {
     std::string where = "units[" + std::to_string(i) + "]";
     const json &uj = units[i];
@@ -208,7 +247,7 @@ void Loader::run() {
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       checkRange(where, off, u.shardNumel * 4);
     int64_t next = 0;
-    for (const json &pj : uj.at("params")) {
+    for (const json &pj : list(uj, "params", where)) {
       Param prm;
       prm.name = get<std::string>(pj, "name", where);
       prm.shape = get<std::vector<int64_t>>(pj, "shape", where);
@@ -229,8 +268,8 @@ void Loader::run() {
     p.units.push_back(u);
   }
 
-  p.tokens = j.at("inputs").at("tokens").get<int64_t>();
-  p.targets = j.at("inputs").at("targets").get<int64_t>();
+  p.tokens = get<int64_t>(at(j, "inputs", "top level"), "tokens", "inputs");
+  p.targets = get<int64_t>(at(j, "inputs", "top level"), "targets", "inputs");
   p.loss = get<int64_t>(j, "loss", "top level");
   for (int64_t id : {p.tokens, p.targets})
     if (tensor(id, "inputs").dtype != DType::I64 ||
@@ -239,19 +278,19 @@ void Loader::run() {
   if (tensor(p.loss, "loss").numel() != 1)
     fail("loss", "the loss must be a scalar");
 
-  loadStream(j.at("micro_step"), "micro_step", p.microStep);
-  loadStream(j.at("optimizer"), "optimizer", p.optimizer);
+  loadStream(at(j, "micro_step", "top level"), "micro_step", p.microStep);
+  loadStream(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
 }
 
 void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
   std::set<int64_t> recorded;
   for (const char *name : {"compute", "comm"}) {
     bool comm = std::string(name) == "comm";
-    const json &list = j.at(name);
+    const json &insts = list(j, name, phase);
     auto &out = comm ? s.comm : s.compute;
-    for (size_t i = 0; i < list.size(); ++i) {
+    for (size_t i = 0; i < insts.size(); ++i) {
       std::string where = phase + "." + name + "[" + std::to_string(i) + "]";
-      Instruction inst = loadInstruction(list[i], where, comm);
+      Instruction inst = loadInstruction(insts[i], where, comm);
       inst.index = i;
       where += std::string(" (") + opName(inst.op) + ")";
       checkInstruction(inst, where);

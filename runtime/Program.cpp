@@ -21,7 +21,42 @@
 using namespace fsdp::program;
 using nlohmann::json;
 
+namespace {
+using i128 = __int128;
+
+std::string str(i128 v) {
+  if (v < 0)
+    return "-" + str(-v);
+  std::string s;
+  do {
+    s.insert(s.begin(), char('0' + (int)(v % 10)));
+    v /= 10;
+  } while (v > 0);
+  return s;
+}
+
+// The product of the dimensions, saturated far past any arena (2^100), so that
+// a shape of huge dimensions cannot wrap around to a small size.
+i128 elements(const std::vector<int64_t> &shape) {
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
+  i128 n = 1;
+  for (int64_t d : shape) {
+    n *= d;
+    if (n > ((i128)1 << 100) || n < -((i128)1 << 100))
+      return n > 0 ? (i128)1 << 100 : -((i128)1 << 100);
+  }
+  return n;
+}
+
+i128 elementBytes(DType d) { return d == DType::I64 ? 8 : d == DType::BF16 ? 2 : 4; }
+} // namespace
+
 int64_t Tensor::numel() const {
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0; // before a product of large dimensions could overflow
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
@@ -62,7 +97,8 @@ const char *fsdp::program::opName(Op op) {
 
 int64_t Program::vocabSize() const {
   for (const Instruction &inst : microStep.compute)
-    if (inst.op == Op::CrossEntropy && !inst.in.empty())
+    if (inst.op == Op::CrossEntropy && !inst.in.empty() && inst.in[0] >= 0 &&
+        inst.in[0] < (int64_t)tensors.size() && !tensors[inst.in[0]].shape.empty())
       return tensors[inst.in[0]].shape.back();
   return 0;
 }
@@ -128,9 +164,11 @@ private:
                       (v.is_number_integer() ? " in range" : "") + ", not " + v.dump());
     return v.is_number_unsigned() ? (int64_t)v.get<uint64_t>() : v.get<int64_t>();
   }
-  void checkRange(const std::string &where, int64_t offset, int64_t bytes) {
+  // Sizes are products of the program's numbers: 128 bits hold any product
+  // of an int64 and a few small factors, so nothing here overflows.
+  void checkRange(const std::string &where, int64_t offset, i128 bytes) {
     if (offset < 0 || bytes < 0 || offset + bytes > p.arenaBytes)
-      fail(where, "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+      fail(where, "bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
                       ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
   }
   void loadStream(const json &j, const std::string &phase, Stream &s);
@@ -219,7 +257,7 @@ void Loader::run() {
     for (int64_t d : t.shape)
       if (d < 0)
         fail(where, "negative dimension");
-    checkRange(where, t.offset, t.bytes());
+    checkRange(where, t.offset, elements(t.shape) * elementBytes(t.dtype));
     p.tensors.push_back(t);
   }
 
@@ -238,14 +276,14 @@ void Loader::run() {
     u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
     u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
     u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
-    if (u.shardCount != p.shardSize || u.shardNumel * u.shardCount != u.paddedNumel ||
-        u.paddedNumel < u.numel)
+    if (u.shardCount != p.shardSize || u.numel < 0 || u.shardNumel < 0 ||
+        (i128)u.shardNumel * u.shardCount != u.paddedNumel || u.paddedNumel < u.numel)
       fail(where, "unit '" + u.name + "' has an inconsistent layout (numel " +
                       std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) +
                       ", " + std::to_string(u.shardCount) + " shards of " +
                       std::to_string(u.shardNumel) + ")");
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
-      checkRange(where, off, u.shardNumel * 4);
+      checkRange(where, off, (i128)u.shardNumel * 4);
     int64_t next = 0;
     for (const json &pj : list(uj, "params", where)) {
       Param prm;
@@ -254,12 +292,15 @@ void Loader::run() {
       prm.offset = get<int64_t>(pj, "offset", where);
       prm.numel = get<int64_t>(pj, "numel", where);
       prm.decay = get<bool>(pj, "decay", where);
-      int64_t n = 1;
+      bool negative = false;
       for (int64_t d : prm.shape)
-        n *= d;
-      if (n != prm.numel || prm.offset != next)
+        negative |= d < 0;
+      if (negative || elements(prm.shape) != prm.numel || prm.offset != next)
         fail(where, "parameter '" + prm.name + "' does not fit the unit's flat layout");
-      next += prm.numel;
+      next += prm.numel; // at most numel: the next parameter is checked against it
+      if (next > u.numel)
+        fail(where, "unit '" + u.name + "' parameters hold more than numel = " +
+                        std::to_string(u.numel) + " elements");
       u.params.push_back(prm);
     }
     if (next != u.numel)
@@ -386,6 +427,7 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
                       std::to_string(inst.out.size()));
   };
   auto t = [&](int64_t id) -> const Tensor & { return tensor(id, where); };
+  auto n = [&](int64_t id) { return elements(t(id).shape); };
   auto f32 = [&](int64_t id) {
     if (t(id).dtype != DType::F32)
       fail(where, "tensor " + std::to_string(id) + " must be f32");
@@ -395,7 +437,28 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
       fail(where, "tensors " + std::to_string(a) + " and " + std::to_string(b) +
                       " must have one shape");
   };
-  auto last = [&](int64_t id) { return t(id).shape.empty() ? 1 : t(id).shape.back(); };
+  auto last = [&](int64_t id) -> int64_t { return t(id).shape.empty() ? 1 : t(id).shape.back(); };
+  // The dimensions the executor indexes must be there.
+  auto rank = [&](int64_t id, size_t dims) {
+    if (t(id).shape.size() < dims)
+      fail(where, "tensor " + std::to_string(id) + " needs at least " + std::to_string(dims) +
+                      " dimensions");
+  };
+  // The executor divides the tensor's elements by `by` (a row's length).
+  auto rows = [&](int64_t id, i128 by) -> i128 {
+    if (by <= 0)
+      fail(where, "tensor " + std::to_string(id) + " has rows of " + str(by) +
+                      " elements; the kernel needs at least 1");
+    return n(id) / by;
+  };
+  // What the kernel reads or writes of a tensor: `count` elements of f32
+  // (or i64) from its start, which must lie within it.
+  auto touches = [&](int64_t id, i128 count, i128 esize = 4) {
+    i128 have = n(id) * elementBytes(t(id).dtype);
+    if (count * esize > have)
+      fail(where, "the kernel touches " + str(count * esize) + " bytes of tensor " +
+                      std::to_string(id) + ", which holds " + str(have));
+  };
   auto unit = [&]() -> const Unit & {
     if (inst.unit < 0 || inst.unit >= (int64_t)p.units.size())
       fail(where, "unit " + std::to_string(inst.unit) + " does not exist");
@@ -405,9 +468,9 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     if (inst.event < 0 || inst.event >= p.events)
       fail(where, "event " + std::to_string(inst.event) + " is out of range");
   };
-  auto scratch = [&](int64_t need) {
+  auto scratch = [&](i128 need) {
     if (inst.scratchBytes < need)
-      fail(where, "needs " + std::to_string(need) + " bytes of scratch, the plan gives " +
+      fail(where, "needs " + str(need) + " bytes of scratch, the plan gives " +
                       std::to_string(inst.scratchBytes));
     checkRange(where, inst.scratch, inst.scratchBytes);
   };
@@ -419,20 +482,25 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
   switch (inst.op) {
   case Op::PositionIds:
     arity(1, 1);
+    rank(inst.in[0], 2);
+    touches(inst.out[0], (i128)t(inst.in[0]).shape[0] * t(inst.in[0]).shape[1], 8);
     break;
   case Op::Embedding:
     arity(2, 1);
     f32(inst.in[1]);
     if (t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
         last(inst.out[0]) != t(inst.in[1]).shape[1] ||
-        t(inst.out[0]).numel() != t(inst.in[0]).numel() * last(inst.out[0]))
+        n(inst.out[0]) != n(inst.in[0]) * last(inst.out[0]))
       fail(where, "embedding shapes do not match");
+    touches(inst.out[0], n(inst.out[0]));
     break;
   case Op::EmbeddingGrad:
     arity(2, 1);
     if (t(inst.out[0]).shape.size() != 2 || last(inst.in[0]) != last(inst.out[0]) ||
         t(inst.in[1]).dtype != DType::I64)
       fail(where, "embedding gradient shapes do not match");
+    touches(inst.in[0], n(inst.in[1]) * last(inst.out[0]));
+    touches(inst.out[0], n(inst.out[0]));
     break;
   case Op::Linear:
   case Op::LinearGradInput:
@@ -444,7 +512,8 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
       arity(2, 1);
     if (fwd && inst.out.size() != 1)
       fail(where, "takes 1 output");
-    const Tensor &w = t(inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1]);
+    int64_t wid = inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1];
+    const Tensor &w = t(wid);
     if (w.shape.size() != 2)
       fail(where, "the weight must be 2-D");
     int64_t in = inst.layoutInOut ? w.shape[0] : w.shape[1];
@@ -452,37 +521,69 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     int64_t x = inst.op == Op::Linear ? inst.in[0]
                 : inst.op == Op::LinearGradInput ? inst.out[0] : inst.in[1];
     int64_t y = inst.op == Op::Linear ? inst.out[0] : inst.in[0];
-    if (last(x) != in || last(y) != out || t(x).numel() / in != t(y).numel() / out)
+    if (last(x) != in || last(y) != out || (in > 0 && out > 0 && n(x) / in != n(y) / out))
       fail(where, "input, weight and output shapes do not match");
-    if (fwd && inst.in.size() == 3 && t(inst.in[2]).numel() != out)
+    if (fwd && inst.in.size() == 3 && n(inst.in[2]) != out)
       fail(where, "the bias must have " + std::to_string(out) + " elements");
+    // The executor counts rows by the input's (forward) or the output
+    // gradient's elements.
+    i128 r = fwd ? rows(x, in) : rows(inst.in[0], out);
+    touches(x, r * in);
+    touches(y, r * out);
+    touches(wid, (i128)in * out);
+    if (fwd && inst.in.size() == 3)
+      touches(inst.in[2], out);
     break;
   }
   case Op::BiasGrad:
     arity(1, 1);
-    if (last(inst.in[0]) != t(inst.out[0]).numel())
+    if (last(inst.in[0]) != n(inst.out[0]))
       fail(where, "bias gradient size does not match");
+    rank(inst.in[0], 1);
+    touches(inst.in[0], rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
+    touches(inst.out[0], last(inst.in[0]));
     break;
   case Op::LayerNorm:
     arity(3, 1);
     sameShape(inst.in[0], inst.out[0]);
-    if (t(inst.in[1]).numel() != last(inst.in[0]) || t(inst.in[2]).numel() != last(inst.in[0]))
+    if (n(inst.in[1]) != last(inst.in[0]) || n(inst.in[2]) != last(inst.in[0]))
       fail(where, "weight and bias must match the last dimension");
+    rank(inst.in[0], 1);
+    for (int64_t id : {inst.in[0], inst.out[0]})
+      touches(id, rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
+    for (int64_t id : {inst.in[1], inst.in[2]})
+      touches(id, last(inst.in[0]));
     break;
   case Op::LayerNormGrad:
-    arity(3, 3);
+  case Op::RMSNormGrad: {
+    bool ln = inst.op == Op::LayerNormGrad;
+    if (ln)
+      arity(3, 3);
+    else
+      arity(3, 2);
     sameShape(inst.in[0], inst.in[1]);
-    sameShape(inst.in[1], inst.out[0]);
+    if (ln)
+      sameShape(inst.in[1], inst.out[0]);
+    // dy, x, w -> dx, dw (, db): rows of the last dimension of x.
+    rank(inst.in[1], 1);
+    i128 D = last(inst.in[1]), r = rows(inst.in[1], D);
+    for (int64_t id : {inst.in[0], inst.in[1], inst.out[0]})
+      touches(id, r * D);
+    touches(inst.in[2], D);
+    touches(inst.out[1], D);
+    if (ln)
+      touches(inst.out[2], D);
     break;
+  }
   case Op::RMSNorm:
     arity(2, 1);
     sameShape(inst.in[0], inst.out[0]);
-    if (t(inst.in[1]).numel() != last(inst.in[0]))
+    if (n(inst.in[1]) != last(inst.in[0]))
       fail(where, "weight must match the last dimension");
-    break;
-  case Op::RMSNormGrad:
-    arity(3, 2);
-    sameShape(inst.in[0], inst.in[1]);
+    rank(inst.in[0], 1);
+    for (int64_t id : {inst.in[0], inst.out[0]})
+      touches(id, rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
+    touches(inst.in[1], last(inst.in[0]));
     break;
   case Op::Rope:
     arity(1, 1);
@@ -490,6 +591,8 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     if (inst.numHeads <= 0 || last(inst.in[0]) % inst.numHeads != 0 ||
         (last(inst.in[0]) / inst.numHeads) % 2 != 0 || t(inst.in[0]).shape.size() != 3)
       fail(where, "rope needs [B, S, heads * even head_dim]");
+    for (int64_t id : {inst.in[0], inst.out[0]})
+      touches(id, n(inst.in[0]));
     break;
   case Op::Split:
   case Op::Concat: {
@@ -498,11 +601,21 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     const auto &parts = split ? inst.out : inst.in;
     if (whole.size() != 1 || parts.size() < 2)
       fail(where, "needs one whole and at least two parts");
-    int64_t sum = 0;
+    i128 sum = 0;
     for (int64_t id : parts)
-      sum += t(id).numel();
-    if (sum != t(whole[0]).numel())
+      sum += n(id);
+    if (sum != n(whole[0]))
       fail(where, "parts do not add up to the whole");
+    // The kernel cuts rows of the whole into equal parts, each [rows, W].
+    for (int64_t id : parts)
+      if (t(id).shape != t(parts[0]).shape)
+        fail(where, "parts " + std::to_string(parts[0]) + " and " + std::to_string(id) +
+                        " must have one shape");
+    rank(parts[0], 1);
+    i128 W = last(parts[0]), r = rows(parts[0], W);
+    for (int64_t id : parts)
+      touches(id, r * W);
+    touches(whole[0], r * W * (i128)parts.size());
     break;
   }
   case Op::CausalAttention:
@@ -517,58 +630,77 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
         last(q) % inst.numHeads != 0 ||
         last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
       fail(where, "query, key and value do not match the heads");
-    scratch(fsdp::kernels::causalAttentionScratchFloats(t(q).shape[1], !fwd) * 4);
+    // q, out [B, S, H*Dh] and k, v [B, S, KV*Dh] by the query's B and S.
+    i128 BS = (i128)t(q).shape[0] * t(q).shape[1];
+    i128 qn = BS * last(q), kvn = BS * last(k);
+    if (fwd) {
+      for (int64_t id : {inst.in[0], inst.out[0]})
+        touches(id, qn);
+      for (int64_t id : {inst.in[1], inst.in[2]})
+        touches(id, kvn);
+    } else {
+      for (int64_t id : {inst.in[0], inst.in[1], inst.in[4], inst.out[0]})
+        touches(id, qn);
+      for (int64_t id : {inst.in[2], inst.in[3], inst.out[1], inst.out[2]})
+        touches(id, kvn);
+    }
+    scratch((i128)fsdp::kernels::causalAttentionScratchFloats(t(q).shape[1], !fwd) * 4);
     break;
   }
   case Op::Gelu:
     arity(1, 1);
     sameShape(inst.in[0], inst.out[0]);
+    for (int64_t id : {inst.in[0], inst.out[0]})
+      touches(id, n(inst.in[0]));
     break;
   case Op::Upcast:
     arity(1, 1);
     f32(inst.out[0]);
-    if (t(inst.in[0]).numel() != t(inst.out[0]).numel() || t(inst.in[0]).dtype == DType::I64)
+    if (n(inst.in[0]) != n(inst.out[0]) || t(inst.in[0]).dtype == DType::I64)
       fail(where, "upcast reads a bf16 or f32 parameter of the output's size");
     break;
   case Op::GeluGrad:
-    arity(2, 1);
-    sameShape(inst.in[0], inst.in[1]);
-    break;
   case Op::SiluMul:
-    arity(2, 1);
-    sameShape(inst.in[0], inst.in[1]);
-    break;
   case Op::SiluMulGrad:
-    arity(3, 2);
+  case Op::Add: {
+    bool three = inst.op == Op::SiluMulGrad;
+    if (three)
+      arity(3, 2);
+    else
+      arity(2, 1);
     sameShape(inst.in[0], inst.in[1]);
-    break;
-  case Op::Add:
-    arity(2, 1);
-    sameShape(inst.in[0], inst.in[1]);
-    if (t(inst.in[0]).numel() != t(inst.out[0]).numel())
+    if (inst.op == Op::Add && n(inst.in[0]) != n(inst.out[0]))
       fail(where, "output size does not match");
+    // Every operand holds the first input's elements.
+    for (int64_t id : inst.in)
+      touches(id, n(inst.in[0]));
+    for (int64_t id : inst.out)
+      touches(id, n(inst.in[0]));
     break;
+  }
   case Op::CrossEntropy:
   case Op::CrossEntropyGrad:
     arity(2, 1);
-    if (t(inst.in[1]).dtype != DType::I64 ||
-        t(inst.in[0]).numel() != t(inst.in[1]).numel() * last(inst.in[0]))
+    if (t(inst.in[1]).dtype != DType::I64 || t(inst.in[0]).shape.empty() ||
+        n(inst.in[0]) != n(inst.in[1]) * last(inst.in[0]))
       fail(where, "logits and targets do not match");
+    touches(inst.in[0], n(inst.in[0]));
+    touches(inst.out[0], inst.op == Op::CrossEntropy ? 1 : n(inst.in[0]));
     break;
   case Op::Record:
   case Op::Wait:
     event();
     break;
   case Op::Alloc:
-    checkRange(where, inst.dst, unit().paddedNumel * 4);
+    checkRange(where, inst.dst, (i128)unit().paddedNumel * 4);
     if (inst.zeroFrom < 0 || inst.zeroFrom > unit().paddedNumel)
       fail(where, "zero_from " + std::to_string(inst.zeroFrom) + " lies outside the unit");
     break;
   case Op::AllGather:
-    checkRange(where, inst.dst, unit().paddedNumel * (inst.bf16 ? 2 : 4));
+    checkRange(where, inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
     break;
   case Op::ReduceScatter:
-    checkRange(where, inst.src, unit().paddedNumel * 4);
+    checkRange(where, inst.src, (i128)unit().paddedNumel * 4);
     break;
   case Op::Free:
   case Op::OptimizerStep:

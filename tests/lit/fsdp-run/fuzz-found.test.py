@@ -23,3 +23,38 @@ def first(p, op):
 # conversion), and a fractional micro-batch (silently truncated).
 write("float-dim", lambda p: p["tensors"][3].update(shape=[2.5e49, 64]))
 write("fraction", lambda p: p.update(micro_batch=2.5))
+
+
+def tensor(p, shape, dtype="f32", offset=0):
+    p["tensors"].append({"id": len(p["tensors"]), "offset": offset, "shape": shape, "dtype": dtype})
+    return len(p["tensors"]) - 1
+
+
+def append(name, make):
+    """A program with one more compute instruction, make(p) -> instruction,
+    over tensors of its own at the start of the arena (or its end)."""
+    write(name, lambda p: p["micro_step"]["compute"].append(make(p)))
+
+
+# A shape whose size wraps around int64 to a few bytes.
+write("wraps", lambda p: tensor(p, [2**31, 2**31, 4, 4]))
+# Kernels that read or write past their tensors (the end of the arena):
+# gelu reads f32 from a bf16 tensor; layer_norm_grad's weight is one float;
+# embedding_grad reads a row per id from a one-row gradient.
+end = good["arena_bytes"]
+append("gelu-bf16", lambda p: {"op": "gelu", "in": [tensor(p, [8], "bf16", end - 16)],
+                               "out": [tensor(p, [8])]})
+append("layer-norm-grad", lambda p: {
+    "op": "layer_norm_grad", "eps": 1e-5,
+    "in": [tensor(p, [2, 8]), tensor(p, [2, 8]), tensor(p, [1], offset=end - 4)],
+    "out": [tensor(p, [2, 8]), tensor(p, [8]), tensor(p, [8])]})
+append("embedding-grad", lambda p: {"op": "embedding_grad",
+                                    "in": [tensor(p, [64], offset=end - 256), p["inputs"]["tokens"]],
+                                    "out": [tensor(p, [128, 64])]})
+# split cuts equal parts: unequal ones would overrun the smaller.
+append("split", lambda p: {"op": "split", "in": [tensor(p, [2, 8])],
+                           "out": [tensor(p, [2, 6]), tensor(p, [2, 2], offset=end - 16)]})
+# Rows of zero elements: the kernel divides by the row's length.
+append("zero-width", lambda p: {"op": "linear", "layout": "in_out",
+                                "in": [tensor(p, [1, 0]), tensor(p, [0, 4])],
+                                "out": [tensor(p, [1, 4])]})

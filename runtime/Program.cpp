@@ -174,6 +174,7 @@ private:
   void loadStream(const json &j, const std::string &phase, Stream &s);
   Instruction loadInstruction(const json &j, const std::string &where, bool comm);
   void checkInstruction(const Instruction &inst, const std::string &where);
+  void checkIndices(const std::string &phase, const Stream &s);
   const Tensor &tensor(int64_t id, const std::string &where) {
     if (id < 0 || id >= (int64_t)p.tensors.size())
       fail(where, "tensor " + std::to_string(id) + " does not exist");
@@ -340,6 +341,7 @@ void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
       out.push_back(inst);
     }
   }
+  checkIndices(phase, s);
   // Every wait must have its record in the same phase, or it would hang.
   for (const char *name : {"compute", "comm"}) {
     const auto &list = std::string(name) == "comm" ? s.comm : s.compute;
@@ -353,6 +355,54 @@ void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
   std::string why = issueOrder(s, order);
   if (!why.empty())
     fail(phase, why);
+}
+
+// The kernels index tables (embedding rows, cross-entropy logits) with i64
+// values they do not check: those must be the token inputs, which the data
+// reader holds below the vocabulary (the first cross_entropy's last
+// dimension), or the positions a position_ids of the phase writes, below its
+// sequence length; and the table must have that many rows.
+void Loader::checkIndices(const std::string &phase, const Stream &s) {
+  std::map<int64_t, int64_t> positions; // position_ids output -> its sequence length
+  for (const Instruction &inst : s.compute)
+    if (inst.op == Op::PositionIds) {
+      int64_t &S = positions[inst.out[0]];
+      S = std::max(S, p.tensors[inst.in[0]].shape[1]);
+    }
+  int64_t vocab = p.vocabSize();
+  for (const Instruction &inst : s.compute) {
+    int64_t ids, rows;
+    const char *table;
+    if (inst.op == Op::Embedding) {
+      ids = inst.in[0], rows = p.tensors[inst.in[1]].shape[0], table = "an embedding of";
+    } else if (inst.op == Op::EmbeddingGrad) {
+      ids = inst.in[1], rows = p.tensors[inst.out[0]].shape[0], table = "an embedding of";
+    } else if (inst.op == Op::CrossEntropy || inst.op == Op::CrossEntropyGrad) {
+      ids = inst.in[1], rows = p.tensors[inst.in[0]].shape.back(), table = "logits of";
+    } else {
+      continue;
+    }
+    std::string where = phase + ".compute[" + std::to_string(inst.index) + "] (" +
+                        opName(inst.op) + ")";
+    std::string rowsText = std::to_string(rows) + (inst.op == Op::CrossEntropy ||
+                                                           inst.op == Op::CrossEntropyGrad
+                                                       ? " classes"
+                                                       : " rows");
+    if (ids == p.tokens || ids == p.targets) {
+      if (vocab <= 0)
+        fail(where, "indexes by token, but no cross_entropy gives the vocabulary");
+      if (vocab > rows)
+        fail(where, "token ids up to " + std::to_string(vocab - 1) + " (the vocabulary of " +
+                        std::to_string(vocab) + ") index " + table + " " + rowsText);
+    } else if (positions.count(ids)) {
+      if (positions[ids] > rows)
+        fail(where, "positions up to " + std::to_string(positions[ids] - 1) + " index " + table +
+                        " " + rowsText);
+    } else {
+      fail(where, "indexes by tensor " + std::to_string(ids) +
+                      ", which is neither the tokens, the targets, nor a position_ids output");
+    }
+  }
 }
 
 Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {

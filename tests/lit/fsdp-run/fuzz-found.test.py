@@ -58,3 +58,19 @@ append("split", lambda p: {"op": "split", "in": [tensor(p, [2, 8])],
 append("zero-width", lambda p: {"op": "linear", "layout": "in_out",
                                 "in": [tensor(p, [1, 0]), tensor(p, [0, 4])],
                                 "out": [tensor(p, [1, 4])]})
+
+
+# Indices must fit their table: the token embedding swapped for the position
+# embedding (128 rows for a vocabulary of 503), and an embedding indexed by a
+# tensor that holds no ids at all.
+def swap_table(p):
+    wte = next(i for i in p["micro_step"]["compute"]
+               if i["op"] == "embedding" and i["in"][0] == p["inputs"]["tokens"])
+    wpe = next(i for i in p["micro_step"]["compute"]
+               if i["op"] == "embedding" and i["in"][0] != p["inputs"]["tokens"])
+    wte["in"][1] = wpe["in"][1]
+
+
+write("vocab", swap_table)
+append("ids", lambda p: {"op": "embedding", "in": [tensor(p, [2, 16], "i64"), tensor(p, [4, 8])],
+                         "out": [tensor(p, [2, 16, 8])]})

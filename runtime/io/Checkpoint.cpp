@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
@@ -145,9 +146,23 @@ std::string fsdp::io::loadCheckpoint(const std::string &dir, const program::Prog
   } catch (const json::exception &e) {
     return dir + "/meta.json: corrupt: " + e.what();
   }
-  if (!meta.is_object() || meta.value("format", "") != "fsdp-checkpoint" ||
-      meta.value("version", 0) != 1 || !meta.contains("step") || !meta.contains("plan"))
+  // Looked at field by field: nlohmann's value() and get() throw on another
+  // type, and convert a number past int64 with undefined behaviour.
+  auto field = [&](const char *key) -> const json * {
+    return meta.is_object() && meta.contains(key) ? &meta[key] : nullptr;
+  };
+  const json *format = field("format"), *version = field("version"), *stepJson = field("step");
+  if (!format || !format->is_string() || *format != "fsdp-checkpoint" || !version ||
+      !version->is_number_integer() || *version != 1 || !stepJson || !field("plan"))
     return dir + "/meta.json: not an fsdp checkpoint of version 1";
+  // A step count fsdp-run can resume from: steps already taken, 0 or more.
+  if (!stepJson->is_number_integer() ||
+      (stepJson->is_number_unsigned() ? stepJson->get<uint64_t>() > (uint64_t)INT64_MAX
+                                      : stepJson->get<int64_t>() < 0))
+    return dir + "/meta.json: 'step' must be a count of steps (0 or more), not " +
+           stepJson->dump();
+  int64_t metaStep = stepJson->is_number_unsigned() ? (int64_t)stepJson->get<uint64_t>()
+                                                    : stepJson->get<int64_t>();
   if (meta["plan"] != planIdentity(p))
     return dir + ": saved for another plan (" + meta["plan"].dump() + "); this plan is " +
            planIdentity(p).dump();
@@ -161,7 +176,7 @@ std::string fsdp::io::loadCheckpoint(const std::string &dir, const program::Prog
     payload += 3 * u.shardNumel * 4;
   bool ok = std::fread(&h, sizeof h, 1, f) == 1 && std::memcmp(h.magic, kMagic, 8) == 0 &&
             h.rank == rank && h.worldSize == p.worldSize && h.payloadBytes == payload &&
-            h.step == meta["step"].get<int64_t>();
+            h.step == metaStep;
   for (const auto &u : p.units)
     for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
       ok = ok && std::fread(arena + off, 4, u.shardNumel, f) == (size_t)u.shardNumel;

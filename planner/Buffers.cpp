@@ -48,6 +48,25 @@ bool fsdp::producesTensors(Operation *op) {
          (op->getDialect() && op->getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op));
 }
 
+namespace {
+
+/// The most bytes all of a plan's buffers may need together: the offsets,
+/// peaks and sums derived from them (aligned) then fit in 64 bits.
+constexpr int64_t kMaxPlanBytes = int64_t(1) << 60;
+
+/// tensorBytes, or nullopt if it is over kMaxPlanBytes (without overflowing).
+std::optional<int64_t> boundedTensorBytes(Type type, int64_t B, int64_t S) {
+  int64_t n = elementBytes(type);
+  for (int64_t d : concreteShape(type, B, S)) {
+    if (d < 0 || (d > 0 && n > kMaxPlanBytes / d))
+      return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+} // namespace
+
 FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t S) {
   BufferModel model;
   model.microBatch = B;
@@ -80,11 +99,28 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
     return end;
   };
 
-  for (BlockArgument arg : block.getArguments())
+  // Sizes grow with the micro-batch and the sequence: refuse those whose
+  // bytes would not fit in 64 bits, at the op that needs them.
+  auto tooLarge = [&](InFlightDiagnostic diag) -> InFlightDiagnostic {
+    diag << " needs more than 2^60 bytes at a micro-batch of " << B << " and " << S
+         << " tokens a sequence";
+    return diag;
+  };
+  if (B < 1 || S < 1)
+    return module.emitError() << "the micro-batch and the sequence length must be positive, "
+                                 "but are "
+                              << B << " and " << S;
+  if (S > kMaxPlanBytes / (2 * 64 * 4)) // attention's scratch
+    return tooLarge(module.emitError() << "the plan");
+  for (BlockArgument arg : block.getArguments()) {
+    auto bytes = boundedTensorBytes(arg.getType(), B, S);
+    if (!bytes)
+      return tooLarge(module.emitError()
+                      << "the step's " << (arg.getArgNumber() == 0 ? "tokens" : "targets"));
     model.buffers.push_back({arg.getArgNumber() == 0 ? "tokens" : "targets",
-                             BufferCategory::Activations, BufferRole::Input,
-                             tensorBytes(arg.getType(), B, S), 0, lastUse(arg, 0), nullptr,
-                             arg.getArgNumber()});
+                             BufferCategory::Activations, BufferRole::Input, *bytes, 0,
+                             lastUse(arg, 0), nullptr, arg.getArgNumber()});
+  }
 
   // Values stored in a unit's gradient buffer have no buffer of their own.
   DenseSet<Value> inGradBuffer;
@@ -128,13 +164,24 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
     for (OpResult r : op.getResults()) {
       if (inGradBuffer.contains(r))
         continue;
-      model.buffers.push_back({"", cat, BufferRole::Value,
-                               tensorBytes(r.getType(), B, S), p, lastUse(r, p), &op,
+      auto bytes = boundedTensorBytes(r.getType(), B, S);
+      if (!bytes)
+        return tooLarge(op.emitOpError() << "result #" << r.getResultNumber() << " of type "
+                                         << r.getType());
+      model.buffers.push_back({"", cat, BufferRole::Value, *bytes, p, lastUse(r, p), &op,
                                r.getResultNumber()});
     }
     if (int64_t s = scratchBytes(&op, B, S))
       model.buffers.push_back({"", BufferCategory::Activations, BufferRole::Scratch, s, p, p,
                                &op, 0});
+  }
+  // Each buffer is at most kMaxPlanBytes, so the sum cannot overflow before
+  // it passes the limit.
+  int64_t total = 0;
+  for (const Buffer &buf : model.buffers) {
+    total += alignUp(buf.bytes);
+    if (total > kMaxPlanBytes)
+      return tooLarge(module.emitError() << "the plan's buffers together") << " per rank";
   }
   return model;
 }

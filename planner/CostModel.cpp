@@ -1,59 +1,115 @@
 //===- CostModel.cpp ------------------------------------------------------===//
 #include "planner/CostModel.h"
 #include "planner/Buffers.h"
+#include "planner/Import/JsonReader.h"
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 using namespace mlir;
 using namespace fsdp;
 using nlohmann::json;
 
 std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     return path + ": cannot read the cluster description";
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error &e) {
-    return path + ": malformed JSON: " + e.what();
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The importers' reader: every error names the line and column of the
+  // value it is about.
+  ImportError error;
+  JsonReader r(text, path, error);
+  auto failed = [&]() {
+    std::string s = path;
+    if (error.line)
+      s += ":" + std::to_string(error.line) + ":" + std::to_string(error.col);
+    return s + ": " + error.message;
+  };
+  if (!r.parse())
+    return failed();
+  if (!r.root().is_object()) {
+    r.fail({}, "a cluster description must be a JSON object, but this is " +
+                   JsonReader::describe(r.root()));
+    return failed();
   }
-  try {
-    if (j.value("format", "") != "fsdp-cluster" || j.value("version", 0) != 1)
-      return path + ": not an fsdp-cluster file of version 1";
-    c.name = j.at("name").get<std::string>();
-    c.ranksPerNode = j.at("ranks_per_node").get<int64_t>();
-    c.cores = j.value("cores", (int64_t)0);
-    c.memoryBytes = j.at("memory_bytes").get<int64_t>();
-    const json &k = j.at("compute");
-    c.f32Flops = k.at("f32_flops").get<double>();
-    c.bf16Flops = k.at("bf16_flops").get<double>();
-    c.matmulEfficiency = k.at("matmul_efficiency").get<double>();
-    c.memoryBandwidth = k.at("memory_bandwidth").get<double>();
-    c.memoryEfficiency = k.at("memory_efficiency").get<double>();
-    c.opOverheadS = k.at("op_overhead_s").get<double>();
-    c.vectorFlops = k.value("vector_flops", 0.0);
-    c.parallelEfficiency = k.value("parallel_efficiency", 1.0);
-    if (!(c.parallelEfficiency > 0 && c.parallelEfficiency <= 1))
-      return path + ": parallel_efficiency must lie in (0, 1]";
-    for (auto [link, key] : {std::pair<Link *, const char *>{&c.intraNode, "intra_node"},
-                             std::pair<Link *, const char *>{&c.interNode, "inter_node"}}) {
-      const json &l = j.at(key);
-      link->bandwidth = l.at("bandwidth").get<double>();
-      link->latencyS = l.at("latency_s").get<double>();
-      link->efficiency = l.at("efficiency").get<double>();
+  auto format = r.getString({"format"}, std::string());
+  auto version = format ? r.getInt({"version"}, int64_t(0), INT64_MIN) : std::nullopt;
+  if (!version)
+    return failed();
+  if (*format != "fsdp-cluster" || *version != 1) {
+    r.fail(*format != "fsdp-cluster" ? JsonPath{"format"} : JsonPath{"version"},
+           "not an fsdp-cluster file of version 1");
+    return failed();
+  }
+  auto name = r.getString({"name"});
+  auto ranks = name ? r.getInt({"ranks_per_node"}) : std::nullopt;
+  auto cores = ranks ? r.getInt({"cores"}, int64_t(0), 0) : std::nullopt;
+  auto memory = cores ? r.getInt({"memory_bytes"}, std::nullopt, 0) : std::nullopt;
+  if (!memory)
+    return failed();
+  c.name = *name;
+  c.ranksPerNode = *ranks;
+  c.cores = *cores;
+  c.memoryBytes = *memory;
+
+  // A rate is positive; an efficiency a fraction in (0, 1]; a time >= 0.
+  enum Kind { Rate, Efficiency, Time, RateOrZero };
+  auto number = [&](const JsonPath &p, double &out, Kind kind,
+                    std::optional<double> def = std::nullopt) {
+    auto x = r.getNumber(p, def);
+    if (!x)
+      return false;
+    bool ok = kind == Rate ? *x > 0 : kind == Efficiency ? *x > 0 && *x <= 1 : *x >= 0;
+    if (!ok)
+      return r.fail(p, JsonReader::pathStr(p) +
+                           (kind == Rate         ? " must be positive"
+                            : kind == Efficiency ? " must lie in (0, 1]"
+                            : kind == Time       ? " must not be negative"
+                                                 : " must not be negative (0: not limiting)") +
+                           ", but is " + json(*x).dump());
+    out = *x;
+    return true;
+  };
+  bool ok = number({"compute", "f32_flops"}, c.f32Flops, Rate) &&
+            number({"compute", "bf16_flops"}, c.bf16Flops, Rate) &&
+            number({"compute", "matmul_efficiency"}, c.matmulEfficiency, Efficiency) &&
+            number({"compute", "memory_bandwidth"}, c.memoryBandwidth, Rate) &&
+            number({"compute", "memory_efficiency"}, c.memoryEfficiency, Efficiency) &&
+            number({"compute", "op_overhead_s"}, c.opOverheadS, Time) &&
+            number({"compute", "vector_flops"}, c.vectorFlops, RateOrZero, 0.0) &&
+            number({"compute", "parallel_efficiency"}, c.parallelEfficiency, Efficiency, 1.0);
+  for (auto [link, key] : {std::pair<Link *, const char *>{&c.intraNode, "intra_node"},
+                           std::pair<Link *, const char *>{&c.interNode, "inter_node"}})
+    ok = ok && number({key, "bandwidth"}, link->bandwidth, Rate) &&
+         number({key, "latency_s"}, link->latencyS, Time) &&
+         number({key, "efficiency"}, link->efficiency, Efficiency);
+  if (!ok)
+    return failed();
+  // Measured matmul rates: [m, k, n, FLOP/s], all positive.
+  const json *rates = r.get({"compute", "gemm_rates"}, false);
+  if (rates && !rates->is_null()) {
+    if (!rates->is_array()) {
+      r.fail({"compute", "gemm_rates"},
+             "compute.gemm_rates must be an array of [m, k, n, FLOP/s], but is " +
+                 JsonReader::describe(*rates));
+      return failed();
     }
-    if (k.contains("gemm_rates"))
-      for (const json &r : k.at("gemm_rates"))
-        c.gemmRates.push_back({r.at(0).get<double>(), r.at(1).get<double>(),
-                               r.at(2).get<double>(), r.at(3).get<double>()});
-  } catch (const json::exception &e) {
-    return path + ": " + e.what();
+    for (size_t i = 0; i < rates->size(); ++i) {
+      JsonPath p = {"compute", "gemm_rates", std::to_string(i)};
+      if (!(*rates)[i].is_array() || (*rates)[i].size() != 4) {
+        r.fail(p, JsonReader::pathStr(p) + " must be [m, k, n, FLOP/s], but is " +
+                      JsonReader::describe((*rates)[i]));
+        return failed();
+      }
+      Cluster::GemmRate g;
+      double *fields[] = {&g.m, &g.k, &g.n, &g.rate};
+      for (size_t f = 0; f < 4; ++f)
+        if (!number(p + JsonPath{std::to_string(f)}, *fields[f], Rate))
+          return failed();
+      c.gemmRates.push_back(g);
+    }
   }
-  if (c.ranksPerNode < 1 || c.f32Flops <= 0 || c.memoryBandwidth <= 0 ||
-      c.intraNode.bandwidth <= 0 || c.interNode.bandwidth <= 0)
-    return path + ": rates and ranks_per_node must be positive";
   return "";
 }
 

@@ -20,4 +20,15 @@
 #define GET_OP_CLASSES
 #include "dialect/NN/NNOps.h.inc"
 
+namespace fsdp::nn {
+
+/// The most blocks and parameters (elements, all tensors together) a graph
+/// may have: far beyond any published model (Llama 3.1 405B has 126 blocks
+/// and 4.1e11 parameters), and small enough that every size the planner
+/// derives from them fits in 64 bits, and that building the graph ends.
+constexpr int64_t kMaxBlocks = 10000;
+constexpr int64_t kMaxParameters = int64_t(1) << 48;
+
+} // namespace fsdp::nn
+
 #endif

@@ -16,6 +16,18 @@ using namespace fsdp::nn;
 
 namespace {
 
+/// The element count of a static shape of positive sizes, if it is at most
+/// kMaxParameters; computed without overflowing.
+std::optional<int64_t> boundedNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d <= 0 || d > kMaxParameters / n)
+      return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
 std::string shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -174,6 +186,9 @@ LogicalResult GraphOp::verify() {
   int64_t maxSeqLen = getMaxSeqLenAttr().getInt();
   if (numBlocks < 0)
     return emitOpError() << "num_blocks must be >= 0, but is " << numBlocks;
+  if (numBlocks > kMaxBlocks)
+    return emitOpError() << "num_blocks = " << numBlocks << " is more than fsdp plans (at most "
+                         << kMaxBlocks << ")";
   if (numBlocks > 0 && getBlockPrefix().empty())
     return emitOpError() << "block_prefix must name the block list when num_blocks > 0";
   if (maxSeqLen <= 0)
@@ -182,7 +197,15 @@ LogicalResult GraphOp::verify() {
     return emitOpError() << "model_type must not be empty";
 
   llvm::StringMap<ParamOp> seen;
+  int64_t total = 0;
   for (ParamOp p : getParams()) {
+    // A parameter's own verifier, which runs after this one, reports a
+    // shape that is bad on its own; a sum of counts up to kMaxParameters
+    // each cannot overflow before it passes the limit.
+    total += boundedNumElements(p.getResult().getType().getShape()).value_or(0);
+    if (total > kMaxParameters)
+      return p.emitOpError() << "brings the graph's parameters to more than fsdp plans (at most "
+                             << kMaxParameters << " elements in all)";
     auto [it, inserted] = seen.try_emplace(p.getName(), p);
     if (!inserted) {
       auto diag = p.emitOpError() << "duplicate parameter name '" << p.getName() << "'";
@@ -230,6 +253,11 @@ LogicalResult ParamOp::verify() {
       return emitOpError() << "parameter '" << getName()
                            << "' has a non-positive dimension in "
                            << shapeStr(type.getShape());
+  if (!boundedNumElements(type.getShape()))
+    return emitOpError() << "parameter '" << getName() << "' of shape "
+                         << shapeStr(type.getShape())
+                         << " has more elements than fsdp plans (at most " << kMaxParameters
+                         << ")";
   return success();
 }
 

@@ -317,6 +317,12 @@ OwningOpRef<ModuleOp> Importer::run() {
   auto maxSeq = numBlocks ? r.getInt({"max_seq_len"}) : std::nullopt;
   if (!maxSeq)
     return nullptr;
+  if (*numBlocks > nn::kMaxBlocks) {
+    r.fail({"num_blocks"}, "num_blocks = " + std::to_string(*numBlocks) +
+                               " is more than fsdp plans (at most " +
+                               std::to_string(nn::kMaxBlocks) + ")");
+    return nullptr;
+  }
 
   Location rootLoc = locAt(0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(rootLoc);

@@ -12,6 +12,9 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
+#include <cstdio>
+
 using namespace mlir;
 using namespace fsdp;
 using nlohmann::json;
@@ -49,7 +52,8 @@ bool parseGPT2(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   if (!heads) return false;
   auto positions = r.getInt({"n_positions"}, int64_t(1024));
   if (!positions) return false;
-  auto inner = r.getInt({"n_inner"}, int64_t(4 * *d));
+  // Saturated: a width this large fails the size check below.
+  auto inner = r.getInt({"n_inner"}, *d <= INT64_MAX / 4 ? 4 * *d : INT64_MAX);
   if (!inner) return false;
   auto eps = r.getNumber({"layer_norm_epsilon"}, 1e-5);
   if (!eps) return false;
@@ -187,6 +191,53 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   return true;
 }
 
+/// Refuses a model larger than the planner's limits (nn::kMaxBlocks,
+/// nn::kMaxParameters): its graph would not end building, or its sizes
+/// would not fit in 64 bits. The error sits at the key of the largest value.
+bool checkModelSize(JsonReader &r, const ModelConfig &c) {
+  bool gpt2 = c.modelType == "gpt2";
+  const char *layersKey = gpt2 ? "n_layer" : "num_hidden_layers";
+  if (c.numLayers > nn::kMaxBlocks)
+    return r.fail({layersKey}, std::string(layersKey) + " = " + std::to_string(c.numLayers) +
+                                   " is more than fsdp plans (at most " +
+                                   std::to_string(nn::kMaxBlocks) + " blocks)");
+  // In floating point: the exact count may not fit in 64 bits, and a bound
+  // is all that is asked.
+  double V = c.vocabSize, D = c.hiddenSize, I = c.intermediateSize, L = c.numLayers;
+  double qW = (double)c.numHeads * c.headDim, kvW = (double)c.numKvHeads * c.headDim;
+  double params;
+  if (gpt2)
+    params = V * D + (double)c.maxSeqLen * D + L * (4 * D * D + 2 * D * I + 9 * D + I) + 2 * D;
+  else
+    params = V * D + L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D) + D;
+  if (!c.tieWordEmbeddings)
+    params += V * D;
+  if (params <= (double)nn::kMaxParameters)
+    return true;
+  // The largest value given is the likeliest mistake.
+  // (Values given, not defaults derived from them.)
+  std::vector<std::pair<const char *, int64_t>> sizes;
+  if (gpt2)
+    sizes = {{"vocab_size", c.vocabSize}, {"n_embd", c.hiddenSize},
+             {"n_positions", c.maxSeqLen}, {"n_layer", c.numLayers}, {"n_inner", 0}};
+  else
+    sizes = {{"vocab_size", c.vocabSize}, {"hidden_size", c.hiddenSize},
+             {"intermediate_size", c.intermediateSize}, {"num_hidden_layers", c.numLayers},
+             {"num_attention_heads", c.numHeads}, {"head_dim", 0}};
+  if (r.get({sizes.back().first}, false))
+    sizes.back().second = gpt2 ? c.intermediateSize : c.headDim;
+  auto largest = std::max_element(sizes.begin(), sizes.end(), [](auto &a, auto &b) {
+    return a.second < b.second;
+  });
+  char count[32];
+  std::snprintf(count, sizeof count, "%.3g", params);
+  return r.fail({largest->first},
+                std::string("the model would have ") + count +
+                    " parameters, more than fsdp plans (at most 2^48 = " +
+                    std::to_string(nn::kMaxParameters) + "); " + largest->first + " is " +
+                    std::to_string(largest->second));
+}
+
 // Builds ops with a module path, keeping the graph code close to HF's modules.
 class GraphBuilder {
 public:
@@ -237,7 +288,7 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
   else
     ok = r.fail({"model_type"}, "unknown model_type '" + *type +
                                     "'; supported: " + supportedModelTypes().str());
-  if (!ok)
+  if (!ok || !checkModelSize(r, c))
     return std::nullopt;
   // A config has no name of its own; its folder usually names the model
   // ("models/Meta-Llama-3-8B/config.json").

@@ -7,6 +7,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
 using namespace fsdp;
 
 namespace {
@@ -72,6 +76,43 @@ TEST(CostModel, HardwareFilesLoad) {
   }
   Cluster c;
   EXPECT_NE(loadCluster(path("models/gpt2/config.json"), c), "");
+}
+
+// Found by fuzzing (tests/fuzz/planner/cluster): a number past int64, a
+// string where a rate belongs and a zero efficiency reached nlohmann's
+// conversions or a division; each is now refused at its line and column.
+TEST(CostModel, BadClusterFilesNameTheValue) {
+  std::string text;
+  {
+    std::ifstream in(path("models/hardware/cpu-local.json"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto load = [&](const std::string &from, const std::string &to) {
+    std::string t = text;
+    size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    std::string file = ::testing::TempDir() + "cluster-bad.json";
+    std::ofstream(file) << t;
+    Cluster c;
+    std::string err = loadCluster(file, c);
+    std::remove(file.c_str());
+    return err.empty() ? err : err.substr(err.find("cluster-bad.json"));
+  };
+  EXPECT_EQ(load("\"memory_bytes\": 25769803776", "\"memory_bytes\": 1e30"),
+            "cluster-bad.json:7:19: memory_bytes must be an integer, but is 1e+30 (number)");
+  EXPECT_EQ(load("\"f32_flops\": 100e9", "\"f32_flops\": \"fast\""),
+            "cluster-bad.json:9:18: compute.f32_flops must be a number, but is \"fast\" (string)");
+  EXPECT_EQ(load("\"matmul_efficiency\": 0.8", "\"matmul_efficiency\": 0"),
+            "cluster-bad.json:11:26: compute.matmul_efficiency must lie in (0, 1], but is 0.0");
+  EXPECT_EQ(load("\"intra_node\": {\"bandwidth\": 5e9, \"latency_s\": 5e-6",
+                 "\"intra_node\": {\"bandwidth\": 5e9, \"latency_s\": -1"),
+            "cluster-bad.json:16:49: intra_node.latency_s must not be negative, but is -1.0");
+  EXPECT_EQ(load("\"version\": 1", "\"version\": 2"),
+            "cluster-bad.json:3:14: not an fsdp-cluster file of version 1");
+  EXPECT_EQ(load("\"op_overhead_s\": 2e-6", "\"op_overhead_s\": 2e-6, \"gemm_rates\": [[1, 2, 3]]"),
+            "cluster-bad.json:14:43: compute.gemm_rates[0] must be [m, k, n, FLOP/s], but is "
+            "[1,2,3] (array)");
 }
 
 TEST(CostModel, PredictionIsConsistent) {

@@ -314,6 +314,50 @@ TEST(GraphJSONErrors, MalformedJSONPointsAtTokenStart) {
   EXPECT_GRAPH_ERROR(r, 8u, 3u, "malformed JSON");
 }
 
+// Found by fuzzing (tests/fuzz/planner/graph-json): a num_blocks of 10^15
+// made the planner allocate a group per block; element counts that overflow
+// 64 bits came out negative.
+TEST(GraphJSONErrors, TooManyBlocks) {
+  mlir::MLIRContext ctx;
+  auto r = import(graphWith(7, "  \"num_blocks\": 1000000000000000,"), ctx);
+  EXPECT_GRAPH_ERROR(r, 7u, 17u, "num_blocks = 1000000000000000 is more than fsdp plans");
+}
+
+/// The diagnostics of importing `text`, as "line:col: message".
+std::vector<std::string> importDiagnostics(const std::string &text, mlir::MLIRContext &ctx) {
+  std::vector<std::string> out;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &diag) {
+    auto loc = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation());
+    out.push_back((loc ? std::to_string(loc.getLine()) + ":" + std::to_string(loc.getColumn())
+                       : std::string("?")) +
+                  ": " + diag.str());
+    return mlir::success();
+  });
+  ImportError err;
+  EXPECT_FALSE(importGraphJSON(text, "bad.json", &ctx, err));
+  return out;
+}
+
+TEST(GraphJSONErrors, TooManyParameters) {
+  mlir::MLIRContext ctx;
+  auto one = importDiagnostics(graphWith(14, lineWith(14, "[16, 4]", "[4294967296, 4294967296]")),
+                               ctx);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("14:5: 'nn.param' op parameter 'wte' of shape [4294967296, 4294967296] "
+                        "has more elements than fsdp plans"),
+            std::string::npos)
+      << one[0];
+  auto all = importDiagnostics(
+      graphWith(14, kBaseLines[13] +
+                        ",\n    {\"name\": \"big\", \"shape\": [281474976710656], \"dtype\": \"f32\"}"),
+      ctx);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_NE(all[0].find("15:5: 'nn.param' op brings the graph's parameters to more than fsdp "
+                        "plans"),
+            std::string::npos)
+      << all[0];
+}
+
 TEST(GraphJSONErrors, InconsistentShapesFailVerification) {
   mlir::MLIRContext ctx;
   // The head's weight is [16, 4] (out_in), but its result claims width 32.

@@ -380,6 +380,32 @@ TEST(HFConfigErrors, NonPositiveInteger) {
   EXPECT_IMPORT_ERROR(p, 4u, 13u, "n_embd must be at least 1");
 }
 
+// Found by fuzzing (tests/fuzz/planner/hf-config): sizes whose graph would
+// not end building, or whose element counts overflowed 64 bits and came out
+// negative, are refused at the key.
+TEST(HFConfigErrors, TooManyLayers) {
+  auto p = parse(gpt2Config("  \"n_embd\": 768,", "  \"n_layer\": 100000000,\n"));
+  EXPECT_IMPORT_ERROR(p, 5u, 14u, "n_layer = 100000000 is more than fsdp plans (at most 10000");
+  auto l = parse(gpt2Config("  \"n_embd\": 768,", "  \"n_layer\": 10000,\n"));
+  EXPECT_TRUE(l.config) << l.error.str();
+}
+
+TEST(HFConfigErrors, TooManyParameters) {
+  auto p = parse(gpt2Config("  \"n_embd\": 13194139533312,"));
+  EXPECT_IMPORT_ERROR(p, 4u, 13u, "parameters, more than fsdp plans (at most 2^48",
+                      "n_embd is 13194139533312");
+  // 4 n_embd, the default n_inner, overflowed before anything was checked.
+  auto q = parse(gpt2Config("  \"n_embd\": 6917529027641081856,"));
+  EXPECT_IMPORT_ERROR(q, 4u, 13u, "n_embd is 6917529027641081856");
+  auto v = parse("{\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": 9223372036854775807,\n"
+                 "  \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4,\n"
+                 "  \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0\n}\n");
+  EXPECT_IMPORT_ERROR(v, 3u, 17u, "vocab_size is 9223372036854775807");
+  // num_attention_heads x head_dim overflowed the attention's width.
+  auto l = parse(llamaConfig("  \"head_dim\": 4611686018427387904,"));
+  EXPECT_IMPORT_ERROR(l, 3u, 15u, "head_dim is 4611686018427387904");
+}
+
 TEST(HFConfigErrors, MalformedJSON) {
   // The second comma on line 4 is the error.
   auto p = parse(gpt2Config("  \"n_embd\": 768,,"));

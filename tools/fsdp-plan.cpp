@@ -14,6 +14,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Format.h"
@@ -115,6 +116,11 @@ int main(int argc, char **argv) {
 
   mlir::MLIRContext context;
   context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  // Diagnostics as compilers print them: "file:line:col: error: ...", with
+  // the line of the model file it points at.
+  llvm::SourceMgr diagnosticSources;
+  mlir::SourceMgrDiagnosticHandler diagnostics(diagnosticSources, &context);
+  context.printOpOnDiagnostic(false); // the op is the line shown; a plan dump would bury it
   ImportOptions importOptions;
   importOptions.noDropout = noDropout;
   ImportError error;

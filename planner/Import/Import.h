@@ -76,6 +76,14 @@ mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::St
 /// same IR, and exporting that gives the same text.
 void exportGraphJSON(nn::GraphOp graph, llvm::raw_ostream &os);
 
+/// MLIR text (a `.mlir` model): parsed and verified by the dialects'
+/// verifiers; the module must hold exactly one nn.graph. The parser's and the
+/// verifiers' errors go to `diagnostics` as "file:line:col: error: ..." and
+/// leave `error.message` empty; a module without exactly one graph fills it.
+mlir::OwningOpRef<mlir::ModuleOp> importMLIR(llvm::StringRef text, llvm::StringRef file,
+                                             mlir::MLIRContext *context, ImportError &error,
+                                             llvm::raw_ostream &diagnostics = llvm::errs());
+
 enum class InputKind { HFConfig, GraphJSON, MLIR };
 
 /// Reads `path`, tells its kind (by extension, then by content) and imports it.

@@ -18,6 +18,36 @@ nn::GraphOp fsdp::getGraph(ModuleOp module) {
   return graphs.empty() ? nn::GraphOp() : *graphs.begin();
 }
 
+namespace {
+bool holdsOneGraph(ModuleOp module, ImportError &error) {
+  size_t count = llvm::range_size(module.getOps<nn::GraphOp>());
+  if (count == 1)
+    return true;
+  error.line = error.col = 0;
+  error.message = "expected exactly one nn.graph, but the input has " + std::to_string(count);
+  return false;
+}
+} // namespace
+
+OwningOpRef<ModuleOp> fsdp::importMLIR(StringRef text, StringRef file, MLIRContext *context,
+                                       ImportError &error, llvm::raw_ostream &diagnostics) {
+  context->getOrLoadDialect<nn::NNDialect>();
+  error = ImportError();
+  error.file = file.str();
+  llvm::SourceMgr sourceMgr;
+  // A copy: MLIR's lexer reads up to the NUL that ends a MemoryBuffer.
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module;
+  {
+    // The parser and the verifiers report here, with the line and column.
+    SourceMgrDiagnosticHandler handler(sourceMgr, context, diagnostics);
+    module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(context));
+  }
+  if (!module || !holdsOneGraph(*module, error))
+    return nullptr;
+  return module;
+}
+
 OwningOpRef<ModuleOp> fsdp::loadModel(StringRef path, MLIRContext *context,
                                       const ImportOptions &options, ImportError &error) {
   context->getOrLoadDialect<nn::NNDialect>();
@@ -30,35 +60,17 @@ OwningOpRef<ModuleOp> fsdp::loadModel(StringRef path, MLIRContext *context,
   }
   StringRef text = (*buffer)->getBuffer();
 
-  OwningOpRef<ModuleOp> module;
-  if (llvm::sys::path::extension(path) == ".mlir") {
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-    SourceMgrDiagnosticHandler handler(sourceMgr, context);
-    module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(context));
-    if (!module) {
-      error.message.clear(); // the parser has reported it, with its line and column
-      return nullptr;
-    }
-  } else {
-    // JSON: a graph says "format": "fsdp-graph"; anything else is read as an
-    // HF config, whose importer explains what is missing.
-    bool isGraph = false;
-    auto peek = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                      /*allow_exceptions=*/false);
-    if (peek.is_object() && peek.contains("format"))
-      isGraph = true;
-    module = isGraph ? importGraphJSON(text, path, context, error)
-                     : importHFConfig(text, path, context, options, error);
-    if (!module)
-      return nullptr;
-  }
+  if (llvm::sys::path::extension(path) == ".mlir")
+    return importMLIR(text, path, context, error);
 
-  size_t count = llvm::range_size(module->getOps<nn::GraphOp>());
-  if (count != 1) {
-    error.line = error.col = 0;
-    error.message = "expected exactly one nn.graph, but the input has " + std::to_string(count);
+  // JSON: a graph says "format": "fsdp-graph"; anything else is read as an
+  // HF config, whose importer explains what is missing.
+  auto peek = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                    /*allow_exceptions=*/false);
+  bool isGraph = peek.is_object() && peek.contains("format");
+  OwningOpRef<ModuleOp> module = isGraph ? importGraphJSON(text, path, context, error)
+                                         : importHFConfig(text, path, context, options, error);
+  if (!module || !holdsOneGraph(*module, error))
     return nullptr;
-  }
   return module;
 }

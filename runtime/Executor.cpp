@@ -642,10 +642,17 @@ void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data
                                        int64_t gradAccum, int rank, int64_t step, int64_t micro,
                                        int64_t *tokens, int64_t *targets) {
   int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
-  int64_t G = B * R * gradAccum;
+  // ((step·G + g)·S) mod w, exactly: a run resumed at a late step (any step
+  // count a checkpoint holds) must not overflow into a negative start.
+  const int64_t w = data.size() - S - 1; // at least 1: Dataset::open checks
+  auto mulMod = [w](int64_t a, int64_t b) {
+    return (int64_t)((unsigned __int128)a * (unsigned __int128)b % (unsigned __int128)w);
+  };
+  int64_t stepPart = mulMod(mulMod(mulMod(step % w, B), R), gradAccum); // step·G mod w
   for (int64_t b = 0; b < B; ++b) {
-    int64_t g = micro * B * R + rank * B + b;
-    int64_t start = ((step * G + g) * S) % (data.size() - S - 1);
+    // g = micro·B·R + rank·B + b, mod w
+    int64_t g = (mulMod(mulMod(micro, B), R) + mulMod(rank, B) + b % w) % w;
+    int64_t start = mulMod((stepPart + g) % w, S);
     for (int64_t s = 0; s < S; ++s) {
       tokens[b * S + s] = data.token(start + s);
       targets[b * S + s] = data.token(start + s + 1);

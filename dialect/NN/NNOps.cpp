@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/FunctionImplementation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace fsdp::nn;
@@ -111,10 +112,22 @@ LogicalResult expectElementwisePair(Operation *op, Value a, Value b, StringRef a
   return expectResultShape(op, shapeOf(a));
 }
 
+// Names travel into JSON (the graph format, reports, the runtime's
+// program), which holds UTF-8 text only; an MLIR string may hold any bytes.
+LogicalResult expectUTF8(Operation *op, StringRef value, StringRef what) {
+  size_t offset = 0;
+  if (llvm::json::isUTF8(value, &offset))
+    return success();
+  return op->emitOpError() << what << " must be UTF-8 text, but its byte " << offset << " is 0x"
+                           << llvm::utohexstr((uint8_t)value[offset], /*LowerCase=*/true);
+}
+
 LogicalResult verifyModuleAttr(Operation *op) {
-  if (auto m = op->getAttrOfType<StringAttr>("module"))
+  if (auto m = op->getAttrOfType<StringAttr>("module")) {
     if (m.getValue().empty())
       return op->emitOpError() << "module path must not be empty";
+    return expectUTF8(op, m.getValue(), "module path");
+  }
   return success();
 }
 
@@ -195,6 +208,10 @@ LogicalResult GraphOp::verify() {
     return emitOpError() << "max_seq_len must be positive, but is " << maxSeqLen;
   if (getModelType().empty())
     return emitOpError() << "model_type must not be empty";
+  if (failed(expectUTF8(*this, getSymName(), "the graph's name")) ||
+      failed(expectUTF8(*this, getModelType(), "model_type")) ||
+      failed(expectUTF8(*this, getBlockPrefix(), "block_prefix")))
+    return failure();
 
   llvm::StringMap<ParamOp> seen;
   int64_t total = 0;
@@ -240,6 +257,8 @@ LogicalResult ReturnOp::verify() {
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError() << "parameter name must not be empty";
+  if (failed(expectUTF8(*this, getName(), "parameter name")))
+    return failure();
   if (llvm::any_of(getName(), [](char c) { return llvm::isSpace(c); }))
     return emitOpError() << "parameter name '" << getName()
                          << "' must not contain whitespace";

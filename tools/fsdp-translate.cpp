@@ -71,6 +71,8 @@ int main(int argc, char **argv) {
         nn::GraphOp graph = module ? getGraph(module) : nn::GraphOp();
         if (!graph)
           return op->emitError("expected a module holding an nn.graph");
+        if (failed(verifyModelGraph(graph)))
+          return failure();
         exportGraphJSON(graph, os);
         return success();
       },

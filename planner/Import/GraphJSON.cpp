@@ -415,6 +415,41 @@ OwningOpRef<ModuleOp> fsdp::importGraphJSON(StringRef text, StringRef file,
 }
 
 //===----------------------------------------------------------------------===//
+// What a model holds
+//===----------------------------------------------------------------------===//
+
+LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
+  MLIRContext *ctx = graph.getContext();
+  auto dtypeOk = [&](Type t) {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    return tensor && parseDtype(dtypeStr(tensor.getElementType()), ctx).has_value();
+  };
+  const char *supported = "supported: f32, bf16, f16, f64, i64, i32";
+  Block &body = graph.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (!dtypeOk(arg.getType()))
+      return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
+                                 << ", whose dtype a model does not hold (" << supported << ")";
+  for (Operation &op : body) {
+    if (!isa<nn::ParamOp, nn::ReturnOp>(op)) {
+      if (op.getName().getDialectNamespace() != "nn" ||
+          !findSpec(op.getName().stripDialect()))
+        return op.emitOpError() << "is not part of a model: an nn.graph to plan holds nn.param, "
+                                   "the forward ops ("
+                                << opNames() << ") and nn.return; fsdp-plan builds the backward";
+      if (op.hasAttr("inverse"))
+        return op.emitOpError() << "with 'inverse' rotates back, which is the backward's; a "
+                                   "model's forward pass does not hold it";
+    }
+    for (OpResult r : op.getResults())
+      if (!dtypeOk(r.getType()))
+        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
+                                << ", whose dtype a model does not hold (" << supported << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Export
 //===----------------------------------------------------------------------===//
 
@@ -469,7 +504,7 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
     }
     StringRef opName = op.getName().stripDialect();
     const OpSpec *spec = findSpec(opName);
-    assert(spec && "every nn compute op has a JSON spec");
+    assert(spec && "verifyModelGraph accepts the graph");
     ojson j;
     j["op"] = opName.str();
     if (auto m = op.getAttrOfType<StringAttr>("module"))

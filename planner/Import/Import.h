@@ -72,12 +72,20 @@ mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::St
                                                   mlir::MLIRContext *context,
                                                   ImportError &error);
 
-/// Writes `graph` in the JSON graph format; the output imports back to the
+/// Whether `graph` holds only what a model holds, which is what the JSON
+/// graph format writes and the training step differentiates: nn.param, the
+/// forward ops of docs/model-format.md (nn.rope without `inverse`), nn.return,
+/// and values of its dtypes. Reports the first op that breaks the rule. The
+/// nn dialect's verifiers allow more (gradient ops in a graph, any float).
+mlir::LogicalResult verifyModelGraph(nn::GraphOp graph);
+
+/// Writes `graph` (which verifyModelGraph accepts) in the JSON graph format; the output imports back to the
 /// same IR, and exporting that gives the same text.
 void exportGraphJSON(nn::GraphOp graph, llvm::raw_ostream &os);
 
 /// MLIR text (a `.mlir` model): parsed and verified by the dialects'
-/// verifiers; the module must hold exactly one nn.graph. The parser's and the
+/// verifiers; the module must hold exactly one nn.graph, which
+/// verifyModelGraph accepts, and nothing else. The parser's and the
 /// verifiers' errors go to `diagnostics` as "file:line:col: error: ..." and
 /// leave `error.message` empty; a module without exactly one graph fills it.
 mlir::OwningOpRef<mlir::ModuleOp> importMLIR(llvm::StringRef text, llvm::StringRef file,

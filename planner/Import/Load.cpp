@@ -37,13 +37,21 @@ OwningOpRef<ModuleOp> fsdp::importMLIR(StringRef text, StringRef file, MLIRConte
   llvm::SourceMgr sourceMgr;
   // A copy: MLIR's lexer reads up to the NUL that ends a MemoryBuffer.
   sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, file), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module;
-  {
-    // The parser and the verifiers report here, with the line and column.
-    SourceMgrDiagnosticHandler handler(sourceMgr, context, diagnostics);
-    module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(context));
-  }
+  // The parser, the verifiers and the checks below report here, with the
+  // line and column.
+  SourceMgrDiagnosticHandler handler(sourceMgr, context, diagnostics);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(context));
   if (!module || !holdsOneGraph(*module, error))
+    return nullptr;
+  // A model, not a plan: anything beside the graph (units, a step) would meet
+  // the passes' own.
+  for (Operation &op : *module->getBody())
+    if (!isa<nn::GraphOp>(op)) {
+      op.emitError() << "a model holds one nn.graph and nothing else, but '" << op.getName()
+                     << "' is here";
+      return nullptr;
+    }
+  if (failed(verifyModelGraph(getGraph(*module))))
     return nullptr;
   return module;
 }

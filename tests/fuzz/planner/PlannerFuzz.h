@@ -4,7 +4,8 @@
 // inputs), a diagnostic handler that counts errors, and the contract every
 // harness checks: an importer or a pass that fails has said why; whatever the
 // importers accept and is small enough plans at world size 2 (the passes, the
-// plan verifier, the prediction and the lowering) or fails with a diagnostic.
+// plan verifier, the prediction and the lowering, whose program the runtime's
+// loader must accept) or fails with a diagnostic.
 // A broken contract calls violation(), which prints what broke and aborts, so
 // libFuzzer keeps the input.
 //
@@ -20,6 +21,7 @@
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
+#include "runtime/Program.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -28,7 +30,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 namespace fsdp::fuzz {
 
@@ -125,6 +130,28 @@ inline void summarise(mlir::ModuleOp module) {
   (void)summaryJson(model).dump();
 }
 
+/// What fsdp-plan writes, fsdp-run must load: the runtime's loader checks
+/// every offset, shape and event of a program against what its kernels do.
+inline void checkProgramLoads(const std::string &text) {
+  static const std::string path = [] {
+    const char *base = std::getenv("TMPDIR");
+    std::string dir = std::string(base && *base ? base : "/tmp") + "/fsdp-fuzz-plan-XXXXXX";
+    if (!::mkdtemp(dir.data()))
+      violation("cannot make a temporary folder " + dir);
+    return dir + "/plan.json";
+  }();
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out)
+      violation("cannot write " + path);
+  }
+  program::Program p;
+  std::string error = program::loadProgram(path, p);
+  if (!error.empty())
+    violation("fsdp-run refuses the program fsdp-plan wrote: " + error);
+}
+
 /// Plans `module` (holding one verified nn.graph) as fsdp-plan does at world
 /// size 2, predicts it on `cluster` and lowers it to a program. A failure
 /// must come with a diagnostic.
@@ -148,8 +175,12 @@ inline void planAndLower(mlir::ModuleOp module, const Cluster &cluster,
   std::string program;
   llvm::raw_string_ostream os(program);
   before = diagnosticErrors();
-  if (mlir::failed(lowerToProgram(module, os)) && diagnosticErrors() == before)
-    violation("lowering failed without a diagnostic");
+  if (mlir::failed(lowerToProgram(module, os))) {
+    if (diagnosticErrors() == before)
+      violation("lowering failed without a diagnostic");
+    return;
+  }
+  checkProgramLoads(program);
 }
 
 /// fsdp-plan's options for a fuzzed model: world size 2, one sequence of the

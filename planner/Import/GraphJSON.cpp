@@ -399,7 +399,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     return nullptr;
   b.create<nn::ReturnOp>(locAt(r.offsetOf({"output"})), ValueRange{*out});
 
-  if (failed(verify(*module)))
+  if (failed(verify(*module)) || failed(verifyModelGraph(graph)))
     return nullptr; // reported through diagnostics, at the op's line and column
   return module;
 }
@@ -424,12 +424,28 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
     auto tensor = dyn_cast<RankedTensorType>(t);
     return tensor && parseDtype(dtypeStr(tensor.getElementType()), ctx).has_value();
   };
+  // Activations are [batch, sequence, features...]: one graph serves every
+  // micro-batch and sequence length, which the planner sizes them by, so
+  // those two are dynamic and the rest static (the dialect lets a static size
+  // stand where a dynamic one is expected, and the other way round).
+  auto activationOk = [](Type t) {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(t).getShape();
+    return shape.size() >= 2 && ShapedType::isDynamic(shape[0]) &&
+           ShapedType::isDynamic(shape[1]) &&
+           llvm::none_of(shape.drop_front(2), ShapedType::isDynamic);
+  };
+  const char *activation = "an activation is [batch, sequence, features...], batch and "
+                           "sequence dynamic (?) and the features static";
   const char *supported = "supported: f32, bf16, f16, f64, i64, i32";
   Block &body = graph.getBody().front();
-  for (BlockArgument arg : body.getArguments())
+  for (BlockArgument arg : body.getArguments()) {
     if (!dtypeOk(arg.getType()))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
                                  << ", whose dtype a model does not hold (" << supported << ")";
+    if (!activationOk(arg.getType()))
+      return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
+                                 << ", but the token ids and targets are [?, ?] (batch, sequence)";
+  }
   for (Operation &op : body) {
     if (!isa<nn::ParamOp, nn::ReturnOp>(op)) {
       if (op.getName().getDialectNamespace() != "nn" ||
@@ -441,10 +457,14 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         return op.emitOpError() << "with 'inverse' rotates back, which is the backward's; a "
                                    "model's forward pass does not hold it";
     }
-    for (OpResult r : op.getResults())
+    for (OpResult r : op.getResults()) {
       if (!dtypeOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", whose dtype a model does not hold (" << supported << ")";
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp>(op) && !activationOk(r.getType()))
+        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
+                                << ", but " << activation;
+    }
   }
   return success();
 }

@@ -75,8 +75,11 @@ mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::St
 /// Whether `graph` holds only what a model holds, which is what the JSON
 /// graph format writes and the training step differentiates: nn.param, the
 /// forward ops of docs/model-format.md (nn.rope without `inverse`), nn.return,
-/// and values of its dtypes. Reports the first op that breaks the rule. The
-/// nn dialect's verifiers allow more (gradient ops in a graph, any float).
+/// and values of its dtypes, the activations (every value but a parameter and
+/// the loss) shaped [?, ?, static...] as the planner sizes them. Reports the
+/// first op that breaks the rule. The nn dialect's verifiers allow more
+/// (gradient ops in a graph, any float, a static size for a dynamic one).
+/// importGraphJSON and importMLIR call it.
 mlir::LogicalResult verifyModelGraph(nn::GraphOp graph);
 
 /// Writes `graph` (which verifyModelGraph accepts) in the JSON graph format; the output imports back to the

@@ -456,6 +456,25 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       if (op.hasAttr("inverse"))
         return op.emitOpError() << "with 'inverse' rotates back, which is the backward's; a "
                                    "model's forward pass does not hold it";
+      // Parameters are weights, and weights are parameters: the planner
+      // shards and gathers the one and sizes the rest as activations.
+      SmallVector<unsigned, 2> weights;
+      if (isa<nn::EmbeddingOp, nn::RMSNormOp>(op))
+        weights = {1};
+      else if (isa<nn::LinearOp, nn::LayerNormOp>(op))
+        weights = {1, 2};
+      for (OpOperand &use : op.getOpOperands()) {
+        bool weight = llvm::is_contained(weights, use.getOperandNumber());
+        auto param = use.get().getDefiningOp<nn::ParamOp>();
+        if (param && !weight)
+          return op.emitOpError() << "operand " << use.getOperandNumber() << " is the parameter '"
+                                  << param.getName() << "', but an activation belongs there (a "
+                                  << "parameter is an embedding's table, a linear's weight or "
+                                     "bias, or a norm's weight or bias)";
+        if (!param && weight)
+          return op.emitOpError() << "operand " << use.getOperandNumber()
+                                  << " is a weight, which must be an nn.param";
+      }
     }
     for (OpResult r : op.getResults()) {
       if (!dtypeOk(r.getType()))

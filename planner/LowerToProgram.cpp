@@ -161,9 +161,36 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
   return success();
 }
 
+/// The dtypes of a program's tensors (docs/plan-format.md): what fsdp-run
+/// executes. A model may hold others (f16, f64, i32) to be summarised and
+/// planned, but not lowered.
+bool isProgramDtype(Type t) {
+  auto elem = cast<ShapedType>(t).getElementType();
+  return elem.isF32() || elem.isBF16() || elem.isSignlessInteger(64);
+}
+
+LogicalResult checkProgramDtypes(plan::StepOp step) {
+  const char *why = ", which a program does not hold (f32, bf16 and i64: what fsdp-run executes)";
+  for (BlockArgument a : step.getBody().front().getArguments())
+    if (isa<ShapedType>(a.getType()) && !isProgramDtype(a.getType()))
+      return step.emitOpError() << "argument " << a.getArgNumber() << " is " << a.getType()
+                                << why;
+  WalkResult walk = step.walk([&](Operation *op) {
+    for (OpResult r : op->getResults())
+      if (isa<ShapedType>(r.getType()) && !isProgramDtype(r.getType())) {
+        op->emitOpError() << "result " << r.getResultNumber() << " is " << r.getType() << why;
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 LogicalResult Lowering::run(raw_ostream &os) {
   if (!step->hasAttr("arena_bytes"))
     return step.emitOpError() << "has no memory plan; lowering needs every buffer's offset";
+  if (failed(checkProgramDtypes(step)))
+    return failure();
   blockPrefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
   B = stepInt(step, "micro_batch", 1);
   S = stepInt(step, "seq_len", 1);

@@ -438,6 +438,14 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
                            "sequence dynamic (?) and the features static";
   const char *supported = "supported: f32, bf16, f16, f64, i64, i32";
   Block &body = graph.getBody().front();
+  int64_t vocab = 0; // the width of the logits of the loss the graph returns
+  if (auto ret = dyn_cast<nn::ReturnOp>(body.getTerminator()))
+    if (ret.getNumOperands() == 1)
+      if (auto loss = ret.getOperand(0).getDefiningOp<nn::CrossEntropyOp>()) {
+        ArrayRef<int64_t> logits = cast<RankedTensorType>(loss.getLogits().getType()).getShape();
+        if (!logits.empty() && !ShapedType::isDynamic(logits.back()))
+          vocab = logits.back();
+      }
   for (BlockArgument arg : body.getArguments()) {
     if (!dtypeOk(arg.getType()))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
@@ -474,6 +482,22 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         if (!param && weight)
           return op.emitOpError() << "operand " << use.getOperandNumber()
                                   << " is a weight, which must be an nn.param";
+      }
+      // An embedding's table has a row for every id that can index it: a
+      // position below max_seq_len (the longest sequence the planner
+      // plans), a token or target id below the vocabulary (the logits'
+      // width).
+      if (auto e = dyn_cast<nn::EmbeddingOp>(op)) {
+        int64_t rows = cast<RankedTensorType>(e.getTable().getType()).getShape()[0];
+        int64_t maxSeq = graph.getMaxSeqLenAttr().getInt();
+        if (e.getIds().getDefiningOp<nn::PositionIdsOp>() && rows < maxSeq)
+          return op.emitOpError() << "indexes a table of " << rows
+                                  << " rows by positions up to " << maxSeq - 1
+                                  << " (max_seq_len = " << maxSeq << ")";
+        if (isa<BlockArgument>(e.getIds()) && vocab > rows)
+          return op.emitOpError() << "indexes a table of " << rows << " rows by ids up to "
+                                  << vocab - 1 << " (the vocabulary of " << vocab
+                                  << ", the logits' width)";
       }
     }
     for (OpResult r : op.getResults()) {

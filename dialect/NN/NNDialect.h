@@ -28,6 +28,10 @@ namespace fsdp::nn {
 /// derives from them fits in 64 bits, and that building the graph ends.
 constexpr int64_t kMaxBlocks = 10000;
 constexpr int64_t kMaxParameters = int64_t(1) << 48;
+/// The longest sequence a graph may accept (max_seq_len): far beyond any
+/// published context (Llama 3.1: 131072), and short enough that the cost
+/// model's walk over attention's 64-row query tiles ends.
+constexpr int64_t kMaxSeqLen = int64_t(1) << 20;
 
 } // namespace fsdp::nn
 

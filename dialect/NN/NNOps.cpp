@@ -206,6 +206,9 @@ LogicalResult GraphOp::verify() {
     return emitOpError() << "block_prefix must name the block list when num_blocks > 0";
   if (maxSeqLen <= 0)
     return emitOpError() << "max_seq_len must be positive, but is " << maxSeqLen;
+  if (maxSeqLen > kMaxSeqLen)
+    return emitOpError() << "max_seq_len = " << maxSeqLen << " is more than fsdp plans (at most "
+                         << kMaxSeqLen << ")";
   if (getModelType().empty())
     return emitOpError() << "model_type must not be empty";
   if (failed(expectUTF8(*this, getSymName(), "the graph's name")) ||

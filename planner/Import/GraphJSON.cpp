@@ -323,6 +323,12 @@ OwningOpRef<ModuleOp> Importer::run() {
                                std::to_string(nn::kMaxBlocks) + ")");
     return nullptr;
   }
+  if (*maxSeq > nn::kMaxSeqLen) {
+    r.fail({"max_seq_len"}, "max_seq_len = " + std::to_string(*maxSeq) +
+                                " is more than fsdp plans (at most " +
+                                std::to_string(nn::kMaxSeqLen) + ")");
+    return nullptr;
+  }
 
   Location rootLoc = locAt(0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(rootLoc);

@@ -201,6 +201,12 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
     return r.fail({layersKey}, std::string(layersKey) + " = " + std::to_string(c.numLayers) +
                                    " is more than fsdp plans (at most " +
                                    std::to_string(nn::kMaxBlocks) + " blocks)");
+  const char *positionsKey = gpt2 ? "n_positions" : "max_position_embeddings";
+  if (c.maxSeqLen > nn::kMaxSeqLen)
+    return r.fail({positionsKey}, std::string(positionsKey) + " = " +
+                                      std::to_string(c.maxSeqLen) +
+                                      " is more than fsdp plans (at most " +
+                                      std::to_string(nn::kMaxSeqLen) + " tokens)");
   // In floating point: the exact count may not fit in 64 bits, and a bound
   // is all that is asked.
   double V = c.vocabSize, D = c.hiddenSize, I = c.intermediateSize, L = c.numLayers;

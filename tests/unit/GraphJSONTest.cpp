@@ -323,6 +323,12 @@ TEST(GraphJSONErrors, TooManyBlocks) {
   EXPECT_GRAPH_ERROR(r, 7u, 17u, "num_blocks = 1000000000000000 is more than fsdp plans");
 }
 
+TEST(GraphJSONErrors, TooLongSequences) {
+  mlir::MLIRContext ctx;
+  auto r = import(graphWith(8, "  \"max_seq_len\": 128000000000,"), ctx);
+  EXPECT_GRAPH_ERROR(r, 8u, 18u, "max_seq_len = 128000000000 is more than fsdp plans (at most 1048576)");
+}
+
 /// The diagnostics of importing `text`, as "line:col: message".
 std::vector<std::string> importDiagnostics(const std::string &text, mlir::MLIRContext &ctx) {
   std::vector<std::string> out;

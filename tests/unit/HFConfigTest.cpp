@@ -390,6 +390,18 @@ TEST(HFConfigErrors, TooManyLayers) {
   EXPECT_TRUE(l.config) << l.error.str();
 }
 
+// A LLaMA has no position table to bound its context: max_position_embeddings
+// of 1.28e11 planned at its full length kept the cost model walking
+// attention's query tiles for hours (found by the mlir-model fuzzer).
+TEST(HFConfigErrors, TooLongSequences) {
+  auto l = parse(llamaConfig("  \"max_position_embeddings\": 128000000000,"));
+  EXPECT_IMPORT_ERROR(l, 3u, 30u,
+                      "max_position_embeddings = 128000000000 is more than fsdp plans (at most "
+                      "1048576 tokens)");
+  auto ok = parse(llamaConfig("  \"max_position_embeddings\": 1048576,"));
+  EXPECT_TRUE(ok.config) << ok.error.str();
+}
+
 TEST(HFConfigErrors, TooManyParameters) {
   auto p = parse(gpt2Config("  \"n_embd\": 13194139533312,"));
   EXPECT_IMPORT_ERROR(p, 4u, 13u, "parameters, more than fsdp plans (at most 2^48",

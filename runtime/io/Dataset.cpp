@@ -4,16 +4,34 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <sys/stat.h>
 
 using namespace fsdp::io;
+
+std::string Dataset::allocate(int64_t n) {
+  // A program may ask for sequences longer than any memory holds (the
+  // loader bounds them by its arena only); say so rather than throw.
+  try {
+    tokens.clear();
+    tokens.resize(n);
+  } catch (const std::exception &) {
+    tokens = {};
+    return "cannot hold " + std::to_string(n) + " tokens (" +
+           std::to_string(n * (int64_t)sizeof(uint16_t)) + " bytes) in memory";
+  }
+  return "";
+}
 
 std::string Dataset::open(const std::string &path, const program::Program &p, uint64_t seed) {
   int64_t vocab = p.vocabSize();
   int64_t need = p.seqLen + 2; // one sample and its shifted targets, with room to wrap
   if (path.empty()) {
     // Synthetic: a fixed pseudo-random stream over the vocabulary.
-    tokens.resize(std::max<int64_t>(need, 1 << 16));
+    std::string err = allocate(std::max<int64_t>(need, 1 << 16));
+    if (!err.empty())
+      return "synthetic data (no --data): " + err + ", for the program's seq_len of " +
+             std::to_string(p.seqLen);
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
     for (auto &t : tokens) {
       x ^= x << 13;
@@ -37,7 +55,11 @@ std::string Dataset::open(const std::string &path, const program::Program &p, ui
     return path + ": " + std::to_string(bytes) +
            " bytes is not a whole number of uint16 tokens";
   }
-  tokens.resize(bytes / 2);
+  std::string err = allocate(bytes / 2);
+  if (!err.empty()) {
+    std::fclose(f);
+    return path + ": " + err;
+  }
   size_t got = std::fread(tokens.data(), 2, tokens.size(), f);
   std::fclose(f);
   if (got != tokens.size())

@@ -20,6 +20,8 @@ public:
   int64_t bytes() const { return tokens.size() * sizeof(uint16_t); }
 
 private:
+  /// Makes room for n tokens, or says why not.
+  std::string allocate(int64_t n);
   std::vector<uint16_t> tokens;
 };
 

@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/FunctionImplementation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <cmath>
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -364,6 +366,8 @@ LogicalResult LayerNormOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
+  if (!std::isfinite(getEps().convertToDouble()))
+    return emitOpError() << "eps must be finite, but is " << getEps().convertToDouble();
   return expectResultLike(*this, getInput(), "input");
 }
 
@@ -376,6 +380,8 @@ LogicalResult RMSNormOp::verify() {
     return failure();
   if (!(getEps().convertToDouble() > 0))
     return emitOpError() << "eps must be positive, but is " << getEps().convertToDouble();
+  if (!std::isfinite(getEps().convertToDouble()))
+    return emitOpError() << "eps must be finite, but is " << getEps().convertToDouble();
   return expectResultLike(*this, getInput(), "input");
 }
 
@@ -398,6 +404,8 @@ LogicalResult RopeOp::verify() {
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError() << "theta must be positive, but is "
                          << getTheta().convertToDouble();
+  if (!std::isfinite(getTheta().convertToDouble()))
+    return emitOpError() << "theta must be finite, but is " << getTheta().convertToDouble();
   int present = (bool)getLlama3Factor() + (bool)getLlama3LowFreqFactor() +
                 (bool)getLlama3HighFreqFactor() + (bool)getLlama3OriginalMaxPosition();
   if (present != 0 && present != 4)
@@ -412,6 +420,8 @@ LogicalResult RopeOp::verify() {
     if (!(f > 0) || !(lo > 0) || !(hi > lo))
       return emitOpError() << "llama3 scaling needs factor > 0 and 0 < "
                               "low_freq_factor < high_freq_factor";
+    if (!std::isfinite(f) || !std::isfinite(hi))
+      return emitOpError() << "llama3 scaling needs finite factors";
     if (getLlama3OriginalMaxPositionAttr().getInt() <= 0)
       return emitOpError() << "llama3_original_max_position must be positive";
   }

@@ -900,6 +900,34 @@ nn.graph @rope_theta(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> ten
 
 // -----
 
+// An infinite theta (1e400 in f64), which JSON cannot hold (found by the
+// mlir-model fuzzer: the graph export wrote null, which did not import).
+nn.graph @rope_theta_inf(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op theta must be finite, but is INF}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 1.0e+400 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// An infinite eps.
+nn.graph @rms_eps_inf(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  %w = nn.param "w" : tensor<8xf32>
+  // expected-error @+1 {{'nn.rms_norm' op eps must be finite, but is INF}}
+  %y = nn.rms_norm %h, %w {eps = 0x7FF0000000000000 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
 // Negative theta.
 nn.graph @rope_theta_negative(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {

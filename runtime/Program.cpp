@@ -226,6 +226,11 @@ void Loader::run() {
   for (const std::string &d : {p.paramDtype, p.reduceDtype})
     if (d != "f32" && d != "bf16")
       fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
+  // Ranks are ints everywhere in the runtime (communicators, threads, MPI);
+  // 2^20 is more than any cluster has.
+  if (p.worldSize > (int64_t(1) << 20))
+    fail("top level", "world_size " + std::to_string(p.worldSize) +
+                          " is more ranks than fsdp-run runs (at most 1048576)");
   if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
     fail("top level", "shard_size " + std::to_string(p.shardSize) +
                           " must divide world_size " + std::to_string(p.worldSize));

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 extern "C" void openblas_set_num_threads(int);
@@ -421,7 +422,16 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
     return "rank " + std::to_string(comm.rank()) + ": cannot allocate the arena of " +
            std::to_string(p.arenaBytes) + " bytes";
   arena = static_cast<char *>(mem);
-  std::thread commThread([this] { commLoop(); });
+  std::thread commThread;
+  try {
+    commThread = std::thread([this] { commLoop(); });
+  } catch (const std::system_error &e) {
+    std::free(arena);
+    std::string why = "rank " + std::to_string(comm.rank()) +
+                      ": cannot start its communication thread: " + e.what();
+    comm.abort(why);
+    return why;
+  }
   std::string error;
   try {
     int64_t first = 0;
@@ -613,10 +623,28 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   for (int r = 0; r < program.worldSize; ++r)
     ranks.push_back(std::make_unique<Rank>(program, options, *comms[r], data));
   std::vector<std::thread> threads;
-  for (int r = 0; r < program.worldSize; ++r)
-    threads.emplace_back([&, r] { errors[r] = ranks[r]->run(onStep); });
+  std::string startError;
+  // Once a rank has failed (one that could not start its own thread), the
+  // rest would only stop at their first collective: they are not started.
+  for (int r = 0; r < program.worldSize && startError.empty() &&
+                  !(world && !comms[0]->error().empty());
+       ++r) {
+    try {
+      threads.emplace_back([&, r] { errors[r] = ranks[r]->run(onStep); });
+    } catch (const std::system_error &e) {
+      // More ranks than this process can run as threads: the started ones
+      // stop at their first collective.
+      startError = "cannot start a thread for rank " + std::to_string(r) + " of " +
+                   std::to_string(program.worldSize) + " (the threads backend runs every rank " +
+                   "in this process): " + e.what();
+      if (world)
+        comms[0]->abort(startError);
+    }
+  }
   for (auto &t : threads)
     t.join();
+  if (!startError.empty())
+    return startError;
   bool ok = std::all_of(errors.begin(), errors.end(), [](auto &e) { return e.empty(); });
   if (ok && !options.trace.empty()) {
     std::vector<detail::RankTrace> all;

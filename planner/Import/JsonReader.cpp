@@ -42,6 +42,32 @@ bool JsonReader::parse() {
     error.col = col;
     error.message = "malformed JSON: " + detail;
     return false;
+  } catch (const json::out_of_range &e) {
+    // A number past a double's range: what() reads "... number overflow
+    // parsing '1e405'" and gives no position. The parser stops at the first
+    // one, so the first such token outside a string is it.
+    std::string what = e.what();
+    size_t a = what.find('\''), b = what.rfind('\'');
+    std::string token = a != std::string::npos && b > a ? what.substr(a + 1, b - a - 1) : "";
+    size_t offset = 0;
+    for (size_t i = 0; !token.empty() && i < text.size(); ++i) {
+      if (text[i] == '"') {
+        for (++i; i < text.size() && text[i] != '"'; ++i)
+          if (text[i] == '\\')
+            ++i;
+        continue;
+      }
+      if (text.compare(i, token.size(), token) == 0) {
+        offset = i;
+        break;
+      }
+    }
+    auto [line, col] = locator.lineCol(offset);
+    error.file = file;
+    error.line = line;
+    error.col = col;
+    error.message = "malformed JSON: the number " + token + " is out of range";
+    return false;
   }
   return true;
 }

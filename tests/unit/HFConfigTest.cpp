@@ -402,6 +402,15 @@ TEST(HFConfigErrors, TooLongSequences) {
   EXPECT_TRUE(ok.config) << ok.error.str();
 }
 
+// nlohmann throws out_of_range, not parse_error, for a number past a double
+// (found by the hf-config fuzzer: it escaped and aborted fsdp-plan).
+TEST(HFConfigErrors, NumberOutOfRange) {
+  auto p = parse(gpt2Config("  \"n_embd\": 1e405,"));
+  EXPECT_IMPORT_ERROR(p, 4u, 13u, "malformed JSON: the number 1e405 is out of range");
+  auto q = parse(gpt2Config("  \"name\": \"1e405\", \"n_embd\": -1e405,"));
+  EXPECT_IMPORT_ERROR(q, 4u, 30u, "the number -1e405 is out of range");
+}
+
 TEST(HFConfigErrors, TooManyParameters) {
   auto p = parse(gpt2Config("  \"n_embd\": 13194139533312,"));
   EXPECT_IMPORT_ERROR(p, 4u, 13u, "parameters, more than fsdp plans (at most 2^48",

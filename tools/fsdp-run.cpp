@@ -17,6 +17,8 @@
 #include "runtime/DeviceExecutor.h"
 #endif
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,11 @@ static void usage() {
                "  (rank 0 writes the id to PATH, the others wait for it); with more than one\n"
                "  rank, --nccl-timeout (300 s by default) bounds every wait on NCCL or a peer\n");
 }
+
+// The most steps a run takes (a step counter with a checkpoint's steps before
+// it stays far inside int64) and micro-steps a step accumulates.
+constexpr uint64_t kMaxCount = uint64_t(1) << 40;
+constexpr uint64_t kMaxGradAccum = uint64_t(1) << 20;
 
 static int fail(const std::string &msg) {
   std::fprintf(stderr, "fsdp-run: error: %s\n", msg.c_str());
@@ -115,36 +122,45 @@ int main(int argc, char **argv) {
     auto number = [&](const std::string &v, const std::string &flag) {
       char *end = nullptr;
       double d = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end) {
+      if (v.empty() || *end || !std::isfinite(d)) {
         std::fprintf(stderr, "fsdp-run: error: %s expects a number, not '%s'\n", flag.c_str(),
                      v.c_str());
         std::exit(2);
       }
       return d;
     };
+    // A count: decimal digits only, within [lo, hi] (no 2.5 cut to 2, no 1e30
+    // cast with undefined behaviour).
+    auto integer = [&](const std::string &v, const std::string &flag, uint64_t lo,
+                       uint64_t hi) {
+      uint64_t n = 0;
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi) {
+        std::fprintf(stderr, "fsdp-run: error: %s expects an integer from %llu to %llu, not '%s'\n",
+                     flag.c_str(), (unsigned long long)lo, (unsigned long long)hi, v.c_str());
+        std::exit(2);
+      }
+      return n;
+    };
     if (doubles.count(a)) {
       *doubles[a] = number(value(), a);
     } else if (strings.count(a)) {
       *strings[a] = value();
     } else if (a == "--steps") {
-      o.steps = (int64_t)number(value(), a);
+      o.steps = (int64_t)integer(value(), a, 1, kMaxCount);
     } else if (a == "--seed") {
-      o.seed = (uint64_t)number(value(), a);
+      o.seed = integer(value(), a, 0, UINT64_MAX);
     } else if (a == "--grad-accum") {
-      o.gradAccum = (int64_t)number(value(), a);
+      o.gradAccum = (int64_t)integer(value(), a, 1, kMaxGradAccum);
     } else if (a == "--rank") {
-      std::string v = value();
-      double d = number(v, a);
-      if (d < 0 || d != (double)(int64_t)d)
-        return fail("--rank expects a rank (0, 1, ...), not '" + v + "'");
-      rankFlag = (int64_t)d;
+      rankFlag = (int64_t)integer(value(), a, 0, INT32_MAX);
     } else if (a == "--nccl-timeout") {
       ncclTimeout = number(value(), a);
       timeoutGiven = true;
       if (!(ncclTimeout > 0))
         return fail("--nccl-timeout expects seconds above 0");
     } else if (a == "--log-every") {
-      logEvery = std::max<int64_t>(1, (int64_t)number(value(), a));
+      logEvery = (int64_t)integer(value(), a, 1, INT64_MAX);
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--help" || a == "-h") {
@@ -234,6 +250,15 @@ int main(int argc, char **argv) {
     std::remove(tmp.c_str());
   if (!err.empty())
     return finish(mpiRank == 0 ? fail(err) : 1);
+  // Tokens a step: counted in int64 by the executors and the progress line.
+  if ((__int128)p.microBatch * p.seqLen * p.worldSize * o.gradAccum > ((__int128)1 << 62))
+    return finish(mpiRank == 0
+                      ? fail("--grad-accum " + std::to_string(o.gradAccum) + " makes a step of " +
+                             std::to_string(p.microBatch) + " x " + std::to_string(p.seqLen) +
+                             " tokens x " + std::to_string(p.worldSize) + " ranks x " +
+                             std::to_string(o.gradAccum) +
+                             " micro-steps, more tokens than fsdp-run counts (2^62)")
+                      : 1);
   if (backend == "mpi" && mpiSize != p.worldSize)
     return finish(mpiRank == 0 ? fail("the plan is for " + std::to_string(p.worldSize) +
                                       " ranks, but mpirun started " + std::to_string(mpiSize) +

@@ -213,6 +213,14 @@ inline unsigned hashBytes(const uint8_t *data, size_t size) {
   return h;
 }
 
+/// What fsdp-plan does with a model it accepted, where the model is small
+/// enough to plan quickly: plan and lower it with options the input picks.
+inline void planIfSmall(mlir::ModuleOp module, const uint8_t *data, size_t size) {
+  nn::GraphOp graph = getGraph(module);
+  if (smallEnough(graph))
+    planAndLower(module, defaultCluster(), fuzzOptions(graph, hashBytes(data, size)));
+}
+
 } // namespace fsdp::fuzz
 
 #endif

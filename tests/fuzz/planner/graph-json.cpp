@@ -48,9 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (exported != exportedAgain)
       fuzz::violation("JSON -> IR -> JSON -> IR -> JSON does not give back the same text");
 
-    if (fuzz::smallEnough(graph))
-      fuzz::planAndLower(*module, defaultCluster(),
-                         fuzz::fuzzOptions(graph, fuzz::hashBytes(data, size)));
+    fuzz::planIfSmall(*module, data, size);
   } catch (const std::exception &e) {
     fuzz::violation(std::string("an exception escaped: ") + e.what());
   } catch (...) {

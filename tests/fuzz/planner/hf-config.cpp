@@ -28,10 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mlir::failed(mlir::verify(*module)))
       fuzz::violation("importHFConfig returned a module that does not verify");
     fuzz::summarise(*module);
-    nn::GraphOp graph = getGraph(*module);
-    if (fuzz::smallEnough(graph))
-      fuzz::planAndLower(*module, defaultCluster(),
-                         fuzz::fuzzOptions(graph, fuzz::hashBytes(data, size)));
+    fuzz::planIfSmall(*module, data, size);
   } catch (const std::exception &e) {
     fuzz::violation(std::string("an exception escaped: ") + e.what());
   } catch (...) {

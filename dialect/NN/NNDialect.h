@@ -29,9 +29,9 @@ namespace fsdp::nn {
 constexpr int64_t kMaxBlocks = 10000;
 constexpr int64_t kMaxParameters = int64_t(1) << 48;
 /// The longest sequence a graph may accept (max_seq_len): far beyond any
-/// published context (Llama 3.1: 131072), and short enough that the cost
-/// model's walk over attention's 64-row query tiles ends.
-constexpr int64_t kMaxSeqLen = int64_t(1) << 20;
+/// published context (Llama 3.1: 131072; long-context fine-tunes publish
+/// 4194304), and short enough that every activation's bytes fit in 64 bits.
+constexpr int64_t kMaxSeqLen = int64_t(1) << 30;
 
 } // namespace fsdp::nn
 

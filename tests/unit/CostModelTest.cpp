@@ -115,6 +115,42 @@ TEST(CostModel, BadClusterFilesNameTheValue) {
             "[1,2,3] (array)");
 }
 
+// Attention is priced by 64-row query tiles; past 1024 tiles (65536 tokens)
+// by 1024 runs of tiles, so that a context of 2^30 tokens plans in well
+// under a second (it walked 2e9 tiles an op before). The price stays
+// continuous at the switch and quadratic in the sequence.
+TEST(CostModel, LongSequencesArePricedQuickly) {
+  std::string text;
+  {
+    std::ifstream in(path("models/llama-tiny/config.json"));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  size_t at = text.find("\"max_position_embeddings\": 128");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 30, "\"max_position_embeddings\": 1073741824");
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  Cluster c;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  auto compute = [&](int64_t seqLen) {
+    ImportError error;
+    ImportOptions io;
+    auto module = importHFConfig(text, "config.json", &ctx, io, error);
+    EXPECT_TRUE(module) << error.str();
+    PlanOptions o;
+    o.worldSize = 2;
+    o.seqLen = seqLen;
+    EXPECT_TRUE(mlir::succeeded(runPlanPipeline(*module, o)));
+    return planFigures(*module, c, 1).predicted->computeS;
+  };
+  double exact = compute(65536), sampled = compute(65536 + 64);
+  EXPECT_GT(sampled, exact);
+  EXPECT_LT(sampled, exact * 1.01);
+  double quarter = compute(int64_t(1) << 28), full = compute(int64_t(1) << 30);
+  EXPECT_GT(full / quarter, 15.0); // attention, quadratic, dominates
+  EXPECT_LT(full / quarter, 16.1);
+}
+
 TEST(CostModel, PredictionIsConsistent) {
   PlanOptions o;
   o.worldSize = 8;

@@ -326,7 +326,7 @@ TEST(GraphJSONErrors, TooManyBlocks) {
 TEST(GraphJSONErrors, TooLongSequences) {
   mlir::MLIRContext ctx;
   auto r = import(graphWith(8, "  \"max_seq_len\": 128000000000,"), ctx);
-  EXPECT_GRAPH_ERROR(r, 8u, 18u, "max_seq_len = 128000000000 is more than fsdp plans (at most 1048576)");
+  EXPECT_GRAPH_ERROR(r, 8u, 18u, "max_seq_len = 128000000000 is more than fsdp plans (at most 1073741824)");
 }
 
 /// The diagnostics of importing `text`, as "line:col: message".

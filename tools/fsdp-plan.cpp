@@ -74,7 +74,8 @@ static cl::opt<int64_t> gradAccum("grad-accum",
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
-static cl::opt<bool> summary("summary", cl::desc("print a human-readable summary"),
+static cl::opt<bool> summary("summary", cl::desc("print a human-readable summary (the default "
+                                              "when no file is written)"),
                              cl::cat(category));
 static cl::opt<std::string> reportPath("report", cl::desc("write the report as JSON to FILE"),
                                        cl::value_desc("FILE"), cl::cat(category));
@@ -321,9 +322,11 @@ int main(int argc, char **argv) {
         }))
       return 1;
   }
-  if (summary)
+  // Asked for, or the only output: a plan that writes nothing says what it found.
+  bool show = summary || (outputPath.empty() && reportPath.empty() && tracePath.empty());
+  if (show)
     printPlanSummary(model, o, figures, budget, llvm::outs());
-  if (summary && !searched.empty()) {
+  if (show && !searched.empty()) {
     llvm::outs() << "\n--wrap auto searched " << searched.size()
                  << " plans; the fastest that fit, the chosen first:\n";
     llvm::outs() << llvm::format("  %-14s %-14s %8s %12s %12s %12s\n", (const char *)"strategy",
@@ -341,7 +344,7 @@ int main(int argc, char **argv) {
                                    c.fits ? "" : "  (does not fit)");
     }
   }
-  if (summary && baseline) {
+  if (show && baseline) {
     auto change = [&](const char *what, int64_t before, int64_t after) {
       llvm::outs() << "  " << llvm::left_justify(what, 34)
                     << llvm::right_justify(humanBytes(before), 10) << " -> "

@@ -51,6 +51,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       module.emitError() << "no training step to verify";
       return signalPassFailure();
     }
+    if (failed(checkStepAttributes(module, step)))
+      return signalPassFailure();
     int64_t world = stepInt(step, "world_size", 1);
     int64_t group = stepInt(step, "shard_size", 1);
     bool rankSpecific = false;
@@ -64,6 +66,44 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         return signalPassFailure();
     if (step->hasAttr("arena_bytes") && failed(checkMemory(module, step)))
       return signalPassFailure();
+  }
+
+  // The step's figures, as the passes set them and the runtime reads them:
+  // ranks in whole shard groups, each unit sharded over one group, a batch
+  // and a sequence of at least one token, parameters gathered and gradients
+  // reduced in f32 or bf16. A hand-edited plan may say anything else.
+  LogicalResult checkStepAttributes(ModuleOp module, plan::StepOp step) {
+    auto integer = [&](StringRef name, int64_t least) -> FailureOr<int64_t> {
+      Attribute a = step->getAttr(name);
+      if (!a)
+        return least;
+      auto i = dyn_cast<IntegerAttr>(a);
+      if (!i || !i.getType().isInteger(64))
+        return step.emitOpError() << name << " must be an i64, but is " << a;
+      if (i.getInt() < least)
+        return step.emitOpError() << name << " must be at least " << least << ", but is "
+                                  << i.getInt();
+      return i.getInt();
+    };
+    FailureOr<int64_t> world = integer("world_size", 1), group = integer("shard_size", 1);
+    if (failed(world) || failed(group) || failed(integer("micro_batch", 1)) ||
+        failed(integer("seq_len", 1)) || failed(integer("arena_bytes", 0)))
+      return failure();
+    if (*world % *group != 0)
+      return step.emitOpError() << "shard_size " << *group << " must divide world_size "
+                                << *world;
+    for (const char *name : {"param_dtype", "reduce_dtype"})
+      if (Attribute a = step->getAttr(name)) {
+        auto str = dyn_cast<StringAttr>(a);
+        if (!str || (str.getValue() != "f32" && str.getValue() != "bf16"))
+          return step.emitOpError() << name << " must be \"f32\" or \"bf16\", but is " << a;
+      }
+    if (step->hasAttr("shard_size"))
+      for (plan::UnitOp u : getUnits(module))
+        if (u.getShardCountAttr().getInt() != *group)
+          return u.emitOpError() << "is sharded over " << u.getShardCountAttr().getInt()
+                                 << " ranks, but the step's shard groups are of " << *group;
+    return success();
   }
 
   // Every rank must issue the same collectives in the same order, or the

@@ -9,6 +9,8 @@
 #include "planner/Buffers.h"
 #include "runtime/Program.h"
 
+#include "llvm/ADT/StringSet.h"
+
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -186,10 +188,56 @@ LogicalResult checkProgramDtypes(plan::StepOp step) {
   return failure(walk.wasInterrupted());
 }
 
+/// What lowering reads of a plan besides its ops, as the passes write it: a
+/// hand-edited plan may lack any of it, and the program would not be whole.
+LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
+  FunctionType type = step.getFunctionType();
+  Block &block = step.getBody().front();
+  if (type.getNumInputs() != 2 || type.getNumResults() != 1 || block.getNumArguments() != 2)
+    return step.emitOpError() << "has type " << type
+                              << "; a program's step takes the tokens and the targets and "
+                                 "returns the loss";
+  for (const char *name : {"model", "model_type", "block_prefix", "strategy"})
+    if (!step->getAttrOfType<StringAttr>(name))
+      return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";
+  for (const char *name : {"tokens_offset", "targets_offset"})
+    if (!step->getAttrOfType<IntegerAttr>(name))
+      return step.emitOpError() << "needs an integer attribute '" << name
+                                << "' (run fsdp-memory-plan)";
+  auto memory = step->getAttrOfType<DictionaryAttr>("memory");
+  if (!memory)
+    return step.emitOpError() << "needs a dictionary attribute 'memory' (run fsdp-memory-plan)";
+  for (NamedAttribute a : memory)
+    if (!isa<IntegerAttr>(a.getValue()))
+      return step.emitOpError() << "memory figure '" << a.getName().getValue()
+                                << "' must be an integer, but is " << a.getValue();
+  llvm::StringSet<> params;
+  for (auto p : step.getBody().getOps<nn::ParamOp>())
+    params.insert(p.getName());
+  for (plan::UnitOp u : getUnits(module)) {
+    for (const char *name : {"shard_offset", "grad_shard_offset", "exp_avg_offset",
+                             "exp_avg_sq_offset"})
+      if (!u->getAttrOfType<IntegerAttr>(name))
+        return u.emitOpError() << "needs an integer attribute '" << name
+                               << "' (run fsdp-memory-plan)";
+    for (Attribute name : u.getParams())
+      if (!params.contains(cast<StringAttr>(name).getValue()))
+        return u.emitOpError() << "holds parameter " << name
+                               << ", which no nn.param of the step reads";
+  }
+  auto byName = unitsByName(module);
+  for (Operation &op : block)
+    if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,
+            plan::FreeOp, plan::OptimizerStepOp>(op) &&
+        op.hasAttr("unit") && !unitOfOp(&op, byName))
+      return op.emitOpError() << "names an unknown unit " << op.getAttr("unit");
+  return success();
+}
+
 LogicalResult Lowering::run(raw_ostream &os) {
   if (!step->hasAttr("arena_bytes"))
     return step.emitOpError() << "has no memory plan; lowering needs every buffer's offset";
-  if (failed(checkProgramDtypes(step)))
+  if (failed(checkLowerable(module, step)) || failed(checkProgramDtypes(step)))
     return failure();
   blockPrefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
   B = stepInt(step, "micro_batch", 1);

@@ -115,6 +115,24 @@ LogicalResult UpcastOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// AllGatherOp, ReduceScatterOp
+//===----------------------------------------------------------------------===//
+
+// A collective's dtype is the mixed-precision one; f32, the default, is
+// written without one.
+static LogicalResult verifyCollectiveDtype(Operation *op, std::optional<StringRef> dtype) {
+  if (dtype && *dtype != "bf16")
+    return op->emitOpError() << "dtype must be \"bf16\" (f32, the default, is written "
+                                "without a dtype), but is \""
+                             << *dtype << "\"";
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() { return verifyCollectiveDtype(*this, getDtype()); }
+
+LogicalResult ReduceScatterOp::verify() { return verifyCollectiveDtype(*this, getDtype()); }
+
+//===----------------------------------------------------------------------===//
 // AllocOp
 //===----------------------------------------------------------------------===//
 

@@ -148,6 +148,7 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [HasParent<"StepOp">]> {
                        OptionalAttr<StrAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
+  let hasVerifier = 1;
 }
 
 def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
@@ -162,6 +163,7 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
                        OptionalAttr<StrAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
+  let hasVerifier = 1;
 }
 
 def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {

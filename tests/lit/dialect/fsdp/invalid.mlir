@@ -399,3 +399,27 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
 }
+
+// -----
+
+// A collective's dtype is bf16 (mixed precision) or none (f32): lowering
+// gathers any other into a bf16 buffer, and fsdp-run refuses it.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.all_gather' op dtype must be "bf16" (f32, the default, is written without a dtype), but is "f32"}}
+  %0 = fsdp.all_gather @block0 {dtype = "f32"}
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{'fsdp.reduce_scatter' op dtype must be "bf16" (f32, the default, is written without a dtype), but is "bf12"}}
+  %0 = fsdp.reduce_scatter @block0 {dtype = "bf12"}
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}

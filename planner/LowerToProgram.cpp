@@ -10,6 +10,7 @@
 #include "runtime/Program.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -225,6 +226,30 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
         return u.emitOpError() << "holds parameter " << name
                                << ", which no nn.param of the step reads";
   }
+  // A program is JSON, whose strings are UTF-8; MLIR's may hold any bytes.
+  WalkResult utf8 = module.walk([&](Operation *op) {
+    for (NamedAttribute a : op->getAttrs()) {
+      auto bad = [&](StringRef what) {
+        op->emitOpError() << what << " is not valid UTF-8, which a program (JSON) cannot hold";
+        return WalkResult::interrupt();
+      };
+      if (!llvm::json::isUTF8(a.getName().getValue()))
+        return bad("an attribute name");
+      SmallVector<Attribute> values = {a.getValue()};
+      if (auto array = dyn_cast<ArrayAttr>(a.getValue()))
+        values.append(array.begin(), array.end());
+      else if (auto dict = dyn_cast<DictionaryAttr>(a.getValue()))
+        for (NamedAttribute d : dict)
+          if (!llvm::json::isUTF8(d.getName().getValue()))
+            return bad(("a name in '" + a.getName().getValue() + "'").str());
+      for (Attribute v : values)
+        if (auto str = dyn_cast<StringAttr>(v); str && !llvm::json::isUTF8(str.getValue()))
+          return bad(("attribute '" + a.getName().getValue() + "'").str());
+    }
+    return WalkResult::advance();
+  });
+  if (utf8.wasInterrupted())
+    return failure();
   auto byName = unitsByName(module);
   for (Operation &op : block)
     if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,

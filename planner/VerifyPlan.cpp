@@ -9,6 +9,7 @@
 
 #include <map>
 #include <queue>
+#include <set>
 
 namespace fsdp {
 #define GEN_PASS_DEF_VERIFYPLAN
@@ -57,11 +58,29 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     int64_t group = stepInt(step, "shard_size", 1);
     bool rankSpecific = false;
     step.walk([&](Operation *op) { rankSpecific |= op->hasAttr("ranks"); });
-    int64_t ranks = rankSpecific ? world : 1;
+    // The ranks to simulate: rank 0, each rank that an op's `ranks` names,
+    // and the least rank that none names, which stands for all of those (they
+    // run the same ops): not every rank of the world, which may be 2^62.
+    std::vector<int64_t> ranks = {0};
+    if (rankSpecific) {
+      std::set<int64_t> named;
+      step.walk([&](Operation *op) {
+        if (auto r = op->getAttrOfType<DenseI32ArrayAttr>("ranks"))
+          for (int32_t x : r.asArrayRef())
+            if (x > 0 && x < world)
+              named.insert(x);
+      });
+      for (int64_t r = 1; r < world; ++r)
+        if (!named.count(r)) {
+          named.insert(r);
+          break;
+        }
+      ranks.insert(ranks.end(), named.begin(), named.end());
+    }
 
     if (failed(checkCollectiveOrder(step, ranks)))
       return signalPassFailure();
-    for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t r : ranks)
       if (failed(checkRank(module, step, r, world / std::max<int64_t>(group, 1), rankSpecific)))
         return signalPassFailure();
     if (step->hasAttr("arena_bytes") && failed(checkMemory(module, step)))
@@ -108,7 +127,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
 
   // Every rank must issue the same collectives in the same order, or the
   // ranks wait on each other forever.
-  LogicalResult checkCollectiveOrder(plan::StepOp step, int64_t ranks) {
+  LogicalResult checkCollectiveOrder(plan::StepOp step, ArrayRef<int64_t> ranks) {
     auto sequence = [&](int64_t rank) {
       std::vector<Operation *> seq;
       for (Operation &op : step.getBody().front())
@@ -122,7 +141,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       return a->getName() == b->getName() && a->getAttr("unit") == b->getAttr("unit");
     };
     std::vector<Operation *> ref = sequence(0);
-    for (int64_t r = 1; r < ranks; ++r) {
+    for (int64_t r : ranks.drop_front()) {
       std::vector<Operation *> seq = sequence(r);
       size_t n = std::min(ref.size(), seq.size());
       for (size_t i = 0; i <= n; ++i) {

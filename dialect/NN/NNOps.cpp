@@ -452,37 +452,48 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
+namespace {
+// Attention's heads: the query holds num_heads heads, key and value
+// num_kv_heads heads of the same dimension, by the query's batch and
+// sequence (what the runtime's kernels read).
+LogicalResult verifyHeads(Operation *op, Value query, Value key, Value value, int64_t h,
+                          int64_t kv) {
+  if (h <= 0 || kv <= 0)
+    return op->emitOpError() << "num_heads and num_kv_heads must be positive, but are " << h
+                             << " and " << kv;
+  if (h % kv != 0)
+    return op->emitOpError() << "num_heads = " << h
+                             << " must be a multiple of num_kv_heads = " << kv;
+  auto qd = staticLastDim(op, query, "query");
+  if (failed(qd))
+    return failure();
+  if (*qd % h != 0)
+    return op->emitOpError() << "query width " << *qd << " does not divide into " << h
+                             << " heads";
+  int64_t headDim = *qd / h;
+  auto q = shapeOf(query);
+  for (auto [v, what] : {std::pair<Value, StringRef>{key, "key"},
+                         std::pair<Value, StringRef>{value, "value"}}) {
+    SmallVector<int64_t> expected = {q[0], q[1], kv * headDim};
+    if (!shapeMatches(shapeOf(v), expected))
+      return op->emitOpError() << what << " must be " << shapeStr(expected) << " (" << kv
+                               << " kv heads of dimension " << headDim << "), but it is "
+                               << shapeStr(shapeOf(v));
+    if (failed(expectSameElementType(op, query, v, what)))
+      return failure();
+  }
+  return success();
+}
+} // namespace
+
 LogicalResult CausalAttentionOp::verify() {
   if (failed(verifyModuleAttr(*this)) ||
       failed(expectRank(*this, getQuery(), "query", 3)) ||
       failed(expectRank(*this, getKey(), "key", 3)) ||
-      failed(expectRank(*this, getValue(), "value", 3)))
+      failed(expectRank(*this, getValue(), "value", 3)) ||
+      failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(),
+                         getNumKvHeads())))
     return failure();
-  int64_t h = getNumHeads(), kv = getNumKvHeads();
-  if (h <= 0 || kv <= 0)
-    return emitOpError() << "num_heads and num_kv_heads must be positive, but are "
-                         << h << " and " << kv;
-  if (h % kv != 0)
-    return emitOpError() << "num_heads = " << h
-                         << " must be a multiple of num_kv_heads = " << kv;
-  auto qd = staticLastDim(*this, getQuery(), "query");
-  if (failed(qd))
-    return failure();
-  if (*qd % h != 0)
-    return emitOpError() << "query width " << *qd << " does not divide into "
-                         << h << " heads";
-  int64_t headDim = *qd / h;
-  auto q = shapeOf(getQuery());
-  for (auto [v, what] : {std::pair<Value, StringRef>{getKey(), "key"},
-                         std::pair<Value, StringRef>{getValue(), "value"}}) {
-    SmallVector<int64_t> expected = {q[0], q[1], kv * headDim};
-    if (!shapeMatches(shapeOf(v), expected))
-      return emitOpError() << what << " must be " << shapeStr(expected) << " ("
-                           << kv << " kv heads of dimension " << headDim
-                           << "), but it is " << shapeStr(shapeOf(v));
-    if (failed(expectSameElementType(*this, getQuery(), v, what)))
-      return failure();
-  }
   return expectResultLike(*this, getQuery(), "query");
 }
 
@@ -666,11 +677,8 @@ LogicalResult CausalAttentionGradOp::verify() {
       failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
       failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")))
     return failure();
-  int64_t h = getNumHeadsAttr().getInt(), kv = getNumKvHeadsAttr().getInt();
-  if (h <= 0 || kv <= 0 || h % kv != 0)
-    return emitOpError() << "num_heads = " << h << " must be a positive multiple of "
-                         << "num_kv_heads = " << kv;
-  return success();
+  return verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeadsAttr().getInt(),
+                     getNumKvHeadsAttr().getInt());
 }
 
 LogicalResult GeluGradOp::verify() {

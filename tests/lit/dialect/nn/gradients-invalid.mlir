@@ -710,7 +710,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %k = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %v = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %o = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
-  // expected-error @+1 {{'nn.causal_attention_grad' op num_heads = 0 must be a positive multiple of num_kv_heads = 2}}
+  // expected-error @+1 {{'nn.causal_attention_grad' op num_heads and num_kv_heads must be positive, but are 0 and 2}}
   %dq, %dk, %dv = nn.causal_attention_grad %dy, %q, %k, %v, %o {num_heads = 0 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
@@ -725,7 +725,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %k = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %v = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %o = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
-  // expected-error @+1 {{num_heads = 4 must be a positive multiple of num_kv_heads = -1}}
+  // expected-error @+1 {{num_heads and num_kv_heads must be positive, but are 4 and -1}}
   %dq, %dk, %dv = nn.causal_attention_grad %dy, %q, %k, %v, %o {num_heads = 4 : i64, num_kv_heads = -1 : i64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
@@ -740,8 +740,25 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %k = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %v = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
   %o = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
-  // expected-error @+1 {{num_heads = 4 must be a positive multiple of num_kv_heads = 3}}
+  // expected-error @+1 {{num_heads = 4 must be a multiple of num_kv_heads = 3}}
   %dq, %dk, %dv = nn.causal_attention_grad %dy, %q, %k, %v, %o {num_heads = 4 : i64, num_kv_heads = 3 : i64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// Key and value hold num_kv_heads heads of the query's head dimension, as
+// the forward op's do (the runtime's kernel reads them so): 16 = 2 heads of
+// 8 is 2 kv heads of 8, not the 8 wide key here.
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  %dy = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
+  %q = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
+  %k = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
+  %v = builtin.unrealized_conversion_cast to tensor<?x?x8xf32>
+  %o = builtin.unrealized_conversion_cast to tensor<?x?x16xf32>
+  // expected-error @+1 {{'nn.causal_attention_grad' op key must be [?, ?, 16] (2 kv heads of dimension 8), but it is [?, ?, 8]}}
+  %dq, %dk, %dv = nn.causal_attention_grad %dy, %q, %k, %v, %o {num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
 }

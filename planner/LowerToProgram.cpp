@@ -198,6 +198,11 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
     return step.emitOpError() << "has type " << type
                               << "; a program's step takes the tokens and the targets and "
                                  "returns the loss";
+  // Ranks are ints in the runtime (communicators, threads, MPI): the loader
+  // takes at most 2^20, though a plan may be made for more to be predicted.
+  if (int64_t world = stepInt(step, "world_size", 1); world > (int64_t(1) << 20))
+    return step.emitOpError() << "is for world_size " << world
+                              << ", more ranks than fsdp-run runs (at most 1048576)";
   for (const char *name : {"model", "model_type", "block_prefix", "strategy"})
     if (!step->getAttrOfType<StringAttr>(name))
       return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";

@@ -108,9 +108,17 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
   inst["op"] = op.getName().stripDialect().str();
   if (auto m = op.getAttrOfType<StringAttr>("module"))
     inst["module"] = m.getValue().str();
+  // What the kernel reads: the op's own attributes (eps, num_heads, layout,
+  // ...) and whether it is recomputed. Another that a plan's op carries
+  // (`op = 1`, `in = 5`) is not the op's to say: it would overwrite the
+  // instruction's own fields.
+  ArrayRef<StringAttr> inherent = op.getName().getAttributeNames();
   for (NamedAttribute a : op.getAttrs()) {
     StringRef n = a.getName();
     if (n == "module" || n == "offsets" || n == "scratch_offset")
+      continue;
+    if (!llvm::is_contained(inherent, a.getName()) &&
+        !(n == "recompute" && isa<UnitAttr>(a.getValue())))
       continue;
     if (auto l = dyn_cast<nn::WeightLayoutAttr>(a.getValue()))
       inst[n.str()] = nn::stringifyWeightLayout(l.getValue()).str();

@@ -225,19 +225,26 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
     if (!isa<IntegerAttr>(a.getValue()))
       return step.emitOpError() << "memory figure '" << a.getName().getValue()
                                 << "' must be an integer, but is " << a.getValue();
-  llvm::StringSet<> params;
+  llvm::StringMap<nn::ParamOp> params;
   for (auto p : step.getBody().getOps<nn::ParamOp>())
-    params.insert(p.getName());
+    params[p.getName()] = p;
   for (plan::UnitOp u : getUnits(module)) {
     for (const char *name : {"shard_offset", "grad_shard_offset", "exp_avg_offset",
                              "exp_avg_sq_offset"})
       if (!u->getAttrOfType<IntegerAttr>(name))
         return u.emitOpError() << "needs an integer attribute '" << name
                                << "' (run fsdp-memory-plan)";
-    for (Attribute name : u.getParams())
-      if (!params.contains(cast<StringAttr>(name).getValue()))
+    for (auto [k, name] : llvm::enumerate(u.getParams())) {
+      nn::ParamOp p = params.lookup(cast<StringAttr>(name).getValue());
+      if (!p)
         return u.emitOpError() << "holds parameter " << name
                                << ", which no nn.param of the step reads";
+      // The unit's flat layout holds each parameter whole.
+      auto type = p.getType();
+      if (!type.hasStaticShape() || type.getNumElements() != u.getSizes()[k])
+        return p.emitOpError() << "is " << type << ", but unit @" << u.getSymName()
+                               << " holds " << u.getSizes()[k] << " elements of it";
+    }
   }
   // A program is JSON, whose strings are UTF-8; MLIR's may hold any bytes.
   WalkResult utf8 = module.walk([&](Operation *op) {

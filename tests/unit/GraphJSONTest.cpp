@@ -344,6 +344,12 @@ std::vector<std::string> importDiagnostics(const std::string &text, mlir::MLIRCo
   return out;
 }
 
+/// `diagnostics` holds exactly one, and it contains `text`.
+void expectOneDiagnostic(const std::vector<std::string> &diagnostics, const std::string &text) {
+  ASSERT_EQ(diagnostics.size(), 1u);
+  EXPECT_NE(diagnostics[0].find(text), std::string::npos) << diagnostics[0];
+}
+
 // The planner sizes an activation's two dynamic dimensions by the micro-batch
 // and sequence length; a static size there (which the dialect's verifiers let
 // stand for a dynamic one) made fsdp-plan write programs that fsdp-run
@@ -351,45 +357,30 @@ std::vector<std::string> importDiagnostics(const std::string &text, mlir::MLIRCo
 TEST(GraphJSONErrors, ActivationsAreBatchBySequence) {
   mlir::MLIRContext ctx;
   auto tokens = importDiagnostics(graphWith(10, lineWith(10, "[-1, -1]", "[2, 3]")), ctx);
-  ASSERT_EQ(tokens.size(), 1u);
-  EXPECT_NE(tokens[0].find("'nn.graph' op argument 0 is 'tensor<2x3xi64>', but the token ids "
-                           "and targets are [?, ?] (batch, sequence)"),
-            std::string::npos)
-      << tokens[0];
+  expectOneDiagnostic(tokens, "'nn.graph' op argument 0 is 'tensor<2x3xi64>', but the token ids "
+                           "and targets are [?, ?] (batch, sequence)");
   auto h = importDiagnostics(graphWith(17, lineWith(17, "[-1, -1, 4]", "[2, 3, 4]")), ctx);
-  ASSERT_EQ(h.size(), 1u);
-  EXPECT_NE(h[0].find("17:5: 'nn.embedding' op result 0 is 'tensor<2x3x4xf32>', but an "
+  expectOneDiagnostic(h, "17:5: 'nn.embedding' op result 0 is 'tensor<2x3x4xf32>', but an "
                       "activation is [batch, sequence, features...], batch and sequence "
-                      "dynamic (?) and the features static"),
-            std::string::npos)
-      << h[0];
+                      "dynamic (?) and the features static");
   auto logits = importDiagnostics(graphWith(18, lineWith(18, "[-1, -1, 16]", "[-1, -1, -1]")),
                                   ctx);
-  ASSERT_EQ(logits.size(), 1u);
-  EXPECT_NE(logits[0].find("18:5: 'nn.linear' op result 0 is 'tensor<?x?x?xf32>', but an "
-                           "activation is"),
-            std::string::npos)
-      << logits[0];
+  expectOneDiagnostic(logits, "18:5: 'nn.linear' op result 0 is 'tensor<?x?x?xf32>', but an "
+                           "activation is");
 }
 
 TEST(GraphJSONErrors, TooManyParameters) {
   mlir::MLIRContext ctx;
   auto one = importDiagnostics(graphWith(14, lineWith(14, "[16, 4]", "[4294967296, 4294967296]")),
                                ctx);
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_NE(one[0].find("14:5: 'nn.param' op parameter 'wte' of shape [4294967296, 4294967296] "
-                        "has more elements than fsdp plans"),
-            std::string::npos)
-      << one[0];
+  expectOneDiagnostic(one, "14:5: 'nn.param' op parameter 'wte' of shape [4294967296, 4294967296] "
+                        "has more elements than fsdp plans");
   auto all = importDiagnostics(
       graphWith(14, kBaseLines[13] +
                         ",\n    {\"name\": \"big\", \"shape\": [281474976710656], \"dtype\": \"f32\"}"),
       ctx);
-  ASSERT_EQ(all.size(), 1u);
-  EXPECT_NE(all[0].find("15:5: 'nn.param' op brings the graph's parameters to more than fsdp "
-                        "plans"),
-            std::string::npos)
-      << all[0];
+  expectOneDiagnostic(all, "15:5: 'nn.param' op brings the graph's parameters to more than fsdp "
+                        "plans");
 }
 
 TEST(GraphJSONErrors, InconsistentShapesFailVerification) {

@@ -90,7 +90,7 @@ public:
       : p(p), o(o), comms(comms), host(host), data(data) {}
   ~DeviceRank();
 
-  std::string run(const std::function<void(const StepReport &)> &onStep);
+  std::string run(const StepCallback &onStep);
   std::vector<detail::TraceRecord> records[2];
 
 private:
@@ -338,7 +338,7 @@ void DeviceRank::initShards(bool resume, int64_t *first) {
       std::memset(h + off, 0, u.shardNumel * 4);
       touch(off, u.shardNumel * 4);
     }
-  std::string err = resume ? io::loadCheckpoint(o.resume, p, comms.rank(), h, first)
+  std::string err = resume ? detail::resumeShards(p, o, shardMember(), h, first)
                            : detail::initShards(p, o, shardMember(), h);
   if (!err.empty())
     fail(err);
@@ -706,7 +706,7 @@ void DeviceRank::collectTrace() {
   traceUsed = 0;
 }
 
-std::string DeviceRank::run(const std::function<void(const StepReport &)> &onStep) {
+std::string DeviceRank::run(const StepCallback &onStep) {
   try {
     setUp();
     int64_t first = 0;
@@ -755,20 +755,24 @@ std::string DeviceRank::run(const std::function<void(const StepReport &)> &onSte
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
       r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
-      if (comms.rank() == 0)
-        onStep(r);
+      std::string err = comms.rank() == 0 ? onStep(r) : "";
+      if (err.empty())
+        err = detail::checkFinite(r);
+      if (!err.empty())
+        fail(err);
+      if (detail::saveDue(o, r.step)) {
+        curPhase = "save";
+        curInst = nullptr;
+        copyShards(false);
+        err = io::saveCheckpoint(o.save, o.keep, p, host, mirror.data(), step, G);
+        if (!err.empty())
+          fail(err);
+      }
     }
-    if (!o.save.empty() || !o.saveWeights.empty()) {
+    if (!o.saveWeights.empty()) {
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);
-    }
-    if (!o.save.empty()) {
-      std::string err = io::saveCheckpoint(o.save, p, host, mirror.data(), step);
-      if (!err.empty())
-        fail(err);
-    }
-    if (!o.saveWeights.empty()) {
       std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data());
       if (!err.empty())
         fail(err);
@@ -800,7 +804,7 @@ std::string fsdp::runtime::probeCudaDevices(int *count) {
 
 std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &options,
                                    const NcclBootstrap &bootstrap,
-                                   const std::function<void(const StepReport &)> &onStep) {
+                                   const StepCallback &onStep) {
   std::string who = "rank " + std::to_string(bootstrap.rank) + ": ";
   int count = 0;
   std::string err = probeCudaDevices(&count);

@@ -29,7 +29,7 @@ std::string probeCudaDevices(int *count);
 /// instruction where it is known.
 std::string runNccl(const program::Program &program, const RunOptions &options,
                     const NcclBootstrap &bootstrap,
-                    const std::function<void(const StepReport &)> &onStep);
+                    const StepCallback &onStep);
 
 } // namespace fsdp::runtime
 

@@ -67,7 +67,7 @@ public:
   Rank(const Program &p, const RunOptions &o, Communicator &comm, const io::Dataset &data)
       : p(p), o(o), comm(comm), data(data), events(p.events) {}
 
-  std::string run(const std::function<void(const StepReport &)> &onStep);
+  std::string run(const StepCallback &onStep);
   std::vector<TraceRecord> records[2]; // per stream: each thread appends its own
   std::chrono::steady_clock::time_point epoch0 = std::chrono::steady_clock::now();
 
@@ -415,7 +415,7 @@ void Rank::commLoop() {
   }
 }
 
-std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
+std::string Rank::run(const StepCallback &onStep) {
   // One allocation, laid out by the plan; nothing else in the steady state.
   void *mem = std::aligned_alloc(64, (p.arenaBytes + 63) / 64 * 64);
   if (!mem)
@@ -441,7 +441,7 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
           std::memset(at(off), 0, u.shardNumel * 4);
           touch(off, u.shardNumel * 4);
         }
-      std::string err = io::loadCheckpoint(o.resume, p, comm.rank(), arena, &first);
+      std::string err = detail::resumeShards(p, o, shardMember(), arena, &first);
       if (!err.empty())
         fail(err);
     } else {
@@ -492,13 +492,16 @@ std::string Rank::run(const std::function<void(const StepReport &)> &onStep) {
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
-      if (comm.rank() == 0)
-        onStep(r);
-    }
-    if (!o.save.empty()) {
-      std::string err = io::saveCheckpoint(o.save, p, comm, arena, step);
+      std::string err = comm.rank() == 0 ? onStep(r) : "";
+      if (err.empty())
+        err = detail::checkFinite(r);
       if (!err.empty())
         fail(err);
+      if (detail::saveDue(o, r.step)) {
+        err = io::saveCheckpoint(o.save, o.keep, p, comm, arena, step, G);
+        if (!err.empty())
+          fail(err);
+      }
     }
     if (!o.saveWeights.empty()) {
       std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena);
@@ -584,8 +587,7 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
 }
 
 std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
-                                   Communicator &comm,
-                                   const std::function<void(const StepReport &)> &onStep) {
+                                   Communicator &comm, const StepCallback &onStep) {
   openblas_set_num_threads(1);
   io::Dataset data;
   std::string err = data.open(options.data, program);
@@ -605,7 +607,7 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
 }
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
-                                      const std::function<void(const StepReport &)> &onStep) {
+                                      const StepCallback &onStep) {
   io::Dataset data;
   std::string err = data.open(options.data, program);
   if (!err.empty())
@@ -762,6 +764,31 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
     }
   }
   return "";
+}
+
+std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
+                                               int shardMember, char *arena, int64_t *first) {
+  io::CheckpointRef ref;
+  std::string err = io::resolveCheckpoint(o.resume, &ref);
+  if (err.empty())
+    err = io::loadCheckpoint(ref.path, p, shardMember, p.microBatch * p.worldSize * o.gradAccum,
+                             arena, first);
+  return err;
+}
+
+std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {
+  bool loss = std::isfinite(r.loss), norm = std::isfinite(r.gradNorm);
+  if (loss && norm)
+    return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "step %lld: the %s is %g, not finite: the run stops here, and "
+                "no checkpoint of this state is written",
+                (long long)r.step, loss ? "gradient norm" : "loss", loss ? r.gradNorm : r.loss);
+  return buf;
+}
+
+bool fsdp::runtime::detail::saveDue(const RunOptions &o, int64_t step) {
+  return !o.save.empty() && (step == o.steps || (o.saveEvery > 0 && step % o.saveEvery == 0));
 }
 
 StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,

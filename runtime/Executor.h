@@ -24,7 +24,12 @@ struct RunOptions {
   int64_t steps = 1;
   uint64_t seed = 0;
   int64_t gradAccum = 1;
-  std::string weights, data, save, resume, saveWeights;
+  std::string weights, data, saveWeights;
+  // Checkpoints (io/Checkpoint.h): into `save` after every `saveEvery`-th step
+  // (0: none) and after the last, the `keep` newest kept; `resume`: a
+  // checkpoint folder, or a --save folder whose newest checkpoint is taken.
+  std::string save, resume;
+  int64_t saveEvery = 0, keep = 2;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
   double clipGradNorm = 0;
   std::string trace; // write the measured timeline here (Chrome trace)
@@ -38,17 +43,21 @@ struct StepReport {
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
 };
 
+/// Called on rank 0 after each optimizer step; an error it returns (a failed
+/// --metrics write) stops the run.
+using StepCallback = std::function<std::string(const StepReport &)>;
+
 /// Runs `program` with every rank a thread of this process. Calls `onStep`
 /// once per optimizer step (from rank 0). Returns "" or the first error,
 /// naming the rank and the instruction.
 std::string runThreads(const program::Program &program, const RunOptions &options,
-                       const std::function<void(const StepReport &)> &onStep);
+                       const StepCallback &onStep);
 
 class Communicator;
 /// Runs this process's rank of `program` with `comm` (MPI: one process a
 /// rank). `onStep` is called on rank 0.
 std::string runRank(const program::Program &program, const RunOptions &options,
-                    Communicator &comm, const std::function<void(const StepReport &)> &onStep);
+                    Communicator &comm, const StepCallback &onStep);
 
 namespace detail {
 // What the CPU executor and the device executor (DeviceExecutor.cpp) share,
@@ -73,6 +82,18 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
 /// the caller's).
 StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
                       double lossSum, double gradNorm, double seconds);
+
+/// Fills the rank's parameter and Adam shards from options.resume (resharded
+/// when another plan saved it); *first: the steps already taken.
+std::string resumeShards(const program::Program &p, const RunOptions &options, int shardMember,
+                         char *arena, int64_t *first);
+
+/// After step `r.step`: "" to go on, or why the run stops there (a loss or
+/// gradient norm that is not finite; no checkpoint of that state is saved).
+std::string checkFinite(const StepReport &r);
+
+/// Whether the checkpoint of step `step` (counted from 1) is written.
+bool saveDue(const RunOptions &options, int64_t step);
 
 /// One executed instruction, for the measured trace.
 struct TraceRecord {

@@ -13,6 +13,8 @@
 #include "runtime/Blas.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Files.h"
 #if FSDP_HAVE_NCCL
 #include "runtime/DeviceExecutor.h"
 #endif
@@ -37,14 +39,19 @@ static void usage() {
                "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads|mpi|nccl] [--steps K] [--seed S]\n"
                "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
                "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
-               "         [--grad-accum A] [--metrics FILE] [--save DIR] [--resume DIR]\n"
+               "         [--grad-accum A] [--metrics FILE] [--save DIR] [--save-every N] [--keep K]\n"
+               "         [--resume DIR]\n"
                "         [--save-weights FILE.safetensors] [--trace FILE.json] [--log-every N]\n"
                "         [--quiet]\n"
                "  --backend nccl, one GPU a rank: world size 1 as it is; under mpirun (rank 0's\n"
                "  NCCL id by MPI); or one process a rank on one node with\n"
                "         --rank R --nccl-id-file PATH [--nccl-timeout SECONDS]\n"
                "  (rank 0 writes the id to PATH, the others wait for it); with more than one\n"
-               "  rank, --nccl-timeout (300 s by default) bounds every wait on NCCL or a peer\n");
+               "  rank, --nccl-timeout (300 s by default) bounds every wait on NCCL or a peer\n"
+               "  --save DIR: a checkpoint DIR/step-NNNNNNNN after every --save-every N steps\n"
+               "  (0, the default: none) and after the last, the --keep K newest kept (2);\n"
+               "  DIR is locked while the run lives. --resume DIR: its newest checkpoint,\n"
+               "  under this plan or any other of the same model and global batch\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
@@ -152,6 +159,10 @@ int main(int argc, char **argv) {
       o.seed = integer(value(), a, 0, UINT64_MAX);
     } else if (a == "--grad-accum") {
       o.gradAccum = (int64_t)integer(value(), a, 1, kMaxGradAccum);
+    } else if (a == "--save-every") {
+      o.saveEvery = (int64_t)integer(value(), a, 0, kMaxCount);
+    } else if (a == "--keep") {
+      o.keep = (int64_t)integer(value(), a, 1, kMaxCount);
     } else if (a == "--rank") {
       rankFlag = (int64_t)integer(value(), a, 0, INT32_MAX);
     } else if (a == "--nccl-timeout") {
@@ -306,12 +317,40 @@ int main(int argc, char **argv) {
   if (backend == "mpi")
     myRank = mpiRank;
 
-  std::ofstream metrics;
-  if (!metricsPath.empty() && myRank == 0) {
-    metrics.open(metricsPath, std::ios::trunc);
-    if (!metrics)
-      return fail(metricsPath + ": cannot write the metrics");
+  // Outputs, checked before the first step by the process of rank 0: each
+  // file's folder exists and is writable; --save is created and locked for
+  // the life of the run. Under MPI a failure here ends every process.
+  std::unique_ptr<io::CheckpointDir> saveDir;
+  if (myRank == 0) {
+    std::string outErr;
+    for (auto [flag, path] : {std::pair<const char *, std::string *>{"--metrics", &metricsPath},
+                              {"--trace", &o.trace}, {"--save-weights", &o.saveWeights}})
+      if (outErr.empty() && !path->empty())
+        outErr = io::checkOutputFile(flag, *path);
+    io::CheckpointRef from;
+    if (outErr.empty() && !o.resume.empty()) {
+      outErr = io::resolveCheckpoint(o.resume, &from);
+      if (outErr.empty() && !quiet)
+        std::printf("fsdp-run: resuming from %s (step %lld)\n", from.path.c_str(),
+                    (long long)from.step);
+      if (outErr.empty() && from.step > o.steps)
+        outErr = o.resume + ": its checkpoint is of step " + std::to_string(from.step) +
+                 ", past --steps " + std::to_string(o.steps);
+    }
+    if (outErr.empty() && !o.save.empty())
+      outErr = io::CheckpointDir::open(o.save, o.resume, &saveDir);
+    if (!outErr.empty()) {
+      fail(outErr);
+#if FSDP_HAVE_MPI
+      if (usingMpi && mpiSize > 1)
+        runtime::abortMPI();
+#endif
+      return finish(1);
+    }
   }
+  // --metrics is opened (and truncated) at the first step: only once the
+  // inputs have been read and checked.
+  std::ofstream metrics;
   int64_t G = p.microBatch * p.worldSize * o.gradAccum;
   if (!quiet) {
     std::string kernels = backend == "nccl" ? std::string("CUDA kernels")
@@ -335,7 +374,7 @@ int main(int argc, char **argv) {
     std::snprintf(buf, sizeof buf, " (predicted %.3f s)", predictedStep);
     predictedTime = buf;
   }
-  auto onStep = [&](const runtime::StepReport &r) {
+  auto onStep = [&](const runtime::StepReport &r) -> std::string {
     lastReport = r;
     if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps))
       std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s%s | "
@@ -344,18 +383,34 @@ int main(int argc, char **argv) {
                   r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
                   human(r.predictedPeakBytes).c_str());
     std::fflush(stdout);
-    if (metrics.is_open()) {
-      char line[512];
-      std::snprintf(line, sizeof line,
-                    "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"step_time_s\": %.6f, "
-                    "\"tokens_per_s\": %.3f, \"peak_bytes\": %lld, \"predicted_peak_bytes\": %lld, "
-                    "\"outside_arena_bytes\": %lld, \"predicted_step_time_s\": %.6f}\n",
-                    (long long)r.step, r.loss, r.gradNorm, r.stepTimeS, r.tokensPerS,
-                    (long long)r.peakBytes, (long long)r.predictedPeakBytes,
-                    (long long)r.outsideArenaBytes, predictedStep);
-      metrics << line;
-      metrics.flush();
+    if (metricsPath.empty() || myRank != 0)
+      return std::string();
+    if (!metrics.is_open()) {
+      metrics.open(metricsPath, std::ios::trunc);
+      if (!metrics)
+        return metricsPath + ": cannot write the metrics: " + std::strerror(errno);
     }
+    // JSON has no NaN or infinity: a value that is not finite is null.
+    auto num = [](double v, const char *format) {
+      char buf[64];
+      if (!std::isfinite(v))
+        return std::string("null");
+      std::snprintf(buf, sizeof buf, format, v);
+      return std::string(buf);
+    };
+    std::string line = "{\"step\": " + std::to_string(r.step) + ", \"loss\": " +
+                       num(r.loss, "%.9g") + ", \"grad_norm\": " + num(r.gradNorm, "%.9g") +
+                       ", \"step_time_s\": " + num(r.stepTimeS, "%.6f") +
+                       ", \"tokens_per_s\": " + num(r.tokensPerS, "%.3f") +
+                       ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
+                       ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
+                       ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +
+                       ", \"predicted_step_time_s\": " + num(predictedStep, "%.6f") + "}\n";
+    metrics << line;
+    metrics.flush();
+    if (!metrics)
+      return metricsPath + ": cannot write the metrics: " + std::strerror(errno);
+    return std::string();
   };
   if (backend == "nccl") {
 #if FSDP_HAVE_NCCL

@@ -1,20 +1,31 @@
 //===- Checkpoint.cpp -----------------------------------------------------===//
 //
-// DIR/meta.json names the plan the checkpoint belongs to; DIR/rank-NNNNN.bin
-// holds a header (magic, step, rank, payload size, CRC-32) and the rank's
-// parameter, exp_avg and exp_avg_sq shards, unit by unit.
+// The layout is in Checkpoint.h. A shard file is a header (magic, step,
+// member, members, payload bytes, block bytes, the header's CRC-32), the
+// payload (for each unit: the parameter, exp_avg and exp_avg_sq shards, f32)
+// and one CRC-32 per block of the payload. meta.json places every parameter
+// in its unit's flat layout, so that a plan with other units, shard sizes or
+// world size finds each element of its own shards.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Checkpoint.h"
+#include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
+#include <fcntl.h>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,26 +35,29 @@ using nlohmann::json;
 
 namespace {
 
-constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'C', 'K', 'P', '1'};
+constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'C', 'K', 'P', '2'};
+constexpr int kVersion = 2;
+constexpr int64_t kBlockBytes = int64_t(1) << 20;
+constexpr const char *kLockName = "lock";
 
-struct Header {
+struct ShardHeader {
   char magic[8];
-  int64_t step, rank, worldSize, payloadBytes;
-  uint32_t crc, pad;
+  int64_t step, member, members, payloadBytes, blockBytes;
+  uint32_t headerCrc, pad;
 };
+static_assert(sizeof(ShardHeader) == 56, "the shard header is 56 bytes on disk");
 
 uint32_t crc32(const void *data, size_t n, uint32_t crc = 0) {
-  static uint32_t table[256];
-  static bool init = false;
-  if (!init) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k)
         c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
+      t[i] = c;
     }
-    init = true;
-  }
+    return t;
+  }();
   crc = ~crc;
   const unsigned char *p = static_cast<const unsigned char *>(data);
   for (size_t i = 0; i < n; ++i)
@@ -51,147 +65,585 @@ uint32_t crc32(const void *data, size_t n, uint32_t crc = 0) {
   return ~crc;
 }
 
-std::string rankFile(const std::string &dir, int rank) {
+uint32_t headerCrc(ShardHeader h) {
+  h.headerCrc = 0;
+  h.pad = 0;
+  return crc32(&h, sizeof h);
+}
+
+std::string shardName(int64_t member) {
   char name[32];
-  std::snprintf(name, sizeof name, "/rank-%05d.bin", rank);
-  return dir + name;
+  std::snprintf(name, sizeof name, "shard-%05lld.bin", (long long)member);
+  return name;
 }
 
-json planIdentity(const program::Program &p) {
-  json units = json::array();
-  for (const auto &u : p.units)
-    units.push_back({{"name", u.name}, {"shard_numel", u.shardNumel}});
-  return {{"model", p.modelName}, {"world_size", p.worldSize}, {"shard_size", p.shardSize},
-          {"strategy", p.strategy}, {"units", units}};
-}
-
-bool barrier(runtime::Communicator &comm) {
-  double x = 0;
-  return comm.allReduceScalar(runtime::Group::World, &x);
-}
-
-} // namespace
-
-std::string fsdp::io::saveCheckpoint(const std::string &dir, const program::Program &p,
-                                     runtime::Communicator &comm, char *arena, int64_t step) {
-  std::string tmp = dir + ".tmp";
-  if (comm.rank() == 0) {
-    std::string rm = "rm -rf '" + tmp + "'";
-    if (std::system(rm.c_str()) != 0 || ::mkdir(tmp.c_str(), 0755) != 0)
-      comm.abort("cannot create " + tmp + ": " + std::strerror(errno));
+// "step-" and 8 or more digits, nothing else: a complete checkpoint's name.
+bool parseStepName(const std::string &name, int64_t *step) {
+  if (name.size() < 13 || name.size() > 23 || name.compare(0, 5, "step-") != 0)
+    return false;
+  int64_t s = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || s > (INT64_MAX - 9) / 10)
+      return false;
+    s = s * 10 + (name[i] - '0');
   }
-  if (!barrier(comm))
+  *step = s;
+  return true;
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Every rank's outcome of one stage of a save. All succeeded: "". Otherwise
+// rank 0 first removes what the save wrote (every rank has finished the
+// stage), then a failed rank returns its own error (its caller aborts the
+// world with it) and the others wait for that abort and return it.
+std::string agree(runtime::Communicator &comm, const std::string &mine,
+                  const std::function<void()> &cleanUp) {
+  double failed = mine.empty() ? 0 : 1;
+  if (!comm.allReduceScalar(runtime::Group::World, &failed))
     return "checkpoint not written: " + comm.error();
-  std::string err;
-  {
-    int64_t payload = 0;
-    for (const auto &u : p.units)
-      payload += 3 * u.shardNumel * 4;
-    Header h{};
-    std::memcpy(h.magic, kMagic, 8);
-    h.step = step;
-    h.rank = comm.rank();
-    h.worldSize = p.worldSize;
-    h.payloadBytes = payload;
-    uint32_t crc = 0;
-    for (const auto &u : p.units)
-      for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
-        crc = crc32(arena + off, u.shardNumel * 4, crc);
-    h.crc = crc;
-    std::string path = rankFile(tmp, comm.rank());
-    FILE *f = std::fopen(path.c_str(), "wb");
-    bool ok = f && std::fwrite(&h, sizeof h, 1, f) == 1;
-    for (const auto &u : p.units)
-      for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
-        ok = ok && std::fwrite(arena + off, 4, u.shardNumel, f) == (size_t)u.shardNumel;
-    ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-    if (f)
-      std::fclose(f);
-    if (!ok)
-      err = path + ": cannot write the checkpoint: " + std::strerror(errno);
-  }
-  if (!err.empty())
-    comm.abort("rank " + std::to_string(comm.rank()) + ": " + err);
-  if (!barrier(comm))
-    return err.empty() ? "checkpoint not written: " + comm.error() : err;
-  if (comm.rank() == 0) {
-    json meta = {{"format", "fsdp-checkpoint"}, {"version", 1}, {"step", step},
-                 {"plan", planIdentity(p)}};
-    std::ofstream(tmp + "/meta.json") << meta.dump(2) << "\n";
-    // Replace the directory in one rename; an old one is moved aside first.
-    std::string old = dir + ".old";
-    std::string rm = "rm -rf '" + old + "'";
-    if (std::system(rm.c_str()) != 0)
-      return "cannot remove " + old;
-    struct stat st;
-    if (::stat(dir.c_str(), &st) == 0 && std::rename(dir.c_str(), old.c_str()) != 0)
-      return dir + ": cannot replace the checkpoint: " + std::strerror(errno);
-    if (std::rename(tmp.c_str(), dir.c_str()) != 0)
-      return dir + ": cannot write the checkpoint: " + std::strerror(errno);
-    rm = "rm -rf '" + old + "'";
-    if (std::system(rm.c_str()) != 0)
-      return "cannot remove " + old;
-  }
-  return barrier(comm) ? "" : "checkpoint: " + comm.error();
+  if (failed == 0)
+    return "";
+  if (comm.rank() == 0)
+    cleanUp();
+  double none = 0;
+  bool cleaned = comm.allReduceScalar(runtime::Group::World, &none);
+  if (!mine.empty())
+    return mine;
+  if (cleaned) // released only by the failed rank's abort
+    comm.allReduceScalar(runtime::Group::World, &none);
+  return "checkpoint not written: " + comm.error();
 }
 
-std::string fsdp::io::loadCheckpoint(const std::string &dir, const program::Program &p, int rank,
-                                     char *arena, int64_t *step) {
-  std::ifstream metaFile(dir + "/meta.json");
-  if (!metaFile)
-    return dir + ": not a checkpoint (no meta.json)";
-  json meta;
-  try {
-    meta = json::parse(metaFile);
-  } catch (const json::exception &e) {
-    return dir + "/meta.json: corrupt: " + e.what();
+json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
+  json units = json::array();
+  for (const auto &u : p.units) {
+    json params = json::array();
+    for (const auto &prm : u.params)
+      params.push_back({{"name", prm.name}, {"shape", prm.shape}, {"offset", prm.offset}});
+    units.push_back({{"name", u.name}, {"shard_numel", u.shardNumel}, {"params", params}});
   }
-  // Looked at field by field: nlohmann's value() and get() throw on another
-  // type, and convert a number past int64 with undefined behaviour.
-  auto field = [&](const char *key) -> const json * {
-    return meta.is_object() && meta.contains(key) ? &meta[key] : nullptr;
-  };
-  const json *format = field("format"), *version = field("version"), *stepJson = field("step");
-  if (!format || !format->is_string() || *format != "fsdp-checkpoint" || !version ||
-      !version->is_number_integer() || *version != 1 || !stepJson || !field("plan"))
-    return dir + "/meta.json: not an fsdp checkpoint of version 1";
-  // A step count fsdp-run can resume from: steps already taken, 0 or more.
-  if (!stepJson->is_number_integer() ||
-      (stepJson->is_number_unsigned() ? stepJson->get<uint64_t>() > (uint64_t)INT64_MAX
-                                      : stepJson->get<int64_t>() < 0))
-    return dir + "/meta.json: 'step' must be a count of steps (0 or more), not " +
-           stepJson->dump();
-  int64_t metaStep = stepJson->is_number_unsigned() ? (int64_t)stepJson->get<uint64_t>()
-                                                    : stepJson->get<int64_t>();
-  if (meta["plan"] != planIdentity(p))
-    return dir + ": saved for another plan (" + meta["plan"].dump() + "); this plan is " +
-           planIdentity(p).dump();
-  std::string path = rankFile(dir, rank);
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return path + ": missing: " + std::strerror(errno);
-  Header h{};
+  return {{"format", "fsdp-checkpoint"},
+          {"version", kVersion},
+          {"step", step},
+          {"global_batch", globalBatch},
+          {"model", p.modelName},
+          {"world_size", p.worldSize},
+          {"strategy", p.strategy},
+          {"shard_files", p.shardSize},
+          {"block_bytes", kBlockBytes},
+          {"units", units}};
+}
+
+// This member's shard file: header, payload, block CRCs; created, written
+// and fsynced, or an error.
+std::string writeShard(const std::string &path, const program::Program &p, const char *arena,
+                       int64_t step, int64_t member) {
   int64_t payload = 0;
   for (const auto &u : p.units)
     payload += 3 * u.shardNumel * 4;
-  bool ok = std::fread(&h, sizeof h, 1, f) == 1 && std::memcmp(h.magic, kMagic, 8) == 0 &&
-            h.rank == rank && h.worldSize == p.worldSize && h.payloadBytes == payload &&
-            h.step == metaStep;
-  for (const auto &u : p.units)
-    for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
-      ok = ok && std::fread(arena + off, 4, u.shardNumel, f) == (size_t)u.shardNumel;
-  char extra;
-  ok = ok && std::fread(&extra, 1, 1, f) == 0;
-  std::fclose(f);
-  if (!ok)
-    return path + ": corrupt checkpoint (bad header or size)";
+  ShardHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.step = step;
+  h.member = member;
+  h.members = p.shardSize;
+  h.payloadBytes = payload;
+  h.blockBytes = kBlockBytes;
+  h.headerCrc = headerCrc(h);
+  DurableFile f;
+  std::string err = f.create(path);
+  if (err.empty())
+    err = f.write(&h, sizeof h);
+  std::vector<uint32_t> crcs;
   uint32_t crc = 0;
+  int64_t inBlock = 0;
   for (const auto &u : p.units)
-    for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
-      crc = crc32(arena + off, u.shardNumel * 4, crc);
-  if (crc != h.crc)
-    return path + ": corrupt checkpoint (checksum mismatch)";
-  *step = h.step;
+    for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+      const char *data = arena + off;
+      int64_t left = u.shardNumel * 4;
+      if (err.empty())
+        err = f.write(data, size_t(left));
+      while (left > 0) {
+        int64_t n = std::min(left, kBlockBytes - inBlock);
+        crc = crc32(data, size_t(n), crc);
+        data += n;
+        left -= n;
+        inBlock += n;
+        if (inBlock == kBlockBytes) {
+          crcs.push_back(crc);
+          crc = 0;
+          inBlock = 0;
+        }
+      }
+    }
+  if (inBlock > 0)
+    crcs.push_back(crc);
+  if (err.empty())
+    err = f.write(crcs.data(), crcs.size() * 4);
+  if (err.empty())
+    err = f.close();
+  return err;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading: meta.json, checked field by field (it is input: fuzzed)
+//===----------------------------------------------------------------------===//
+
+struct SavedParam {
+  std::vector<int64_t> shape;
+  int64_t unit = 0, offset = 0, numel = 0;
+};
+
+struct Meta {
+  int64_t step = 0, globalBatch = 0, members = 0, blockBytes = 0, payloadBytes = 0;
+  std::vector<int64_t> shardNumel, unitStart; // per unit; unitStart: byte offset in the payload
+  std::map<std::string, SavedParam> params;
+};
+
+// A non-negative integer of JSON within [lo, hi], or false.
+bool intIn(const json *v, int64_t lo, int64_t hi, int64_t *out) {
+  if (!v || !v->is_number_integer())
+    return false;
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > (uint64_t)INT64_MAX)
+      return false;
+    *out = (int64_t)u;
+  } else {
+    *out = v->get<int64_t>();
+  }
+  return *out >= lo && *out <= hi;
+}
+
+const json *field(const json &obj, const char *key) {
+  return obj.is_object() && obj.contains(key) ? &obj[key] : nullptr;
+}
+
+std::string readMeta(const std::string &dir, Meta &m) {
+  std::string path = dir + "/meta.json";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return dir + ": not a checkpoint (no meta.json: " + std::strerror(errno) + ")";
+  if (!S_ISREG(st.st_mode) || st.st_size > (int64_t(64) << 20))
+    return path + ": not a regular file of at most 64 MiB";
+  std::string text;
+  {
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f)
+      return path + ": cannot read: " + std::strerror(errno);
+    text.resize(size_t(st.st_size));
+    size_t got = std::fread(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    if (got != text.size())
+      return path + ": cannot read it whole";
+  }
+  json meta = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded())
+    return path + ": corrupt (not JSON)";
+  const json *format = field(meta, "format"), *version = field(meta, "version");
+  int64_t v = 0;
+  if (!format || !format->is_string() || *format != "fsdp-checkpoint" ||
+      !intIn(version, 0, INT64_MAX, &v))
+    return path + ": not an fsdp checkpoint";
+  if (v != kVersion)
+    return path + ": checkpoint format version " + std::to_string(v) +
+           " is not supported; this fsdp-run reads version " + std::to_string(kVersion);
+  if (!intIn(field(meta, "step"), 0, INT64_MAX, &m.step))
+    return path + ": 'step' must be a count of steps (0 or more), not " +
+           (field(meta, "step") ? field(meta, "step")->dump() : std::string("missing"));
+  if (!intIn(field(meta, "global_batch"), 1, INT64_MAX, &m.globalBatch))
+    return path + ": 'global_batch' must be an integer of 1 or more";
+  if (!intIn(field(meta, "shard_files"), 1, int64_t(1) << 20, &m.members))
+    return path + ": 'shard_files' must be an integer from 1 to 1048576";
+  if (!intIn(field(meta, "block_bytes"), 4, int64_t(1) << 30, &m.blockBytes) ||
+      m.blockBytes % 4)
+    return path + ": 'block_bytes' must be a multiple of 4 from 4 to 2^30";
+  const json *units = field(meta, "units");
+  if (!units || !units->is_array())
+    return path + ": 'units' must be an array";
+  constexpr int64_t kLimit = int64_t(1) << 62;
+  __int128 payload = 0;
+  for (size_t ui = 0; ui < units->size(); ++ui) {
+    const json &u = (*units)[ui];
+    std::string where = path + ": units[" + std::to_string(ui) + "]";
+    int64_t shardNumel = 0;
+    if (!intIn(field(u, "shard_numel"), 0, kLimit, &shardNumel))
+      return where + ": 'shard_numel' must be an integer of 0 or more";
+    m.unitStart.push_back((int64_t)payload);
+    m.shardNumel.push_back(shardNumel);
+    payload += (__int128)shardNumel * 12;
+    if (payload > kLimit)
+      return where + ": the shards are larger than fsdp-run reads (2^62 bytes)";
+    __int128 padded = (__int128)shardNumel * m.members;
+    const json *params = field(u, "params");
+    if (!params || !params->is_array())
+      return where + ": 'params' must be an array";
+    for (size_t pi = 0; pi < params->size(); ++pi) {
+      const json &prm = (*params)[pi];
+      std::string at = where + ".params[" + std::to_string(pi) + "]";
+      const json *name = field(prm, "name"), *shape = field(prm, "shape");
+      SavedParam s;
+      s.unit = (int64_t)ui;
+      if (!name || !name->is_string())
+        return at + ": 'name' must be a string";
+      if (!shape || !shape->is_array() || shape->size() > 8)
+        return at + ": 'shape' must be an array of at most 8 sizes";
+      __int128 numel = 1;
+      for (const json &d : *shape) {
+        int64_t n = 0;
+        if (!intIn(&d, 0, kLimit, &n))
+          return at + ": 'shape' must hold sizes of 0 or more";
+        s.shape.push_back(n);
+        numel *= n;
+        if (numel > kLimit)
+          return at + ": more elements than fsdp-run holds (2^62)";
+      }
+      s.numel = (int64_t)numel;
+      if (!intIn(field(prm, "offset"), 0, kLimit, &s.offset) || s.offset + numel > padded)
+        return at + ": 'offset' must place the parameter within its unit's " +
+               std::to_string((long long)padded) + " elements";
+      if (!m.params.emplace(name->get<std::string>(), s).second)
+        return at + ": the parameter '" + name->get<std::string>() + "' is saved twice";
+    }
+  }
+  m.payloadBytes = (int64_t)payload;
+  return "";
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// One shard file, read block by block, each block checked against its CRC
+// before any of its bytes is used.
+class ShardReader {
+public:
+  ~ShardReader() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  std::string open(const std::string &p, const Meta &m, int64_t member) {
+    path = p;
+    payload = m.payloadBytes;
+    blockBytes = m.blockBytes;
+    blocks = (payload + blockBytes - 1) / blockBytes;
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return path + ": missing: " + std::strerror(errno);
+    struct stat st;
+    ShardHeader h{};
+    if (::fstat(fd, &st) != 0 || ::pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        std::memcmp(h.magic, kMagic, 8) != 0 || h.headerCrc != headerCrc(h))
+      return path + ": corrupt checkpoint (bad header)";
+    if (h.step != m.step || h.member != member || h.members != m.members ||
+        h.payloadBytes != payload || h.blockBytes != blockBytes)
+      return path + ": corrupt checkpoint (its header does not match meta.json)";
+    if (st.st_size != (off_t)(sizeof h + payload + blocks * 4))
+      return path + ": corrupt checkpoint (" + std::to_string((long long)st.st_size) +
+             " bytes, but meta.json makes it " +
+             std::to_string((long long)(sizeof h + payload + blocks * 4)) + ")";
+    return "";
+  }
+  // Bytes [at, at + bytes) of the payload into dst.
+  std::string read(int64_t at, int64_t bytes, char *dst) {
+    while (bytes > 0) {
+      int64_t b = at / blockBytes;
+      if (b != cached) {
+        std::string err = load(b);
+        if (!err.empty())
+          return err;
+      }
+      int64_t within = at - b * blockBytes;
+      int64_t n = std::min(bytes, (int64_t)block.size() - within);
+      std::memcpy(dst, block.data() + within, size_t(n));
+      dst += n;
+      at += n;
+      bytes -= n;
+    }
+    return "";
+  }
+
+private:
+  std::string load(int64_t b) {
+    int64_t start = b * blockBytes, n = std::min(blockBytes, payload - start);
+    block.resize(size_t(n));
+    uint32_t want = 0;
+    off_t base = (off_t)sizeof(ShardHeader);
+    if (::pread(fd, block.data(), size_t(n), base + start) != (ssize_t)n ||
+        ::pread(fd, &want, 4, base + payload + b * 4) != 4)
+      return path + ": cannot read: " + std::strerror(errno);
+    if (crc32(block.data(), size_t(n)) != want)
+      return path + ": corrupt checkpoint (checksum mismatch in block " + std::to_string(b) + ")";
+    cached = b;
+    return "";
+  }
+
+  std::string path;
+  int fd = -1;
+  int64_t payload = 0, blockBytes = 1, blocks = 0, cached = -1;
+  std::vector<char> block;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The --save folder
+//===----------------------------------------------------------------------===//
+
+CheckpointDir::~CheckpointDir() {
+  if (fd >= 0)
+    ::close(fd); // releases the lock
+}
+
+std::string fsdp::io::CheckpointDir::open(const std::string &dir, const std::string &resumeFrom,
+                                          std::unique_ptr<CheckpointDir> *out) {
+  std::string err = checkOutputDirectory("--save", dir);
+  if (!err.empty())
+    return err;
+  if (!isDirectory(dir)) {
+    err = makeDirectory(dir);
+    if (!err.empty())
+      return "--save " + err;
+  }
+  std::unique_ptr<CheckpointDir> d(new CheckpointDir());
+  std::string lockPath = dir + "/" + kLockName;
+  d->fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (d->fd < 0)
+    return "--save " + lockPath + ": cannot open the lock: " + std::strerror(errno);
+  if (::flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    char holder[256] = {0};
+    ssize_t n = ::pread(d->fd, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, size_t(n)) : std::string();
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    if (e == EWOULDBLOCK)
+      return "--save " + dir + ": in use by another run (" + lockPath + " is locked" +
+             (who.empty() ? std::string("") : " by " + who) + ")";
+    return "--save " + lockPath + ": cannot lock: " + std::strerror(e);
+  }
+  char host[128] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::string me = "process " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(d->fd, 0) != 0 || ::pwrite(d->fd, me.data(), me.size(), 0) != (ssize_t)me.size())
+    return "--save " + lockPath + ": cannot write: " + std::strerror(errno);
+  // What failed saves and removals left (never visible as checkpoints).
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (name.compare(0, 5, "step-") == 0 && !parseStepName(name, &step)) {
+      err = removeTree(entry.path().string());
+      if (!err.empty())
+        return "--save " + err;
+    }
+  }
+  if (ec)
+    return "--save " + dir + ": cannot list: " + ec.message();
+  std::vector<CheckpointRef> existing;
+  err = listCheckpoints(dir, &existing);
+  if (!err.empty())
+    return "--save " + err;
+  if (!existing.empty()) {
+    bool same = false;
+    if (!resumeFrom.empty()) {
+      std::error_code e1;
+      CheckpointRef from;
+      same = std::filesystem::equivalent(dir, resumeFrom, e1) ||
+             (resolveCheckpoint(resumeFrom, &from).empty() &&
+              std::filesystem::equivalent(dir, parentOf(from.path), e1));
+    }
+    if (!same)
+      return "--save " + dir + ": already holds checkpoints (the newest " +
+             existing.back().path + "); resume from it with --resume " + dir +
+             ", or save to another folder";
+  }
+  *out = std::move(d);
+  return "";
+}
+
+std::string fsdp::io::checkpointPath(const std::string &dir, int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof name, "/step-%08lld", (long long)step);
+  return dir + name;
+}
+
+std::string fsdp::io::listCheckpoints(const std::string &dir, std::vector<CheckpointRef> *out) {
+  out->clear();
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    int64_t step = 0;
+    std::string name = entry.path().filename().string();
+    if (parseStepName(name, &step) && isDirectory(entry.path().string()))
+      out->push_back({dir + "/" + name, step});
+  }
+  if (ec)
+    return dir + ": cannot list: " + ec.message();
+  std::sort(out->begin(), out->end(),
+            [](const CheckpointRef &a, const CheckpointRef &b) { return a.step < b.step; });
+  return "";
+}
+
+std::string fsdp::io::resolveCheckpoint(const std::string &path, CheckpointRef *out) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return path + ": no checkpoint here (" + std::strerror(errno) + ")";
+  if (!S_ISDIR(st.st_mode))
+    return path + ": not a checkpoint folder";
+  if (::stat((path + "/meta.json").c_str(), &st) == 0) {
+    Meta m;
+    std::string err = readMeta(path, m);
+    if (!err.empty())
+      return err;
+    *out = {path, m.step};
+    return "";
+  }
+  std::vector<CheckpointRef> all;
+  std::string err = listCheckpoints(path, &all);
+  if (!err.empty())
+    return err;
+  if (all.empty())
+    return path + ": holds no complete checkpoint (no step-NNNNNNNN folder)";
+  *out = all.back();
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
+
+std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
+                                     const program::Program &p, runtime::Communicator &comm,
+                                     char *arena, int64_t step, int64_t globalBatch) {
+  std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
+  auto removeTmp = [&] { removeTree(tmp); };
+  bool rank0 = comm.rank() == 0;
+  // 1. The temporary folder (a leftover of an earlier failure removed).
+  std::string mine;
+  if (rank0) {
+    mine = removeTree(tmp);
+    if (mine.empty())
+      mine = makeDirectory(tmp);
+  }
+  std::string err = agree(comm, mine, removeTmp);
+  if (!err.empty())
+    return err;
+  // 2. Shard group 0 holds one copy of everything: each member its file.
+  mine.clear();
+  if (comm.rank() < p.shardSize)
+    mine = writeShard(tmp + "/" + shardName(comm.rank()), p, arena, step, comm.rank());
+  err = agree(comm, mine, removeTmp);
+  if (!err.empty())
+    return err;
+  // 3. meta.json, the folder made durable, then visible in one rename; only
+  // then are the oldest beyond `keep` removed.
+  mine.clear();
+  if (rank0) {
+    mine = writeFileDurable(tmp + "/meta.json", metaOf(p, step, globalBatch).dump(1) + "\n");
+    if (mine.empty())
+      mine = syncDirectory(tmp);
+    if (mine.empty())
+      mine = renameDurable(tmp, final);
+    std::vector<CheckpointRef> all;
+    if (mine.empty())
+      mine = listCheckpoints(dir, &all);
+    for (size_t i = 0; mine.empty() && i + keep < all.size(); ++i) {
+      // Out of sight first, so that a crash never leaves half a checkpoint
+      // under a checkpoint's name.
+      std::string gone = all[i].path + ".removing";
+      mine = renameDurable(all[i].path, gone);
+      if (mine.empty())
+        mine = removeTree(gone);
+    }
+  }
+  return agree(comm, mine, removeTmp);
+}
+
+//===----------------------------------------------------------------------===//
+// Loading, resharded
+//===----------------------------------------------------------------------===//
+
+std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Program &p,
+                                     int shardMember, int64_t globalBatch, char *arena,
+                                     int64_t *step) {
+  Meta m;
+  std::string err = readMeta(path, m);
+  if (!err.empty())
+    return err;
+  if (m.globalBatch != globalBatch)
+    return path + ": saved with a global batch of " + std::to_string(m.globalBatch) +
+           " sequences, but this run's is " + std::to_string(globalBatch) +
+           " (micro-batch x ranks x --grad-accum); resume with the same global batch";
+  // The same model: the same parameters with the same shapes.
+  size_t matched = 0;
+  for (const auto &u : p.units)
+    for (const auto &prm : u.params) {
+      auto it = m.params.find(prm.name);
+      if (it == m.params.end())
+        return path + ": holds no parameter '" + prm.name + "', which this plan's model has";
+      if (it->second.shape != prm.shape)
+        return path + ": parameter '" + prm.name + "' was saved with shape " +
+               shapeText(it->second.shape) + ", but this plan's model has " +
+               shapeText(prm.shape);
+      ++matched;
+    }
+  if (matched != m.params.size())
+    for (const auto &[name, s] : m.params) {
+      bool found = false;
+      for (const auto &u : p.units)
+        for (const auto &prm : u.params)
+          found = found || prm.name == name;
+      if (!found)
+        return path + ": holds parameter '" + name + "', which this plan's model does not have";
+    }
+  std::map<int64_t, std::unique_ptr<ShardReader>> readers;
+  auto reader = [&](int64_t member, ShardReader **r) -> std::string {
+    auto &slot = readers[member];
+    if (!slot) {
+      slot = std::make_unique<ShardReader>();
+      std::string e = slot->open(path + "/" + shardName(member), m, member);
+      if (!e.empty()) {
+        readers.erase(member);
+        return e;
+      }
+    }
+    *r = slot.get();
+    return "";
+  };
+  // Parameters, then exp_avg, then exp_avg_sq: each file read in order.
+  for (int kind = 0; kind < 3; ++kind)
+    for (const auto &u : p.units) {
+      int64_t dstOffset = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
+      float *dst = reinterpret_cast<float *>(arena + dstOffset);
+      std::memset(dst, 0, size_t(u.shardNumel * 4)); // the padding past the last parameter
+      int64_t base = shardMember * u.shardNumel;
+      for (const auto &prm : u.params) {
+        int64_t lo = std::max(base, prm.offset), hi = std::min(base + u.shardNumel, prm.offset + prm.numel);
+        const SavedParam &s = m.params.at(prm.name);
+        int64_t oldShard = m.shardNumel[s.unit];
+        // Element e of the parameter is element s.offset + e of its saved
+        // unit, in the shard of member (s.offset + e) / oldShard.
+        for (int64_t e = lo - prm.offset; e < hi - prm.offset;) {
+          int64_t flat = s.offset + e, member = flat / oldShard;
+          int64_t n = std::min(hi - prm.offset - e, (member + 1) * oldShard - flat);
+          ShardReader *r = nullptr;
+          err = reader(member, &r);
+          if (err.empty())
+            err = r->read(m.unitStart[s.unit] + (kind * oldShard + flat - member * oldShard) * 4,
+                          n * 4, reinterpret_cast<char *>(dst + (prm.offset + e - base)));
+          if (!err.empty())
+            return err;
+          e += n;
+        }
+      }
+    }
+  *step = m.step;
   return "";
 }
 
@@ -215,10 +667,6 @@ std::string fsdp::io::saveFullWeights(const std::string &path, const program::Pr
       for (const auto &prm : p.units[i].params)
         tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
     err = writeSafetensors(path, tensors);
-    if (!err.empty())
-      comm.abort("rank 0: " + err);
   }
-  if (!barrier(comm))
-    return err.empty() ? "weights not written: " + comm.error() : err;
-  return "";
+  return agree(comm, err, [] {});
 }

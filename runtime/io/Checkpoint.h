@@ -1,23 +1,83 @@
 //===- Checkpoint.h - sharded checkpoints and full weights -------*- C++ -*-===//
+//
+// A checkpoint folder DIR (fsdp-run --save DIR) holds, in DESIGN.md's layout:
+//   DIR/lock                   the run that saves here holds flock(2) on it
+//   DIR/step-NNNNNNNN/         one complete checkpoint after step N:
+//       meta.json              the step, the global batch and every parameter's
+//                              place in the units' flat layout
+//       shard-MMMMM.bin        shard member M's parameter, exp_avg and
+//                              exp_avg_sq shards, unit by unit, with a CRC-32
+//                              of every block
+//   DIR/step-NNNNNNNN.tmp/     a save in progress (removed if it fails)
+// A checkpoint becomes visible under its name only when complete (everything
+// in it fsynced, then one rename). It loads under any plan of the same model:
+// each rank reads, from the shard files, only the byte ranges of its new
+// shards (resharding).
+//
+//===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_IO_CHECKPOINT_H
 #define FSDP_RUNTIME_IO_CHECKPOINT_H
 
 #include "runtime/Backend.h"
 #include "runtime/Program.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace fsdp::io {
 
-/// Every rank writes its shards (parameters, Adam moments) and the step;
-/// the directory appears whole or not at all (a temporary, then a rename).
-std::string saveCheckpoint(const std::string &dir, const program::Program &p,
-                           runtime::Communicator &comm, char *arena, int64_t step);
+/// The --save folder of a run, created (not its parents) and locked by the
+/// process of rank 0 for the life of the run.
+class CheckpointDir {
+public:
+  ~CheckpointDir();
+  CheckpointDir(const CheckpointDir &) = delete;
+  CheckpointDir &operator=(const CheckpointDir &) = delete;
 
-/// Checks the checkpoint against the plan and its checksums, then fills this
-/// rank's shards; *step is the number of optimizer steps already taken.
-std::string loadCheckpoint(const std::string &dir, const program::Program &p, int rank,
-                           char *arena, int64_t *step);
+  /// Creates `dir` if missing, takes its lock (another run holding it: an
+  /// error naming that run's process) and removes what failed saves left.
+  /// A folder that already holds checkpoints is refused unless the run
+  /// resumes from it (`resumeFrom` names the same folder).
+  static std::string open(const std::string &dir, const std::string &resumeFrom,
+                          std::unique_ptr<CheckpointDir> *out);
+
+private:
+  CheckpointDir() = default;
+  int fd = -1;
+};
+
+struct CheckpointRef {
+  std::string path; // DIR/step-NNNNNNNN
+  int64_t step = 0;
+};
+
+/// The complete checkpoints in `dir`, oldest first.
+std::string listCheckpoints(const std::string &dir, std::vector<CheckpointRef> *out);
+
+/// What --resume PATH names: PATH itself when it is one checkpoint (it holds
+/// meta.json), else the newest complete checkpoint in PATH; an error naming
+/// PATH when there is none.
+std::string resolveCheckpoint(const std::string &path, CheckpointRef *out);
+
+/// The checkpoint folder of `step` in `dir` (step-NNNNNNNN, 8 digits or more).
+std::string checkpointPath(const std::string &dir, int64_t step);
+
+/// Collective over every rank: writes the checkpoint of `step` into `dir`,
+/// then removes the oldest complete ones beyond the `keep` newest. A failure
+/// on any rank is an error on every rank (naming the path and the system's
+/// reason), and what the save wrote is removed.
+std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::Program &p,
+                           runtime::Communicator &comm, char *arena, int64_t step,
+                           int64_t globalBatch);
+
+/// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
+/// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint
+/// folder `path`, whatever plan of the same model wrote it, reading only the
+/// blocks that hold them (each checked against its CRC). *step: the steps
+/// already taken. The global batch must be the one it was saved with.
+std::string loadCheckpoint(const std::string &path, const program::Program &p, int shardMember,
+                           int64_t globalBatch, char *arena, int64_t *step);
 
 /// Gathers the parameters and writes them with HF names and layouts.
 std::string saveFullWeights(const std::string &path, const program::Program &p,

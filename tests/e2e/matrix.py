@@ -12,6 +12,7 @@ usage: matrix.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny]
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -166,6 +167,7 @@ def main():
     run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", "3",
          "--micro-batch", str(GLOBAL_BATCH // 3), "--seq-len", str(SEQ), "-o", plan])
     ckpt = os.path.join(args.work, tag + ".ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
     whole = os.path.join(args.work, tag + ".whole.jsonl")
     first = os.path.join(args.work, tag + ".first.jsonl")
     second = os.path.join(args.work, tag + ".second.jsonl")
@@ -181,6 +183,49 @@ def main():
     print("%-11s %5d %-14s %14s %14s %10s %s" % (model, 3, "resume at %d" % (args.steps // 2),
                                               "identical" if same else "differ", "", "",
                                               "ok" if same else "FAILED %s vs %s" % (a, b)))
+
+    # Resharding: a checkpoint saved at world size 4 (full-shard) resumes under
+    # other world sizes, strategies, shard sizes and wraps with the same global
+    # batch; the whole run matches the uninterrupted PyTorch reference.
+    for model in args.models.split(","):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
+        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
+        tag = "%s.reshard" % model
+        ckpt = os.path.join(args.work, tag + ".ckpt")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        saved = os.path.join(args.work, "%s.w4.full-shard.plan.json" % model)
+        first = os.path.join(args.work, tag + ".first.jsonl")
+        run([os.path.join(args.bin, "fsdp-run"), saved, "--weights", weights, "--data", data,
+             "--steps", str(args.steps // 2), "--metrics", first, "--save", ckpt, "--quiet"])
+        for world, strategy, extra in ((2, "full-shard", []), (3, "shard-grad-op", []),
+                                       (4, "hybrid-shard", ["--shard-size", "2"]),
+                                       (2, "full-shard", ["--wrap", "none"]),
+                                       (1, "no-shard", ["--wrap", "size:20000"])):
+            what = "from w4 %s%s" % (strategy, " " + " ".join(extra) if extra else "")
+            plan = os.path.join(args.work, "%s.w%d.%s.%s.plan.json" % (tag, world, strategy,
+                                                                     "-".join(extra) or "block"))
+            run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+                 "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
+                 "--strategy", strategy, "-o", plan] + extra)
+            second = plan + ".second.jsonl"
+            final = plan + ".safetensors"
+            run([os.path.join(args.bin, "fsdp-run"), plan, "--data", data, "--steps", str(args.steps),
+                 "--resume", ckpt, "--metrics", second, "--save-weights", final, "--quiet"])
+            both = plan + ".both.jsonl"
+            with open(both, "w") as f:
+                f.write(open(first).read() + open(second).read())
+            loss_diff, w_diff, problem = compare(ref_metrics, both, ref_weights, final)
+            m = read_metrics(second)
+            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+            ok = problem is None and exact and len(m) == args.steps - args.steps // 2
+            total += 1
+            failures += not ok
+            print("%-11s %5d %-14s %14s %14s %10s %s" % (
+                model, world, what, "%.3g" % loss_diff if loss_diff is not None else "?",
+                "%.3g" % w_diff if w_diff is not None else "?",
+                "exact" if exact else "DIFFERENT", "ok" if ok else "FAILED " + (problem or "")))
     # Mixed precision: bf16 parameters (f32 reductions) against PyTorch doing
     # the same rounding, at world sizes 1, 2 and 4; the peak stays exact.
     for model in args.models.split(","):

@@ -1,10 +1,11 @@
 //===- checkpoint.cpp - fuzz the checkpoint reader (fsdp-run --resume) ----===//
 //
 // The input is a checkpoint folder in one file: DIR/meta.json, a NUL byte,
-// then DIR/rank-00000.bin (with no NUL, all of it is meta.json and the rank
-// file is missing). io::loadCheckpoint, on rank 0 of a small fixed program,
-// must reject it with a message naming the folder, or accept it with a step
-// count that fsdp-run can resume from (not negative).
+// then DIR/shard-00000.bin (with no NUL, all of it is meta.json and the shard
+// file is missing). io::loadCheckpoint, for shard member 0 of a small fixed
+// program (global batch 2), must reject it with a message naming the folder,
+// or accept it with a step count that fsdp-run can resume from (not
+// negative). The saved layout may be any: the loader reshards.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeFuzz.h"
@@ -30,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *nul = static_cast<const uint8_t *>(std::memchr(data, 0, size));
   size_t metaSize = nul ? (size_t)(nul - data) : size;
   fuzz::writeFile(dir + "/meta.json", data, metaSize);
-  std::string rankPath = dir + "/rank-00000.bin";
+  std::string rankPath = dir + "/shard-00000.bin";
   if (nul)
     fuzz::writeFile(rankPath, nul + 1, size - metaSize - 1);
   else
@@ -41,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t step = -12345;
   std::string err;
   try {
-    err = io::loadCheckpoint(dir, p, 0, arena.data(), &step);
+    err = io::loadCheckpoint(dir, p, 0, /*globalBatch=*/2, arena.data(), &step);
   } catch (const std::exception &e) {
     violation(std::string("loadCheckpoint threw: ") + e.what());
   } catch (...) {

@@ -33,6 +33,17 @@ try:
 except (OSError, subprocess.SubprocessError):
     pass
 
+# "mount-namespace": this process may mount a tmpfs in a private mount
+# namespace (root), as the full-disk checkpoint test does.
+try:
+    ns = subprocess.run(["unshare", "-m", "sh", "-c",
+                         "d=$(mktemp -d) && mount -t tmpfs -o size=64k fsdp-probe $d && umount $d && rmdir $d"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    if ns.returncode == 0:
+        config.available_features.add("mount-namespace")
+except (OSError, subprocess.SubprocessError):
+    pass
+
 llvm_config.use_default_substitutions()
 llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
 llvm_config.with_environment(

@@ -438,7 +438,9 @@ std::string fsdp::io::CheckpointDir::open(const std::string &dir, const std::str
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     int64_t step = 0;
-    if (name.compare(0, 5, "step-") == 0 && !parseStepName(name, &step)) {
+    size_t dot = name.rfind('.');
+    std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
+    if ((suffix == ".tmp" || suffix == ".removing") && parseStepName(name.substr(0, dot), &step)) {
       err = removeTree(entry.path().string());
       if (!err.empty())
         return "--save " + err;

@@ -1,5 +1,6 @@
 //===- Safetensors.cpp ----------------------------------------------------===//
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/Files.h"
 
 #include <nlohmann/json.hpp>
 
@@ -146,24 +147,31 @@ std::string fsdp::io::writeSafetensors(const std::string &path,
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0)
     h += ' ';
+  // A temporary beside the file, made durable, then renamed over it: a
+  // crash leaves the old file or the new one, never half of one.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    return path + ": cannot write: " + std::strerror(errno);
+  removeTree(tmp);
+  DurableFile f;
   uint64_t len = h.size();
-  bool ok = std::fwrite(&len, 8, 1, f) == 1 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  std::string err = f.create(tmp);
+  if (err.empty())
+    err = f.write(&len, 8);
+  if (err.empty())
+    err = f.write(h.data(), h.size());
   for (const NamedTensor &t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape)
       n *= d;
-    ok = ok && std::fwrite(t.data, 4, n, f) == (size_t)n;
+    if (err.empty())
+      err = f.write(t.data, size_t(n) * 4);
   }
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (::fsync(fileno(f)) == 0) && ok;
-  std::fclose(f);
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return path + ": cannot write: " + std::strerror(errno);
+  if (err.empty())
+    err = f.close();
+  if (err.empty())
+    err = renameDurable(tmp, path);
+  if (!err.empty()) {
+    removeTree(tmp);
+    return path + ": not written: " + err;
   }
   return "";
 }

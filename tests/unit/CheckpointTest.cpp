@@ -1,0 +1,253 @@
+//===- CheckpointTest.cpp - resharding checkpoints between layouts --------===//
+//
+// A checkpoint saved under one layout (units, shard size, world size) loads
+// into another: every element of every shard, parameter and both Adam
+// moments, lands where the new layout puts it, and the padding is zero. The
+// values are a function of (parameter, element, kind), so a misplaced or
+// missing element shows which.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+#include "runtime/io/Checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace fsdp;
+
+namespace {
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Four small parameters and one of 420,000 elements (1.6 MiB: its shards
+// span several of the checkpoint's 1 MiB blocks, each read and checked).
+const std::vector<ParamSpec> kModel = {{"embed.weight", {7}},
+                                       {"block.w", {3, 4}},
+                                       {"block.b", {5}},
+                                       {"big.w", {600, 700}},
+                                       {"head.bias", {3}}};
+
+int64_t numel(const ParamSpec &p) {
+  int64_t n = 1;
+  for (int64_t d : p.shape)
+    n *= d;
+  return n;
+}
+
+// The value of element e of parameter i in buffer kind k (0 the weights,
+// 1 exp_avg, 2 exp_avg_sq): distinct for every triple, and exact in f32.
+float valueOf(size_t i, int64_t e, int kind) { return float(kind * 4194304 + e * 8 + i + 1); }
+
+// A program whose units hold the model's parameters grouped as `groups` (the
+// number of parameters in each unit, in order), sharded over `shardSize`
+// ranks of a world of `worldSize`. Only what checkpoints use is filled; the
+// arena holds every unit's four shards one after the other.
+program::Program layout(const std::vector<int> &groups, int64_t shardSize, int64_t worldSize) {
+  program::Program p;
+  p.modelName = "test";
+  p.worldSize = worldSize;
+  p.shardSize = shardSize;
+  p.microBatch = 12 / worldSize;
+  size_t next = 0;
+  int64_t arena = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    program::Unit u;
+    u.name = "unit" + std::to_string(g);
+    for (int k = 0; k < groups[g]; ++k, ++next) {
+      program::Param prm;
+      prm.name = kModel[next].name;
+      prm.shape = kModel[next].shape;
+      prm.offset = u.numel;
+      prm.numel = numel(kModel[next]);
+      u.numel += prm.numel;
+      u.params.push_back(prm);
+    }
+    u.shardCount = shardSize;
+    u.shardNumel = (u.numel + shardSize - 1) / shardSize;
+    u.paddedNumel = u.shardNumel * shardSize;
+    u.shardOffset = arena;
+    u.gradShardOffset = arena + 4 * u.shardNumel;
+    u.expAvgOffset = arena + 8 * u.shardNumel;
+    u.expAvgSqOffset = arena + 12 * u.shardNumel;
+    arena += 16 * u.shardNumel;
+    p.units.push_back(u);
+  }
+  p.arenaBytes = arena;
+  return p;
+}
+
+size_t modelIndex(const std::string &name) {
+  for (size_t i = 0; i < kModel.size(); ++i)
+    if (kModel[i].name == name)
+      return i;
+  return SIZE_MAX;
+}
+
+// Shard member m's buffers of `p`, as training would hold them.
+std::vector<char> filledArena(const program::Program &p, int64_t member) {
+  std::vector<char> arena(p.arenaBytes, 0);
+  for (const auto &u : p.units)
+    for (int kind = 0; kind < 3; ++kind) {
+      int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
+      float *dst = reinterpret_cast<float *>(arena.data() + off);
+      for (int64_t j = 0; j < u.shardNumel; ++j) {
+        int64_t flat = member * u.shardNumel + j;
+        for (const auto &prm : u.params)
+          if (flat >= prm.offset && flat < prm.offset + prm.numel)
+            dst[j] = valueOf(modelIndex(prm.name), flat - prm.offset, kind);
+      }
+    }
+  return arena;
+}
+
+std::string scratch(const std::string &name) {
+  std::string dir = std::filesystem::temp_directory_path().string() + "/fsdp-ckpt-test-" +
+                    std::to_string(::getpid()) + "-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Saves `p` (every rank a thread) into dir as the checkpoint of step 5.
+void save(const program::Program &p, const std::string &dir, int64_t keep = 2, int64_t step = 5) {
+  auto world = runtime::createThreadsWorld((int)p.worldSize, (int)p.shardSize);
+  std::vector<std::string> errors(p.worldSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p.worldSize; ++r)
+    threads.emplace_back([&, r] {
+      auto comm = runtime::threadsCommunicator(world, r);
+      std::vector<char> arena = filledArena(p, r % p.shardSize);
+      errors[r] = io::saveCheckpoint(dir, keep, p, *comm, arena.data(), step, 12);
+    });
+  for (auto &t : threads)
+    t.join();
+  for (int r = 0; r < p.worldSize; ++r)
+    ASSERT_EQ(errors[r], "") << "rank " << r;
+}
+
+struct Case {
+  const char *name;
+  std::vector<int> savedGroups;
+  int64_t savedShard, savedWorld;
+  std::vector<int> loadedGroups;
+  int64_t loadedShard, loadedWorld;
+};
+
+class Reshard : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Reshard, EveryElementLandsWhereTheNewLayoutPutsIt) {
+  const Case &c = GetParam();
+  program::Program saved = layout(c.savedGroups, c.savedShard, c.savedWorld);
+  program::Program loaded = layout(c.loadedGroups, c.loadedShard, c.loadedWorld);
+  std::string dir = scratch(c.name);
+  save(saved, dir);
+  io::CheckpointRef ref;
+  ASSERT_EQ(io::resolveCheckpoint(dir, &ref), "");
+  EXPECT_EQ(ref.step, 5);
+  for (int64_t member = 0; member < loaded.shardSize; ++member) {
+    std::vector<char> arena(loaded.arenaBytes, 0x7f); // not zero: the loader writes all
+    int64_t step = -1;
+    ASSERT_EQ(io::loadCheckpoint(ref.path, loaded, (int)member, 12, arena.data(), &step), "");
+    EXPECT_EQ(step, 5);
+    std::vector<char> want = filledArena(loaded, member);
+    for (const auto &u : loaded.units)
+      for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset})
+        for (int64_t j = 0; j < u.shardNumel; ++j) {
+          float got = reinterpret_cast<float *>(arena.data() + off)[j];
+          float exp = reinterpret_cast<float *>(want.data() + off)[j];
+          ASSERT_EQ(got, exp) << u.name << " member " << member << " element " << j
+                              << " of the buffer at " << off;
+        }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Reshard,
+    ::testing::Values(
+        Case{"same", {1, 2, 1, 1}, 2, 2, {1, 2, 1, 1}, 2, 2},
+        Case{"fewer_ranks", {1, 2, 1, 1}, 4, 4, {1, 2, 1, 1}, 2, 2},
+        Case{"more_ranks", {1, 2, 1, 1}, 1, 1, {1, 2, 1, 1}, 3, 3},
+        Case{"three_to_four", {1, 2, 2}, 3, 3, {1, 2, 2}, 4, 4},
+        Case{"one_unit_to_units", {5}, 4, 4, {1, 1, 1, 1, 1}, 3, 3},
+        Case{"units_to_one_unit", {1, 1, 1, 1, 1}, 2, 4, {5}, 4, 4},
+        Case{"hybrid_to_full", {2, 3}, 2, 4, {1, 4}, 4, 4},
+        Case{"no_shard_to_hybrid", {1, 2, 2}, 1, 4, {4, 1}, 2, 4}),
+    [](const ::testing::TestParamInfo<Case> &i) { return std::string(i.param.name); });
+
+TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("refuse");
+  save(p, dir);
+  std::string path = io::checkpointPath(dir, 5);
+  std::vector<char> arena(p.arenaBytes);
+  int64_t step = 0;
+  std::string err = io::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
+  EXPECT_NE(err.find("saved with a global batch of 12 sequences, but this run's is 6"),
+            std::string::npos)
+      << err;
+  program::Program other = p;
+  other.units[1].params[0].shape = {4, 3};
+  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("parameter 'block.w' was saved with shape [3, 4], but this plan's model "
+                     "has [4, 3]"),
+            std::string::npos)
+      << err;
+  other = p;
+  other.units[2].params[1].name = "lm_head.bias";
+  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("holds no parameter 'lm_head.bias'"), std::string::npos) << err;
+  other = p;
+  other.units[0].params.clear();
+  other.units[0].numel = 0;
+  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("holds parameter 'embed.weight', which this plan's model does not have"),
+            std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, KeepsTheNewestAndListsThemInOrder) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("keep");
+  for (int64_t step : {3, 100000000, 7, 12})
+    save(p, dir, /*keep=*/3, step);
+  std::vector<io::CheckpointRef> all;
+  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  // Oldest first; 3 was removed when the fourth completed.
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].step, 7);
+  EXPECT_EQ(all[1].step, 12);
+  EXPECT_EQ(all[2].step, 100000000);
+  EXPECT_EQ(all[2].path, dir + "/step-100000000");
+  io::CheckpointRef newest;
+  ASSERT_EQ(io::resolveCheckpoint(dir, &newest), "");
+  EXPECT_EQ(newest.step, 100000000);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, TheLockRefusesASecondWriter) {
+  std::string dir = scratch("lock");
+  std::unique_ptr<io::CheckpointDir> first, second;
+  ASSERT_EQ(io::CheckpointDir::open(dir + "/ck", "", &first), "");
+  // flock(2) locks belong to the open file: a second open in this process
+  // conflicts as another process's would.
+  std::string err = io::CheckpointDir::open(dir + "/ck", "", &second);
+  EXPECT_NE(err.find("in use by another run"), std::string::npos) << err;
+  EXPECT_NE(err.find("process " + std::to_string(::getpid())), std::string::npos) << err;
+  first.reset();
+  EXPECT_EQ(io::CheckpointDir::open(dir + "/ck", "", &second), "");
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace

@@ -3,6 +3,7 @@
 #include "runtime/Backend.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
+#include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/kernels/cpu.h"
 
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <unistd.h>
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -577,12 +579,16 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
   }
   nlohmann::ordered_json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
                                 {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp);
-  out << doc.dump() << "\n";
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0)
-    return path + ": cannot write the trace";
+  // Whole or not at all: a temporary beside it, made durable, then renamed.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  io::removeTree(tmp);
+  std::string err = io::writeFileDurable(tmp, doc.dump() + "\n");
+  if (err.empty())
+    err = io::renameDurable(tmp, path);
+  if (!err.empty()) {
+    io::removeTree(tmp);
+    return path + ": cannot write the trace: " + err;
+  }
   return "";
 }
 

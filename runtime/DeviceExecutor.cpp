@@ -86,7 +86,7 @@ struct PendingTrace {
 class DeviceRank {
 public:
   DeviceRank(const Program &p, const RunOptions &o, NcclComms &comms, Communicator &host,
-             const io::Dataset &data)
+             const detail::Inputs &data)
       : p(p), o(o), comms(comms), host(host), data(data) {}
   ~DeviceRank();
 
@@ -136,8 +136,9 @@ private:
   void planWorkspace();
   void initShards(bool resume, int64_t *first);
   void copyShards(bool toDevice);
-  void fillInputs(int64_t step, int64_t micro);
+  void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
   void runPhase(const Stream &s, const char *phase, bool optimizer);
+  double evaluate();
   void enqueue(const Instruction &inst, int stream, bool optimizer);
   void computeOne(const Instruction &inst);
   void commOne(const Instruction &inst);
@@ -148,7 +149,8 @@ private:
   const RunOptions &o;
   NcclComms &comms;
   Communicator &host;
-  const io::Dataset &data;
+  const detail::Inputs &data;
+  bool recording = true; // into the measured trace (not during eval)
 
   char *arena = nullptr, *workspace = nullptr;
   int64_t workspaceBytes = 0;
@@ -365,13 +367,13 @@ void DeviceRank::copyShards(bool toDevice) {
     }
 }
 
-void DeviceRank::fillInputs(int64_t stepIndex, int64_t micro) {
+void DeviceRank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro) {
   int j = int(microIndex++ % 2);
   // The pinned buffer's previous copy must have left it.
   waitFor(inputCopied[j], curPhase + " (inputs of step " + std::to_string(stepIndex + 1) + ")");
   int64_t n = p.microBatch * p.seqLen;
   int64_t *tok = inputHost[j], *tgt = inputHost[j] + n;
-  detail::fillTokens(p, data, o.gradAccum, comms.rank(), stepIndex, micro, tok, tgt);
+  detail::fillTokens(p, from, o.gradAccum, comms.rank(), stepIndex, micro, tok, tgt);
   curInst = nullptr;
   cuda(cudaMemcpyAsync(t<int64_t>(p.tokens), tok, size_t(n * 8), cudaMemcpyHostToDevice, compute),
        "cudaMemcpyAsync (tokens)");
@@ -417,7 +419,8 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
     return;
   }
   cudaEvent_t start = nullptr;
-  if (!o.trace.empty()) {
+  bool tracing = !o.trace.empty() && recording;
+  if (tracing) {
     if (traceUsed + 2 > tracePool.size()) {
       cudaEvent_t e;
       cuda(cudaEventCreate(&e), "cudaEventCreate (trace)");
@@ -436,7 +439,7 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
   } catch (const std::exception &e) { // cuda_kernels::Error, mostly
     fail(where() + ": " + e.what());
   }
-  if (!o.trace.empty()) {
+  if (tracing) {
     cudaEvent_t end = tracePool[traceUsed++];
     cuda(cudaEventRecord(end, s), "cudaEventRecord (trace)");
     pending.push_back({&inst, stream, optimizer, traceStep, start, end});
@@ -685,11 +688,42 @@ void DeviceRank::optimizerStep(const Unit &u) {
     if (a >= b)
       continue;
     int64_t k = a - lo;
-    ck::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step, o.lr, o.beta1, o.beta2,
+    ck::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step,
+              detail::learningRate(o, step), o.beta1, o.beta2,
               o.eps, prm.decay ? o.weightDecay : 0.0, scale, compute);
   }
   if (u.shardNumel > 0) // the next step accumulates afresh
     cuda(cudaMemsetAsync(grad, 0, size_t(u.shardNumel * 4), compute), "cudaMemsetAsync");
+}
+
+// The held-out loss, as the CPU executor computes it (Executor.cpp,
+// Rank::evaluate): each eval batch through the micro-step, the gradients it
+// leaves zeroed.
+double DeviceRank::evaluate() {
+  recording = false;
+  double sum = 0;
+  for (int64_t b = 0; b < o.evalBatches; ++b) {
+    for (int64_t a = 0; a < o.gradAccum; ++a) {
+      fillInputs(data.eval, b, a);
+      runPhase(p.microStep, "eval", false);
+      curInst = nullptr;
+      cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4,
+                           cudaMemcpyDeviceToHost, compute),
+           "cudaMemcpyAsync (eval loss)");
+    }
+    cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
+    waitFor(stepDone, "eval batch " + std::to_string(b + 1));
+    for (int64_t a = 0; a < o.gradAccum; ++a)
+      sum += lossHost[a];
+  }
+  for (const Unit &u : p.units)
+    if (u.shardNumel > 0)
+      cuda(cudaMemsetAsync(at(u.gradShardOffset), 0, size_t(u.shardNumel * 4), compute),
+           "cudaMemsetAsync (after eval)");
+  recording = true;
+  if (!host.allReduceScalar(Group::World, &sum))
+    fail("stopped: " + host.error());
+  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
 }
 
 // After a step's wait: the timing events become trace records (seconds
@@ -728,7 +762,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       auto start = std::chrono::steady_clock::now();
       for (int64_t a = 0; a < o.gradAccum; ++a) {
         curPhase = "micro_step";
-        fillInputs(t, a);
+        fillInputs(data.train, t, a);
         runPhase(p.microStep, "micro_step", false);
         curInst = nullptr;
         cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4,
@@ -755,6 +789,10 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
       r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
+      if (detail::evalDue(o, r.step)) {
+        r.evaluated = true;
+        r.evalLoss = evaluate();
+      }
       std::string err = comms.rank() == 0 ? onStep(r) : "";
       if (err.empty())
         err = detail::checkFinite(r);
@@ -815,8 +853,8 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
   if (e != cudaSuccess)
     return who + "cudaSetDevice(" + std::to_string(device) + "): CUDA: " + cudaGetErrorString(e);
   // Bad data stops every rank the same way, before any communicator.
-  io::Dataset data;
-  err = data.open(options.data, program);
+  detail::Inputs data;
+  err = data.open(program, options);
   if (!err.empty())
     return who + err;
   std::unique_ptr<NcclComms> comms;

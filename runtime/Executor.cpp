@@ -66,7 +66,7 @@ using detail::TraceRecord;
 
 class Rank {
 public:
-  Rank(const Program &p, const RunOptions &o, Communicator &comm, const io::Dataset &data)
+  Rank(const Program &p, const RunOptions &o, Communicator &comm, const detail::Inputs &data)
       : p(p), o(o), comm(comm), data(data), events(p.events) {}
 
   std::string run(const StepCallback &onStep);
@@ -86,7 +86,9 @@ private:
   int shardMember() const { return comm.memberIndex(Group::Shard); }
 
   void initWeights();
-  void fillInputs(int64_t step, int64_t micro);
+  void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
+  void runPhase(const Stream &s, const char *name);
+  double evaluate();
   void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
   void computeOne(const Instruction &inst);
   void commLoop();
@@ -105,8 +107,10 @@ private:
   const Program &p;
   const RunOptions &o;
   Communicator &comm;
-  const io::Dataset &data;
+  const detail::Inputs &data;
   Events events;
+  int64_t epoch = 0;      // executions of a phase so far
+  bool recording = true;  // into the measured trace (not during eval)
   char *arena = nullptr;
   int64_t highWater = 0;
   int64_t step = 0;      // optimizer steps taken
@@ -127,9 +131,49 @@ private:
   std::string commError;
 };
 
-void Rank::fillInputs(int64_t stepIndex, int64_t micro) {
-  detail::fillTokens(p, data, o.gradAccum, comm.rank(), stepIndex, micro, t<int64_t>(p.tokens),
+void Rank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro) {
+  detail::fillTokens(p, from, o.gradAccum, comm.rank(), stepIndex, micro, t<int64_t>(p.tokens),
                      t<int64_t>(p.targets));
+}
+
+// One execution of a phase: its comm list on the comm thread, its compute
+// list here, joined by the program's events.
+void Rank::runPhase(const Stream &s, const char *name) {
+  ++epoch;
+  {
+    std::lock_guard<std::mutex> lock(jobMu);
+    job = &s.comm;
+    jobPhase = name;
+    jobEpoch = epoch;
+    jobDone = false;
+    jobCv.notify_all();
+  }
+  runCompute(s.compute, name, epoch);
+  std::unique_lock<std::mutex> lock(jobMu);
+  jobCv.wait(lock, [&] { return jobDone; });
+  if (!commError.empty())
+    fail(commError);
+}
+
+// The held-out loss (DESIGN.md, "Eval"): batch b is what step b would take
+// from the eval file, run through the micro-step's forward (and backward, as
+// the program has no forward-only phase); the gradients it leaves are
+// zeroed, so training goes on exactly as without it.
+double Rank::evaluate() {
+  recording = false;
+  double sum = 0;
+  for (int64_t b = 0; b < o.evalBatches; ++b)
+    for (int64_t a = 0; a < o.gradAccum; ++a) {
+      fillInputs(data.eval, b, a);
+      runPhase(p.microStep, "eval");
+      sum += *at(p.tensors[p.loss].offset);
+    }
+  for (const Unit &u : p.units)
+    std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
+  recording = true;
+  if (!comm.allReduceScalar(Group::World, &sum))
+    fail("stopped: " + comm.error());
+  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
 }
 
 void Rank::initWeights() {
@@ -304,7 +348,8 @@ void Rank::optimizerStep(const Unit &u) {
     if (a >= b)
       continue;
     int64_t k = a - lo;
-    kernels::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step, o.lr, o.beta1,
+    kernels::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step,
+                   detail::learningRate(o, step), o.beta1,
                    o.beta2, o.eps, prm.decay ? o.weightDecay : 0.0, scale);
   }
   std::memset(grad, 0, u.shardNumel * 4); // the next step accumulates afresh
@@ -323,7 +368,7 @@ void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, i
     } else {
       computeOne(inst);
     }
-    if (!o.trace.empty() && inst.op != Op::Record)
+    if (!o.trace.empty() && recording && inst.op != Op::Record)
       records[0].push_back({&inst, 0, optimizer, traceStep, start, now()});
   }
 }
@@ -383,7 +428,7 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
     default:
       break;
     }
-    if (!o.trace.empty() && inst.op != Op::Record && inst.op != Op::Wait)
+    if (!o.trace.empty() && recording && inst.op != Op::Record && inst.op != Op::Wait)
       records[1].push_back({&inst, 1, optimizer, traceStep, start, now()});
     if (!ok) {
       std::string why = comm.error();
@@ -456,34 +501,17 @@ std::string Rank::run(const StepCallback &onStep) {
     step = first;
     int64_t G = p.microBatch * p.worldSize * o.gradAccum;
     lossScale = 1.0f / (float)(G * p.seqLen);
-    int64_t epoch = 0;
-    auto phase = [&](const Stream &s, const char *name) {
-      ++epoch;
-      {
-        std::lock_guard<std::mutex> lock(jobMu);
-        job = &s.comm;
-        jobPhase = name;
-        jobEpoch = epoch;
-        jobDone = false;
-        jobCv.notify_all();
-      }
-      runCompute(s.compute, name, epoch);
-      std::unique_lock<std::mutex> lock(jobMu);
-      jobCv.wait(lock, [&] { return jobDone; });
-      if (!commError.empty())
-        fail(commError);
-    };
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
       auto start = std::chrono::steady_clock::now();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
-        fillInputs(t, a);
-        phase(p.microStep, "micro_step");
+        fillInputs(data.train, t, a);
+        runPhase(p.microStep, "micro_step");
         lossSum += *at(p.tensors[p.loss].offset);
       }
       ++step;
-      phase(p.optimizer, "optimizer");
+      runPhase(p.optimizer, "optimizer");
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // For the report only, outside the plan: the mean loss over ranks. Every
@@ -494,6 +522,10 @@ std::string Rank::run(const StepCallback &onStep) {
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
+      if (detail::evalDue(o, r.step)) {
+        r.evaluated = true;
+        r.evalLoss = evaluate();
+      }
       std::string err = comm.rank() == 0 ? onStep(r) : "";
       if (err.empty())
         err = detail::checkFinite(r);
@@ -595,8 +627,8 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
 std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
                                    Communicator &comm, const StepCallback &onStep) {
   openblas_set_num_threads(1);
-  io::Dataset data;
-  std::string err = data.open(options.data, program);
+  detail::Inputs data;
+  std::string err = data.open(program, options);
   if (!err.empty()) {
     comm.abort("rank " + std::to_string(comm.rank()) + ": " + err);
     return err;
@@ -614,8 +646,8 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
                                       const StepCallback &onStep) {
-  io::Dataset data;
-  std::string err = data.open(options.data, program);
+  detail::Inputs data;
+  std::string err = data.open(program, options);
   if (!err.empty())
     return err;
   // Ranks are the parallelism: one BLAS thread each, or N ranks would each
@@ -797,6 +829,33 @@ bool fsdp::runtime::detail::saveDue(const RunOptions &o, int64_t step) {
   return !o.save.empty() && (step == o.steps || (o.saveEvery > 0 && step % o.saveEvery == 0));
 }
 
+double fsdp::runtime::detail::learningRate(const RunOptions &o, int64_t step) {
+  int64_t W = o.warmupSteps, T = o.steps;
+  if (step <= W)
+    return o.lr * double(step) / double(W);
+  double progress = double(step - W) / double(T - W);
+  switch (o.lrSchedule) {
+  case RunOptions::Schedule::Constant:
+    return o.lr;
+  case RunOptions::Schedule::Linear:
+    return o.minLr + (o.lr - o.minLr) * (1.0 - progress);
+  case RunOptions::Schedule::Cosine:
+    return o.minLr + (o.lr - o.minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  return o.lr;
+}
+
+bool fsdp::runtime::detail::evalDue(const RunOptions &o, int64_t step) {
+  return !o.evalData.empty() && (step == o.steps || (o.evalEvery > 0 && step % o.evalEvery == 0));
+}
+
+std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptions &o) {
+  std::string err = train.open(o.data, p);
+  if (err.empty() && !o.evalData.empty())
+    err = eval.open(o.evalData, p);
+  return err;
+}
+
 StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,
                                              double lossSum, double gradNorm, double seconds) {
   int64_t G = p.microBatch * p.worldSize * o.gradAccum;
@@ -805,6 +864,7 @@ StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions 
   r.steps = o.steps;
   r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
   r.gradNorm = gradNorm;
+  r.lr = learningRate(o, r.step);
   r.stepTimeS = seconds;
   r.tokensPerS = (double)(G * p.seqLen) / seconds;
   r.predictedPeakBytes = p.predictedPeakBytes;

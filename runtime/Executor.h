@@ -9,14 +9,11 @@
 #define FSDP_RUNTIME_EXECUTOR_H
 
 #include "runtime/Program.h"
+#include "runtime/io/Dataset.h"
 
 #include <functional>
 #include <string>
 #include <vector>
-
-namespace fsdp::io {
-class Dataset;
-}
 
 namespace fsdp::runtime {
 
@@ -32,12 +29,24 @@ struct RunOptions {
   int64_t saveEvery = 0, keep = 2;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
   double clipGradNorm = 0;
+  // The learning rate of step t (detail::learningRate): warmup, then the
+  // schedule from lr down to minLr over the steps left.
+  enum class Schedule { Constant, Linear, Cosine } lrSchedule = Schedule::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = 0;
+  // Held-out loss after the update of every evalEvery-th step (0: only the
+  // last), over evalBatches batches of evalData.
+  std::string evalData;
+  int64_t evalEvery = 0, evalBatches = 1;
   std::string trace; // write the measured timeline here (Chrome trace)
 };
 
 struct StepReport {
   int64_t step = 0, steps = 0;
   double loss = 0, gradNorm = 0, stepTimeS = 0, tokensPerS = 0;
+  double lr = 0;        // the step's learning rate
+  bool evaluated = false;
+  double evalLoss = 0;  // when evaluated: the mean loss over the eval batches
   int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
   int64_t predictedPeakBytes = 0; // the plan's
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
@@ -62,6 +71,14 @@ std::string runRank(const program::Program &program, const RunOptions &options,
 namespace detail {
 // What the CPU executor and the device executor (DeviceExecutor.cpp) share,
 // so that both train the same model on the same data.
+
+/// The token streams of a run: the training data (--data, or synthetic) and
+/// the held-out data (--eval-data, when given), read and checked once.
+struct Inputs {
+  io::Dataset train, eval;
+  std::string open(const program::Program &p, const RunOptions &options);
+  int64_t bytes() const { return train.bytes() + eval.bytes(); }
+};
 
 /// Rank `rank`'s tokens and targets ([micro_batch, seq_len] each) for
 /// micro-step `micro` of optimizer step `step` (DESIGN.md's data semantics).
@@ -94,6 +111,12 @@ std::string checkFinite(const StepReport &r);
 
 /// Whether the checkpoint of step `step` (counted from 1) is written.
 bool saveDue(const RunOptions &options, int64_t step);
+
+/// The learning rate of step `step` (counted from 1), DESIGN.md's formula.
+double learningRate(const RunOptions &options, int64_t step);
+
+/// Whether the held-out loss is computed after step `step` (counted from 1).
+bool evalDue(const RunOptions &options, int64_t step);
 
 /// One executed instruction, for the measured trace.
 struct TraceRecord {

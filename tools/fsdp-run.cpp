@@ -40,7 +40,8 @@ static void usage() {
                "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
                "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
                "         [--grad-accum A] [--metrics FILE] [--save DIR] [--save-every N] [--keep K]\n"
-               "         [--resume DIR]\n"
+               "         [--resume DIR] [--lr-schedule constant|linear|cosine] [--warmup-steps W]\n"
+               "         [--min-lr X] [--eval-data FILE] [--eval-every N] [--eval-batches K]\n"
                "         [--save-weights FILE.safetensors] [--trace FILE.json] [--log-every N]\n"
                "         [--quiet]\n"
                "  --backend nccl, one GPU a rank: world size 1 as it is; under mpirun (rank 0's\n"
@@ -51,7 +52,11 @@ static void usage() {
                "  --save DIR: a checkpoint DIR/step-NNNNNNNN after every --save-every N steps\n"
                "  (0, the default: none) and after the last, the --keep K newest kept (2);\n"
                "  DIR is locked while the run lives. --resume DIR: its newest checkpoint,\n"
-               "  under this plan or any other of the same model and global batch\n");
+               "  under this plan or any other of the same model and global batch\n"
+               "  --lr-schedule constant|linear|cosine (constant), --warmup-steps W (0),\n"
+               "  --min-lr X (0): step t <= W takes lr*t/W, then the schedule from --lr to\n"
+               "  --min-lr over the steps left. --eval-data FILE, --eval-every N (0: after\n"
+               "  the last step only), --eval-batches K (1): the held-out loss, eval_loss\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
@@ -112,11 +117,15 @@ int main(int argc, char **argv) {
   bool timeoutGiven = false;
   std::map<std::string, double *> doubles = {
       {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
-      {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm}};
+      {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm},
+      {"--min-lr", &o.minLr}};
   std::map<std::string, std::string *> strings = {
       {"--backend", &backend}, {"--weights", &o.weights}, {"--data", &o.data},
       {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
-      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}, {"--nccl-id-file", &ncclIdFile}};
+      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}, {"--nccl-id-file", &ncclIdFile},
+      {"--eval-data", &o.evalData}};
+  std::string schedule = "constant";
+  bool evalFlags = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -159,6 +168,24 @@ int main(int argc, char **argv) {
       o.seed = integer(value(), a, 0, UINT64_MAX);
     } else if (a == "--grad-accum") {
       o.gradAccum = (int64_t)integer(value(), a, 1, kMaxGradAccum);
+    } else if (a == "--lr-schedule") {
+      schedule = value();
+      if (schedule == "constant")
+        o.lrSchedule = runtime::RunOptions::Schedule::Constant;
+      else if (schedule == "linear")
+        o.lrSchedule = runtime::RunOptions::Schedule::Linear;
+      else if (schedule == "cosine")
+        o.lrSchedule = runtime::RunOptions::Schedule::Cosine;
+      else
+        return fail("--lr-schedule expects constant, linear or cosine, not '" + schedule + "'");
+    } else if (a == "--warmup-steps") {
+      o.warmupSteps = (int64_t)integer(value(), a, 0, kMaxCount);
+    } else if (a == "--eval-every") {
+      o.evalEvery = (int64_t)integer(value(), a, 0, kMaxCount);
+      evalFlags = true;
+    } else if (a == "--eval-batches") {
+      o.evalBatches = (int64_t)integer(value(), a, 1, kMaxCount);
+      evalFlags = true;
     } else if (a == "--save-every") {
       o.saveEvery = (int64_t)integer(value(), a, 0, kMaxCount);
     } else if (a == "--keep") {
@@ -193,6 +220,10 @@ int main(int argc, char **argv) {
   }
   if (o.steps < 1 || o.gradAccum < 1)
     return fail("--steps and --grad-accum must be at least 1");
+  if (evalFlags && o.evalData.empty())
+    return fail("--eval-every and --eval-batches need --eval-data FILE, the held-out tokens");
+  if (o.minLr < 0 || o.minLr > o.lr)
+    return fail("--min-lr must be from 0 to --lr (" + std::to_string(o.lr) + ")");
   if (backend != "threads" && backend != "mpi" && backend != "nccl")
     return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
   // The file bootstrap of --backend nccl: both flags or neither.
@@ -376,12 +407,16 @@ int main(int argc, char **argv) {
   }
   auto onStep = [&](const runtime::StepReport &r) -> std::string {
     lastReport = r;
-    if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps))
-      std::printf("step %lld/%lld | loss %.4f | grad norm %.3f | %.0f tok/s | %.3f s%s | "
-                  "peak %s per rank (predicted %s)\n",
-                  (long long)r.step, (long long)r.steps, r.loss, r.gradNorm, r.tokensPerS,
-                  r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
+    if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps || r.evaluated)) {
+      char eval[48] = "";
+      if (r.evaluated)
+        std::snprintf(eval, sizeof eval, " | eval loss %.4f", r.evalLoss);
+      std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
+                  "%.3f s%s | peak %s per rank (predicted %s)\n",
+                  (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
+                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
                   human(r.predictedPeakBytes).c_str());
+    }
     std::fflush(stdout);
     if (metricsPath.empty() || myRank != 0)
       return std::string();
@@ -400,6 +435,8 @@ int main(int argc, char **argv) {
     };
     std::string line = "{\"step\": " + std::to_string(r.step) + ", \"loss\": " +
                        num(r.loss, "%.9g") + ", \"grad_norm\": " + num(r.gradNorm, "%.9g") +
+                       ", \"lr\": " + num(r.lr, "%.9g") +
+                       (r.evaluated ? ", \"eval_loss\": " + num(r.evalLoss, "%.9g") : "") +
                        ", \"step_time_s\": " + num(r.stepTimeS, "%.6f") +
                        ", \"tokens_per_s\": " + num(r.tokensPerS, "%.3f") +
                        ", \"peak_bytes\": " + std::to_string(r.peakBytes) +

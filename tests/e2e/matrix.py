@@ -226,6 +226,58 @@ def main():
                 model, world, what, "%.3g" % loss_diff if loss_diff is not None else "?",
                 "%.3g" % w_diff if w_diff is not None else "?",
                 "exact" if exact else "DIFFERENT", "ok" if ok else "FAILED " + (problem or "")))
+    # Learning-rate schedules (with warmup) and the held-out loss, against
+    # PyTorch doing the same, at world sizes 1, 2 and 4 (with accumulation at
+    # 2); and training is the same with and without evaluation.
+    eval_data = os.path.join(args.work, "apache2.bin")
+    run([PY, os.path.join(HERE, "make_data.py"), eval_data, "--text",
+         "/usr/share/common-licenses/Apache-2.0"])
+    for model, schedule, warmup, min_lr, accum in (("gpt2-tiny", "cosine", 3, 1e-4, 1),
+                                                  ("llama-tiny", "linear", 2, 2e-4, 3)):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        sched = ["--lr-schedule", schedule, "--warmup-steps", str(warmup), "--min-lr", str(min_lr),
+                 "--eval-data", eval_data, "--eval-every", "4", "--eval-batches", "2"]
+        tag = "%s.%s" % (model, schedule)
+        ref_metrics = os.path.join(args.work, tag + ".ref.jsonl")
+        run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+             "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+             "--seq-len", str(SEQ), "--grad-accum", str(accum), "--metrics", ref_metrics,
+             "--quiet"] + sched)
+        ref = read_metrics(ref_metrics)
+        for world in (1, 2, 4):
+            plan = os.path.join(args.work, "%s.w%d.plan.json" % (tag, world))
+            run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+                 "--micro-batch", str(GLOBAL_BATCH // world // accum), "--seq-len", str(SEQ),
+                 "-o", plan])
+            common = [os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+                      "--steps", str(args.steps), "--grad-accum", str(accum), "--quiet"]
+            metrics = plan + ".jsonl"
+            run(common + sched + ["--metrics", metrics])
+            got = read_metrics(metrics)
+            worst = {"loss": 0.0, "lr": 0.0, "eval_loss": 0.0}
+            problem = None if len(got) == len(ref) else "%d steps against %d" % (len(got), len(ref))
+            for x, y in zip(ref, got):
+                for key in worst:
+                    if (key in x) != (key in y):
+                        problem = "step %d: %s in one run only" % (x["step"], key)
+                    elif key in x:
+                        worst[key] = max(worst[key], abs(x[key] - y[key]) / abs(x[key]))
+            evaluated = sum("eval_loss" in y for y in got)
+            if problem is None and (max(worst.values()) > 1e-4 or evaluated != 3):
+                problem = "differs (%s), %d evaluations" % (worst, evaluated)
+            # Without evaluation: the same training losses, bit for bit.
+            plain = plan + ".noeval.jsonl"
+            run(common + sched[:6] + ["--metrics", plain])
+            if problem is None and [x["loss"] for x in read_metrics(plain)] != [x["loss"] for x in got]:
+                problem = "evaluation changed the training losses"
+            total += 1
+            failures += problem is not None
+            print("%-11s %5d %-14s %14s %14s %10s %s" % (
+                model, world, "%s+eval%s" % (schedule, " accum %d" % accum if accum > 1 else ""),
+                "%.3g" % worst["loss"], "eval %.3g" % worst["eval_loss"], "lr %.1g" % worst["lr"],
+                "ok" if problem is None else "FAILED " + problem))
+
     # Mixed precision: bf16 parameters (f32 reductions) against PyTorch doing
     # the same rounding, at world sizes 1, 2 and 4; the peak stays exact.
     for model in args.models.split(","):

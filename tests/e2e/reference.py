@@ -7,6 +7,8 @@ usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps 
                     [--clip-grad-norm X] [--dtype f32|f64] [--bf16-params]
                     [--metrics OUT.jsonl] [--save-weights OUT.safetensors]
                     [--save-dtype f32|f64] [--no-dropout] [--threads N]
+                    [--lr-schedule constant|linear|cosine] [--warmup-steps W] [--min-lr X]
+                    [--eval-data FILE] [--eval-every N] [--eval-batches K]
 
 Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   n = number of tokens; sample g of step t (t = 0 for the first step) starts at
@@ -19,11 +21,19 @@ Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   metrics is the total norm before clipping, always.
   --bf16-params: parameters are rounded to bf16 for each step's forward/backward
   (compute in f32, gradients f32, master weights and AdamW state f32).
+  The learning rate of step t (1-based), T = --steps, W = --warmup-steps: lr*t/W
+  for t <= W; after, with p = (t-W)/(T-W): constant lr, linear min+(lr-min)(1-p),
+  cosine min+(lr-min)/2 (1+cos pi p); weight decay uses it (torch's AdamW).
+  Eval, after the update of step t (t a multiple of --eval-every, or t = T): batch b
+  (b < --eval-batches) is what step b would take from --eval-data; eval_loss is the
+  mean of their losses, under no_grad, the parameters as the training forward sees
+  them (bf16-rounded with --bf16-params).
 Output: one JSON line per step {"step": t+1, "loss": ..., "grad_norm": ...}; the
 final weights with the input file's names and layouts (f32 unless --save-dtype f64).
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -143,6 +153,12 @@ def main(argv=None):
                     help="train a config with non-zero dropout without dropout")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--lr-schedule", choices=("constant", "linear", "cosine"), default="constant")
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--min-lr", type=float, default=0.0)
+    ap.add_argument("--eval-data")
+    ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--eval-batches", type=int, default=1)
     a = ap.parse_args(argv)
 
     G, S, A = a.global_batch, a.seq_len, a.grad_accum
@@ -173,6 +189,40 @@ def main(argv=None):
     data = load_tokens(a.data, model.c["vocab"])
     if data.numel() < S + 2:
         die(f"{a.data}: {data.numel()} tokens; need at least seq_len + 2 = {S + 2}")
+
+    eval_data = None
+    if a.eval_data:
+        eval_data = load_tokens(a.eval_data, model.c["vocab"])
+        if eval_data.numel() < S + 2:
+            die(f"{a.eval_data}: {eval_data.numel()} tokens; need at least seq_len + 2 = {S + 2}")
+
+    def learning_rate(t):
+        W, T = a.warmup_steps, a.steps
+        if t <= W:
+            return a.lr * t / W
+        p = (t - W) / (T - W)
+        if a.lr_schedule == "linear":
+            return a.min_lr + (a.lr - a.min_lr) * (1 - p)
+        if a.lr_schedule == "cosine":
+            return a.min_lr + (a.lr - a.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
+        return a.lr
+
+    def evaluate():
+        losses = []
+        with torch.no_grad():
+            masters = [p.data for p in params]
+            if a.bf16_params:
+                for p in params:
+                    p.data = p.data.to(torch.bfloat16).to(torch.float32)
+            for b in range(a.eval_batches):
+                x, y = batch(eval_data, b, G, S)
+                # The micro-batches' mean losses, averaged: what fsdp-run computes.
+                losses.append(sum(models.lm_loss(model(x[m * mb:(m + 1) * mb]),
+                                                 y[m * mb:(m + 1) * mb]).item()
+                                  for m in range(A)) / A)
+            for p, w in zip(params, masters):
+                p.data = w
+        return sum(losses) / len(losses)
 
     params = list(model.parameters())
     decay = [p for p in params if p.dim() >= 2]
@@ -206,8 +256,14 @@ def main(argv=None):
             gn = torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)
         else:
             gn = total_norm(params)
+        lr = learning_rate(t + 1)
+        for group in opt.param_groups:
+            group["lr"] = lr
         opt.step()
-        rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn)}
+        rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn), "lr": lr}
+        if eval_data is not None and (t + 1 == a.steps or
+                                      (a.eval_every > 0 and (t + 1) % a.eval_every == 0)):
+            rec["eval_loss"] = evaluate()
         if mf:
             mf.write(json.dumps(rec) + "\n")
             mf.flush()

@@ -603,7 +603,11 @@ void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
 // --- What the test's driver reads (emu_report.h) ------------------------------------
 
 std::set<std::string> launchedKernels() { return device().launched; }
-std::vector<std::string> failures() { return device().failures; }
+std::vector<std::string> takeFailures() {
+  std::vector<std::string> out;
+  out.swap(device().failures);
+  return out;
+}
 void resetDevice() {
   Device &d = device();
   d.sticky = d.lastError = cudaSuccess;

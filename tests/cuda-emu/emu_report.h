@@ -9,8 +9,9 @@
 namespace cuda_emu {
 // Base names (no namespace, no template arguments) of the kernels launched.
 std::set<std::string> launchedKernels();
-// Every failure of a kernel or a cuBLAS call so far, in order.
-std::vector<std::string> failures();
+// Every failure of a kernel or a cuBLAS call since the last call, in order
+// (the emulator's self-test takes those it provoked).
+std::vector<std::string> takeFailures();
 // Clears the errors of the device (the failures stay recorded).
 void resetDevice();
 } // namespace cuda_emu

@@ -1,6 +1,8 @@
 //===- main.cpp - The emulated kernel tests' driver -----------------------===//
 //
-// Runs tests/gpu/KernelsGpuTest.cpp against the emulated device, then counts
+// Runs tests/gpu/KernelsGpuTest.cpp against the emulated device (and the
+// emulator's own checks, SelfTest.cpp, whose kernels are named selfTest*),
+// then counts
 // the __global__ kernels defined in runtime/kernels/*.cu (Y, by scanning the
 // sources, so the count cannot drift) and those the tests launched (X, by
 // the emulator's record of launches) and prints, last,
@@ -75,11 +77,11 @@ int main(int argc, char **argv) {
   }
   bool ok = testsStatus == 0;
   for (const std::string &k : launched)
-    if (!defined.count(k)) {
+    if (!defined.count(k) && k.rfind("selfTest", 0) != 0) { // SelfTest.cpp's own
       std::printf("launched, but not defined in %s/*.cu: %s\n", FSDP_CUDA_KERNELS_DIR, k.c_str());
       ok = false;
     }
-  const auto failures = cuda_emu::failures();
+  const auto failures = cuda_emu::takeFailures();
   if (!failures.empty()) {
     std::printf("%zu failures on the emulated device (first: %s)\n", failures.size(),
                 failures.front().c_str());

@@ -57,7 +57,7 @@ namespace {
 // compile as host C++ under the CPU emulator of tests/cuda-emu (which defines
 // them first and runs each launch's real grid, block and shared-memory size).
 #ifndef FSDP_LAUNCH
-#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
+#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                       \
   kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
 #endif
 #ifndef FSDP_SHARED
@@ -672,7 +672,8 @@ void attentionForwardLaunch(const float *q, const float *k, const float *v, floa
   setSmem(attentionForwardKernel<MaxDh>, smem);
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
   const float scale = float(1.0 / std::sqrt(double(Dh)));
-  FSDP_LAUNCH(attentionForwardKernel<MaxDh>, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S, H, KV, Dh, scale, statsOnly);
+  FSDP_LAUNCH(attentionForwardKernel<MaxDh>, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S,
+              H, KV, Dh, scale, statsOnly);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -685,10 +686,12 @@ void attentionBackwardLaunch(const float *dout, const float *q, const float *k, 
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const unsigned tiles = unsigned((S + kTile - 1) / kTile);
   setSmem(attentionBackwardKVKernel<MaxDh>, smem);
-  FSDP_LAUNCH(attentionBackwardKVKernel<MaxDh>, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream, dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
+  FSDP_LAUNCH(attentionBackwardKVKernel<MaxDh>, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem,
+              stream, dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
   setSmem(attentionBackwardQKernel<MaxDh>, smem);
-  FSDP_LAUNCH(attentionBackwardQKernel<MaxDh>, dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream, dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
+  FSDP_LAUNCH(attentionBackwardQKernel<MaxDh>, dim3(tiles, unsigned(B * H)), kAttnThreads, smem,
+              stream, dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -950,7 +953,8 @@ void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int
     FSDP_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * V * D, stream));
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(embeddingBackwardKernel, gridFor(n * D), kThreads, 0, stream, dout, ids, dtable, n, D);
+  FSDP_LAUNCH(embeddingBackwardKernel, gridFor(n * D), kThreads, 0, stream, dout, ids, dtable, n,
+              D);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1015,7 +1019,8 @@ void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream) {
   if (out <= 0)
     return;
-  FSDP_LAUNCH(columnSumKernel<0>, unsigned((out + 31) / 32), 256, 0, stream, dy, nullptr, nullptr, db, nullptr, n, out, 0);
+  FSDP_LAUNCH(columnSumKernel<0>, unsigned((out + 31) / 32), 256, 0, stream, dy, nullptr, nullptr,
+              db, nullptr, n, out, 0);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1026,7 +1031,8 @@ void layerNormForward(const float *x, const float *w, const float *b, float *y, 
                       int64_t D, double eps, cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(layerNormForwardKernel, rowGrid(n, "layerNormForward"), kThreads, 0, stream, x, w, b, y, D, eps);
+  FSDP_LAUNCH(layerNormForwardKernel, rowGrid(n, "layerNormForward"), kThreads, 0, stream, x, w, b,
+              y, D, eps);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1036,13 +1042,16 @@ void layerNormBackward(const float *dy, const float *x, const float *w, float *d
   if (D <= 0)
     return;
   if (n > 0) {
-    FSDP_LAUNCH(layerNormStatsKernel, rowGrid(n, "layerNormBackward"), kThreads, 0, stream, dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH(layerNormStatsKernel, rowGrid(n, "layerNormBackward"), kThreads, 0, stream, dy, x,
+                w, scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(columnSumKernel<1>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, db, n, D, 4);
+  FSDP_LAUNCH(columnSumKernel<1>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, db,
+              n, D, 4);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
-    FSDP_LAUNCH(layerNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH(layerNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,
+                D);
     FSDP_LAUNCH_CHECK();
   }
 }
@@ -1051,7 +1060,8 @@ void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t
                     cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(rmsNormForwardKernel, rowGrid(n, "rmsNormForward"), kThreads, 0, stream, x, w, y, D, eps);
+  FSDP_LAUNCH(rmsNormForwardKernel, rowGrid(n, "rmsNormForward"), kThreads, 0, stream, x, w, y, D,
+              eps);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1060,10 +1070,12 @@ void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx,
   if (D <= 0)
     return;
   if (n > 0) {
-    FSDP_LAUNCH(rmsNormStatsKernel, rowGrid(n, "rmsNormBackward"), kThreads, 0, stream, dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH(rmsNormStatsKernel, rowGrid(n, "rmsNormBackward"), kThreads, 0, stream, dy, x, w,
+                scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(columnSumKernel<2>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, nullptr, n, D, 2);
+  FSDP_LAUNCH(columnSumKernel<2>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw,
+              nullptr, n, D, 2);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
     FSDP_LAUNCH(rmsNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n, D);
@@ -1081,7 +1093,8 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
     InvFreqChunk inv{};
     for (int i = 0; i < w; ++i)
       inv.v[i] = invFreqHost(i0 + i, Dh, theta, scaling);
-    FSDP_LAUNCH(ropeKernel, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0, w, inv, inverse);
+    FSDP_LAUNCH(ropeKernel, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0, w,
+                inv, inverse);
     FSDP_LAUNCH_CHECK();
   }
   if (Dh % 2) {
@@ -1159,7 +1172,8 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV,
                                                         int(Dh), true, stream)));
   const int64_t rows = B * H * S;
-  FSDP_LAUNCH(attentionRowDotKernel, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B, S, H, int(Dh));
+  FSDP_LAUNCH(attentionRowDotKernel, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B, S,
+              H, int(Dh));
   FSDP_LAUNCH_CHECK();
   FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S,
                                                          H, KV, int(Dh), stream)));
@@ -1199,7 +1213,8 @@ void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t strea
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
                          int64_t V, double *scratch, cudaStream_t stream) {
   if (n > 0) {
-    FSDP_LAUNCH(crossEntropyRowKernel, rowGrid(n, "crossEntropyForward"), kThreads, 0, stream, logits, targets, scratch, V);
+    FSDP_LAUNCH(crossEntropyRowKernel, rowGrid(n, "crossEntropyForward"), kThreads, 0, stream,
+                logits, targets, scratch, V);
     FSDP_LAUNCH_CHECK();
   }
   FSDP_LAUNCH(meanKernel, 1, 1024, 0, stream, scratch, loss, n);
@@ -1210,7 +1225,8 @@ void crossEntropyBackward(const float *logits, const int64_t *targets, float *dl
                           int64_t V, float scale, cudaStream_t stream) {
   if (n <= 0 || V <= 0)
     return;
-  FSDP_LAUNCH(crossEntropyBackwardKernel, rowGrid(n, "crossEntropyBackward"), kThreads, 0, stream, logits, targets, dlogits, V, scale);
+  FSDP_LAUNCH(crossEntropyBackwardKernel, rowGrid(n, "crossEntropyBackward"), kThreads, 0, stream,
+              logits, targets, dlogits, V, scale);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1231,7 +1247,8 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, cons
   c.bc2Sqrt = float(std::sqrt(biasCorrection2));
   c.eps = float(eps);
   c.gs = float(gradScale);
-  FSDP_LAUNCH(adamwKernel, gridFor(n), kThreads, 0, stream, param, grad, expAvg, expAvgSq, decay, n, c);
+  FSDP_LAUNCH(adamwKernel, gridFor(n), kThreads, 0, stream, param, grad, expAvg, expAvgSq, decay, n,
+              c);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1267,7 +1284,8 @@ void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaS
   const int64_t chunk = std::max<int64_t>(8 * kThreads, (n + maxBlocks - 1) / maxBlocks);
   const int64_t blocks = n > 0 ? (n + chunk - 1) / chunk : 0;
   if (blocks > 0) {
-    FSDP_LAUNCH(sumOfSquaresPartialKernel, unsigned(blocks), kThreads, 0, stream, x, n, chunk, scratch);
+    FSDP_LAUNCH(sumOfSquaresPartialKernel, unsigned(blocks), kThreads, 0, stream, x, n, chunk,
+                scratch);
     FSDP_LAUNCH_CHECK();
   }
   FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, scratch, blocks, out);

@@ -144,9 +144,9 @@ TEST(CudaEmulator, LaunchLimitsAndPointers) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   FSDP_LAUNCH(selfTestNothing, 1, 32, 64 * 1024, nullptr, out.p);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  ASSERT_EQ(cudaFuncSetAttribute(selfTestNothing, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 64 * 1024),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaFuncSetAttribute(selfTestNothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024),
+      cudaSuccess);
   FSDP_LAUNCH(selfTestNothing, 1, 32, 64 * 1024, nullptr, out.p);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(cudaFuncSetAttribute(selfTestNothing, cudaFuncAttributeMaxDynamicSharedMemorySize,

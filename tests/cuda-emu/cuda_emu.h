@@ -191,11 +191,10 @@ inline int shflXorSrc(int laneMask, int width) {
 #define blockDim (::cuda_emu::view().blockDim)
 #define gridDim (::cuda_emu::view().gridDim)
 
-#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                      \
+#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                       \
   ::cuda_emu::launch(#kernel, kernel, (grid), (block), (shmem), (stream), __VA_ARGS__)
-#define FSDP_SHARED(type, name, dims)                                                             \
-  auto &name = ::cuda_emu::staticSharedArray<type dims>(#name)
-#define FSDP_DYNAMIC_SHARED(type, name)                                                           \
+#define FSDP_SHARED(type, name, dims) auto &name = ::cuda_emu::staticSharedArray<type dims>(#name)
+#define FSDP_DYNAMIC_SHARED(type, name)                                                            \
   type *const name = static_cast<type *>(::cuda_emu::dynamicShared())
 
 inline void __syncthreads() { ::cuda_emu::syncThreads(); }

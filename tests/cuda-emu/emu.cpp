@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tests/cuda-emu/cuda_emu.h"
-#include "tests/cuda-emu/include/cublas_v2.h"
 #include "tests/cuda-emu/emu_report.h"
+#include "tests/cuda-emu/include/cublas_v2.h"
 
 #include <cxxabi.h>
 #include <elf.h>
@@ -44,9 +44,9 @@ namespace {
 
 // --- Device state --------------------------------------------------------------
 
-constexpr size_t kStaticSharedMax = 48 * 1024;   // static __shared__ a block
+constexpr size_t kStaticSharedMax = 48 * 1024;      // static __shared__ a block
 constexpr size_t kDynamicSharedDefault = 48 * 1024; // without the attribute
-constexpr size_t kSharedOptInMax = 227 * 1024;   // sm_90's opt-in maximum a block
+constexpr size_t kSharedOptInMax = 227 * 1024;      // sm_90's opt-in maximum a block
 
 // Memory that ends at a PROT_NONE page: a read or write past the end faults
 // (the SIGSEGV handler names the kernel) instead of passing unseen.
@@ -333,13 +333,11 @@ bool settleWarps() {
           continue;
         }
         if (other.mask != mask || other.op != first.op) {
-          b.failure = where.str() + " waits at another (mask 0x" +
-                      [&] {
-                        std::ostringstream h;
-                        h << std::hex << other.mask;
-                        return h.str();
-                      }() +
-                      ")";
+          b.failure = where.str() + " waits at another (mask 0x" + [&] {
+            std::ostringstream h;
+            h << std::hex << other.mask;
+            return h.str();
+          }() + ")";
           return false;
         }
       }
@@ -360,9 +358,8 @@ bool settleWarps() {
         case WarpOp::Shuffle:
           // A source lane outside the mask (or the warp) gives an undefined
           // value: all ones, a NaN for a float or a double.
-          f.result = f.src >= 0 && f.src < 32 && (mask >> f.src & 1u)
-                         ? b.fibers[w0 + f.src]->value
-                         : ~uint64_t(0);
+          f.result = f.src >= 0 && f.src < 32 && (mask >> f.src & 1u) ? b.fibers[w0 + f.src]->value
+                                                                      : ~uint64_t(0);
           break;
         case WarpOp::Ballot:
           f.result = ballot;
@@ -534,8 +531,8 @@ bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 blk, siz
       threads > 1024)
     why = "block (" + std::to_string(blk.x) + "," + std::to_string(blk.y) + "," +
           std::to_string(blk.z) + ")";
-  else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu ||
-           grid.y > 65535 || grid.z > 65535)
+  else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+           grid.z > 65535)
     why = "grid (" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," +
           std::to_string(grid.z) + ")";
   if (!why.empty()) {
@@ -688,9 +685,9 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
   if ((dstDevice && !inDevice(dst, dExtent)) || (srcDevice && !inDevice(src, sExtent)))
     return cudaErrorInvalidValue;
   for (size_t r = 0; r < height; ++r) {
-    cudaError_t e = checkedCopy(static_cast<char *>(dst) + r * dpitch,
-                                static_cast<const char *>(src) + r * spitch, width,
-                                cudaMemcpyDefault);
+    cudaError_t e =
+        checkedCopy(static_cast<char *>(dst) + r * dpitch,
+                    static_cast<const char *>(src) + r * spitch, width, cudaMemcpyDefault);
     if (e != cudaSuccess)
       return e;
   }
@@ -838,13 +835,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   const float alpha = *static_cast<const float *>(alphaPtr);
   const float beta = *static_cast<const float *>(betaPtr);
   const bool readAB = alpha != 0.0f && k > 0;
-  if ((readAB && (!operandInDevice(A, aRows, aCols, lda) || !operandInDevice(B, bRows, bCols, ldb))) ||
+  if ((readAB &&
+       (!operandInDevice(A, aRows, aCols, lda) || !operandInDevice(B, bRows, bCols, ldb))) ||
       !operandInDevice(C, m, n, ldc)) {
     cuda_emu::fail(cudaErrorLaunchFailure,
                    "cublasGemmEx: an operand reaches outside its allocation (m " +
-                       std::to_string(m) + ", n " + std::to_string(n) + ", k " +
-                       std::to_string(k) + ", lda " + std::to_string(lda) + ", ldb " +
-                       std::to_string(ldb) + ", ldc " + std::to_string(ldc) + ")");
+                       std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) +
+                       ", lda " + std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
+                       std::to_string(ldc) + ")");
     return CUBLAS_STATUS_SUCCESS; // on a GPU: a fault, seen at the next synchronization
   }
   const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);

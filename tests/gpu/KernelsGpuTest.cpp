@@ -23,8 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace cpu = fsdp::kernels;
@@ -59,13 +59,13 @@ bool gpuRequired() {
 
 // Skips without a device; fails instead with FSDP_REQUIRE_GPU=1, so that a
 // run on a machine whose GPU is missing or unusable cannot read as a pass.
-#define REQUIRE_GPU()                                                                             \
-  do {                                                                                            \
-    const std::string why_ = noDevice();                                                          \
-    if (!why_.empty() && gpuRequired())                                                           \
-      FAIL() << "FSDP_REQUIRE_GPU=1, but no NVIDIA GPU can be used: " << why_;                    \
-    if (!why_.empty())                                                                            \
-      GTEST_SKIP() << "no CUDA device: " << why_;                                                 \
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
+    const std::string why_ = noDevice();                                                           \
+    if (!why_.empty() && gpuRequired())                                                            \
+      FAIL() << "FSDP_REQUIRE_GPU=1, but no NVIDIA GPU can be used: " << why_;                     \
+    if (!why_.empty())                                                                             \
+      GTEST_SKIP() << "no CUDA device: " << why_;                                                  \
   } while (0)
 
 template <class T> struct Dev {
@@ -341,9 +341,9 @@ TEST(KernelsGpu, CausalAttention) {
 TEST(KernelsGpu, CausalAttentionGridLimit) {
   REQUIRE_GPU();
   const int64_t B = 2, S = 1, H = 32768, KV = 1, Dh = 16;
-  EXPECT_THROW(gpu::causalAttentionForward(nullptr, nullptr, nullptr, nullptr, B, S, H, KV, Dh,
-                                           nullptr),
-               gpu::Error);
+  EXPECT_THROW(
+      gpu::causalAttentionForward(nullptr, nullptr, nullptr, nullptr, B, S, H, KV, Dh, nullptr),
+      gpu::Error);
   EXPECT_THROW(gpu::causalAttentionBackward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                             nullptr, nullptr, B, S, H, KV, Dh, nullptr, nullptr),
                gpu::Error);

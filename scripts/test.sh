@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds, and runs every test: GoogleTest and lit
 # (through CTest), each test once. Exit status is non-zero if any test fails.
+# The CUDA kernels run too, on a CPU emulator (label "cuda-emulated").
 # Timing checks (label "timing": the cost model's prediction against a
 # measured step) are left out: they need a quiet machine, and run with
 # `ctest --test-dir build -L timing`.
@@ -10,3 +11,6 @@ scripts/install-deps.sh
 scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "$(nproc)" -LE timing
+# How many of runtime/kernels' CUDA kernels ran on the emulator (test
+# cuda-emulated, tests/cuda-emu): its last line, from the log of the run above.
+grep -h '^emulated kernels:' Testing/Temporary/LastTest.log || true

@@ -53,6 +53,20 @@ namespace {
       throwError("kernel launch", cudaGetErrorString(err_));                                      \
   } while (0)
 
+// Launches and shared memory go through these macros so that the kernels also
+// compile as host C++ under the CPU emulator of tests/cuda-emu (which defines
+// them first and runs each launch's real grid, block and shared-memory size).
+#ifndef FSDP_LAUNCH
+#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                       \
+  kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#endif
+#ifndef FSDP_SHARED
+#define FSDP_SHARED(type, name, dims) __shared__ type name dims
+#endif
+#ifndef FSDP_DYNAMIC_SHARED
+#define FSDP_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
@@ -60,6 +74,18 @@ constexpr float kGeluA = 0.044715f;
 inline unsigned gridFor(int64_t n, int64_t perBlock = kThreads) {
   int64_t g = (n + perBlock - 1) / perBlock;
   return unsigned(std::min<int64_t>(std::max<int64_t>(g, 1), 65535LL * 32));
+}
+
+// CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535. The
+// kernels that take a block a row (norms, cross-entropy) or a (batch, head)
+// in grid.y (attention) are refused past them, naming the call, rather than
+// left to a launch error or to a truncated grid that skips rows.
+constexpr int64_t kMaxGridX = 0x7fffffff, kMaxGridY = 65535;
+inline unsigned rowGrid(int64_t rows, const char *call) {
+  if (rows > kMaxGridX)
+    throw Error(std::string(call) + ": " + std::to_string(rows) +
+                " rows, a block each, over CUDA's 2^31 - 1 blocks");
+  return unsigned(rows);
 }
 
 // Grid-stride loop over [0, n).
@@ -142,7 +168,8 @@ __global__ void positionIdsKernel(int64_t *out, int64_t B, int64_t S) {
 template <int Mode>
 __global__ void columnSumKernel(const float *dy, const float *x, const float *stats,
                                 float *out0, float *out1, int64_t n, int64_t D, int statStride) {
-  __shared__ double s0[8][33], s1[8][33];
+  FSDP_SHARED(double, s0, [8][33]);
+  FSDP_SHARED(double, s1, [8][33]);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int64_t c = int64_t(blockIdx.x) * 32 + tx;
   double a0 = 0, a1 = 0;
@@ -199,7 +226,7 @@ __device__ void rowMoments(const float *xr, int64_t D, double eps, double *shm, 
 
 __global__ void layerNormForwardKernel(const float *x, const float *w, const float *b, float *y,
                                        int64_t D, double eps) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
   const float *xr = x + i * D;
   float *yr = y + i * D;
@@ -213,7 +240,7 @@ __global__ void layerNormForwardKernel(const float *x, const float *w, const flo
 // stats[i] = {mean, rstd, mean(g), mean(g * xhat)} with g = dy * w.
 __global__ void layerNormStatsKernel(const float *dy, const float *x, const float *w,
                                      float *stats, int64_t D, double eps) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
   const float *xr = x + i * D, *gr = dy + i * D;
   double mean, rstd;
@@ -247,7 +274,7 @@ __global__ void layerNormDxKernel(const float *dy, const float *x, const float *
 
 __global__ void rmsNormForwardKernel(const float *x, const float *w, float *y, int64_t D,
                                      double eps) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
   const float *xr = x + i * D;
   float *yr = y + i * D;
@@ -262,7 +289,7 @@ __global__ void rmsNormForwardKernel(const float *x, const float *w, float *y, i
 // stats[i] = {rstd, k = rstd^3 * mean(g * x)}
 __global__ void rmsNormStatsKernel(const float *dy, const float *x, const float *w, float *stats,
                                    int64_t D, double eps) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
   const float *xr = x + i * D, *gr = dy + i * D;
   double s = 0, sgx = 0;
@@ -369,7 +396,7 @@ template <int MaxDh>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionForwardKernel(const float *q, const float *k, const float *v, float *out, float *lse,
                            int64_t S, int64_t H, int64_t KV, int Dh, float scale, bool statsOnly) {
-  extern __shared__ float smem[];
+  FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *Ks = Qs + kTile * ld, *Vs = Ks + kTile * ld, *Ss = Vs + kTile * ld;
   float *mS = Ss + kTile * (kTile + 1), *lS = mS + kTile, *aS = lS + kTile;
@@ -459,23 +486,26 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 }
 
-// D[(b * H + h) * S + i] = dout_i · out_i (a warp per row).
+// D[(b * H + h) * S + i] = dout_i · out_i (a warp per row, grid-stride over
+// rows: the grid is capped, B * H * S is not). The 32 lanes of a warp take
+// the same rows, so the shuffles see the whole warp.
 __global__ void attentionRowDotKernel(const float *dout, const float *out, float *Dv, int64_t B,
                                       int64_t S, int64_t H, int Dh) {
-  const int64_t warpsTotal = B * H * S;
-  const int64_t wid = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t rows = B * H * S;
+  const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (wid >= warpsTotal)
-    return;
-  const int64_t i = wid % S, bh = wid / S, h = bh % H, b = bh / H;
-  const int64_t off = (b * S + i) * H * Dh + h * Dh;
-  float s = 0;
-  for (int d = lane; d < Dh; d += 32)
-    s += dout[off + d] * out[off + d];
-  for (int o = 16; o > 0; o >>= 1)
-    s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0)
-    Dv[wid] = s;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < rows;
+       row += warps) {
+    const int64_t i = row % S, bh = row / S, h = bh % H, b = bh / H;
+    const int64_t off = (b * S + i) * H * Dh + h * Dh;
+    float s = 0;
+    for (int d = lane; d < Dh; d += 32)
+      s += dout[off + d] * out[off + d];
+    for (int o = 16; o > 0; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0)
+      Dv[row] = s;
+  }
 }
 
 // P = exp(S - lse) (masked: 0), dP = dO Vᵀ, dS = P (dP - D), in place in
@@ -507,7 +537,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardKVKernel(const float *dout, const float *q, const float *k, const float *v,
                               const float *lse, const float *Dv, float *dk, float *dv, int64_t S,
                               int64_t H, int64_t KV, int Dh, float scale) {
-  extern __shared__ float smem[];
+  FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Ks = smem, *Vs = Ks + kTile * ld, *Qs = Vs + kTile * ld, *dOs = Qs + kTile * ld;
   float *Ps = dOs + kTile * ld, *dSs = Ps + kTile * (kTile + 1);
@@ -572,7 +602,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardQKernel(const float *dout, const float *q, const float *k, const float *v,
                              const float *lse, const float *Dv, float *dq, int64_t S, int64_t H,
                              int64_t KV, int Dh, float scale) {
-  extern __shared__ float smem[];
+  FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *dOs = Qs + kTile * ld, *Ks = dOs + kTile * ld, *Vs = Ks + kTile * ld;
   float *Ps = Vs + kTile * ld, *dSs = Ps + kTile * (kTile + 1);
@@ -642,8 +672,8 @@ void attentionForwardLaunch(const float *q, const float *k, const float *v, floa
   setSmem(attentionForwardKernel<MaxDh>, smem);
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
   const float scale = float(1.0 / std::sqrt(double(Dh)));
-  attentionForwardKernel<MaxDh>
-      <<<grid, kAttnThreads, smem, stream>>>(q, k, v, out, lse, S, H, KV, Dh, scale, statsOnly);
+  FSDP_LAUNCH(attentionForwardKernel<MaxDh>, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S,
+              H, KV, Dh, scale, statsOnly);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -656,12 +686,12 @@ void attentionBackwardLaunch(const float *dout, const float *q, const float *k, 
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const unsigned tiles = unsigned((S + kTile - 1) / kTile);
   setSmem(attentionBackwardKVKernel<MaxDh>, smem);
-  attentionBackwardKVKernel<MaxDh><<<dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream>>>(
-      dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
+  FSDP_LAUNCH(attentionBackwardKVKernel<MaxDh>, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem,
+              stream, dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
   setSmem(attentionBackwardQKernel<MaxDh>, smem);
-  attentionBackwardQKernel<MaxDh><<<dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream>>>(
-      dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
+  FSDP_LAUNCH(attentionBackwardQKernel<MaxDh>, dim3(tiles, unsigned(B * H)), kAttnThreads, smem,
+              stream, dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -729,8 +759,8 @@ __device__ void rowLse(const float *x, int64_t V, float *fshm, double *dshm, flo
 
 __global__ void crossEntropyRowKernel(const float *logits, const int64_t *targets, double *rowLoss,
                                       int64_t V) {
-  __shared__ float fshm[32];
-  __shared__ double dshm[32];
+  FSDP_SHARED(float, fshm, [32]);
+  FSDP_SHARED(double, dshm, [32]);
   const int64_t i = blockIdx.x;
   const float *x = logits + i * V;
   float mx;
@@ -741,7 +771,7 @@ __global__ void crossEntropyRowKernel(const float *logits, const int64_t *target
 }
 
 __global__ void meanKernel(const double *v, float *out, int64_t n) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     s += v[i];
@@ -752,8 +782,8 @@ __global__ void meanKernel(const double *v, float *out, int64_t n) {
 
 __global__ void crossEntropyBackwardKernel(const float *logits, const int64_t *targets,
                                            float *dlogits, int64_t V, float scale) {
-  __shared__ float fshm[32];
-  __shared__ double dshm[32];
+  FSDP_SHARED(float, fshm, [32]);
+  FSDP_SHARED(double, dshm, [32]);
   const int64_t i = blockIdx.x;
   const float *x = logits + i * V;
   float *d = dlogits + i * V;
@@ -849,7 +879,7 @@ __global__ void roundToBf16Kernel(const float *x, float *out, int64_t n) {
 // Partial sums: block b sums the fixed chunk [b * chunk, (b + 1) * chunk).
 __global__ void sumOfSquaresPartialKernel(const float *x, int64_t n, int64_t chunk,
                                           double *partial) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   const int64_t lo = int64_t(blockIdx.x) * chunk, hi = min(n, lo + chunk);
   double s = 0;
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
@@ -860,7 +890,7 @@ __global__ void sumOfSquaresPartialKernel(const float *x, int64_t n, int64_t chu
 }
 
 __global__ void sumKernel(const double *v, int64_t n, double *out) {
-  __shared__ double shm[32];
+  FSDP_SHARED(double, shm, [32]);
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     s += v[i];
@@ -913,7 +943,7 @@ void embeddingForward(const int64_t *ids, const float *table, float *out, int64_
                       cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  embeddingForwardKernel<<<gridFor(n * D), kThreads, 0, stream>>>(ids, table, out, n, D);
+  FSDP_LAUNCH(embeddingForwardKernel, gridFor(n * D), kThreads, 0, stream, ids, table, out, n, D);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -923,14 +953,15 @@ void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int
     FSDP_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * V * D, stream));
   if (n <= 0 || D <= 0)
     return;
-  embeddingBackwardKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dout, ids, dtable, n, D);
+  FSDP_LAUNCH(embeddingBackwardKernel, gridFor(n * D), kThreads, 0, stream, dout, ids, dtable, n,
+              D);
   FSDP_LAUNCH_CHECK();
 }
 
 void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
   if (B <= 0 || S <= 0)
     return;
-  positionIdsKernel<<<gridFor(B * S), kThreads, 0, stream>>>(out, B, S);
+  FSDP_LAUNCH(positionIdsKernel, gridFor(B * S), kThreads, 0, stream, out, B, S);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -941,7 +972,7 @@ void linearForward(cublasHandle_t handle, const float *x, const float *w, const 
     return;
   float beta = 0.0f;
   if (bias) {
-    biasBroadcastKernel<<<gridFor(n * out), kThreads, 0, stream>>>(bias, y, n, out);
+    FSDP_LAUNCH(biasBroadcastKernel, gridFor(n * out), kThreads, 0, stream, bias, y, n, out);
     FSDP_LAUNCH_CHECK();
     beta = 1.0f;
   }
@@ -988,8 +1019,8 @@ void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream) {
   if (out <= 0)
     return;
-  columnSumKernel<0><<<unsigned((out + 31) / 32), 256, 0, stream>>>(dy, nullptr, nullptr, db,
-                                                                     nullptr, n, out, 0);
+  FSDP_LAUNCH(columnSumKernel<0>, unsigned((out + 31) / 32), 256, 0, stream, dy, nullptr, nullptr,
+              db, nullptr, n, out, 0);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1000,7 +1031,8 @@ void layerNormForward(const float *x, const float *w, const float *b, float *y, 
                       int64_t D, double eps, cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  layerNormForwardKernel<<<unsigned(n), kThreads, 0, stream>>>(x, w, b, y, D, eps);
+  FSDP_LAUNCH(layerNormForwardKernel, rowGrid(n, "layerNormForward"), kThreads, 0, stream, x, w, b,
+              y, D, eps);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1010,14 +1042,16 @@ void layerNormBackward(const float *dy, const float *x, const float *w, float *d
   if (D <= 0)
     return;
   if (n > 0) {
-    layerNormStatsKernel<<<unsigned(n), kThreads, 0, stream>>>(dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH(layerNormStatsKernel, rowGrid(n, "layerNormBackward"), kThreads, 0, stream, dy, x,
+                w, scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  columnSumKernel<1><<<unsigned((D + 31) / 32), 256, 0, stream>>>(dy, x, scratch, dw, db, n, D,
-                                                                   4);
+  FSDP_LAUNCH(columnSumKernel<1>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, db,
+              n, D, 4);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
-    layerNormDxKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH(layerNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,
+                D);
     FSDP_LAUNCH_CHECK();
   }
 }
@@ -1026,7 +1060,8 @@ void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t
                     cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  rmsNormForwardKernel<<<unsigned(n), kThreads, 0, stream>>>(x, w, y, D, eps);
+  FSDP_LAUNCH(rmsNormForwardKernel, rowGrid(n, "rmsNormForward"), kThreads, 0, stream, x, w, y, D,
+              eps);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1035,14 +1070,15 @@ void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx,
   if (D <= 0)
     return;
   if (n > 0) {
-    rmsNormStatsKernel<<<unsigned(n), kThreads, 0, stream>>>(dy, x, w, scratch, D, eps);
+    FSDP_LAUNCH(rmsNormStatsKernel, rowGrid(n, "rmsNormBackward"), kThreads, 0, stream, dy, x, w,
+                scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  columnSumKernel<2><<<unsigned((D + 31) / 32), 256, 0, stream>>>(dy, x, scratch, dw, nullptr, n,
-                                                                   D, 2);
+  FSDP_LAUNCH(columnSumKernel<2>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw,
+              nullptr, n, D, 2);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
-    rmsNormDxKernel<<<gridFor(n * D), kThreads, 0, stream>>>(dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH(rmsNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n, D);
     FSDP_LAUNCH_CHECK();
   }
 }
@@ -1057,12 +1093,12 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
     InvFreqChunk inv{};
     for (int i = 0; i < w; ++i)
       inv.v[i] = invFreqHost(i0 + i, Dh, theta, scaling);
-    ropeKernel<<<gridFor(rows * H * w), kThreads, 0, stream>>>(x, y, rows, S, H, Dh, i0, w, inv,
-                                                               inverse);
+    FSDP_LAUNCH(ropeKernel, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0, w,
+                inv, inverse);
     FSDP_LAUNCH_CHECK();
   }
   if (Dh % 2) {
-    ropeOddTailKernel<<<gridFor(rows * H), kThreads, 0, stream>>>(x, y, rows, H, Dh);
+    FSDP_LAUNCH(ropeOddTailKernel, gridFor(rows * H), kThreads, 0, stream, x, y, rows, H, Dh);
     FSDP_LAUNCH_CHECK();
   }
 }
@@ -1103,11 +1139,20 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
     }                                                                                             \
   } while (0)
 
+// The attention kernels put a (batch, head) in grid.y: B * H of them (B * KV
+// for dk/dv, KV <= H).
+static void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
+  if (B * H > kMaxGridY)
+    throw Error(std::string(call) + ": batch " + std::to_string(B) + " x " + std::to_string(H) +
+                " heads = " + std::to_string(B * H) + " blocks in grid.y, over CUDA's 65535");
+}
+
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                             int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
                             cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
+  checkAttentionGrid(B, H, "causalAttentionForward");
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, out, nullptr, B, S, H, KV, int(Dh),
                                                         false, stream)));
 }
@@ -1122,12 +1167,13 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
                              cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
+  checkAttentionGrid(B, H, "causalAttentionBackward");
   float *lse = scratch, *Dv = scratch + B * H * S;
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV,
                                                         int(Dh), true, stream)));
   const int64_t rows = B * H * S;
-  attentionRowDotKernel<<<gridFor(rows * 32), kThreads, 0, stream>>>(dout, out, Dv, B, S, H,
-                                                                     int(Dh));
+  FSDP_LAUNCH(attentionRowDotKernel, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B, S,
+              H, int(Dh));
   FSDP_LAUNCH_CHECK();
   FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S,
                                                          H, KV, int(Dh), stream)));
@@ -1138,7 +1184,7 @@ template <typename... Params, typename... Args>
 void launchElementwise(void (*kernel)(Params...), int64_t n, cudaStream_t stream, Args... args) {
   if (n <= 0)
     return;
-  kernel<<<gridFor(n), kThreads, 0, stream>>>(args...);
+  FSDP_LAUNCH(kernel, gridFor(n), kThreads, 0, stream, args...);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1167,10 +1213,11 @@ void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t strea
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
                          int64_t V, double *scratch, cudaStream_t stream) {
   if (n > 0) {
-    crossEntropyRowKernel<<<unsigned(n), kThreads, 0, stream>>>(logits, targets, scratch, V);
+    FSDP_LAUNCH(crossEntropyRowKernel, rowGrid(n, "crossEntropyForward"), kThreads, 0, stream,
+                logits, targets, scratch, V);
     FSDP_LAUNCH_CHECK();
   }
-  meanKernel<<<1, 1024, 0, stream>>>(scratch, loss, n);
+  FSDP_LAUNCH(meanKernel, 1, 1024, 0, stream, scratch, loss, n);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1178,8 +1225,8 @@ void crossEntropyBackward(const float *logits, const int64_t *targets, float *dl
                           int64_t V, float scale, cudaStream_t stream) {
   if (n <= 0 || V <= 0)
     return;
-  crossEntropyBackwardKernel<<<unsigned(n), kThreads, 0, stream>>>(logits, targets, dlogits, V,
-                                                                   scale);
+  FSDP_LAUNCH(crossEntropyBackwardKernel, rowGrid(n, "crossEntropyBackward"), kThreads, 0, stream,
+              logits, targets, dlogits, V, scale);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1200,7 +1247,8 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, cons
   c.bc2Sqrt = float(std::sqrt(biasCorrection2));
   c.eps = float(eps);
   c.gs = float(gradScale);
-  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, expAvg, expAvgSq, decay, n, c);
+  FSDP_LAUNCH(adamwKernel, gridFor(n), kThreads, 0, stream, param, grad, expAvg, expAvgSq, decay, n,
+              c);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1208,17 +1256,17 @@ void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream) {
   if (n <= 0)
     return;
   if (static_cast<const void *>(x) != static_cast<const void *>(out)) {
-    toBf16Kernel<<<gridFor(n), kThreads, 0, stream>>>(x, out, n);
+    FSDP_LAUNCH(toBf16Kernel, gridFor(n), kThreads, 0, stream, x, out, n);
     FSDP_LAUNCH_CHECK();
     return;
   }
   // In place: [0, first) in one block, then doubling ranges [lo, 2 lo).
   const int64_t first = std::min<int64_t>(n, 8 * kThreads);
-  toBf16InPlaceKernel<<<1, kThreads, 0, stream>>>(x, out, 0, first, true);
+  FSDP_LAUNCH(toBf16InPlaceKernel, 1, kThreads, 0, stream, x, out, 0, first, true);
   FSDP_LAUNCH_CHECK();
   for (int64_t lo = first; lo < n; lo *= 2) {
     const int64_t hi = std::min(n, 2 * lo);
-    toBf16InPlaceKernel<<<gridFor(hi - lo), kThreads, 0, stream>>>(x, out, lo, hi, false);
+    FSDP_LAUNCH(toBf16InPlaceKernel, gridFor(hi - lo), kThreads, 0, stream, x, out, lo, hi, false);
     FSDP_LAUNCH_CHECK();
   }
 }
@@ -1236,10 +1284,11 @@ void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaS
   const int64_t chunk = std::max<int64_t>(8 * kThreads, (n + maxBlocks - 1) / maxBlocks);
   const int64_t blocks = n > 0 ? (n + chunk - 1) / chunk : 0;
   if (blocks > 0) {
-    sumOfSquaresPartialKernel<<<unsigned(blocks), kThreads, 0, stream>>>(x, n, chunk, scratch);
+    FSDP_LAUNCH(sumOfSquaresPartialKernel, unsigned(blocks), kThreads, 0, stream, x, n, chunk,
+                scratch);
     FSDP_LAUNCH_CHECK();
   }
-  sumKernel<<<1, 1024, 0, stream>>>(scratch, blocks, out);
+  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, scratch, blocks, out);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1248,7 +1297,7 @@ void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream
 }
 
 void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream) {
-  sumKernel<<<1, 1024, 0, stream>>>(x, n, out);
+  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, x, n, out);
   FSDP_LAUNCH_CHECK();
 }
 

@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # On a GPU machine (NVIDIA, CUDA 13 nvcc, CMake, ninja, PyTorch with CUDA as
 # python3; no LLVM/MLIR needed), with gpu-stage/ from tests/gpu/stage.sh
-# carried into the repository root. In about 8 minutes on 16 cores:
+# carried into the repository root (tests/gpu/preflight.sh has checked on
+# the development machine that the stage is all the build needs):
 #
 #   1. builds the runtime, fsdp-run (with --backend nccl) and the GPU kernel
-#      tests, runtime-only (-DFSDP_RUNTIME_ONLY=ON), for CUDA_ARCH (90);
-#   2. runs the kernel tests (tests/gpu/KernelsGpuTest.cpp);
+#      tests, runtime-only, for CUDA_ARCH (90): tests/gpu/build.sh;
+#   2. runs the kernel tests (tests/gpu/KernelsGpuTest.cpp) with
+#      FSDP_REQUIRE_GPU=1: no usable GPU is a failure, not a skip;
 #   3. trains the small GPT-2 and LLaMA with --backend nccl and --backend
 #      threads on the same plan, weights and data and compares the losses
 #      (tests/gpu/gpu_checks.py: 1e-4 relative), with resume, the final
 #      weights, a trace, and two ranks on one GPU (must fail, not hang);
 #   4. benchmarks GPT-2 medium (bf16 parameters) against PyTorch FSDP2
-#      (tests/gpu/bench_fsdp2.py): tokens/s and MFU.
+#      (tests/gpu/bench_fsdp2.py): tokens/s and MFU;
+#   5. compute-sanitizer memcheck, then racecheck, over the attention and
+#      norm kernel tests.
 #
-# Results under $OUT (or ./gpu-results), at most 8 files: summary.json,
-# build.log, kernels.log, kernels-gtest.json, train.log, train.json,
-# trace-gpt2-tiny.json, bench.json (the benchmark's log is in train.log).
-# The whole run keeps within BUDGET seconds (default 540, under the device
-# tool's 600 s a command): each stage's timeout is its cap or what is left
-# after the later stages' reserve, and summary.json is rewritten after every
-# stage, so a run cut short still says how far it got.
+# Results under $OUT (or ./gpu-results): summary.json, build.log,
+# kernels.log, kernels-gtest.json, train.log, train.json,
+# trace-gpt2-tiny.json, bench.json, sanitizer.log (the benchmark's log is in
+# train.log). Each stage's time limit is at most its cap (build 200 s,
+# kernels 40, training 150, benchmark 90, sanitizer 60: 540 s together,
+# under the device tool's 600 s a command), less when earlier stages ran
+# long and the later ones' caps must still fit in BUDGET (default 540);
+# summary.json is rewritten after every stage, so a run cut short still
+# says how far it got.
 #
 #   tests/gpu/run-all.sh
 #   CUDA_ARCH=80 JOBS=16 STAGE=/path/gpu-stage tests/gpu/run-all.sh
@@ -38,12 +44,15 @@ BUDGET="${BUDGET:-540}"
 mkdir -p "$RESULTS" "$WORK"
 export PYTHONUNBUFFERED=1
 start=$(date +%s)
-build_status=null kernels=null train=null bench=null
+build_status=null kernels=null train=null bench=null sanitizer=null
+
+# Stage caps in seconds, in order; they add up to at most 540.
+CAP_BUILD=200 CAP_KERNELS=40 CAP_TRAIN=150 CAP_BENCH=90 CAP_SANITIZER=60
 
 summary() { # stage ok
-  printf '{"stage": "%s", "ok": %s, "seconds": %d, "build_exit": %s, "kernel_tests_exit": %s, "training_checks_exit": %s, "benchmark_exit": %s}\n' \
+  printf '{"stage": "%s", "ok": %s, "seconds": %d, "build_exit": %s, "kernel_tests_exit": %s, "training_checks_exit": %s, "benchmark_exit": %s, "sanitizer_exit": %s}\n' \
     "$1" "$2" "$(( $(date +%s) - start ))" "$build_status" "$kernels" "$train" "$bench" \
-    > "$RESULTS/summary.json"
+    "$sanitizer" > "$RESULTS/summary.json"
   cat "$RESULTS/summary.json"
 }
 # Seconds a stage may take: its cap, or what is left of the budget after the
@@ -54,8 +63,10 @@ limit() { # cap reserve
   [ "$left" -lt 20 ] && left=20
   echo "$left"
 }
-# The deadline the Python stages budget against (seconds since the epoch).
-export FSDP_GPU_DEADLINE=$(( start + BUDGET ))
+ok_word() { [ "$1" -eq 0 ] && echo true || echo false; }
+# The deadline the Python stages budget against (seconds since the epoch):
+# the sanitizer's cap is kept for after them.
+export FSDP_GPU_DEADLINE=$(( start + BUDGET - CAP_SANITIZER ))
 
 if [ ! -d "$STAGE/plans" ]; then
   echo "run-all.sh: no $STAGE/plans: run tests/gpu/stage.sh on the development machine and carry gpu-stage" >&2
@@ -63,58 +74,16 @@ if [ ! -d "$STAGE/plans" ]; then
   exit 1
 fi
 
-# --- 1. build ---------------------------------------------------------------
-# The staged OpenBLAS's own needs (libgfortran), after the system's: for the
-# link and for every run.
+# --- 1. build (tests/gpu/build.sh, as tests/gpu/preflight.sh ran it) ---------
+# The staged OpenBLAS's own needs (libgfortran), after the system's: for
+# every run below.
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$STAGE/lib"
-NVCC="${NVCC:-}"
-if [ -z "$NVCC" ]; then
-  if [ -x /usr/local/cuda/bin/nvcc ]; then NVCC=/usr/local/cuda/bin/nvcc; else NVCC="$(command -v nvcc || true)"; fi
-fi
-# NCCL: NCCL_HOME, the toolkit's, or the pip package nvidia-nccl-cu13.
-nccl_inc="" nccl_lib=""
-find_nccl() { # dir with include/ and lib/
-  local d="$1"
-  [ -f "$d/include/nccl.h" ] || return 1
-  nccl_inc="$d/include"
-  nccl_lib="$(ls "$d"/lib/libnccl.so "$d"/lib/libnccl.so.[0-9]* "$d"/lib64/libnccl.so "$d"/lib64/libnccl.so.[0-9]* 2>/dev/null | head -1)"
-  [ -n "$nccl_lib" ]
-}
-cuda_root="$(dirname "$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")")"
-# Any pip package under nvidia/ (the cu13 wheels' layout may differ from the
-# cu12 ones' nvidia/nccl/{include,lib}): nccl.h and libnccl.so* wherever they are.
-find_nccl_pip() {
-  local d h l
-  for d in $("$PY" -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null); do
-    h="$(find "$d" -name nccl.h 2>/dev/null | head -1)"
-    l="$(find "$d" -name 'libnccl.so*' 2>/dev/null | sort | head -1)"
-    if [ -n "$h" ] && [ -n "$l" ]; then nccl_inc="$(dirname "$h")"; nccl_lib="$l"; return 0; fi
-  done
-  return 1
-}
-find_nccl "${NCCL_HOME:-/nonexistent}" || find_nccl "$cuda_root" || find_nccl /usr/local/cuda || \
-  find_nccl "$("$PY" -c 'import nvidia.nccl as m, os; print(list(m.__path__)[0])' 2>/dev/null)" || \
-  find_nccl_pip || find_nccl /usr || { nccl_inc="" nccl_lib=""; }
-
-{
-  echo "nvcc: $NVCC"; "$NVCC" --version | tail -2
-  echo "nccl: ${nccl_inc:-none} ${nccl_lib:-none}"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-  cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DFSDP_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
-    -DFSDP_NLOHMANN_INCLUDE_DIR="$STAGE/include" -DFSDP_GTEST_SOURCE_DIR="$STAGE/googletest" \
-    -DFSDP_OPENBLAS_HINT="$STAGE/lib" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
-    ${nccl_inc:+-DNCCL_INCLUDE_DIR="$nccl_inc"} ${nccl_lib:+-DNCCL_LIBRARY="$nccl_lib"} &&
-  timeout -k 5 "$(limit 300 200)" cmake --build "$BUILD_DIR" -j"$JOBS" --target fsdp-run fsdp-gpu-tests
-} > "$RESULTS/build.log" 2>&1
-status=$?
-build_status=$status
-echo "build: exit $status, $(( $(date +%s) - start )) s"
-if [ $status -eq 0 ] && ! ldd "$BUILD_DIR/bin/fsdp-run" | grep -q libnccl; then
-  echo "fsdp-run was built without NCCL (nccl.h or libnccl not found)" >> "$RESULTS/build.log"
-  status=1
-fi
-if [ $status -ne 0 ]; then
+STAGE="$STAGE" BUILD_DIR="$BUILD_DIR" JOBS="$JOBS" CUDA_ARCH="$CUDA_ARCH" PYTHON="$PY" \
+  BUILD_TIMEOUT="$(limit $CAP_BUILD $(( CAP_KERNELS + CAP_TRAIN + CAP_BENCH + CAP_SANITIZER )))" \
+  "$ROOT/tests/gpu/build.sh" > "$RESULTS/build.log" 2>&1
+build_status=$?
+echo "build: exit $build_status, $(( $(date +%s) - start )) s"
+if [ $build_status -ne 0 ]; then
   tail -40 "$RESULTS/build.log"
   summary build false
   exit 1
@@ -122,28 +91,60 @@ fi
 summary build true
 
 # --- 2. kernel tests ----------------------------------------------------------
-timeout -k 5 "$(limit 120 180)" "$BUILD_DIR/bin/fsdp-gpu-tests" \
-  --gtest_output="json:$RESULTS/kernels-gtest.json" > "$RESULTS/kernels.log" 2>&1
+FSDP_REQUIRE_GPU=1 timeout -k 5 "$(limit $CAP_KERNELS $(( CAP_TRAIN + CAP_BENCH + CAP_SANITIZER )))" \
+  "$BUILD_DIR/bin/fsdp-gpu-tests" --gtest_output="json:$RESULTS/kernels-gtest.json" \
+  > "$RESULTS/kernels.log" 2>&1
 kernels=$?
-summary kernels "$([ $kernels -eq 0 ] && echo true || echo false)"
+summary kernels "$(ok_word $kernels)"
 echo "kernel tests: exit $kernels ($(grep -c '^\[       OK \]' "$RESULTS/kernels.log") ok, $(grep -c '^\[  FAILED  \]' "$RESULTS/kernels.log") failed lines, $(grep -c '^\[  SKIPPED \]' "$RESULTS/kernels.log") skipped)"
 
 # --- 3. training: nccl against threads --------------------------------------
-timeout -k 5 "$(limit 240 90)" "$PY" "$ROOT/tests/gpu/gpu_checks.py" "$BUILD_DIR/bin" "$STAGE" \
-  "$WORK" "$RESULTS" > "$RESULTS/train.log" 2>&1
+timeout -k 5 "$(limit $CAP_TRAIN $(( CAP_BENCH + CAP_SANITIZER )))" "$PY" "$ROOT/tests/gpu/gpu_checks.py" \
+  "$BUILD_DIR/bin" "$STAGE" "$WORK" "$RESULTS" > "$RESULTS/train.log" 2>&1
 train=$?
-summary training "$([ $train -eq 0 ] && echo true || echo false)"
+summary training "$(ok_word $train)"
 grep -E '^(CASE|CHECK)' "$RESULTS/train.log"
 echo "training checks: exit $train"
 
 # --- 4. benchmark -----------------------------------------------------------
-timeout -k 5 "$(limit 420 5)" "$PY" "$ROOT/tests/gpu/bench_fsdp2.py" "$BUILD_DIR/bin" "$STAGE" \
-  "$WORK" "$RESULTS" >> "$RESULTS/train.log" 2>&1
+timeout -k 5 "$(limit $CAP_BENCH $CAP_SANITIZER)" "$PY" "$ROOT/tests/gpu/bench_fsdp2.py" \
+  "$BUILD_DIR/bin" "$STAGE" "$WORK" "$RESULTS" >> "$RESULTS/train.log" 2>&1
 bench=$?
+summary benchmark "$(ok_word $bench)"
 grep -E '^(fsdp|pytorch_fsdp2):' "$RESULTS/train.log"
 echo "benchmark: exit $bench"
 
+# --- 5. compute-sanitizer: memcheck, then racecheck ----------------------------
+# Over the kernels with shared memory and warp shuffles (attention, norms);
+# half the stage's time each.
+cuda_bin="$(dirname "${NVCC:-/usr/local/cuda/bin/nvcc}")"
+SANITIZER="$(command -v compute-sanitizer || true)"
+for c in "$cuda_bin/compute-sanitizer" /usr/local/cuda/bin/compute-sanitizer \
+         /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+  [ -z "$SANITIZER" ] && [ -x "$c" ] && SANITIZER="$c"
+done
+half=$(( $(limit $CAP_SANITIZER 0) / 2 ))
+{
+  if [ -z "$SANITIZER" ]; then
+    echo "run-all.sh: compute-sanitizer not found (PATH, the toolkit's bin/)"
+    sanitizer=127
+  else
+    sanitizer=0
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer --tool $tool (at most $half s)"
+      FSDP_REQUIRE_GPU=1 timeout -k 5 "$half" "$SANITIZER" --tool "$tool" --error-exitcode 1 \
+        "$BUILD_DIR/bin/fsdp-gpu-tests" \
+        --gtest_filter='KernelsGpu.CausalAttention*:KernelsGpu.LayerNorm:KernelsGpu.RmsNorm'
+      rc=$?
+      echo "== $tool: exit $rc"
+      [ $rc -ne 0 ] && sanitizer=$rc
+    done
+  fi
+} > "$RESULTS/sanitizer.log" 2>&1
+grep -E '^== |ERROR SUMMARY|RACECHECK SUMMARY|not found' "$RESULTS/sanitizer.log"
+echo "sanitizer: exit $sanitizer"
+
 ok=false
-[ $kernels -eq 0 ] && [ $train -eq 0 ] && [ $bench -eq 0 ] && ok=true
+[ $kernels -eq 0 ] && [ $train -eq 0 ] && [ $bench -eq 0 ] && [ $sanitizer -eq 0 ] && ok=true
 summary done $ok
 $ok

@@ -5,7 +5,7 @@
 # into the build directory, compiling runtime/kernels/cuda.cu, the CPU
 # kernels (runtime/kernels/cpu.cpp, same flags as runtime/CMakeLists.txt) and
 # the test. Results: GoogleTest JSON plus a summary, under $OUT (or
-# ./gpu-results).
+# ./gpu-results). With FSDP_REQUIRE_GPU=1: no usable GPU fails the tests.
 #
 #   tests/gpu/run.sh                  # sm_90 (H100/H200)
 #   CUDA_ARCH=80 tests/gpu/run.sh     # other architectures
@@ -62,7 +62,7 @@ if [ "$status" -ne 0 ]; then
 fi
 
 set +e
-"$BUILD_DIR/build/fsdp-kernels-gpu-tests" --gtest_output="json:$RESULTS/gtest.json" \
+FSDP_REQUIRE_GPU=1 "$BUILD_DIR/build/fsdp-kernels-gpu-tests" --gtest_output="json:$RESULTS/gtest.json" \
   2>&1 | tee "$RESULTS/test.log"
 status=${PIPESTATUS[0]}
 set -e

@@ -2,9 +2,12 @@
 # Run HERE (the development machine, with the full build): stages into
 # gpu-stage/ (git-ignored) what tests/gpu/run-all.sh needs on a GPU machine
 # that has CUDA, CMake, ninja and PyTorch but no LLVM/MLIR, nlohmann-json,
-# GoogleTest or OpenBLAS:
+# GoogleTest or OpenBLAS (tests/gpu/preflight.sh then checks, with the
+# system's copies hidden, that the stage is all the build needs):
 #
 #   gpu-stage/include/nlohmann/   nlohmann-json's headers (/usr/include/nlohmann)
+#   gpu-stage/include/cblas.h     OpenBLAS's headers (cblas.h, openblas_config.h,
+#                                 f77blas.h), for runtime/kernels/cpu.cpp
 #   gpu-stage/googletest/         GoogleTest's sources (/usr/src/googletest)
 #   gpu-stage/lib/                libopenblas.so.0 and its libgfortran/libquadmath
 #   gpu-stage/plans/*.json        programs fsdp-plan wrote here (it needs MLIR)
@@ -29,6 +32,17 @@ rm -rf "$STAGE"
 mkdir -p "$STAGE/include" "$STAGE/lib" "$STAGE/plans"
 
 cp -r /usr/include/nlohmann "$STAGE/include/"
+# OpenBLAS's headers, where the multiarch cblas.h link leads (Debian:
+# /usr/include/x86_64-linux-gnu/openblas-pthread/); plain files.
+cblas="$(readlink -f /usr/include/x86_64-linux-gnu/cblas.h 2>/dev/null || true)"
+[ -f "$cblas" ] || cblas="$(readlink -f /usr/include/cblas.h 2>/dev/null || true)"
+[ -f "$cblas" ] || { echo "stage.sh: no OpenBLAS cblas.h (apt-get install libopenblas-dev)" >&2; exit 1; }
+for h in cblas.h openblas_config.h f77blas.h; do
+  if [ -f "$(dirname "$cblas")/$h" ]; then
+    cp "$(readlink -f "$(dirname "$cblas")/$h")" "$STAGE/include/$h"
+  fi
+done
+[ -f "$STAGE/include/openblas_config.h" ] || { echo "stage.sh: no openblas_config.h next to $cblas" >&2; exit 1; }
 cp -r /usr/src/googletest "$STAGE/googletest"
 # The shared library and what it needs beyond glibc (Debian 12's; newer
 # glibcs load them). Plain files, no links: links do not travel.
@@ -66,6 +80,7 @@ plan "$ROOT/models/gpt2-medium/config.json" --no-dropout --world-size 1 --micro-
   echo "nlohmann-json: /usr/include/nlohmann"
   echo "googletest: /usr/src/googletest"
   echo "openblas: $blas"
+  echo "openblas headers: $(dirname "$cblas")"
   ls -1 "$STAGE/plans"
 } > "$STAGE/MANIFEST"
 du -sh "$STAGE"

@@ -1,0 +1,264 @@
+//===- cuda_emu.h - What runtime/kernels/cuda.cu uses, on the CPU --*- C++ -*-===//
+//
+// A test tool, never part of the runtime: with this header (through the
+// cuda_runtime.h and cublas_v2.h next to it) runtime/kernels/cuda.cu compiles
+// as host C++ and its host wrappers launch the kernels on an emulated device.
+//
+//   * A launch checks the configuration as CUDA does (block <= 1024 threads,
+//     grid.y and grid.z <= 65535, dynamic shared memory over 48 KiB only
+//     after cudaFuncSetAttribute, at most 227 KiB) and reports a bad one
+//     through cudaGetLastError; every pointer argument must be null or inside
+//     a cudaMalloc'ed allocation.
+//   * Then it runs every block of the grid, one after the other; the threads
+//     of a block are fibers (one stack each) on one OS thread, resumed in
+//     turn, forwards and backwards on alternate rounds. __syncthreads waits
+//     for every thread of the block; the warp operations wait for the lanes
+//     of their mask, which must all exist, be alive and pass the same mask.
+//     A deadlock, a bad mask or a bad width stops the launch with a message,
+//     and the device reports cudaErrorLaunchFailure from then on.
+//   * Shared memory, static and dynamic, is filled with NaN bytes (0xff)
+//     before each block; so is cudaMalloc'ed memory: a value read before it
+//     is written shows.
+//   * cublasGemmEx is a reference column-major GEMM (double accumulation)
+//     that refuses what cuBLAS refuses (leading dimensions, types) and checks
+//     that every operand it reads or writes lies inside one allocation.
+//
+// Nothing runs concurrently: a fiber runs until it waits, so an atomic is a
+// plain read-modify-write.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_TESTS_CUDA_EMU_CUDA_EMU_H
+#define FSDP_TESTS_CUDA_EMU_CUDA_EMU_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+typedef struct CUstream_st *cudaStream_t;
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// The CUDA runtime's values for the errors the emulator reports.
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevicePointer = 17,
+  cudaErrorNoDevice = 100,
+  cudaErrorLaunchFailure = 719,
+};
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+template <class T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream = nullptr);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char *cudaGetErrorString(cudaError_t error);
+cudaError_t cudaFuncSetAttributeRaw(const void *kernel, cudaFuncAttribute attr, int value);
+template <class F> cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+  return cudaFuncSetAttributeRaw(reinterpret_cast<const void *>(kernel), attr, value);
+}
+
+namespace cuda_emu {
+
+// The running CUDA thread's view.
+struct ThreadView {
+  uint3 threadIdx, blockIdx;
+  dim3 blockDim, gridDim;
+};
+const ThreadView &view();
+
+// Called by launch(): validates the configuration (false: refused, the
+// error is set for cudaGetLastError) and runs body once per thread of every
+// block.
+bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 block, size_t shmem);
+void checkPointerArgument(const void *kernel, int index, const void *ptr);
+void runGrid(const void *kernel, dim3 grid, dim3 block, size_t shmem,
+             const std::function<void()> &body);
+
+template <class T> void checkArgument(const void *kernel, int index, const T &arg) {
+  if constexpr (std::is_pointer_v<T>)
+    checkPointerArgument(kernel, index, static_cast<const void *>(arg));
+}
+
+// A launch: the arguments are converted to the kernel's parameter types and
+// copied, as <<<>>> does, then the grid runs.
+template <class... P, class... A>
+void launch(const char *spelled, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
+            cudaStream_t, A &&...args) {
+  static_assert(sizeof...(P) == sizeof...(A), "wrong number of kernel arguments");
+  const void *id = reinterpret_cast<const void *>(kernel);
+  if (!configure(id, spelled, grid, block, shmem))
+    return;
+  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  int index = 0;
+  std::apply([&](const auto &...p) { (checkArgument(id, index++, p), ...); }, params);
+  runGrid(id, grid, block, shmem, [&] { std::apply(kernel, params); });
+}
+
+// Shared memory of the running block: a static array (by name, filled with
+// 0xff when the block's first thread reaches it) and the launch's dynamic one.
+void *staticShared(const char *name, size_t bytes);
+void *dynamicShared();
+template <class A> A &staticSharedArray(const char *name) {
+  return *static_cast<A *>(staticShared(name, sizeof(A)));
+}
+
+// Warp operations. op names the operation (the lanes of a mask must all be
+// at the same one); value is the lane's payload, src the lane whose payload
+// it receives (for a vote: its predicate). Returns the received payload, or
+// for a vote the ballot of the mask's lanes.
+enum class WarpOp { Sync, Shuffle, Ballot, Any, All };
+uint64_t warpExchange(WarpOp op, unsigned mask, uint64_t value, int src);
+void syncThreads();
+int laneId();
+
+template <class T> T shuffleFrom(unsigned mask, T v, int src) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle of a wide type");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  bits = warpExchange(WarpOp::Shuffle, mask, bits, src);
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+// Source lanes as CUDA defines them for a width (a power of two <= 32;
+// checked where the lanes meet): out of the lane's segment, its own.
+int checkedWidth(int width);
+inline int shflSrc(int srcLane, int width) {
+  width = checkedWidth(width);
+  return (laneId() & ~(width - 1)) + (srcLane & (width - 1));
+}
+inline int shflDownSrc(unsigned delta, int width) {
+  width = checkedWidth(width);
+  const int lane = laneId();
+  return (lane & (width - 1)) + int(delta) < width ? lane + int(delta) : lane;
+}
+inline int shflUpSrc(unsigned delta, int width) {
+  width = checkedWidth(width);
+  const int lane = laneId();
+  return (lane & (width - 1)) >= int(delta) ? lane - int(delta) : lane;
+}
+inline int shflXorSrc(int laneMask, int width) {
+  width = checkedWidth(width);
+  const int lane = laneId(), src = lane ^ laneMask;
+  // Earlier segments may be read, later ones give the lane its own value.
+  return (src & ~(width - 1)) > (lane & ~(width - 1)) ? lane : src;
+}
+
+} // namespace cuda_emu
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define threadIdx (::cuda_emu::view().threadIdx)
+#define blockIdx (::cuda_emu::view().blockIdx)
+#define blockDim (::cuda_emu::view().blockDim)
+#define gridDim (::cuda_emu::view().gridDim)
+
+#define FSDP_LAUNCH(kernel, grid, block, shmem, stream, ...)                                       \
+  ::cuda_emu::launch(#kernel, kernel, (grid), (block), (shmem), (stream), __VA_ARGS__)
+#define FSDP_SHARED(type, name, dims) auto &name = ::cuda_emu::staticSharedArray<type dims>(#name)
+#define FSDP_DYNAMIC_SHARED(type, name)                                                            \
+  type *const name = static_cast<type *>(::cuda_emu::dynamicShared())
+
+inline void __syncthreads() { ::cuda_emu::syncThreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::cuda_emu::warpExchange(::cuda_emu::WarpOp::Sync, mask, 0, 0);
+}
+template <class T> T __shfl_sync(unsigned mask, T v, int srcLane, int width = 32) {
+  return ::cuda_emu::shuffleFrom(mask, v, ::cuda_emu::shflSrc(srcLane, width));
+}
+template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  return ::cuda_emu::shuffleFrom(mask, v, ::cuda_emu::shflDownSrc(delta, width));
+}
+template <class T> T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  return ::cuda_emu::shuffleFrom(mask, v, ::cuda_emu::shflUpSrc(delta, width));
+}
+template <class T> T __shfl_xor_sync(unsigned mask, T v, int laneMask, int width = 32) {
+  return ::cuda_emu::shuffleFrom(mask, v, ::cuda_emu::shflXorSrc(laneMask, width));
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) {
+  return unsigned(::cuda_emu::warpExchange(::cuda_emu::WarpOp::Ballot, mask, pred != 0, 0));
+}
+inline int __any_sync(unsigned mask, int pred) {
+  return int(::cuda_emu::warpExchange(::cuda_emu::WarpOp::Any, mask, pred != 0, 0));
+}
+inline int __all_sync(unsigned mask, int pred) {
+  return int(::cuda_emu::warpExchange(::cuda_emu::WarpOp::All, mask, pred != 0, 0));
+}
+
+template <class T> T atomicAdd(T *address, T v) {
+  const T old = *address;
+  *address = old + v;
+  return old;
+}
+
+// Intrinsics: IEEE round-to-nearest single operations (no contraction:
+// separate statements) and bit casts.
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fsub_rn(float a, float b) {
+  volatile float r = a - b;
+  return r;
+}
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fdiv_rn(float a, float b) {
+  volatile float r = a / b;
+  return r;
+}
+inline float __fsqrt_rn(float a) { return std::sqrt(a); }
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline int64_t min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+#endif

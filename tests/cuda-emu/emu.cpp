@@ -1,0 +1,865 @@
+//===- emu.cpp - The emulated device: memory, launches, fibers, cuBLAS ----===//
+//
+// See cuda_emu.h. The threads of a block are ucontext fibers on the calling
+// OS thread; a scheduler resumes every ready fiber in turn (forwards, then
+// backwards on the next round), and when none is ready settles the waits:
+// a warp operation completes once every lane of its mask waits at it, a
+// __syncthreads once every live thread of the block does. Nothing left to
+// settle while threads still wait is a deadlock, reported as the launch's
+// failure.
+//
+//===----------------------------------------------------------------------===//
+#include "tests/cuda-emu/cuda_emu.h"
+#include "tests/cuda-emu/emu_report.h"
+#include "tests/cuda-emu/include/cublas_v2.h"
+
+#include <cxxabi.h>
+#include <elf.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+// Here the names are the emulator's own, not the running thread's.
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+
+namespace cuda_emu {
+namespace {
+
+// --- Device state --------------------------------------------------------------
+
+constexpr size_t kStaticSharedMax = 48 * 1024;      // static __shared__ a block
+constexpr size_t kDynamicSharedDefault = 48 * 1024; // without the attribute
+constexpr size_t kSharedOptInMax = 227 * 1024;      // sm_90's opt-in maximum a block
+
+// Memory that ends at a PROT_NONE page: a read or write past the end faults
+// (the SIGSEGV handler names the kernel) instead of passing unseen.
+struct Guarded {
+  void *map = nullptr;
+  size_t length = 0;
+  char *start = nullptr; // 256-aligned, start + rounded size = the guard page
+};
+Guarded mapGuarded(size_t bytes) {
+  const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+  const size_t data = (rounded + page - 1) / page * page;
+  Guarded g;
+  g.length = data + page;
+  g.map = mmap(nullptr, g.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g.map == MAP_FAILED)
+    return Guarded{};
+  mprotect(static_cast<char *>(g.map) + data, page, PROT_NONE);
+  g.start = static_cast<char *>(g.map) + data - rounded;
+  std::memset(g.start, 0xff, rounded); // NaN until written
+  return g;
+}
+
+struct Device {
+  std::map<uintptr_t, size_t> allocations; // start -> bytes
+  std::map<uintptr_t, Guarded> mappings;   // start -> its mapping
+  cudaError_t lastError = cudaSuccess;     // cleared by cudaGetLastError
+  cudaError_t sticky = cudaSuccess;        // a failed kernel: every call after it
+  std::map<const void *, int> maxDynamicShared;
+  std::set<std::string> launched;
+  std::vector<std::string> failures;
+};
+Device &device() {
+  static Device d;
+  return d;
+}
+
+void fail(cudaError_t error, const std::string &why) {
+  Device &d = device();
+  d.sticky = error;
+  d.failures.push_back(why);
+  std::fprintf(stderr, "cuda-emu: %s\n", why.c_str());
+}
+
+// The allocation holding [p, p + bytes), or none (first = 0).
+std::pair<uintptr_t, size_t> allocationOf(const void *p, size_t bytes) {
+  const auto &a = device().allocations;
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  auto it = a.upper_bound(u);
+  if (it == a.begin())
+    return {0, 0};
+  --it;
+  if (u + bytes > it->first + it->second)
+    return {0, 0};
+  return *it;
+}
+bool inDevice(const void *p, size_t bytes) { return allocationOf(p, bytes).first != 0; }
+
+// --- Kernel names, from the executable's symbol table ---------------------------
+
+int mainObjectBias(struct dl_phdr_info *info, size_t, void *out) {
+  *static_cast<uintptr_t *>(out) = info->dlpi_addr;
+  return 1; // the first object is the executable
+}
+
+std::map<uintptr_t, std::string> loadFunctionSymbols() {
+  std::map<uintptr_t, std::string> out;
+  std::ifstream f("/proc/self/exe", std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (image.size() < sizeof(Elf64_Ehdr))
+    return out;
+  const auto *eh = reinterpret_cast<const Elf64_Ehdr *>(image.data());
+  if (eh->e_shoff == 0 || eh->e_shoff + size_t(eh->e_shnum) * sizeof(Elf64_Shdr) > image.size())
+    return out;
+  const auto *sh = reinterpret_cast<const Elf64_Shdr *>(image.data() + eh->e_shoff);
+  uintptr_t bias = 0;
+  dl_iterate_phdr(mainObjectBias, &bias);
+  for (unsigned s = 0; s < eh->e_shnum; ++s) {
+    if (sh[s].sh_type != SHT_SYMTAB || sh[s].sh_link >= eh->e_shnum)
+      continue;
+    const Elf64_Shdr &strtab = sh[sh[s].sh_link];
+    const auto *syms = reinterpret_cast<const Elf64_Sym *>(image.data() + sh[s].sh_offset);
+    const size_t count = sh[s].sh_size / sizeof(Elf64_Sym);
+    for (size_t i = 0; i < count; ++i)
+      if (ELF64_ST_TYPE(syms[i].st_info) == STT_FUNC && syms[i].st_value != 0)
+        out[bias + syms[i].st_value] = image.data() + strtab.sh_offset + syms[i].st_name;
+  }
+  return out;
+}
+
+// "void ns::(anonymous namespace)::k<64>(float const*, int)" -> "k".
+std::string baseName(const std::string &demangled) {
+  std::string s = demangled;
+  auto stripBracketed = [&s](char open, char close) {
+    if (s.empty() || s.back() != close)
+      return;
+    int depth = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      depth += s[i] == close ? 1 : s[i] == open ? -1 : 0;
+      if (depth == 0) {
+        s.resize(i);
+        return;
+      }
+    }
+  };
+  stripBracketed('(', ')');
+  stripBracketed('<', '>');
+  const size_t colon = s.rfind("::");
+  if (colon != std::string::npos)
+    s = s.substr(colon + 2);
+  const size_t space = s.rfind(' ');
+  return space == std::string::npos ? s : s.substr(space + 1);
+}
+
+std::string kernelName(const void *kernel) {
+  static const std::map<uintptr_t, std::string> symbols = loadFunctionSymbols();
+  static std::map<const void *, std::string> cache;
+  auto hit = cache.find(kernel);
+  if (hit != cache.end())
+    return hit->second;
+  auto it = symbols.find(reinterpret_cast<uintptr_t>(kernel));
+  std::string name = "?";
+  if (it != symbols.end()) {
+    int status = 0;
+    std::unique_ptr<char, decltype(&std::free)> d(
+        abi::__cxa_demangle(it->second.c_str(), nullptr, nullptr, &status), &std::free);
+    name = baseName(status == 0 && d ? d.get() : it->second);
+  }
+  return cache[kernel] = name;
+}
+
+// --- Fibers ------------------------------------------------------------------
+
+enum class State { Ready, AtBarrier, AtWarp, Done };
+
+constexpr size_t kStackBytes = 256 * 1024, kGuardBytes = 4096;
+
+struct Fiber {
+  ucontext_t context;
+  char *stack = nullptr; // kGuardBytes of PROT_NONE, then the stack
+  State state = State::Done;
+  ThreadView view;
+  int linear = 0;
+  WarpOp op = WarpOp::Sync;
+  unsigned mask = 0;
+  uint64_t value = 0, result = 0;
+  int src = 0;
+};
+
+struct Block {
+  std::vector<std::unique_ptr<Fiber>> fibers; // grows to the largest block, reused
+  size_t threads = 0;
+  const std::function<void()> *body = nullptr;
+  std::map<std::string, std::vector<unsigned char>> statics;
+  size_t staticBytes = 0;
+  Guarded dynamic; // the launch's dynamic shared memory
+  size_t dynamicBytes = 0;
+  std::string failure; // set: the block is abandoned
+  ucontext_t scheduler;
+  Fiber *current = nullptr;
+  std::string kernel;
+};
+Block &block() {
+  static Block b;
+  return b;
+}
+
+[[noreturn]] void die(const char *what) {
+  std::fprintf(stderr, "cuda-emu: %s\n", what);
+  std::abort();
+}
+
+Fiber &current() {
+  Fiber *f = block().current;
+  if (!f)
+    die("a device function ran outside a kernel launch");
+  return *f;
+}
+
+void yieldToScheduler() {
+  Block &b = block();
+  Fiber *f = b.current;
+  if (swapcontext(&f->context, &b.scheduler) != 0)
+    die("swapcontext failed");
+}
+
+// A fiber's own failure: the block is abandoned, the fiber never resumed.
+[[noreturn]] void failInKernel(const std::string &why) {
+  Block &b = block();
+  Fiber &f = current();
+  std::ostringstream os;
+  os << why << " (thread " << f.view.threadIdx.x << "," << f.view.threadIdx.y << ","
+     << f.view.threadIdx.z << ")";
+  b.failure = os.str();
+  yieldToScheduler();
+  die("an abandoned fiber was resumed");
+}
+
+void fiberMain() {
+  Block &b = block();
+  (*b.body)();
+  b.current->state = State::Done; // returns to uc_link: the scheduler
+}
+
+void prepareFibers(dim3 blockDim, dim3 blockIdx, dim3 gridDim) {
+  Block &b = block();
+  b.threads = size_t(blockDim.x) * blockDim.y * blockDim.z;
+  while (b.fibers.size() < b.threads) {
+    auto f = std::make_unique<Fiber>();
+    void *m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      die("no memory for a fiber stack");
+    mprotect(m, kGuardBytes, PROT_NONE); // an overflow faults instead of corrupting
+    f->stack = static_cast<char *>(m);
+    b.fibers.push_back(std::move(f));
+  }
+  for (size_t t = 0; t < b.threads; ++t) {
+    Fiber &f = *b.fibers[t];
+    f.linear = int(t);
+    f.view.threadIdx = {unsigned(t % blockDim.x), unsigned(t / blockDim.x % blockDim.y),
+                        unsigned(t / (size_t(blockDim.x) * blockDim.y))};
+    f.view.blockIdx = {blockIdx.x, blockIdx.y, blockIdx.z};
+    f.view.blockDim = blockDim;
+    f.view.gridDim = gridDim;
+    f.state = State::Ready;
+    if (getcontext(&f.context) != 0)
+      die("getcontext failed");
+    f.context.uc_stack.ss_sp = f.stack + kGuardBytes;
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiberMain, 0);
+  }
+}
+
+std::string describeWaits() {
+  Block &b = block();
+  size_t atBarrier = 0, atWarp = 0, done = 0;
+  std::ostringstream warps;
+  for (size_t t = 0; t < b.threads; ++t) {
+    const Fiber &f = *b.fibers[t];
+    atBarrier += f.state == State::AtBarrier;
+    done += f.state == State::Done;
+    if (f.state == State::AtWarp && atWarp++ < 4)
+      warps << " thread " << t << " (warp " << t / 32 << ", mask 0x" << std::hex << f.mask
+            << std::dec << ")";
+  }
+  std::ostringstream os;
+  os << atBarrier << " threads at __syncthreads, " << atWarp << " at a warp operation"
+     << warps.str() << ", " << done << " exited";
+  return os.str();
+}
+
+// Completes the warp operations whose lanes have all arrived. False when
+// none could; the block's failure is set when one never can.
+bool settleWarps() {
+  Block &b = block();
+  bool released = false;
+  for (size_t w0 = 0; w0 < b.threads; w0 += 32) {
+    const size_t lanes = std::min<size_t>(32, b.threads - w0);
+    for (size_t l = 0; l < lanes; ++l) {
+      Fiber &first = *b.fibers[w0 + l];
+      if (first.state != State::AtWarp)
+        continue;
+      const unsigned mask = first.mask;
+      bool complete = true;
+      for (int bit = 0; bit < 32; ++bit) {
+        if (!(mask >> bit & 1u))
+          continue;
+        std::ostringstream where;
+        where << "warp " << w0 / 32 << ": lane " << l << " waits at a warp operation with mask 0x"
+              << std::hex << mask << std::dec << ", but lane " << bit;
+        if (size_t(bit) >= lanes) {
+          b.failure = where.str() + " is not in the block (blockDim " + std::to_string(b.threads) +
+                      " threads)";
+          return false;
+        }
+        const Fiber &other = *b.fibers[w0 + bit];
+        if (other.state == State::Done) {
+          b.failure = where.str() + " has exited";
+          return false;
+        }
+        if (other.state != State::AtWarp) {
+          complete = false;
+          continue;
+        }
+        if (other.mask != mask || other.op != first.op) {
+          b.failure = where.str() + " waits at another (mask 0x" + [&] {
+            std::ostringstream h;
+            h << std::hex << other.mask;
+            return h.str();
+          }() + ")";
+          return false;
+        }
+      }
+      if (!complete)
+        continue;
+      uint64_t ballot = 0;
+      for (int bit = 0; bit < 32; ++bit)
+        if (mask >> bit & 1u)
+          ballot |= uint64_t(b.fibers[w0 + bit]->value != 0) << bit;
+      for (int bit = 0; bit < 32; ++bit) {
+        if (!(mask >> bit & 1u))
+          continue;
+        Fiber &f = *b.fibers[w0 + bit];
+        switch (f.op) {
+        case WarpOp::Sync:
+          f.result = 0;
+          break;
+        case WarpOp::Shuffle:
+          // A source lane outside the mask (or the warp) gives an undefined
+          // value: all ones, a NaN for a float or a double.
+          f.result = f.src >= 0 && f.src < 32 && (mask >> f.src & 1u) ? b.fibers[w0 + f.src]->value
+                                                                      : ~uint64_t(0);
+          break;
+        case WarpOp::Ballot:
+          f.result = ballot;
+          break;
+        case WarpOp::Any:
+          f.result = ballot != 0;
+          break;
+        case WarpOp::All:
+          f.result = ballot == mask;
+          break;
+        }
+        f.state = State::Ready;
+      }
+      released = true;
+    }
+  }
+  return released;
+}
+
+bool settleBarrier() {
+  Block &b = block();
+  bool any = false;
+  for (size_t t = 0; t < b.threads; ++t) {
+    const State s = b.fibers[t]->state;
+    if (s == State::AtWarp || s == State::Ready)
+      return false;
+    any |= s == State::AtBarrier;
+  }
+  // Exited threads count as arrived, as on current GPUs.
+  for (size_t t = 0; t < b.threads && any; ++t)
+    if (b.fibers[t]->state == State::AtBarrier)
+      b.fibers[t]->state = State::Ready;
+  return any;
+}
+
+// Runs one block to its end; false (with block().failure) when it fails.
+bool runBlock() {
+  Block &b = block();
+  for (unsigned round = 0;; ++round) {
+    bool allDone = true;
+    for (size_t k = 0; k < b.threads; ++k) {
+      const size_t t = round % 2 == 0 ? k : b.threads - 1 - k;
+      Fiber &f = *b.fibers[t];
+      if (f.state == State::Ready) {
+        b.current = &f;
+        if (swapcontext(&b.scheduler, &f.context) != 0)
+          die("swapcontext failed");
+        b.current = nullptr;
+        if (!b.failure.empty())
+          return false;
+      }
+      allDone &= f.state == State::Done;
+    }
+    if (allDone)
+      return true;
+    if (settleWarps())
+      continue;
+    if (!b.failure.empty())
+      return false;
+    if (!settleBarrier()) {
+      b.failure = "deadlock: " + describeWaits();
+      return false;
+    }
+  }
+}
+
+// A fault in a kernel (past an allocation's or the shared memory's end, or
+// off a fiber's stack) ends the process naming the kernel and the thread.
+char faultStack[64 * 1024];
+void onFault(int sig) {
+  const Block &b = block();
+  char msg[512];
+  int n = b.current ? std::snprintf(msg, sizeof msg,
+                                    "cuda-emu: kernel %s, block (%u,%u,%u), thread (%u,%u,%u): "
+                                    "signal %d (a read or write outside device or shared memory)\n",
+                                    b.kernel.c_str(), b.current->view.blockIdx.x,
+                                    b.current->view.blockIdx.y, b.current->view.blockIdx.z,
+                                    b.current->view.threadIdx.x, b.current->view.threadIdx.y,
+                                    b.current->view.threadIdx.z, sig)
+                    : std::snprintf(msg, sizeof msg, "cuda-emu: signal %d outside a kernel\n", sig);
+  if (n > 0 && write(2, msg, size_t(std::min<int>(n, int(sizeof msg) - 1))) < 0)
+    n = 0;
+  _exit(3);
+}
+void installFaultHandler() {
+  static bool installed = false;
+  if (installed)
+    return;
+  installed = true;
+  stack_t ss{};
+  ss.ss_sp = faultStack;
+  ss.ss_size = sizeof faultStack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = onFault;
+  sa.sa_flags = SA_ONSTACK;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+} // namespace
+
+const ThreadView &view() { return current().view; }
+
+int laneId() { return current().linear & 31; }
+
+int checkedWidth(int width) {
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0)
+    failInKernel("a warp shuffle with width " + std::to_string(width) +
+                 " (a power of two up to 32)");
+  return width;
+}
+
+uint64_t warpExchange(WarpOp op, unsigned mask, uint64_t value, int src) {
+  Fiber &f = current();
+  const int lane = f.linear & 31;
+  if (!(mask >> lane & 1u)) {
+    std::ostringstream os;
+    os << "a warp operation with mask 0x" << std::hex << mask << std::dec
+       << " that leaves out its own lane " << lane;
+    failInKernel(os.str());
+  }
+  f.op = op;
+  f.mask = mask;
+  f.value = value;
+  f.src = src;
+  f.state = State::AtWarp;
+  yieldToScheduler();
+  return f.result;
+}
+
+void syncThreads() {
+  Fiber &f = current();
+  f.state = State::AtBarrier;
+  yieldToScheduler();
+}
+
+void *staticShared(const char *name, size_t bytes) {
+  Block &b = block();
+  auto it = b.statics.find(name);
+  if (it == b.statics.end()) {
+    b.staticBytes += bytes;
+    if (b.staticBytes > kStaticSharedMax)
+      failInKernel("static shared memory of " + std::to_string(b.staticBytes) +
+                   " bytes, over 48 KiB");
+    if (b.staticBytes + b.dynamicBytes > kSharedOptInMax)
+      failInKernel("static and dynamic shared memory over 227 KiB");
+    it = b.statics.emplace(name, std::vector<unsigned char>(bytes, 0xff)).first;
+  } else if (it->second.size() != bytes) {
+    failInKernel(std::string("static shared array '") + name + "' declared with two sizes");
+  }
+  return it->second.data();
+}
+
+void *dynamicShared() {
+  Block &b = block();
+  return b.dynamicBytes ? b.dynamic.start : nullptr;
+}
+
+bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 blk, size_t shmem) {
+  Device &d = device();
+  if (d.sticky != cudaSuccess) {
+    d.lastError = d.sticky;
+    return false;
+  }
+  std::string why;
+  const uint64_t threads = uint64_t(blk.x) * blk.y * blk.z;
+  if (blk.x == 0 || blk.y == 0 || blk.z == 0 || blk.x > 1024 || blk.y > 1024 || blk.z > 64 ||
+      threads > 1024)
+    why = "block (" + std::to_string(blk.x) + "," + std::to_string(blk.y) + "," +
+          std::to_string(blk.z) + ")";
+  else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+           grid.z > 65535)
+    why = "grid (" + std::to_string(grid.x) + "," + std::to_string(grid.y) + "," +
+          std::to_string(grid.z) + ")";
+  if (!why.empty()) {
+    std::fprintf(stderr, "cuda-emu: %s: launch refused, %s\n", spelled, why.c_str());
+    d.lastError = cudaErrorInvalidConfiguration;
+    return false;
+  }
+  auto attr = d.maxDynamicShared.find(kernel);
+  const size_t allowed = attr == d.maxDynamicShared.end()
+                             ? kDynamicSharedDefault
+                             : std::max<size_t>(kDynamicSharedDefault, size_t(attr->second));
+  if (shmem > allowed) {
+    std::fprintf(stderr,
+                 "cuda-emu: %s: launch refused, %zu bytes of dynamic shared memory, %zu allowed "
+                 "(cudaFuncSetAttribute)\n",
+                 spelled, shmem, allowed);
+    d.lastError = cudaErrorInvalidValue;
+    return false;
+  }
+  return true;
+}
+
+void checkPointerArgument(const void *kernel, int index, const void *ptr) {
+  if (!ptr || inDevice(ptr, 0))
+    return;
+  fail(cudaErrorInvalidDevicePointer, "kernel " + kernelName(kernel) + ": argument " +
+                                          std::to_string(index) +
+                                          " is neither null nor in a cudaMalloc'ed allocation");
+}
+
+void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
+             const std::function<void()> &body) {
+  Device &d = device();
+  if (d.sticky != cudaSuccess) // an argument check failed
+    return;
+  installFaultHandler();
+  Block &b = block();
+  b.body = &body;
+  b.kernel = kernelName(kernel);
+  d.launched.insert(b.kernel);
+  if (b.dynamic.map)
+    munmap(b.dynamic.map, b.dynamic.length);
+  b.dynamic = mapGuarded(shmem);
+  b.dynamicBytes = shmem;
+  if (!b.dynamic.map)
+    die("no memory for dynamic shared memory");
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        b.statics.clear();
+        b.staticBytes = 0;
+        std::memset(b.dynamic.start, 0xff, shmem);
+        b.failure.clear();
+        prepareFibers(blk, dim3(x, y, z), grid);
+        if (!runBlock()) {
+          fail(cudaErrorLaunchFailure, "kernel " + b.kernel + ", block (" + std::to_string(x) +
+                                           "," + std::to_string(y) + "," + std::to_string(z) +
+                                           "): " + b.failure);
+          b.current = nullptr;
+          return;
+        }
+      }
+}
+
+// --- What the test's driver reads (emu_report.h) ------------------------------------
+
+std::set<std::string> launchedKernels() { return device().launched; }
+std::vector<std::string> takeFailures() {
+  std::vector<std::string> out;
+  out.swap(device().failures);
+  return out;
+}
+void resetDevice() {
+  Device &d = device();
+  d.sticky = d.lastError = cudaSuccess;
+}
+
+} // namespace cuda_emu
+
+using cuda_emu::Device;
+using cuda_emu::device;
+using cuda_emu::inDevice;
+
+// --- The CUDA runtime's calls -------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  cuda_emu::Guarded g = cuda_emu::mapGuarded(bytes);
+  if (!g.map)
+    return cudaErrorMemoryAllocation;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(g.start);
+  device().allocations[start] = bytes;
+  device().mappings[start] = g;
+  *ptr = g.start;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+  if (!ptr)
+    return cudaSuccess;
+  auto &a = device().allocations;
+  auto it = a.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == a.end())
+    return cudaErrorInvalidDevicePointer;
+  a.erase(it);
+  auto m = device().mappings.find(reinterpret_cast<uintptr_t>(ptr));
+  munmap(m->second.map, m->second.length);
+  device().mappings.erase(m);
+  return cudaSuccess;
+}
+
+namespace {
+cudaError_t checkedCopy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  Device &d = device();
+  if (d.sticky != cudaSuccess)
+    return d.sticky;
+  const bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((dstDevice && !inDevice(dst, bytes)) || (srcDevice && !inDevice(src, bytes)))
+    return cudaErrorInvalidValue;
+  if (bytes)
+    std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+} // namespace
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  return checkedCopy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return checkedCopy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
+  if (width > dpitch || width > spitch)
+    return cudaErrorInvalidValue;
+  if (height == 0 || width == 0)
+    return cudaSuccess;
+  // The whole strided extent on each side must be in one allocation.
+  const size_t dExtent = dpitch * (height - 1) + width, sExtent = spitch * (height - 1) + width;
+  const bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((dstDevice && !inDevice(dst, dExtent)) || (srcDevice && !inDevice(src, sExtent)))
+    return cudaErrorInvalidValue;
+  for (size_t r = 0; r < height; ++r) {
+    cudaError_t e =
+        checkedCopy(static_cast<char *>(dst) + r * dpitch,
+                    static_cast<const char *>(src) + r * spitch, width, cudaMemcpyDefault);
+    if (e != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+  if (device().sticky != cudaSuccess)
+    return device().sticky;
+  if (!inDevice(ptr, bytes))
+    return cudaErrorInvalidValue;
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return device().sticky; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return device().sticky; }
+cudaError_t cudaGetLastError() {
+  cudaError_t e = device().lastError;
+  device().lastError = device().sticky;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return device().lastError; }
+
+const char *cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorInvalidValue:
+    return "invalid argument";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInvalidConfiguration:
+    return "invalid configuration argument";
+  case cudaErrorInvalidDevicePointer:
+    return "invalid device pointer";
+  case cudaErrorNoDevice:
+    return "no CUDA-capable device is detected";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaFuncSetAttributeRaw(const void *kernel, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      size_t(value) > cuda_emu::kSharedOptInMax)
+    return cudaErrorInvalidValue;
+  device().maxDynamicShared[kernel] = value;
+  return cudaSuccess;
+}
+
+// --- cuBLAS ---------------------------------------------------------------------
+
+namespace {
+struct CublasHandle {
+  cudaStream_t stream = nullptr;
+};
+std::set<const void *> &handles() {
+  static std::set<const void *> h;
+  return h;
+}
+cublasStatus_t refuse(cublasStatus_t status, const std::string &why) {
+  std::fprintf(stderr, "cuda-emu: cublasGemmEx refused: %s\n", why.c_str());
+  return status;
+}
+// A column-major rows x cols operand with leading dimension ld, read or
+// written by the GEMM, must lie inside one allocation.
+bool operandInDevice(const void *p, int64_t rows, int64_t cols, int64_t ld) {
+  return inDevice(p, sizeof(float) * size_t((cols - 1) * ld + rows));
+}
+} // namespace
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+  auto *h = new CublasHandle;
+  handles().insert(h);
+  *handle = reinterpret_cast<cublasHandle_t>(h);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  auto *h = reinterpret_cast<CublasHandle *>(handle);
+  if (!handles().erase(h))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  if (!handles().count(handle))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  reinterpret_cast<CublasHandle *>(handle)->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
+  if (!handles().count(handle))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  *stream = reinterpret_cast<CublasHandle *>(handle)->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+const char *cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+// C = alpha op(A) op(B) + beta C, column-major, as cuBLAS defines it: C is
+// m x n, op(A) m x k, op(B) k x n; beta == 0 does not read C, alpha == 0 does
+// not read A or B.
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alphaPtr,
+                            const void *A, cudaDataType_t Atype, int lda, const void *B,
+                            cudaDataType_t Btype, int ldb, const void *betaPtr, void *C,
+                            cudaDataType_t Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t) {
+  if (!handles().count(handle))
+    return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "no such handle");
+  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
+      computeType != CUBLAS_COMPUTE_32F)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only f32 operands and CUBLAS_COMPUTE_32F");
+  if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "transposition other than N or T");
+  if (m < 0 || n < 0 || k < 0)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "a negative dimension");
+  const int64_t aRows = transa == CUBLAS_OP_N ? m : k, aCols = transa == CUBLAS_OP_N ? k : m;
+  const int64_t bRows = transb == CUBLAS_OP_N ? k : n, bCols = transb == CUBLAS_OP_N ? n : k;
+  if (lda < std::max<int64_t>(1, aRows) || ldb < std::max<int64_t>(1, bRows) ||
+      ldc < std::max<int64_t>(1, m))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                  "lda " + std::to_string(lda) + " (A has " + std::to_string(aRows) +
+                      " rows), ldb " + std::to_string(ldb) + " (B has " + std::to_string(bRows) +
+                      " rows), ldc " + std::to_string(ldc) + " (C has " + std::to_string(m) +
+                      " rows)");
+  if (!alphaPtr || !betaPtr)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "null alpha or beta");
+  if (device().sticky != cudaSuccess || m == 0 || n == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  const float alpha = *static_cast<const float *>(alphaPtr);
+  const float beta = *static_cast<const float *>(betaPtr);
+  const bool readAB = alpha != 0.0f && k > 0;
+  if ((readAB &&
+       (!operandInDevice(A, aRows, aCols, lda) || !operandInDevice(B, bRows, bCols, ldb))) ||
+      !operandInDevice(C, m, n, ldc)) {
+    cuda_emu::fail(cudaErrorLaunchFailure,
+                   "cublasGemmEx: an operand reaches outside its allocation (m " +
+                       std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) +
+                       ", lda " + std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
+                       std::to_string(ldc) + ")");
+    return CUBLAS_STATUS_SUCCESS; // on a GPU: a fault, seen at the next synchronization
+  }
+  const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);
+  float *c = static_cast<float *>(C);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double acc = 0;
+      if (readAB)
+        for (int64_t p = 0; p < k; ++p) {
+          const float av = transa == CUBLAS_OP_N ? a[i + p * lda] : a[p + i * lda];
+          const float bv = transb == CUBLAS_OP_N ? b[p + j * ldb] : b[j + p * ldb];
+          acc += double(av) * double(bv);
+        }
+      double r = double(alpha) * acc;
+      if (beta != 0.0f)
+        r += double(beta) * double(c[i + j * ldc]);
+      c[i + j * ldc] = float(r);
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}

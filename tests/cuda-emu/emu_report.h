@@ -1,0 +1,19 @@
+//===- emu_report.h - What the emulated test's driver reads -----*- C++ -*-===//
+#ifndef FSDP_TESTS_CUDA_EMU_EMU_REPORT_H
+#define FSDP_TESTS_CUDA_EMU_EMU_REPORT_H
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cuda_emu {
+// Base names (no namespace, no template arguments) of the kernels launched.
+std::set<std::string> launchedKernels();
+// Every failure of a kernel or a cuBLAS call since the last call, in order
+// (the emulator's self-test takes those it provoked).
+std::vector<std::string> takeFailures();
+// Clears the errors of the device (the failures stay recorded).
+void resetDevice();
+} // namespace cuda_emu
+
+#endif

@@ -31,6 +31,22 @@ std::string runNccl(const program::Program &program, const RunOptions &options,
                     const NcclBootstrap &bootstrap,
                     const StepCallback &onStep);
 
+/// The NCCL backend as fsdp-run loads it: libfsdp-nccl.so, beside fsdp-run,
+/// opened (dlopen) only for --backend nccl, so that the CPU backends never
+/// load CUDA, cuBLAS or NCCL. Its one entry point, fsdp_nccl_backend(),
+/// returns these (kNcclBackendVersion changes with any signature here).
+struct NcclBackend {
+  int version;
+  std::string (*probeCudaDevices)(int *count);
+  std::string (*runNccl)(const program::Program &program, const RunOptions &options,
+                         const NcclBootstrap &bootstrap, const StepCallback &onStep);
+};
+inline constexpr int kNcclBackendVersion = 1;
+inline constexpr const char *kNcclBackendLibrary = "libfsdp-nccl.so";
+inline constexpr const char *kNcclBackendEntry = "fsdp_nccl_backend";
+
 } // namespace fsdp::runtime
+
+extern "C" const fsdp::runtime::NcclBackend *fsdp_nccl_backend();
 
 #endif

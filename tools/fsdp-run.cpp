@@ -20,6 +20,7 @@
 #endif
 
 #include <charconv>
+#include <dlfcn.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,34 @@ static std::string human(double bytes) {
   std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
   return buf;
 }
+
+#if FSDP_HAVE_NCCL
+// The NCCL backend, libfsdp-nccl.so beside this binary: opened for --backend
+// nccl only, so that a CPU run never loads CUDA, cuBLAS or NCCL.
+static const runtime::NcclBackend *loadNcclBackend(std::string &err) {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    std::string exe(self, size_t(n));
+    dir = exe.substr(0, exe.rfind('/'));
+  }
+  std::string path = dir + "/" + runtime::kNcclBackendLibrary;
+  void *lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    err = "--backend nccl: cannot load " + path + ": " + ::dlerror();
+    return nullptr;
+  }
+  using Entry = const runtime::NcclBackend *(*)();
+  auto entry = reinterpret_cast<Entry>(::dlsym(lib, runtime::kNcclBackendEntry));
+  const runtime::NcclBackend *backend = entry ? entry() : nullptr;
+  if (!backend || backend->version != runtime::kNcclBackendVersion) {
+    err = "--backend nccl: " + path + " is not this fsdp-run's NCCL backend (rebuild both)";
+    return nullptr;
+  }
+  return backend;
+}
+#endif
 
 // Lowers a .mlir plan to its program with fsdp-translate, next to this binary.
 static std::string lowerMlir(const std::string &plan, const char *argv0, std::string &json) {
@@ -238,11 +267,18 @@ int main(int argc, char **argv) {
   if (backend == "mpi")
     return fail("--backend mpi: this fsdp-run was built without MPI");
 #endif
+#if FSDP_HAVE_NCCL
+  const runtime::NcclBackend *ncclBackend = nullptr;
+#endif
   if (backend == "nccl") {
 #if FSDP_HAVE_NCCL
     // Before anything else: without a device there is nothing to run on.
+    std::string err;
+    ncclBackend = loadNcclBackend(err);
+    if (!ncclBackend)
+      return fail(err);
     int devices = 0;
-    std::string err = runtime::probeCudaDevices(&devices);
+    err = ncclBackend->probeCudaDevices(&devices);
     if (!err.empty())
       return fail("--backend nccl: " + err);
 #else
@@ -301,6 +337,11 @@ int main(int argc, char **argv) {
                              std::to_string(o.gradAccum) +
                              " micro-steps, more tokens than fsdp-run counts (2^62)")
                       : 1);
+  if (backend == "threads" && p.worldSize > runtime::kMaxThreadRanks)
+    return fail("the plan is for " + std::to_string(p.worldSize) +
+                " ranks, more than the threads backend runs in one process (" +
+                std::to_string(runtime::kMaxThreadRanks) + "); run one process a rank: mpirun -np " +
+                std::to_string(p.worldSize) + " fsdp-run " + planPath + " --backend mpi");
   if (backend == "mpi" && mpiSize != p.worldSize)
     return finish(mpiRank == 0 ? fail("the plan is for " + std::to_string(p.worldSize) +
                                       " ranks, but mpirun started " + std::to_string(mpiSize) +
@@ -451,7 +492,7 @@ int main(int argc, char **argv) {
   };
   if (backend == "nccl") {
 #if FSDP_HAVE_NCCL
-    err = runtime::runNccl(p, o, boot, onStep);
+    err = ncclBackend->runNccl(p, o, boot, onStep);
     if (!err.empty()) {
       fail(err);
 #if FSDP_HAVE_MPI

@@ -14,9 +14,16 @@
 
 #include <cblas.h>
 
+#ifndef FSDP_MAX_BLAS_CALLERS
+#define FSDP_MAX_BLAS_CALLERS 256
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 // The hot loops are compiled twice, for the x86-64-v2 baseline and for
 // x86-64-v3 (AVX2, FMA), and the loader picks one (GCC function
@@ -32,6 +39,30 @@
 namespace fsdp::kernels {
 
 namespace {
+
+// OpenBLAS (0.3.21, Debian's) takes a work buffer from a fixed table for each
+// thread inside it at once and frees it on return; with thousands of rank
+// threads of the threads backend calling at once, blas_memory_free crashed
+// (SIGSEGV, measured at 4096 ranks). At most kMaxBlasCallers threads are inside
+// OpenBLAS at a time; the others wait their turn. (Below that, nothing waits.)
+constexpr int kMaxBlasCallers = FSDP_MAX_BLAS_CALLERS;
+std::mutex blasMu;
+std::condition_variable blasCv;
+int blasInside = 0;
+
+template <typename... Args> void sgemm(Args... args) {
+  {
+    std::unique_lock<std::mutex> lock(blasMu);
+    blasCv.wait(lock, [] { return blasInside < kMaxBlasCallers; });
+    ++blasInside;
+  }
+  cblas_sgemm(args...);
+  {
+    std::lock_guard<std::mutex> lock(blasMu);
+    --blasInside;
+  }
+  blasCv.notify_one();
+}
 
 // Dot product with sixteen independent partial sums, so that the compiler
 // vectorizes it without -ffast-math (one float accumulator is a serial chain
@@ -182,10 +213,10 @@ void linearForward(const float *x, const float *w, const float *bias, float *y, 
     return;
   }
   if (layout == Layout::InOut) // y = x W, W [in, out]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out, beta, y,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out, beta, y,
                 out);
   else // y = x Wᵀ, W [out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
                 out);
 }
 
@@ -198,10 +229,10 @@ void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, 
     return;
   }
   if (layout == Layout::InOut) // dx = dy Wᵀ, W [in, out]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out, 0.0f,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out, 0.0f,
                 dx, in);
   else // dx = dy W, W [out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f,
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f,
                 dx, in);
 }
 
@@ -214,10 +245,10 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n,
     return;
   }
   if (layout == Layout::InOut) // dW [in, out] = xᵀ dy
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw,
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw,
                 out);
   else // dW [out, in] = dyᵀ x
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw,
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw,
                 in);
 }
 
@@ -448,7 +479,7 @@ __attribute__((always_inline)) inline void attentionProbs(const float *q, int64_
                                                           int64_t i0, int64_t t, int64_t Dh,
                                                           float scale, float *p) {
   const int64_t i1 = i0 + t;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride,
+  sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride,
               0.0f, p, i1);
   for (int64_t r = 0; r < t; ++r) {
     float *pr = p + r * i1;
@@ -492,7 +523,7 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
         const int64_t qOff = (b * S + i0) * qStride + h * Dh;
         attentionProbs(q + qOff, qStride, kb, kStride, i0, t, Dh, scale, p);
         // out_tile = P v[0:i1]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride,
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride,
                     0.0f, out + qOff, qStride);
       }
     }
@@ -522,7 +553,7 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
         const float *qt = q + qOff, *dyt = dout + qOff, *ot = out + qOff;
         attentionProbs(qt, qStride, kb, kStride, i0, t, Dh, scale, p);
         // dP = dout_tile v[0:i1]ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dyt, qStride, vb,
+        sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dyt, qStride, vb,
                     kStride, 0.0f, ds, i1);
         // dS = P (dP - D_r), D_r = dout_r · out_r; masked entries 0. The
         // score's scale goes into the sgemms below.
@@ -538,12 +569,12 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
             dsr[j] = 0.0f;
         }
         // dq_tile = dS k[0:i1] * scale
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, kb,
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, kb,
                     kStride, 0.0f, dq + qOff, qStride);
         // dk[0:i1] += dSᵀ q_tile * scale; dv[0:i1] += Pᵀ dout_tile
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, qt, qStride,
+        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, qt, qStride,
                     1.0f, dkb, kStride);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dyt, qStride,
+        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dyt, qStride,
                     1.0f, dvb, kStride);
       }
     }

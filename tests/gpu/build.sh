@@ -69,9 +69,11 @@ timeout -k 5 "${BUILD_TIMEOUT:-0}" cmake --build "$BUILD_DIR" -j"$JOBS" --target
 
 # ldd's whole output first: `ldd | grep -q` under pipefail fails whenever grep
 # exits before ldd has written everything (and ldd then dies of SIGPIPE).
-libs="$(ldd "$BUILD_DIR/bin/fsdp-run" 2>&1)"
+# The NCCL backend is libfsdp-nccl.so beside fsdp-run (opened for --backend
+# nccl only).
+libs="$(ldd "$BUILD_DIR/bin/libfsdp-nccl.so" 2>&1)"
 case "$libs" in
   *libnccl*) ;;
-  *) echo "build.sh: fsdp-run was built without NCCL (nccl.h or libnccl not found)"; exit 1 ;;
+  *) echo "build.sh: fsdp-run was built without NCCL (nccl.h or libnccl not found: no $BUILD_DIR/bin/libfsdp-nccl.so linking libnccl)"; exit 1 ;;
 esac
 echo "build.sh: $BUILD_DIR/bin/fsdp-run and fsdp-gpu-tests built"

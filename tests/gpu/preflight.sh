@@ -87,10 +87,10 @@ echo "preflight: hidden ${hidden[*]}"
 rm -f "$BUILD_DIR/CMakeCache.txt"
 "$ROOT/tests/gpu/build.sh" || fail "the build failed with the system's copies hidden: is something missing from $STAGE (tests/gpu/stage.sh)?"
 
-# Both binaries load, with OpenBLAS and its libraries from the stage.
+# The binaries and the NCCL backend load, with OpenBLAS and its libraries from the stage.
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$STAGE/lib"
-for b in fsdp-run fsdp-gpu-tests; do
-  [ -x "$BUILD_DIR/bin/$b" ] || fail "no $BUILD_DIR/bin/$b"
+for b in fsdp-run libfsdp-nccl.so fsdp-gpu-tests; do
+  [ -f "$BUILD_DIR/bin/$b" ] || fail "no $BUILD_DIR/bin/$b"
   libs="$(ldd "$BUILD_DIR/bin/$b" 2>&1)" || fail "ldd $b: $libs"
   case "$libs" in *"not found"*) fail "$b: a library not found: $(grep 'not found' <<< "$libs")" ;; esac
   grep -q "libopenblas.so.0 => $STAGE/lib/" <<< "$libs" || fail "$b does not load the staged OpenBLAS: $(grep openblas <<< "$libs")"

@@ -1,6 +1,7 @@
 //===- Executor.cpp - compute and comm streams over one arena per rank ----===//
 #include "runtime/Executor.h"
 #include "runtime/Backend.h"
+#include "runtime/Dispatch.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/io/Files.h"
@@ -65,6 +66,8 @@ struct Failure {
 using detail::TraceRecord;
 
 class Rank {
+  friend struct CpuKernels;
+
 public:
   Rank(const Program &p, const RunOptions &o, Communicator &comm, const detail::Inputs &data)
       : p(p), o(o), comm(comm), data(data), events(p.events) {}
@@ -185,152 +188,110 @@ void Rank::initWeights() {
     fail(err);
 }
 
+// The CPU kernels as Dispatch.h calls them: memory is the rank's arena,
+// and every tensor a kernel touches counts toward the measured peak.
+struct CpuKernels {
+  Rank &r;
+  template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
+  float *scratch(const Instruction &i) {
+    if (i.scratch < 0)
+      return nullptr;
+    r.touch(i.scratch, i.scratchBytes);
+    return r.at(i.scratch);
+  }
+  void zero(int64_t dst, int64_t from, int64_t bytes) {
+    std::memset(r.at<char>(dst) + from, 0, size_t(bytes - from));
+    r.touch(dst, bytes);
+  }
+  void optimizerStep(const Unit &u) { r.optimizerStep(u); }
+
+  void positionIds(int64_t *out, int64_t B, int64_t S) { kernels::positionIds(out, B, S); }
+  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n,
+                        int64_t D) {
+    kernels::embeddingForward(ids, table, out, n, D);
+  }
+  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
+                         int64_t V, int64_t D) {
+    kernels::embeddingBackward(dout, ids, dtable, n, V, D);
+  }
+  void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                     int64_t in, int64_t out, kernels::Layout layout) {
+    kernels::linearForward(x, w, b, y, n, in, out, layout);
+  }
+  void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
+                           int64_t out, kernels::Layout layout) {
+    kernels::linearBackwardInput(dy, w, dx, n, in, out, layout);
+  }
+  void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
+                            int64_t out, kernels::Layout layout) {
+    kernels::linearBackwardWeight(dy, x, dw, n, in, out, layout);
+  }
+  void biasBackward(const float *dy, float *db, int64_t n, int64_t D) {
+    kernels::biasBackward(dy, db, n, D);
+  }
+  void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                        int64_t D, double eps) {
+    kernels::layerNormForward(x, w, b, y, n, D, eps);
+  }
+  void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                         float *db, int64_t n, int64_t D, double eps, float *) {
+    kernels::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps);
+  }
+  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D,
+                      double eps) {
+    kernels::rmsNormForward(x, w, y, n, D, eps);
+  }
+  void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       int64_t n, int64_t D, double eps, float *) {
+    kernels::rmsNormBackward(dy, x, w, dx, dw, n, D, eps);
+  }
+  void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+            const kernels::Llama3Scaling *scaling, bool inverse) {
+    kernels::rope(x, y, B, S, H, Dh, theta, scaling, inverse);
+  }
+  void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W) {
+    kernels::split(x, outs, parts, n, W);
+  }
+  void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
+    kernels::concat(ins, y, parts, n, W);
+  }
+  void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                              int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                              float *scratch) {
+    kernels::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, scratch);
+  }
+  void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, float *dq, float *dk, float *dv, int64_t B,
+                               int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
+    kernels::causalAttentionBackward(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch);
+  }
+  void geluForward(const float *x, float *y, int64_t n) { kernels::geluForward(x, y, n); }
+  void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
+    kernels::geluBackward(dy, x, dx, n);
+  }
+  void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {
+    kernels::siluMulForward(gate, up, y, n);
+  }
+  void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                       float *dup, int64_t n) {
+    kernels::siluMulBackward(dy, gate, up, dgate, dup, n);
+  }
+  void add(const float *a, const float *b, float *y, int64_t n) { kernels::add(a, b, y, n); }
+  void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+                           int64_t V, float *) {
+    *loss = kernels::crossEntropyForward(logits, targets, n, V);
+  }
+  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits,
+                            int64_t n, int64_t V, float scale) {
+    kernels::crossEntropyBackward(logits, targets, dlogits, n, V, scale);
+  }
+  void fromBf16(const uint16_t *h, float *out, int64_t n) { kernels::fromBf16(h, out, n); }
+  void roundToBf16(const float *x, float *out, int64_t n) { kernels::roundToBf16(x, out, n); }
+};
+
 void Rank::computeOne(const Instruction &i) {
-  using kernels::Layout;
-  auto f = [&](int64_t id) { return t<float>(id); };
-  auto shape = [&](int64_t id) -> const std::vector<int64_t> & { return p.tensors[id].shape; };
-  auto last = [&](int64_t id) { return shape(id).back(); };
-  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
-  Layout layout = i.layoutInOut ? Layout::InOut : Layout::OutIn;
-  switch (i.op) {
-  case Op::PositionIds:
-    kernels::positionIds(t<int64_t>(i.out[0]), shape(i.in[0])[0], shape(i.in[0])[1]);
-    break;
-  case Op::Embedding:
-    kernels::embeddingForward(t<int64_t>(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]),
-                              last(i.in[1]));
-    break;
-  case Op::EmbeddingGrad:
-    kernels::embeddingBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
-                               shape(i.out[0])[0], last(i.out[0]));
-    break;
-  case Op::Linear: {
-    const auto &w = shape(i.in[1]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    kernels::linearForward(f(i.in[0]), f(i.in[1]), i.in.size() == 3 ? f(i.in[2]) : nullptr,
-                           f(i.out[0]), numel(i.in[0]) / in, in, out, layout);
-    break;
-  }
-  case Op::LinearGradInput: {
-    const auto &w = shape(i.in[1]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    kernels::linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out, in,
-                                 out, layout);
-    break;
-  }
-  case Op::LinearGradWeight: {
-    const auto &w = shape(i.out[0]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    kernels::linearBackwardWeight(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
-                                  in, out, layout);
-    break;
-  }
-  case Op::BiasGrad:
-    kernels::biasBackward(f(i.in[0]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
-                          last(i.in[0]));
-    break;
-  case Op::LayerNorm:
-    kernels::layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]),
-                              numel(i.in[0]) / last(i.in[0]), last(i.in[0]), i.eps);
-    break;
-  case Op::LayerNormGrad:
-    kernels::layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                               f(i.out[2]), numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps);
-    break;
-  case Op::RMSNorm:
-    kernels::rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
-                            last(i.in[0]), i.eps);
-    break;
-  case Op::RMSNormGrad:
-    kernels::rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                             numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps);
-    break;
-  case Op::Rope: {
-    const auto &s = shape(i.in[0]);
-    kernels::Llama3Scaling scaling;
-    if (i.llama3Factor)
-      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
-    kernels::rope(f(i.in[0]), f(i.out[0]), s[0], s[1], i.numHeads, s[2] / i.numHeads, i.theta,
-                  i.llama3Factor ? &scaling : nullptr, i.inverse);
-    break;
-  }
-  case Op::Split:
-  case Op::Concat: {
-    bool split = i.op == Op::Split;
-    const auto &parts = split ? i.out : i.in;
-    int64_t whole = split ? i.in[0] : i.out[0];
-    std::vector<float *> ptrs;
-    for (int64_t id : parts)
-      ptrs.push_back(f(id));
-    int64_t W = last(parts[0]), n = numel(parts[0]) / W;
-    if (split)
-      kernels::split(f(whole), ptrs.data(), parts.size(), n, W);
-    else
-      kernels::concat(ptrs.data(), f(whole), parts.size(), n, W);
-    break;
-  }
-  case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool fwd = i.op == Op::CausalAttention;
-    int64_t q = fwd ? i.in[0] : i.in[1];
-    const auto &s = shape(q);
-    int64_t Dh = s[2] / i.numHeads;
-    touch(i.scratch, i.scratchBytes);
-    if (fwd)
-      kernels::causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), s[0],
-                                      s[1], i.numHeads, i.numKvHeads, Dh, at(i.scratch));
-    else
-      kernels::causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]),
-                                       f(i.in[4]), f(i.out[0]), f(i.out[1]), f(i.out[2]), s[0],
-                                       s[1], i.numHeads, i.numKvHeads, Dh, at(i.scratch));
-    break;
-  }
-  case Op::Gelu:
-    kernels::geluForward(f(i.in[0]), f(i.out[0]), numel(i.in[0]));
-    break;
-  case Op::GeluGrad:
-    kernels::geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
-    break;
-  case Op::SiluMul:
-    kernels::siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
-    break;
-  case Op::SiluMulGrad:
-    kernels::siluMulBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                             numel(i.in[0]));
-    break;
-  case Op::Add:
-    kernels::add(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]));
-    break;
-  case Op::CrossEntropy:
-    *f(i.out[0]) = kernels::crossEntropyForward(f(i.in[0]), t<int64_t>(i.in[1]),
-                                                numel(i.in[1]), last(i.in[0]));
-    break;
-  case Op::CrossEntropyGrad:
-    kernels::crossEntropyBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
-                                  last(i.in[0]), lossScale);
-    break;
-  case Op::Upcast: {
-    const Tensor &in = p.tensors[i.in[0]];
-    if (in.dtype == DType::BF16)
-      kernels::fromBf16(t<uint16_t>(i.in[0]), f(i.out[0]), in.numel());
-    else // an unsharded unit keeps f32: round as a bf16 copy would
-      kernels::roundToBf16(f(i.in[0]), f(i.out[0]), in.numel());
-    break;
-  }
-  case Op::Alloc: {
-    int64_t bytes = p.units[i.unit].paddedNumel * 4;
-    std::memset(at(i.dst) + i.zeroFrom, 0, bytes - i.zeroFrom * 4);
-    touch(i.dst, bytes);
-    break;
-  }
-  case Op::Free:
-    break;
-  case Op::OptimizerStep:
-    optimizerStep(p.units[i.unit]);
-    break;
-  default:
-    break;
-  }
+  CpuKernels k{*this};
+  dispatchCompute(p, i, k, lossScale);
 }
 
 void Rank::optimizerStep(const Unit &u) {

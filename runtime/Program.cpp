@@ -66,33 +66,101 @@ int64_t Tensor::bytes() const {
   return numel() * (dtype == DType::I64 ? 8 : dtype == DType::BF16 ? 2 : 4);
 }
 
-static const std::map<std::string, Op> &opTable() {
-  static const std::map<std::string, Op> table = {
-      {"position_ids", Op::PositionIds}, {"embedding", Op::Embedding},
-      {"embedding_grad", Op::EmbeddingGrad}, {"linear", Op::Linear},
-      {"linear_grad_input", Op::LinearGradInput}, {"linear_grad_weight", Op::LinearGradWeight},
-      {"bias_grad", Op::BiasGrad}, {"layer_norm", Op::LayerNorm},
-      {"layer_norm_grad", Op::LayerNormGrad}, {"rms_norm", Op::RMSNorm},
-      {"rms_norm_grad", Op::RMSNormGrad}, {"rope", Op::Rope}, {"split", Op::Split},
-      {"concat", Op::Concat}, {"causal_attention", Op::CausalAttention},
-      {"causal_attention_grad", Op::CausalAttentionGrad}, {"gelu", Op::Gelu},
-      {"gelu_grad", Op::GeluGrad}, {"silu_mul", Op::SiluMul},
-      {"silu_mul_grad", Op::SiluMulGrad}, {"add", Op::Add},
-      {"cross_entropy", Op::CrossEntropy}, {"cross_entropy_grad", Op::CrossEntropyGrad},
-      {"upcast", Op::Upcast},
-      {"record", Op::Record}, {"wait", Op::Wait}, {"alloc", Op::Alloc}, {"free", Op::Free},
-      {"optimizer_step", Op::OptimizerStep}, {"all_gather", Op::AllGather},
-      {"reduce_scatter", Op::ReduceScatter}, {"all_reduce", Op::AllReduce},
-      {"grad_norm", Op::GradNorm},
-  };
-  return table;
+namespace {
+const OpInfo kOps[] = {
+#define FSDP_OP(Name, json, stream, minIn, maxIn, minOut, maxOut)                                \
+  {Op::Name, json, OpStream::stream, minIn, maxIn, minOut, maxOut},
+#include "runtime/Ops.def"
+};
+} // namespace
+
+const OpInfo &fsdp::program::opInfo(Op op) { return kOps[static_cast<size_t>(op)]; }
+
+const char *fsdp::program::opName(Op op) { return opInfo(op).name; }
+
+const OpInfo *fsdp::program::findOp(const std::string &name) {
+  for (const OpInfo &info : kOps)
+    if (name == info.name)
+      return &info;
+  return nullptr;
 }
 
-const char *fsdp::program::opName(Op op) {
-  for (auto &[name, o] : opTable())
-    if (o == op)
-      return name.c_str();
-  return "?";
+Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
+  Call c;
+  auto shape = [&](size_t k, bool out) -> const std::vector<int64_t> & {
+    return p.tensors[(out ? i.out : i.in)[k]].shape;
+  };
+  auto numel = [&](size_t k, bool out) { return p.tensors[(out ? i.out : i.in)[k]].numel(); };
+  auto last = [&](size_t k, bool out) { return shape(k, out).empty() ? 1 : shape(k, out).back(); };
+  auto rows = [](int64_t elements, int64_t width) { return width > 0 ? elements / width : 0; };
+  const bool In = false, Out = true;
+  switch (i.op) {
+  case Op::PositionIds:
+    c.B = shape(0, In)[0], c.S = shape(0, In)[1];
+    break;
+  case Op::Embedding: // ids, table -> out
+    c.n = numel(0, In), c.D = last(1, In);
+    break;
+  case Op::EmbeddingGrad: // dout, ids -> dtable [V, D]
+    c.n = numel(1, In), c.V = shape(0, Out)[0], c.D = last(0, Out);
+    break;
+  case Op::Linear:
+  case Op::LinearGradInput:
+  case Op::LinearGradWeight: {
+    const auto &w = i.op == Op::LinearGradWeight ? shape(0, Out) : shape(1, In);
+    c.layoutInOut = i.layoutInOut;
+    c.in = i.layoutInOut ? w[0] : w[1], c.out = i.layoutInOut ? w[1] : w[0];
+    // Rows by the input's elements (forward) or the output gradient's.
+    c.n = i.op == Op::Linear ? rows(numel(0, In), c.in) : rows(numel(0, In), c.out);
+    c.bias = i.op == Op::Linear && i.in.size() == 3;
+    break;
+  }
+  case Op::BiasGrad:
+  case Op::LayerNorm:
+  case Op::RMSNorm: // rows of the first input's last dimension
+    c.D = last(0, In), c.n = rows(numel(0, In), c.D);
+    break;
+  case Op::LayerNormGrad:
+  case Op::RMSNormGrad: // dy, x, w: rows of x
+    c.D = last(1, In), c.n = rows(numel(1, In), c.D);
+    break;
+  case Op::Rope:
+    c.B = shape(0, In)[0], c.S = shape(0, In)[1], c.H = i.numHeads;
+    c.Dh = i.numHeads > 0 ? shape(0, In)[2] / i.numHeads : 0;
+    break;
+  case Op::Split:
+  case Op::Concat: {
+    bool split = i.op == Op::Split;
+    c.parts = int64_t(split ? i.out.size() : i.in.size());
+    c.W = last(0, split);
+    c.n = rows(numel(0, split), c.W);
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    const auto &q = shape(i.op == Op::CausalAttention ? 0 : 1, In);
+    c.B = q[0], c.S = q[1], c.H = i.numHeads, c.KV = i.numKvHeads;
+    c.Dh = i.numHeads > 0 ? q[2] / i.numHeads : 0;
+    break;
+  }
+  case Op::Gelu:
+  case Op::GeluGrad:
+  case Op::SiluMul:
+  case Op::SiluMulGrad:
+  case Op::Add:
+    c.n = numel(0, In);
+    break;
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad: // logits, targets
+    c.n = numel(1, In), c.V = last(0, In);
+    break;
+  case Op::Upcast:
+    c.n = numel(0, In), c.fromBf16 = p.tensors[i.in[0]].dtype == DType::BF16;
+    break;
+  default:
+    break;
+  }
+  return c;
 }
 
 int64_t Program::vocabSize() const {
@@ -173,7 +241,7 @@ private:
   }
   void loadStream(const json &j, const std::string &phase, Stream &s);
   Instruction loadInstruction(const json &j, const std::string &where, bool comm);
-  void checkInstruction(const Instruction &inst, const std::string &where);
+  void checkInstruction(Instruction &inst, const std::string &where);
   void checkIndices(const std::string &phase, const Stream &s);
   const Tensor &tensor(int64_t id, const std::string &where) {
     if (id < 0 || id >= (int64_t)p.tensors.size())
@@ -413,14 +481,11 @@ void Loader::checkIndices(const std::string &phase, const Stream &s) {
 Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {
   Instruction inst;
   std::string name = get<std::string>(j, "op", where);
-  auto it = opTable().find(name);
-  if (it == opTable().end())
+  const OpInfo *info = findOp(name);
+  if (!info)
     fail(where, "unknown op '" + name + "'");
-  inst.op = it->second;
-  bool commOp = inst.op == Op::AllGather || inst.op == Op::ReduceScatter ||
-                inst.op == Op::AllReduce || inst.op == Op::GradNorm;
-  bool either = inst.op == Op::Record || inst.op == Op::Wait;
-  if (!either && commOp != comm)
+  inst.op = info->op;
+  if (info->stream != OpStream::Either && (info->stream == OpStream::Comm) != comm)
     fail(where, "op '" + name + "' does not belong on the " + (comm ? "comm" : "compute") +
                     " stream");
   if (j.contains("in"))
@@ -474,13 +539,7 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   return inst;
 }
 
-void Loader::checkInstruction(const Instruction &inst, const std::string &where) {
-  auto arity = [&](size_t in, size_t out) {
-    if (inst.in.size() != in || inst.out.size() != out)
-      fail(where, "takes " + std::to_string(in) + " inputs and " + std::to_string(out) +
-                      " outputs, not " + std::to_string(inst.in.size()) + " and " +
-                      std::to_string(inst.out.size()));
-  };
+void Loader::checkInstruction(Instruction &inst, const std::string &where) {
   auto t = [&](int64_t id) -> const Tensor & { return tensor(id, where); };
   auto n = [&](int64_t id) { return elements(t(id).shape); };
   auto f32 = [&](int64_t id) {
@@ -499,12 +558,11 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
       fail(where, "tensor " + std::to_string(id) + " needs at least " + std::to_string(dims) +
                       " dimensions");
   };
-  // The executor divides the tensor's elements by `by` (a row's length).
-  auto rows = [&](int64_t id, i128 by) -> i128 {
+  // The kernel counts rows of `by` elements of the tensor.
+  auto rowsOf = [&](int64_t id, i128 by) {
     if (by <= 0)
       fail(where, "tensor " + std::to_string(id) + " has rows of " + str(by) +
                       " elements; the kernel needs at least 1");
-    return n(id) / by;
   };
   // What the kernel reads or writes of a tensor: `count` elements of f32
   // (or i64) from its start, which must lie within it.
@@ -533,40 +591,42 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     t(id);
   for (int64_t id : inst.out)
     t(id);
+  // Operand counts, from the op list (runtime/Ops.def).
+  const OpInfo &info = opInfo(inst.op);
+  auto count = [](int lo, int hi) {
+    return lo == hi  ? std::to_string(lo)
+           : hi < 0  ? "at least " + std::to_string(lo)
+                     : std::to_string(lo) + " or " + std::to_string(hi);
+  };
+  auto within = [](size_t k, int lo, int hi) { return (int)k >= lo && (hi < 0 || (int)k <= hi); };
+  if (!within(inst.in.size(), info.minIn, info.maxIn) ||
+      !within(inst.out.size(), info.minOut, info.maxOut))
+    fail(where, "takes " + count(info.minIn, info.maxIn) + " inputs and " +
+                    count(info.minOut, info.maxOut) + " outputs, not " +
+                    std::to_string(inst.in.size()) + " and " + std::to_string(inst.out.size()));
 
+  // First what the call is decoded from (shapes, dtypes, attributes); then
+  // the decoded call (the executors' very arguments) proves that the
+  // kernel's reads and writes lie within its tensors.
   switch (inst.op) {
   case Op::PositionIds:
-    arity(1, 1);
     rank(inst.in[0], 2);
-    touches(inst.out[0], (i128)t(inst.in[0]).shape[0] * t(inst.in[0]).shape[1], 8);
     break;
   case Op::Embedding:
-    arity(2, 1);
     f32(inst.in[1]);
     if (t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
         last(inst.out[0]) != t(inst.in[1]).shape[1] ||
         n(inst.out[0]) != n(inst.in[0]) * last(inst.out[0]))
       fail(where, "embedding shapes do not match");
-    touches(inst.out[0], n(inst.out[0]));
     break;
   case Op::EmbeddingGrad:
-    arity(2, 1);
     if (t(inst.out[0]).shape.size() != 2 || last(inst.in[0]) != last(inst.out[0]) ||
         t(inst.in[1]).dtype != DType::I64)
       fail(where, "embedding gradient shapes do not match");
-    touches(inst.in[0], n(inst.in[1]) * last(inst.out[0]));
-    touches(inst.out[0], n(inst.out[0]));
     break;
   case Op::Linear:
   case Op::LinearGradInput:
   case Op::LinearGradWeight: {
-    bool fwd = inst.op == Op::Linear;
-    if (fwd && inst.in.size() != 2 && inst.in.size() != 3)
-      fail(where, "takes 2 or 3 inputs");
-    if (!fwd)
-      arity(2, 1);
-    if (fwd && inst.out.size() != 1)
-      fail(where, "takes 1 output");
     int64_t wid = inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1];
     const Tensor &w = t(wid);
     if (w.shape.size() != 2)
@@ -578,84 +638,50 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
     int64_t y = inst.op == Op::Linear ? inst.out[0] : inst.in[0];
     if (last(x) != in || last(y) != out || (in > 0 && out > 0 && n(x) / in != n(y) / out))
       fail(where, "input, weight and output shapes do not match");
-    if (fwd && inst.in.size() == 3 && n(inst.in[2]) != out)
+    if (inst.op == Op::Linear && inst.in.size() == 3 && n(inst.in[2]) != out)
       fail(where, "the bias must have " + std::to_string(out) + " elements");
-    // The executor counts rows by the input's (forward) or the output
-    // gradient's elements.
-    i128 r = fwd ? rows(x, in) : rows(inst.in[0], out);
-    touches(x, r * in);
-    touches(y, r * out);
-    touches(wid, (i128)in * out);
-    if (fwd && inst.in.size() == 3)
-      touches(inst.in[2], out);
+    rowsOf(inst.op == Op::Linear ? x : inst.in[0], inst.op == Op::Linear ? in : out);
     break;
   }
   case Op::BiasGrad:
-    arity(1, 1);
     if (last(inst.in[0]) != n(inst.out[0]))
       fail(where, "bias gradient size does not match");
     rank(inst.in[0], 1);
-    touches(inst.in[0], rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
-    touches(inst.out[0], last(inst.in[0]));
+    rowsOf(inst.in[0], last(inst.in[0]));
     break;
   case Op::LayerNorm:
-    arity(3, 1);
     sameShape(inst.in[0], inst.out[0]);
     if (n(inst.in[1]) != last(inst.in[0]) || n(inst.in[2]) != last(inst.in[0]))
       fail(where, "weight and bias must match the last dimension");
     rank(inst.in[0], 1);
-    for (int64_t id : {inst.in[0], inst.out[0]})
-      touches(id, rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
-    for (int64_t id : {inst.in[1], inst.in[2]})
-      touches(id, last(inst.in[0]));
+    rowsOf(inst.in[0], last(inst.in[0]));
     break;
   case Op::LayerNormGrad:
-  case Op::RMSNormGrad: {
-    bool ln = inst.op == Op::LayerNormGrad;
-    if (ln)
-      arity(3, 3);
-    else
-      arity(3, 2);
+  case Op::RMSNormGrad:
     sameShape(inst.in[0], inst.in[1]);
-    if (ln)
+    if (inst.op == Op::LayerNormGrad)
       sameShape(inst.in[1], inst.out[0]);
-    // dy, x, w -> dx, dw (, db): rows of the last dimension of x.
     rank(inst.in[1], 1);
-    i128 D = last(inst.in[1]), r = rows(inst.in[1], D);
-    for (int64_t id : {inst.in[0], inst.in[1], inst.out[0]})
-      touches(id, r * D);
-    touches(inst.in[2], D);
-    touches(inst.out[1], D);
-    if (ln)
-      touches(inst.out[2], D);
+    rowsOf(inst.in[1], last(inst.in[1]));
     break;
-  }
   case Op::RMSNorm:
-    arity(2, 1);
     sameShape(inst.in[0], inst.out[0]);
     if (n(inst.in[1]) != last(inst.in[0]))
       fail(where, "weight must match the last dimension");
     rank(inst.in[0], 1);
-    for (int64_t id : {inst.in[0], inst.out[0]})
-      touches(id, rows(inst.in[0], last(inst.in[0])) * last(inst.in[0]));
-    touches(inst.in[1], last(inst.in[0]));
+    rowsOf(inst.in[0], last(inst.in[0]));
     break;
   case Op::Rope:
-    arity(1, 1);
     sameShape(inst.in[0], inst.out[0]);
     if (inst.numHeads <= 0 || last(inst.in[0]) % inst.numHeads != 0 ||
         (last(inst.in[0]) / inst.numHeads) % 2 != 0 || t(inst.in[0]).shape.size() != 3)
       fail(where, "rope needs [B, S, heads * even head_dim]");
-    for (int64_t id : {inst.in[0], inst.out[0]})
-      touches(id, n(inst.in[0]));
     break;
   case Op::Split:
   case Op::Concat: {
     bool split = inst.op == Op::Split;
     const auto &whole = split ? inst.in : inst.out;
     const auto &parts = split ? inst.out : inst.in;
-    if (whole.size() != 1 || parts.size() < 2)
-      fail(where, "needs one whole and at least two parts");
     i128 sum = 0;
     for (int64_t id : parts)
       sum += n(id);
@@ -667,49 +693,23 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
         fail(where, "parts " + std::to_string(parts[0]) + " and " + std::to_string(id) +
                         " must have one shape");
     rank(parts[0], 1);
-    i128 W = last(parts[0]), r = rows(parts[0], W);
-    for (int64_t id : parts)
-      touches(id, r * W);
-    touches(whole[0], r * W * (i128)parts.size());
+    rowsOf(parts[0], last(parts[0]));
     break;
   }
   case Op::CausalAttention:
   case Op::CausalAttentionGrad: {
     bool fwd = inst.op == Op::CausalAttention;
-    if (fwd)
-      arity(3, 1);
-    else
-      arity(5, 3);
     int64_t q = fwd ? inst.in[0] : inst.in[1], k = fwd ? inst.in[1] : inst.in[2];
     if (inst.numHeads <= 0 || inst.numKvHeads <= 0 || inst.numHeads % inst.numKvHeads != 0 ||
         last(q) % inst.numHeads != 0 ||
         last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
       fail(where, "query, key and value do not match the heads");
-    // q, out [B, S, H*Dh] and k, v [B, S, KV*Dh] by the query's B and S.
-    i128 BS = (i128)t(q).shape[0] * t(q).shape[1];
-    i128 qn = BS * last(q), kvn = BS * last(k);
-    if (fwd) {
-      for (int64_t id : {inst.in[0], inst.out[0]})
-        touches(id, qn);
-      for (int64_t id : {inst.in[1], inst.in[2]})
-        touches(id, kvn);
-    } else {
-      for (int64_t id : {inst.in[0], inst.in[1], inst.in[4], inst.out[0]})
-        touches(id, qn);
-      for (int64_t id : {inst.in[2], inst.in[3], inst.out[1], inst.out[2]})
-        touches(id, kvn);
-    }
-    scratch((i128)fsdp::kernels::causalAttentionScratchFloats(t(q).shape[1], !fwd) * 4);
     break;
   }
   case Op::Gelu:
-    arity(1, 1);
     sameShape(inst.in[0], inst.out[0]);
-    for (int64_t id : {inst.in[0], inst.out[0]})
-      touches(id, n(inst.in[0]));
     break;
   case Op::Upcast:
-    arity(1, 1);
     f32(inst.out[0]);
     if (n(inst.in[0]) != n(inst.out[0]) || t(inst.in[0]).dtype == DType::I64)
       fail(where, "upcast reads a bf16 or f32 parameter of the output's size");
@@ -717,52 +717,147 @@ void Loader::checkInstruction(const Instruction &inst, const std::string &where)
   case Op::GeluGrad:
   case Op::SiluMul:
   case Op::SiluMulGrad:
-  case Op::Add: {
-    bool three = inst.op == Op::SiluMulGrad;
-    if (three)
-      arity(3, 2);
-    else
-      arity(2, 1);
+  case Op::Add:
     sameShape(inst.in[0], inst.in[1]);
     if (inst.op == Op::Add && n(inst.in[0]) != n(inst.out[0]))
       fail(where, "output size does not match");
-    // Every operand holds the first input's elements.
-    for (int64_t id : inst.in)
-      touches(id, n(inst.in[0]));
-    for (int64_t id : inst.out)
-      touches(id, n(inst.in[0]));
     break;
-  }
   case Op::CrossEntropy:
   case Op::CrossEntropyGrad:
-    arity(2, 1);
     if (t(inst.in[1]).dtype != DType::I64 || t(inst.in[0]).shape.empty() ||
         n(inst.in[0]) != n(inst.in[1]) * last(inst.in[0]))
       fail(where, "logits and targets do not match");
-    touches(inst.in[0], n(inst.in[0]));
-    touches(inst.out[0], inst.op == Op::CrossEntropy ? 1 : n(inst.in[0]));
     break;
   case Op::Record:
   case Op::Wait:
     event();
-    break;
+    return;
   case Op::Alloc:
     checkRange(where, inst.dst, (i128)unit().paddedNumel * 4);
     if (inst.zeroFrom < 0 || inst.zeroFrom > unit().paddedNumel)
       fail(where, "zero_from " + std::to_string(inst.zeroFrom) + " lies outside the unit");
-    break;
+    return;
   case Op::AllGather:
     checkRange(where, inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
-    break;
+    return;
   case Op::ReduceScatter:
     checkRange(where, inst.src, (i128)unit().paddedNumel * 4);
-    break;
+    return;
   case Op::Free:
   case Op::OptimizerStep:
   case Op::AllReduce:
     unit();
-    break;
+    return;
   case Op::GradNorm:
+    return;
+  }
+
+  inst.call = decodeCall(p, inst);
+  const Call &c = inst.call;
+  const auto &in = inst.in, &out = inst.out;
+  i128 nD = (i128)c.n * c.D;
+  switch (inst.op) {
+  case Op::PositionIds:
+    touches(out[0], (i128)c.B * c.S, 8);
+    break;
+  case Op::Embedding:
+    touches(in[0], c.n, 8);
+    touches(in[1], (i128)t(in[1]).shape[0] * c.D);
+    touches(out[0], nD);
+    break;
+  case Op::EmbeddingGrad:
+    touches(in[0], nD);
+    touches(in[1], c.n, 8);
+    touches(out[0], (i128)c.V * c.D);
+    break;
+  case Op::Linear:
+    touches(in[0], (i128)c.n * c.in);
+    touches(in[1], (i128)c.in * c.out);
+    if (c.bias)
+      touches(in[2], c.out);
+    touches(out[0], (i128)c.n * c.out);
+    break;
+  case Op::LinearGradInput: // dy, w -> dx
+    touches(in[0], (i128)c.n * c.out);
+    touches(in[1], (i128)c.in * c.out);
+    touches(out[0], (i128)c.n * c.in);
+    break;
+  case Op::LinearGradWeight: // dy, x -> dw
+    touches(in[0], (i128)c.n * c.out);
+    touches(in[1], (i128)c.n * c.in);
+    touches(out[0], (i128)c.in * c.out);
+    break;
+  case Op::BiasGrad:
+    touches(in[0], nD);
+    touches(out[0], c.D);
+    break;
+  case Op::LayerNorm:
+  case Op::RMSNorm:
+    touches(in[0], nD);
+    touches(out[0], nD);
+    for (size_t k = 1; k < in.size(); ++k)
+      touches(in[k], c.D);
+    break;
+  case Op::LayerNormGrad:
+  case Op::RMSNormGrad: // dy, x, w -> dx, dw (, db)
+    for (int64_t id : {in[0], in[1], out[0]})
+      touches(id, nD);
+    touches(in[2], c.D);
+    for (size_t k = 1; k < out.size(); ++k)
+      touches(out[k], c.D);
+    break;
+  case Op::Rope:
+    for (int64_t id : {in[0], out[0]})
+      touches(id, (i128)c.B * c.S * c.H * c.Dh);
+    break;
+  case Op::Split:
+  case Op::Concat: {
+    bool split = inst.op == Op::Split;
+    for (int64_t id : split ? out : in)
+      touches(id, (i128)c.n * c.W);
+    touches((split ? in : out)[0], (i128)c.n * c.W * c.parts);
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    // q, out [B, S, H*Dh] and k, v [B, S, KV*Dh].
+    bool fwd = inst.op == Op::CausalAttention;
+    i128 qn = (i128)c.B * c.S * c.H * c.Dh, kvn = (i128)c.B * c.S * c.KV * c.Dh;
+    if (fwd) {
+      for (int64_t id : {in[0], out[0]})
+        touches(id, qn);
+      for (int64_t id : {in[1], in[2]})
+        touches(id, kvn);
+    } else {
+      for (int64_t id : {in[0], in[1], in[4], out[0]})
+        touches(id, qn);
+      for (int64_t id : {in[2], in[3], out[1], out[2]})
+        touches(id, kvn);
+    }
+    scratch((i128)fsdp::kernels::causalAttentionScratchFloats(c.S, !fwd) * 4);
+    break;
+  }
+  case Op::Gelu:
+  case Op::GeluGrad:
+  case Op::SiluMul:
+  case Op::SiluMulGrad:
+  case Op::Add: // every operand holds the first input's elements
+    for (int64_t id : in)
+      touches(id, c.n);
+    for (int64_t id : out)
+      touches(id, c.n);
+    break;
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad:
+    touches(in[0], (i128)c.n * c.V);
+    touches(in[1], c.n, 8);
+    touches(out[0], inst.op == Op::CrossEntropy ? 1 : (i128)c.n * c.V);
+    break;
+  case Op::Upcast:
+    touches(in[0], c.n, c.fromBf16 ? 2 : 4);
+    touches(out[0], c.n);
+    break;
+  default:
     break;
   }
 }

@@ -44,16 +44,39 @@ struct Unit {
 };
 
 enum class Op {
-  // compute
-  PositionIds, Embedding, EmbeddingGrad, Linear, LinearGradInput, LinearGradWeight, BiasGrad,
-  LayerNorm, LayerNormGrad, RMSNorm, RMSNormGrad, Rope, Split, Concat, CausalAttention,
-  CausalAttentionGrad, Gelu, GeluGrad, SiluMul, SiluMulGrad, Add, CrossEntropy,
-  CrossEntropyGrad, Upcast, Record, Wait, Alloc, Free, OptimizerStep,
-  // comm
-  AllGather, ReduceScatter, AllReduce, GradNorm,
+#define FSDP_OP(Name, json, stream, minIn, maxIn, minOut, maxOut) Name,
+#include "runtime/Ops.def"
 };
+/// The list an op belongs in; record and wait go in either.
+enum class OpStream { Compute, Comm, Either };
+/// What runtime/Ops.def says of an op.
+struct OpInfo {
+  Op op;
+  const char *name; // in a program
+  OpStream stream;
+  int minIn, maxIn, minOut, maxOut; // -1: no bound
+};
+const OpInfo &opInfo(Op op);
 const char *opName(Op op);
+/// The op named `name` in a program, or null.
+const OpInfo *findOp(const std::string &name);
 
+/// What a compute instruction's kernel is called with beyond its tensors:
+/// the dimensions derived from the program's shapes and the op's attributes,
+/// decoded once (decodeCall) and used both by the loader, to prove that the
+/// kernel's reads and writes lie within its tensors, and by the executors.
+struct Call {
+  int64_t n = 0;                      // rows; the elements of element-wise ops
+  int64_t D = 0;                      // a row's length (norms, embeddings, bias)
+  int64_t V = 0;                      // classes (cross-entropy), table rows (embedding grad)
+  int64_t in = 0, out = 0;            // linear: the weight's dimensions
+  int64_t B = 0, S = 0;               // batch and sequence (position ids, rope, attention)
+  int64_t H = 0, KV = 0, Dh = 0;      // heads, key/value heads, head dimension
+  int64_t parts = 0, W = 0;           // split and concat: parts of [n, W]
+  bool layoutInOut = false;           // linear: the weight is [in, out]
+  bool bias = false;                  // linear: a third input
+  bool fromBf16 = false;              // upcast: a bf16 input
+};
 struct Instruction {
   Op op;
   std::vector<int64_t> in, out; // tensor ids
@@ -73,6 +96,7 @@ struct Instruction {
   std::string module;
   std::string phase; // forward or backward, for traces
   int64_t index = 0; // position in its list, for error messages
+  Call call;         // decoded by the loader (decodeCall)
 };
 
 struct Stream {
@@ -95,6 +119,11 @@ struct Program {
   int64_t replicas() const { return worldSize / shardSize; }
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
 };
+
+/// The call of instruction `i` of `p` (compute ops; a default Call for the
+/// rest). Sound only for an instruction the loader has checked; never divides
+/// by zero.
+Call decodeCall(const Program &p, const Instruction &i);
 
 /// One instruction of a phase, as a host thread issues them: its stream
 /// (0 compute, 1 comm) and its index in that stream's list.

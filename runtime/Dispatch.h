@@ -1,0 +1,154 @@
+//===- Dispatch.h - one dispatch of compute instructions to kernels -*- C++ -*-===//
+//
+// The one switch over the program's compute ops, shared by the CPU executor
+// (Executor.cpp: kernels/cpu.h) and the device executor (DeviceExecutor.cpp:
+// kernels/cuda.h). Each instruction's arguments come from its decoded Call
+// (Program.h), the same the loader checked; the executors differ only in the
+// kernel set K they pass, which says which kernel runs and where memory is:
+//
+//   template <typename T> T *tensor(int64_t id)    the tensor's memory
+//   float *scratch(const Instruction &)            the op's kernel scratch
+//   void zero(char *at, int64_t bytes)             alloc: zero a buffer
+//   void optimizerStep(const Unit &)               AdamW over the unit's shard
+// and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h):
+//   positionIds, embeddingForward, embeddingBackward, linearForward,
+//   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
+//   layerNormBackward, rmsNormForward, rmsNormBackward, rope, split, concat,
+//   causalAttentionForward, causalAttentionBackward, geluForward, geluBackward,
+//   siluMulForward, siluMulBackward, add, crossEntropyForward (writing the
+//   loss to its output tensor), crossEntropyBackward (with the loss scale),
+//   fromBf16, roundToBf16.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DISPATCH_H
+#define FSDP_RUNTIME_DISPATCH_H
+
+#include "runtime/Program.h"
+#include "runtime/kernels/cpu.h"
+
+#include <vector>
+
+namespace fsdp::runtime {
+
+/// The kernel that compute instruction `i` runs, through the kernel set `k`.
+/// Returns false for an op that is not a compute kernel (record, wait, free
+/// and the comm ops, which the executors handle themselves).
+template <typename K>
+bool dispatchCompute(const program::Program &p, const program::Instruction &i, K &k,
+                     float lossScale) {
+  using program::Op;
+  const program::Call &c = i.call;
+  auto f = [&](int64_t id) { return k.template tensor<float>(id); };
+  auto ids = [&](int64_t id) { return k.template tensor<int64_t>(id); };
+  auto layout = c.layoutInOut ? kernels::Layout::InOut : kernels::Layout::OutIn;
+  switch (i.op) {
+  case Op::PositionIds:
+    k.positionIds(ids(i.out[0]), c.B, c.S);
+    return true;
+  case Op::Embedding:
+    k.embeddingForward(ids(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.D);
+    return true;
+  case Op::EmbeddingGrad:
+    k.embeddingBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, c.D);
+    return true;
+  case Op::Linear:
+    k.linearForward(f(i.in[0]), f(i.in[1]), c.bias ? f(i.in[2]) : nullptr, f(i.out[0]), c.n,
+                    c.in, c.out, layout);
+    return true;
+  case Op::LinearGradInput:
+    k.linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout);
+    return true;
+  case Op::LinearGradWeight:
+    k.linearBackwardWeight(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout);
+    return true;
+  case Op::BiasGrad:
+    k.biasBackward(f(i.in[0]), f(i.out[0]), c.n, c.D);
+    return true;
+  case Op::LayerNorm:
+    k.layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.n, c.D, i.eps);
+    return true;
+  case Op::LayerNormGrad:
+    k.layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
+                        f(i.out[2]), c.n, c.D, i.eps, k.scratch(i));
+    return true;
+  case Op::RMSNorm:
+    k.rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.D, i.eps);
+    return true;
+  case Op::RMSNormGrad:
+    k.rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), c.n, c.D,
+                      i.eps, k.scratch(i));
+    return true;
+  case Op::Rope: {
+    kernels::Llama3Scaling scaling;
+    if (i.llama3Factor)
+      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
+    k.rope(f(i.in[0]), f(i.out[0]), c.B, c.S, c.H, c.Dh, i.theta,
+           i.llama3Factor ? &scaling : nullptr, i.inverse);
+    return true;
+  }
+  case Op::Split:
+  case Op::Concat: {
+    bool split = i.op == Op::Split;
+    std::vector<float *> parts;
+    for (int64_t id : split ? i.out : i.in)
+      parts.push_back(f(id));
+    if (split)
+      k.split(f(i.in[0]), parts.data(), c.parts, c.n, c.W);
+    else
+      k.concat(parts.data(), f(i.out[0]), c.parts, c.n, c.W);
+    return true;
+  }
+  case Op::CausalAttention:
+    k.causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H,
+                             c.KV, c.Dh, k.scratch(i));
+    return true;
+  case Op::CausalAttentionGrad:
+    k.causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),
+                              f(i.out[0]), f(i.out[1]), f(i.out[2]), c.B, c.S, c.H, c.KV, c.Dh,
+                              k.scratch(i));
+    return true;
+  case Op::Gelu:
+    k.geluForward(f(i.in[0]), f(i.out[0]), c.n);
+    return true;
+  case Op::GeluGrad:
+    k.geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
+    return true;
+  case Op::SiluMul:
+    k.siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
+    return true;
+  case Op::SiluMulGrad:
+    k.siluMulBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), c.n);
+    return true;
+  case Op::Add:
+    k.add(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
+    return true;
+  case Op::CrossEntropy:
+    k.crossEntropyForward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, k.scratch(i));
+    return true;
+  case Op::CrossEntropyGrad:
+    k.crossEntropyBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, lossScale);
+    return true;
+  case Op::Upcast:
+    if (c.fromBf16)
+      k.fromBf16(k.template tensor<uint16_t>(i.in[0]), f(i.out[0]), c.n);
+    else // an unsharded unit keeps f32: round as a bf16 copy would
+      k.roundToBf16(f(i.in[0]), f(i.out[0]), c.n);
+    return true;
+  case Op::Alloc: {
+    // The unit's unsharded gradient buffer; what lowering knows is written
+    // before it is read (from zero_from on) is not zeroed.
+    int64_t bytes = p.units[i.unit].paddedNumel * 4;
+    k.zero(i.dst, i.zeroFrom * 4, bytes);
+    return true;
+  }
+  case Op::OptimizerStep:
+    k.optimizerStep(p.units[i.unit]);
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace fsdp::runtime
+
+#endif

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/DeviceExecutor.h"
+#include "runtime/Dispatch.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/kernels/cuda.h"
@@ -83,26 +84,19 @@ struct PendingTrace {
   cudaEvent_t start, end;
 };
 
-class DeviceRank {
+class DeviceRank : detail::ArenaAccess {
+  friend struct CudaKernels;
+
 public:
   DeviceRank(const Program &p, const RunOptions &o, NcclComms &comms, Communicator &host,
              const detail::Inputs &data)
-      : p(p), o(o), comms(comms), host(host), data(data) {}
+      : ArenaAccess(p), p(p), o(o), comms(comms), host(host), data(data) {}
   ~DeviceRank();
 
   std::string run(const StepCallback &onStep);
   std::vector<detail::TraceRecord> records[2];
 
 private:
-  template <typename T = float> T *at(int64_t offset) {
-    return reinterpret_cast<T *>(arena + offset);
-  }
-  template <typename T = float> T *t(int64_t id) {
-    const Tensor &ten = p.tensors[id];
-    touch(ten.offset, ten.bytes());
-    return at<T>(ten.offset);
-  }
-  void touch(int64_t offset, int64_t bytes) { highWater = std::max(highWater, offset + bytes); }
   int shardMember() const { return comms.memberIndex(Group::Shard); }
 
   [[noreturn]] void fail(const std::string &why) {
@@ -152,7 +146,7 @@ private:
   const detail::Inputs &data;
   bool recording = true; // into the measured trace (not during eval)
 
-  char *arena = nullptr, *workspace = nullptr;
+  char *workspace = nullptr;
   int64_t workspaceBytes = 0;
   // Parts of the workspace: compute-stream scratch, cuBLAS's, comm-stream
   // staging (reduce-scatter), the sum of squares' scratch, the norm's parts.
@@ -169,7 +163,6 @@ private:
   float *lossHost = nullptr;                  // pinned: one a micro-step
   double *normHost = nullptr;                 // pinned
 
-  int64_t highWater = 0;
   int64_t step = 0, traceStep = 0, microIndex = 0;
   double gradNorm = 0;
   bool normEnqueued = false, normFetched = false, phaseHasNorm = false;
@@ -451,158 +444,115 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
   }
 }
 
+// The CUDA kernels as Dispatch.h calls them: each enqueued on the compute
+// stream (the linears through cuBLAS); memory is the device arena, and what
+// the kernels need beyond the plan's buffers is the workspace's scratch.
+struct CudaKernels {
+  DeviceRank &r;
+  cudaStream_t s;
+  template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
+  float *scratch(const Instruction &i) {
+    // The plan's scratch is the CPU kernels' attention tile; the CUDA
+    // kernels use the workspace, but the plan's bytes count as on the CPU.
+    if (i.scratch >= 0)
+      r.touch(i.scratch, i.scratchBytes);
+    return reinterpret_cast<float *>(r.computeScratch);
+  }
+  void zero(int64_t dst, int64_t from, int64_t bytes) {
+    r.touch(dst, bytes);
+    if (bytes - from > 0)
+      r.cuda(cudaMemsetAsync(r.at<char>(dst) + from, 0, size_t(bytes - from), s),
+             "cudaMemsetAsync");
+  }
+  void optimizerStep(const Unit &u) { r.optimizerStep(u); }
+
+  void positionIds(int64_t *out, int64_t B, int64_t S) { ck::positionIds(out, B, S, s); }
+  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n,
+                        int64_t D) {
+    ck::embeddingForward(ids, table, out, n, D, s);
+  }
+  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
+                         int64_t V, int64_t D) {
+    ck::embeddingBackward(dout, ids, dtable, n, V, D, s);
+  }
+  void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                     int64_t in, int64_t out, kernels::Layout layout) {
+    ck::linearForward(r.cublas, x, w, b, y, n, in, out, layout, s);
+  }
+  void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
+                           int64_t out, kernels::Layout layout) {
+    ck::linearBackwardInput(r.cublas, dy, w, dx, n, in, out, layout, s);
+  }
+  void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
+                            int64_t out, kernels::Layout layout) {
+    ck::linearBackwardWeight(r.cublas, dy, x, dw, n, in, out, layout, s);
+  }
+  void biasBackward(const float *dy, float *db, int64_t n, int64_t D) {
+    ck::biasBackward(dy, db, n, D, s);
+  }
+  void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                        int64_t D, double eps) {
+    ck::layerNormForward(x, w, b, y, n, D, eps, s);
+  }
+  void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                         float *db, int64_t n, int64_t D, double eps, float *scratch) {
+    ck::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps, scratch, s);
+  }
+  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D,
+                      double eps) {
+    ck::rmsNormForward(x, w, y, n, D, eps, s);
+  }
+  void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       int64_t n, int64_t D, double eps, float *scratch) {
+    ck::rmsNormBackward(dy, x, w, dx, dw, n, D, eps, scratch, s);
+  }
+  void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+            const kernels::Llama3Scaling *scaling, bool inverse) {
+    ck::rope(x, y, B, S, H, Dh, theta, scaling, inverse, s);
+  }
+  void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W) {
+    ck::split(x, outs, parts, n, W, s);
+  }
+  void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
+    ck::concat(ins, y, parts, n, W, s);
+  }
+  void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
+                              int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, float *) {
+    ck::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, s);
+  }
+  void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, float *dq, float *dk, float *dv, int64_t B,
+                               int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
+    ck::causalAttentionBackward(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, s);
+  }
+  void geluForward(const float *x, float *y, int64_t n) { ck::geluForward(x, y, n, s); }
+  void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
+    ck::geluBackward(dy, x, dx, n, s);
+  }
+  void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {
+    ck::siluMulForward(gate, up, y, n, s);
+  }
+  void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
+                       float *dup, int64_t n) {
+    ck::siluMulBackward(dy, gate, up, dgate, dup, n, s);
+  }
+  void add(const float *a, const float *b, float *y, int64_t n) { ck::add(a, b, y, n, s); }
+  void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+                           int64_t V, float *scratch) {
+    ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch), s);
+  }
+  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits,
+                            int64_t n, int64_t V, float scale) {
+    ck::crossEntropyBackward(logits, targets, dlogits, n, V, scale, s);
+  }
+  void fromBf16(const uint16_t *h, float *out, int64_t n) { ck::fromBf16(h, out, n, s); }
+  void roundToBf16(const float *x, float *out, int64_t n) { ck::roundToBf16(x, out, n, s); }
+};
+
 void DeviceRank::computeOne(const Instruction &i) {
-  using kernels::Layout;
-  auto f = [&](int64_t id) { return t<float>(id); };
-  auto shape = [&](int64_t id) -> const std::vector<int64_t> & { return p.tensors[id].shape; };
-  auto last = [&](int64_t id) { return shape(id).back(); };
-  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
-  Layout layout = i.layoutInOut ? Layout::InOut : Layout::OutIn;
-  float *scratchF = reinterpret_cast<float *>(computeScratch);
-  switch (i.op) {
-  case Op::PositionIds:
-    ck::positionIds(t<int64_t>(i.out[0]), shape(i.in[0])[0], shape(i.in[0])[1], compute);
-    break;
-  case Op::Embedding:
-    ck::embeddingForward(t<int64_t>(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]),
-                         last(i.in[1]), compute);
-    break;
-  case Op::EmbeddingGrad:
-    ck::embeddingBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
-                          shape(i.out[0])[0], last(i.out[0]), compute);
-    break;
-  case Op::Linear: {
-    const auto &w = shape(i.in[1]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    ck::linearForward(cublas, f(i.in[0]), f(i.in[1]), i.in.size() == 3 ? f(i.in[2]) : nullptr,
-                      f(i.out[0]), numel(i.in[0]) / in, in, out, layout, compute);
-    break;
-  }
-  case Op::LinearGradInput: {
-    const auto &w = shape(i.in[1]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    ck::linearBackwardInput(cublas, f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
-                            in, out, layout, compute);
-    break;
-  }
-  case Op::LinearGradWeight: {
-    const auto &w = shape(i.out[0]);
-    int64_t in = i.layoutInOut ? w[0] : w[1], out = i.layoutInOut ? w[1] : w[0];
-    ck::linearBackwardWeight(cublas, f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / out,
-                             in, out, layout, compute);
-    break;
-  }
-  case Op::BiasGrad:
-    ck::biasBackward(f(i.in[0]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]), last(i.in[0]),
-                     compute);
-    break;
-  case Op::LayerNorm:
-    ck::layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]),
-                         numel(i.in[0]) / last(i.in[0]), last(i.in[0]), i.eps, compute);
-    break;
-  case Op::LayerNormGrad:
-    ck::layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                          f(i.out[2]), numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps,
-                          scratchF, compute);
-    break;
-  case Op::RMSNorm:
-    ck::rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]) / last(i.in[0]),
-                       last(i.in[0]), i.eps, compute);
-    break;
-  case Op::RMSNormGrad:
-    ck::rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                        numel(i.in[1]) / last(i.in[1]), last(i.in[1]), i.eps, scratchF, compute);
-    break;
-  case Op::Rope: {
-    const auto &s = shape(i.in[0]);
-    kernels::Llama3Scaling scaling;
-    if (i.llama3Factor)
-      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
-    ck::rope(f(i.in[0]), f(i.out[0]), s[0], s[1], i.numHeads, s[2] / i.numHeads, i.theta,
-             i.llama3Factor ? &scaling : nullptr, i.inverse, compute);
-    break;
-  }
-  case Op::Split:
-  case Op::Concat: {
-    bool split = i.op == Op::Split;
-    const auto &parts = split ? i.out : i.in;
-    int64_t whole = split ? i.in[0] : i.out[0];
-    std::vector<float *> ptrs;
-    for (int64_t id : parts)
-      ptrs.push_back(f(id));
-    int64_t W = last(parts[0]), n = numel(parts[0]) / W;
-    if (split)
-      ck::split(f(whole), ptrs.data(), parts.size(), n, W, compute);
-    else
-      ck::concat(ptrs.data(), f(whole), parts.size(), n, W, compute);
-    break;
-  }
-  case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool fwd = i.op == Op::CausalAttention;
-    int64_t q = fwd ? i.in[0] : i.in[1];
-    const auto &s = shape(q);
-    int64_t Dh = s[2] / i.numHeads;
-    // The plan's scratch is the CPU kernels' tile; the CUDA kernels use the
-    // workspace, but the plan's bytes count as the CPU executor counts them.
-    touch(i.scratch, i.scratchBytes);
-    if (fwd)
-      ck::causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), s[0], s[1],
-                                 i.numHeads, i.numKvHeads, Dh, compute);
-    else
-      ck::causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),
-                                  f(i.out[0]), f(i.out[1]), f(i.out[2]), s[0], s[1], i.numHeads,
-                                  i.numKvHeads, Dh, scratchF, compute);
-    break;
-  }
-  case Op::Gelu:
-    ck::geluForward(f(i.in[0]), f(i.out[0]), numel(i.in[0]), compute);
-    break;
-  case Op::GeluGrad:
-    ck::geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
-    break;
-  case Op::SiluMul:
-    ck::siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
-    break;
-  case Op::SiluMulGrad:
-    ck::siluMulBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                        numel(i.in[0]), compute);
-    break;
-  case Op::Add:
-    ck::add(f(i.in[0]), f(i.in[1]), f(i.out[0]), numel(i.in[0]), compute);
-    break;
-  case Op::CrossEntropy:
-    ck::crossEntropyForward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
-                            last(i.in[0]), reinterpret_cast<double *>(computeScratch), compute);
-    break;
-  case Op::CrossEntropyGrad:
-    ck::crossEntropyBackward(f(i.in[0]), t<int64_t>(i.in[1]), f(i.out[0]), numel(i.in[1]),
-                             last(i.in[0]), lossScale, compute);
-    break;
-  case Op::Upcast: {
-    const Tensor &in = p.tensors[i.in[0]];
-    if (in.dtype == DType::BF16)
-      ck::fromBf16(t<uint16_t>(i.in[0]), f(i.out[0]), in.numel(), compute);
-    else // an unsharded unit keeps f32: round as a bf16 copy would
-      ck::roundToBf16(f(i.in[0]), f(i.out[0]), in.numel(), compute);
-    break;
-  }
-  case Op::Alloc: {
-    int64_t bytes = p.units[i.unit].paddedNumel * 4;
-    touch(i.dst, bytes);
-    if (bytes - i.zeroFrom * 4 > 0)
-      cuda(cudaMemsetAsync(at(i.dst) + i.zeroFrom, 0, size_t(bytes - i.zeroFrom * 4), compute),
-           "cudaMemsetAsync");
-    break;
-  }
-  case Op::Free:
-    break;
-  case Op::OptimizerStep:
-    optimizerStep(p.units[i.unit]);
-    break;
-  default:
+  CudaKernels k{*this, compute};
+  if (!dispatchCompute(p, i, k, lossScale))
     fail(where() + ": not a compute instruction");
-  }
 }
 
 void DeviceRank::commOne(const Instruction &inst) {
@@ -665,7 +615,6 @@ void DeviceRank::commOne(const Instruction &inst) {
 }
 
 void DeviceRank::optimizerStep(const Unit &u) {
-  double scale = 1.0;
   if (o.clipGradNorm > 0) {
     // Clipping needs the norm on the host: the one wait inside a phase.
     if (phaseHasNorm && !normEnqueued)
@@ -676,22 +625,15 @@ void DeviceRank::optimizerStep(const Unit &u) {
       gradNorm = std::sqrt(*normHost);
       normFetched = true;
     }
-    double coef = o.clipGradNorm / (gradNorm + 1e-6);
-    if (coef < 1.0)
-      scale = coef;
   }
-  int64_t lo = shardMember() * u.shardNumel, hi = lo + u.shardNumel;
+  double scale = detail::clipScale(o, gradNorm), lr = detail::learningRate(o, step);
   float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
   float *m = at(u.expAvgOffset), *v = at(u.expAvgSqOffset);
-  for (const Param &prm : u.params) {
-    int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
-    if (a >= b)
-      continue;
-    int64_t k = a - lo;
-    ck::adamw(param + k, grad + k, m + k, v + k, nullptr, b - a, step,
-              detail::learningRate(o, step), o.beta1, o.beta2,
-              o.eps, prm.decay ? o.weightDecay : 0.0, scale, compute);
-  }
+  detail::forEachShardSlice(u, shardMember(), o.weightDecay,
+                            [&](int64_t k, int64_t count, double decay) {
+                              ck::adamw(param + k, grad + k, m + k, v + k, nullptr, count, step,
+                                        lr, o.beta1, o.beta2, o.eps, decay, scale, compute);
+                            });
   if (u.shardNumel > 0) // the next step accumulates afresh
     cuda(cudaMemsetAsync(grad, 0, size_t(u.shardNumel * 4), compute), "cudaMemsetAsync");
 }
@@ -745,13 +687,11 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     setUp();
     int64_t first = 0;
     initShards(!o.resume.empty(), &first);
-    // Nobody starts before every rank has its weights.
-    double ready = 1;
-    if (!host.allReduceScalar(Group::World, &ready))
-      fail("stopped before the first step: " + host.error());
+    std::string err = detail::startTogether(host);
+    if (!err.empty())
+      fail(err);
     step = first;
-    int64_t G = p.microBatch * p.worldSize * o.gradAccum;
-    lossScale = 1.0f / (float)(G * p.seqLen);
+    lossScale = 1.0f / (float)(detail::globalBatch(p, o) * p.seqLen); // the mean over G x S
     if (traceBase) {
       curInst = nullptr;
       cuda(cudaEventRecord(traceBase, compute), "cudaEventRecord (trace)");
@@ -789,23 +729,17 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = highWater;
       r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
-      if (detail::evalDue(o, r.step)) {
-        r.evaluated = true;
-        r.evalLoss = evaluate();
-      }
-      std::string err = comms.rank() == 0 ? onStep(r) : "";
-      if (err.empty())
-        err = detail::checkFinite(r);
+      std::string err = detail::afterStep(
+          o, r, comms.rank() == 0, onStep, [&] { return evaluate(); },
+          [&] {
+            curPhase = "save";
+            curInst = nullptr;
+            copyShards(false);
+            return io::saveCheckpoint(o.save, o.keep, p, host, mirror.data(), step,
+                                       detail::globalBatch(p, o));
+          });
       if (!err.empty())
         fail(err);
-      if (detail::saveDue(o, r.step)) {
-        curPhase = "save";
-        curInst = nullptr;
-        copyShards(false);
-        err = io::saveCheckpoint(o.save, o.keep, p, host, mirror.data(), step, G);
-        if (!err.empty())
-          fail(err);
-      }
     }
     if (!o.saveWeights.empty()) {
       curPhase = "save";

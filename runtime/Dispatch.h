@@ -31,8 +31,8 @@
 namespace fsdp::runtime {
 
 /// The kernel that compute instruction `i` runs, through the kernel set `k`.
-/// Returns false for an op that is not a compute kernel (record, wait, free
-/// and the comm ops, which the executors handle themselves).
+/// Returns false for an op that is not the compute stream's (record and wait,
+/// which the executors handle themselves, and the comm ops).
 template <typename K>
 bool dispatchCompute(const program::Program &p, const program::Instruction &i, K &k,
                      float lossScale) {
@@ -143,6 +143,8 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
   }
   case Op::OptimizerStep:
     k.optimizerStep(p.units[i.unit]);
+    return true;
+  case Op::Free: // the plan reuses the memory; nothing runs
     return true;
   default:
     return false;

@@ -11,6 +11,7 @@
 #include "runtime/Program.h"
 #include "runtime/io/Dataset.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -78,6 +79,29 @@ namespace detail {
 // What the CPU executor and the device executor (DeviceExecutor.cpp) share,
 // so that both train the same model on the same data.
 
+/// A rank's arena as both executors address it: the plan's offsets from one
+/// base (host or device memory), and the high-water mark of the bytes the
+/// kernels have touched, which is the measured peak.
+class ArenaAccess {
+public:
+  explicit ArenaAccess(const program::Program &program) : program(program) {}
+  template <typename T = float> T *at(int64_t offset) {
+    return reinterpret_cast<T *>(arena + offset);
+  }
+  /// Tensor `id`, counted as touched.
+  template <typename T = float> T *t(int64_t id) {
+    const program::Tensor &ten = program.tensors[id];
+    touch(ten.offset, ten.bytes());
+    return at<T>(ten.offset);
+  }
+  void touch(int64_t offset, int64_t bytes) { highWater = std::max(highWater, offset + bytes); }
+
+protected:
+  const program::Program &program;
+  char *arena = nullptr;
+  int64_t highWater = 0;
+};
+
 /// The token streams of a run: the training data (--data, or synthetic) and
 /// the held-out data (--eval-data, when given), read and checked once.
 struct Inputs {
@@ -111,12 +135,43 @@ StepReport stepReport(const program::Program &p, const RunOptions &options, int6
 std::string resumeShards(const program::Program &p, const RunOptions &options, int shardMember,
                          char *arena, int64_t *first);
 
+/// The barrier before the first step: nobody starts before every rank has its
+/// weights. "" or why not.
+std::string startTogether(Communicator &comm);
+
+/// Sequences a step takes over all ranks: micro-batch x ranks x grad-accum.
+int64_t globalBatch(const program::Program &p, const RunOptions &options);
+
+/// What every rank does after the update of step r.step, on every backend:
+/// the held-out loss when due (`evaluate`), rank 0's report (`onStep`), the
+/// stop on a loss or norm that is not finite, then the checkpoint when due
+/// (`save`). Returns "" to go on, or why the run stops.
+std::string afterStep(const RunOptions &options, StepReport &r, bool rank0,
+                      const StepCallback &onStep, const std::function<double()> &evaluate,
+                      const std::function<std::string()> &save);
+
 /// After step `r.step`: "" to go on, or why the run stops there (a loss or
 /// gradient norm that is not finite; no checkpoint of that state is saved).
 std::string checkFinite(const StepReport &r);
 
 /// Whether the checkpoint of step `step` (counted from 1) is written.
 bool saveDue(const RunOptions &options, int64_t step);
+
+/// The gradient scale that clips to options.clipGradNorm (1: no clipping).
+double clipScale(const RunOptions &options, double gradNorm);
+
+/// AdamW over shard member `member`'s part of unit `u`, a parameter at a
+/// time: update(offset in the shard, elements, weight decay) for each
+/// parameter's slice of the shard (decay only for the parameters that decay).
+template <typename F>
+void forEachShardSlice(const program::Unit &u, int64_t member, double weightDecay, F update) {
+  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
+  for (const program::Param &prm : u.params) {
+    int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+    if (a < b)
+      update(a - lo, b - a, prm.decay ? weightDecay : 0.0);
+  }
+}
 
 /// The learning rate of step `step` (counted from 1), DESIGN.md's formula.
 double learningRate(const RunOptions &options, int64_t step);

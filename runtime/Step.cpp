@@ -1,0 +1,292 @@
+//===- Step.cpp - what both executors do around the program's phases ------===//
+//
+// The CPU executor (Executor.cpp) and the device executor (DeviceExecutor.cpp)
+// run the same training loop around their own memory and kernels: the data of
+// each micro-step, the initial shards, the step's report, the learning rate,
+// the held-out loss's schedule, the checks after a step and the measured
+// trace. Declared in Executor.h (namespace detail).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Backend.h"
+#include "runtime/Executor.h"
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Dataset.h"
+#include "runtime/io/Files.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/kernels/cpu.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unistd.h>
+
+using namespace fsdp;
+using namespace fsdp::runtime;
+using namespace fsdp::program;
+
+void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data,
+                                       int64_t gradAccum, int rank, int64_t step, int64_t micro,
+                                       int64_t *tokens, int64_t *targets) {
+  int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
+  // ((step·G + g)·S) mod w, exactly: a run resumed at a late step (any step
+  // count a checkpoint holds) must not overflow into a negative start.
+  const int64_t w = data.size() - S - 1; // at least 1: Dataset::open checks
+  auto mulMod = [w](int64_t a, int64_t b) {
+    return (int64_t)((unsigned __int128)a * (unsigned __int128)b % (unsigned __int128)w);
+  };
+  int64_t stepPart = mulMod(mulMod(mulMod(step % w, B), R), gradAccum); // step·G mod w
+  for (int64_t b = 0; b < B; ++b) {
+    // g = micro·B·R + rank·B + b, mod w
+    int64_t g = (mulMod(mulMod(micro, B), R) + mulMod(rank, B) + b % w) % w;
+    int64_t start = mulMod((stepPart + g) % w, S);
+    for (int64_t s = 0; s < S; ++s) {
+      tokens[b * S + s] = data.token(start + s);
+      targets[b * S + s] = data.token(start + s + 1);
+    }
+  }
+}
+
+// A deterministic initialisation that does not depend on the world size:
+// each element's value is a function of the seed, the parameter's name and
+// the element's index.
+static uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions &o,
+                                              int shardMember, char *arena) {
+  auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
+  io::SafetensorsReader reader;
+  if (!o.weights.empty()) {
+    std::string err = reader.open(o.weights);
+    if (!err.empty())
+      return err;
+    // Every parameter must be there with its shape: checked whole, before
+    // any rank reads its shards.
+    for (const Unit &u : p.units)
+      for (const Param &prm : u.params) {
+        auto it = reader.tensors().find(prm.name);
+        if (it == reader.tensors().end())
+          return o.weights + ": missing tensor '" + prm.name + "'";
+        if (it->second.shape != prm.shape) {
+          std::string want, got;
+          for (int64_t d : prm.shape)
+            want += (want.empty() ? "" : ", ") + std::to_string(d);
+          for (int64_t d : it->second.shape)
+            got += (got.empty() ? "" : ", ") + std::to_string(d);
+          return o.weights + ": tensor '" + prm.name + "' has shape [" + got +
+                 "], the model needs [" + want + "]";
+        }
+        const std::string &dt = it->second.dtype;
+        if (dt != "F32" && dt != "BF16" && dt != "F16")
+          return o.weights + ": tensor '" + prm.name + "' is " + dt +
+                 "; weights must be F32, BF16 or F16";
+      }
+  }
+  for (const Unit &u : p.units) {
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+      std::memset(at(off), 0, u.shardNumel * 4);
+    int64_t lo = shardMember * u.shardNumel, hi = lo + u.shardNumel;
+    float *shard = at(u.shardOffset);
+    for (const Param &prm : u.params) {
+      int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+      if (a >= b)
+        continue;
+      if (!o.weights.empty()) {
+        std::string err = reader.readF32(prm.name, a - prm.offset, b - a, shard + (a - lo));
+        if (!err.empty())
+          return err;
+        continue;
+      }
+      uint64_t nameHash = 1469598103934665603ull;
+      for (char c : prm.name)
+        nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
+      bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
+      for (int64_t e = a; e < b; ++e) {
+        float v;
+        if (prm.shape.size() >= 2) {
+          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)(e - prm.offset) * 2));
+          uint64_t r2 = splitmix(r1);
+          double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
+          v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        } else {
+          v = isBias ? 0.0f : 1.0f;
+        }
+        shard[e - lo] = v;
+      }
+    }
+  }
+  return "";
+}
+
+std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
+                                               int shardMember, char *arena, int64_t *first) {
+  io::CheckpointRef ref;
+  std::string err = io::resolveCheckpoint(o.resume, &ref);
+  if (err.empty())
+    err = io::loadCheckpoint(ref.path, p, shardMember, globalBatch(p, o), arena, first);
+  return err;
+}
+
+std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {
+  bool loss = std::isfinite(r.loss), norm = std::isfinite(r.gradNorm);
+  if (loss && norm)
+    return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "step %lld: the %s is %g, not finite: the run stops here, and "
+                "no checkpoint of this state is written",
+                (long long)r.step, loss ? "gradient norm" : "loss", loss ? r.gradNorm : r.loss);
+  return buf;
+}
+
+std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r, bool rank0,
+                                             const StepCallback &onStep,
+                                             const std::function<double()> &evaluate,
+                                             const std::function<std::string()> &save) {
+  if (evalDue(o, r.step)) {
+    r.evaluated = true;
+    r.evalLoss = evaluate();
+  }
+  std::string err = rank0 ? onStep(r) : "";
+  if (err.empty())
+    err = checkFinite(r);
+  if (err.empty() && saveDue(o, r.step))
+    err = save();
+  return err;
+}
+
+bool fsdp::runtime::detail::saveDue(const RunOptions &o, int64_t step) {
+  return !o.save.empty() && (step == o.steps || (o.saveEvery > 0 && step % o.saveEvery == 0));
+}
+
+double fsdp::runtime::detail::clipScale(const RunOptions &o, double gradNorm) {
+  if (o.clipGradNorm <= 0)
+    return 1.0;
+  double coef = o.clipGradNorm / (gradNorm + 1e-6);
+  return coef < 1.0 ? coef : 1.0;
+}
+
+double fsdp::runtime::detail::learningRate(const RunOptions &o, int64_t step) {
+  int64_t W = o.warmupSteps, T = o.steps;
+  if (step <= W)
+    return o.lr * double(step) / double(W);
+  double progress = double(step - W) / double(T - W);
+  switch (o.lrSchedule) {
+  case RunOptions::Schedule::Constant:
+    return o.lr;
+  case RunOptions::Schedule::Linear:
+    return o.minLr + (o.lr - o.minLr) * (1.0 - progress);
+  case RunOptions::Schedule::Cosine:
+    return o.minLr + (o.lr - o.minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  return o.lr;
+}
+
+bool fsdp::runtime::detail::evalDue(const RunOptions &o, int64_t step) {
+  return !o.evalData.empty() && (step == o.steps || (o.evalEvery > 0 && step % o.evalEvery == 0));
+}
+
+std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptions &o) {
+  std::string err = train.open(o.data, p);
+  if (err.empty() && !o.evalData.empty())
+    err = eval.open(o.evalData, p);
+  return err;
+}
+
+std::string fsdp::runtime::detail::startTogether(Communicator &comm) {
+  double ready = 1;
+  return comm.allReduceScalar(Group::World, &ready)
+             ? ""
+             : "stopped before the first step: " + comm.error();
+}
+
+int64_t fsdp::runtime::detail::globalBatch(const Program &p, const RunOptions &o) {
+  return p.microBatch * p.worldSize * o.gradAccum;
+}
+
+StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,
+                                             double lossSum, double gradNorm, double seconds) {
+  int64_t G = globalBatch(p, o);
+  StepReport r;
+  r.step = step + 1;
+  r.steps = o.steps;
+  r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
+  r.gradNorm = gradNorm;
+  r.lr = learningRate(o, r.step);
+  r.stepTimeS = seconds;
+  r.tokensPerS = (double)(G * p.seqLen) / seconds;
+  r.predictedPeakBytes = p.predictedPeakBytes;
+  return r;
+}
+
+// The measured timeline in the predicted one's format: a pid per rank, a
+// thread per stream, each event with its unit and phase.
+std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Program &p,
+                                              const std::vector<RankTrace> &ranks) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (const RankTrace &rank : ranks) {
+    int r = rank.rank;
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                      {"args", {{"name", "rank " + std::to_string(r) + " (measured)"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+                      {"args", {{"name", "compute"}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+                      {"args", {{"name", "comm"}}}});
+    // Memory as a counter: the unit buffers that come and go (gathered
+    // parameters, unsharded gradients), in the order they did.
+    std::vector<std::pair<double, int64_t>> changes;
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank.records[s]) {
+        const Instruction &i = *t.inst;
+        if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
+          continue;
+        int64_t padded = p.units[i.unit].paddedNumel;
+        if (i.op == Op::AllGather)
+          changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
+        else if (i.op == Op::Alloc)
+          changes.push_back({t.start, padded * 4});
+        else if (i.op == Op::Free)
+          changes.push_back({t.end, -padded * (i.freeParams && p.paramDtype == "bf16" ? 2 : 4)});
+      }
+    std::sort(changes.begin(), changes.end());
+    int64_t live = 0;
+    for (auto [when, delta] : changes) {
+      live += delta;
+      events.push_back({{"name", "unsharded bytes"}, {"ph", "C"}, {"pid", r}, {"ts", when * 1e6},
+                        {"args", {{"bytes", live}}}});
+    }
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank.records[s]) {
+        const Instruction &i = *t.inst;
+        std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
+        std::string unit = i.unit >= 0 && i.unit < (int64_t)p.units.size()
+                               ? p.units[i.unit].name
+                               : "root";
+        nlohmann::ordered_json ev = {{"name", opName(i.op)}, {"cat", phase}, {"ph", "X"},
+                                     {"pid", r}, {"tid", s}, {"ts", t.start * 1e6},
+                                     {"dur", (t.end - t.start) * 1e6},
+                                     {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
+        if (!i.module.empty())
+          ev["args"]["module"] = i.module;
+        events.push_back(ev);
+      }
+  }
+  nlohmann::ordered_json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+                                {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
+  // Whole or not at all: a temporary beside it, made durable, then renamed.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  io::removeTree(tmp);
+  std::string err = io::writeFileDurable(tmp, doc.dump() + "\n");
+  if (err.empty())
+    err = io::renameDurable(tmp, path);
+  if (!err.empty()) {
+    io::removeTree(tmp);
+    return path + ": cannot write the trace: " + err;
+  }
+  return "";
+}

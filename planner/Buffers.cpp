@@ -1,5 +1,6 @@
 //===- Buffers.cpp --------------------------------------------------------===//
 #include "planner/Buffers.h"
+#include "runtime/kernels/cpu.h"
 
 using namespace mlir;
 using namespace fsdp;
@@ -33,13 +34,10 @@ int64_t fsdp::tensorBytes(Type type, int64_t B, int64_t S) {
 
 int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
   // Attention works on tiles of up to 64 query rows against every key: the
-  // tile's probabilities forward, and their gradients too backward (the
-  // CPU kernels' causalAttentionScratchFloats).
-  int64_t tile = std::min<int64_t>(S, 64);
-  if (isa<nn::CausalAttentionOp>(op))
-    return tile * S * 4;
-  if (isa<nn::CausalAttentionGradOp>(op))
-    return 2 * tile * S * 4;
+  // tile's probabilities forward, and their gradients too backward; the
+  // kernels' own formula.
+  if (isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op))
+    return kernels::causalAttentionScratchFloats(S, isa<nn::CausalAttentionGradOp>(op)) * 4;
   return 0;
 }
 

@@ -13,11 +13,11 @@
 #include "llvm/Support/JSON.h"
 
 #include <map>
-#include <nlohmann/json.hpp>
 
 using namespace mlir;
 using namespace fsdp;
-using ojson = nlohmann::ordered_json;
+using program::Instruction;
+using POp = program::Op;
 
 namespace {
 
@@ -28,6 +28,13 @@ std::string dtypeName(Type t) {
   return s;
 }
 
+// A program tensor's dtype (checkProgramDtypes has allowed only these).
+program::DType programDtype(StringRef name) {
+  return name == "i64" ? program::DType::I64
+         : name == "bf16" ? program::DType::BF16
+                          : program::DType::F32;
+}
+
 class Lowering {
 public:
   Lowering(ModuleOp module, plan::StepOp step) : module(module), step(step) {}
@@ -36,7 +43,7 @@ public:
 private:
   int64_t tensorId(ArrayRef<int64_t> shape, StringRef dtype, int64_t offset);
   FailureOr<int64_t> operand(Value v, Operation *user);
-  LogicalResult lowerCompute(Operation &op, ojson &compute);
+  LogicalResult lowerCompute(Operation &op, std::vector<Instruction> &compute);
 
   ModuleOp module;
   plan::StepOp step;
@@ -50,7 +57,7 @@ private:
   DenseMap<Operation *, int64_t> gradOffset;   // unit -> live gradient buffer
   DenseMap<Value, int64_t> valueTensor;
   std::map<std::tuple<int64_t, std::string, std::vector<int64_t>>, int64_t> tensorIds;
-  ojson tensors = ojson::array();
+  program::Program prog;
   DenseMap<Value, int64_t> eventIds;
   int64_t numEvents = 0;
   StringRef blockPrefix;
@@ -62,13 +69,12 @@ int64_t Lowering::tensorId(ArrayRef<int64_t> shape, StringRef dtype, int64_t off
   auto it = tensorIds.find(key);
   if (it != tensorIds.end())
     return it->second;
-  int64_t id = tensors.size();
-  ojson t;
-  t["id"] = id;
-  t["offset"] = offset;
-  t["shape"] = shape;
-  t["dtype"] = dtype.str();
-  tensors.push_back(t);
+  int64_t id = prog.tensors.size();
+  program::Tensor t;
+  t.offset = offset;
+  t.shape.assign(shape.begin(), shape.end());
+  t.dtype = programDtype(dtype);
+  prog.tensors.push_back(t);
   tensorIds[key] = id;
   return id;
 }
@@ -103,38 +109,56 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
   return tensorId(p.getType().getShape(), dtype, base + u.getOffsets()[idx] * elem);
 }
 
-LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
-  ojson inst;
-  inst["op"] = op.getName().stripDialect().str();
+LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &compute) {
+  Instruction inst;
+  const program::OpInfo *info = program::findOp(op.getName().stripDialect().str());
+  if (!info || info->stream != program::OpStream::Compute)
+    return op.emitOpError() << "has no program instruction (runtime/Ops.def)";
+  inst.op = info->op;
   if (auto m = op.getAttrOfType<StringAttr>("module"))
-    inst["module"] = m.getValue().str();
+    inst.module = m.getValue().str();
   // What the kernel reads: the op's own attributes (eps, num_heads, layout,
-  // ...) and whether it is recomputed. Another that a plan's op carries
-  // (`op = 1`, `in = 5`) is not the op's to say: it would overwrite the
-  // instruction's own fields.
+  // ...). Another that a plan's op carries (`op = 1`, `in = 5`) is not the
+  // op's to say; one the instruction cannot hold is an error, so that the
+  // dialect and the program cannot drift apart.
   ArrayRef<StringAttr> inherent = op.getName().getAttributeNames();
   for (NamedAttribute a : op.getAttrs()) {
     StringRef n = a.getName();
-    if (n == "module" || n == "offsets" || n == "scratch_offset")
+    if (n == "module" || n == "offsets" || n == "scratch_offset" || n == "recompute" ||
+        !llvm::is_contained(inherent, a.getName()))
       continue;
-    if (!llvm::is_contained(inherent, a.getName()) &&
-        !(n == "recompute" && isa<UnitAttr>(a.getValue())))
-      continue;
-    if (auto l = dyn_cast<nn::WeightLayoutAttr>(a.getValue()))
-      inst[n.str()] = nn::stringifyWeightLayout(l.getValue()).str();
-    else if (auto f = dyn_cast<FloatAttr>(a.getValue()))
-      inst[n.str()] = f.getValueAsDouble();
-    else if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
-      inst[n.str()] = i.getInt();
-    else if (isa<UnitAttr>(a.getValue()))
-      inst[n.str()] = true;
+    Attribute v = a.getValue();
+    auto f = dyn_cast<FloatAttr>(v);
+    auto i = dyn_cast<IntegerAttr>(v);
+    if (auto l = dyn_cast<nn::WeightLayoutAttr>(v))
+      inst.layoutInOut = l.getValue() == nn::WeightLayout::in_out;
+    else if (n == "eps" && f)
+      inst.eps = f.getValueAsDouble();
+    else if (n == "theta" && f)
+      inst.theta = f.getValueAsDouble();
+    else if (n == "num_heads" && i)
+      inst.numHeads = i.getInt();
+    else if (n == "num_kv_heads" && i)
+      inst.numKvHeads = i.getInt();
+    else if (n == "inverse" && isa<UnitAttr, BoolAttr>(v))
+      inst.inverse = !isa<BoolAttr>(v) || cast<BoolAttr>(v).getValue();
+    else if (n == "llama3_factor" && f)
+      inst.llama3Factor = f.getValueAsDouble();
+    else if (n == "llama3_low_freq_factor" && f)
+      inst.llama3Low = f.getValueAsDouble();
+    else if (n == "llama3_high_freq_factor" && f)
+      inst.llama3High = f.getValueAsDouble();
+    else if (n == "llama3_original_max_position" && i)
+      inst.llama3OriginalMax = i.getInt();
+    else
+      return op.emitOpError() << "attribute '" << n << "' (" << v
+                              << ") has no place in a program instruction";
   }
-  ojson in = ojson::array(), out = ojson::array();
   for (Value v : op.getOperands()) {
     auto id = operand(v, &op);
     if (failed(id))
       return failure();
-    in.push_back(*id);
+    inst.in.push_back(*id);
   }
   auto offs = op.getAttrOfType<DenseI64ArrayAttr>("offsets");
   if (!offs)
@@ -155,18 +179,16 @@ LogicalResult Lowering::lowerCompute(Operation &op, ojson &compute) {
     }
     int64_t id = tensorId(concreteShape(r.getType(), B, S), dtypeName(r.getType()), offset);
     valueTensor[r] = id;
-    out.push_back(id);
+    inst.out.push_back(id);
   }
-  inst["in"] = in;
-  inst["out"] = out;
   // For traces: the unit the op works for and its phase.
   std::string unit = unitNameOf(&op, byParam, blockPrefix);
   if (unitIndex.count(unit))
-    inst["unit"] = unitIndex[unit];
-  inst["phase"] = inOptimizer ? "optimizer" : inBackward ? "backward" : "forward";
+    inst.unit = unitIndex[unit];
+  inst.phase = inOptimizer ? "optimizer" : inBackward ? "backward" : "forward";
   if (auto s = op.getAttrOfType<IntegerAttr>("scratch_offset")) {
-    inst["scratch"] = s.getInt();
-    inst["scratch_bytes"] = scratchBytes(&op, B, S);
+    inst.scratch = s.getInt();
+    inst.scratchBytes = scratchBytes(&op, B, S);
   }
   compute.push_back(inst);
   return success();
@@ -208,9 +230,10 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
                                  "returns the loss";
   // Ranks are ints in the runtime (communicators, threads, MPI): the loader
   // takes at most 2^20, though a plan may be made for more to be predicted.
-  if (int64_t world = stepInt(step, "world_size", 1); world > (int64_t(1) << 20))
+  if (int64_t world = stepInt(step, "world_size", 1); world > program::kMaxRanks)
     return step.emitOpError() << "is for world_size " << world
-                              << ", more ranks than fsdp-run runs (at most 1048576)";
+                              << ", more ranks than fsdp-run runs (at most "
+                              << program::kMaxRanks << ")";
   for (const char *name : {"model", "model_type", "block_prefix", "strategy"})
     if (!step->getAttrOfType<StringAttr>(name))
       return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";
@@ -293,36 +316,33 @@ LogicalResult Lowering::run(raw_ostream &os) {
   llvm::StringMap<nn::ParamOp> paramOps;
   for (auto p : step.getBody().getOps<nn::ParamOp>())
     paramOps[p.getName()] = p;
-  ojson unitList = ojson::array();
   int64_t parameters = 0;
   for (auto [i, u] : llvm::enumerate(units)) {
     unitIndex[u.getSymName()] = i;
-    ojson j;
-    j["name"] = u.getSymName().str();
-    j["module"] = u.getModule().str();
-    j["numel"] = u.getNumelAttr().getInt();
-    j["padded_numel"] = u.getPaddedNumelAttr().getInt();
-    j["shard_count"] = u.getShardCountAttr().getInt();
-    j["shard_numel"] = u.getShardNumel();
-    for (const char *k : {"shard_offset", "grad_shard_offset", "exp_avg_offset",
-                          "exp_avg_sq_offset"})
-      j[k] = u->getAttrOfType<IntegerAttr>(k).getInt();
-    ojson params = ojson::array();
+    program::Unit pu;
+    pu.name = u.getSymName().str();
+    pu.module = u.getModule().str();
+    pu.numel = u.getNumelAttr().getInt();
+    pu.paddedNumel = u.getPaddedNumelAttr().getInt();
+    pu.shardCount = u.getShardCountAttr().getInt();
+    pu.shardNumel = u.getShardNumel();
+    pu.shardOffset = u->getAttrOfType<IntegerAttr>("shard_offset").getInt();
+    pu.gradShardOffset = u->getAttrOfType<IntegerAttr>("grad_shard_offset").getInt();
+    pu.expAvgOffset = u->getAttrOfType<IntegerAttr>("exp_avg_offset").getInt();
+    pu.expAvgSqOffset = u->getAttrOfType<IntegerAttr>("exp_avg_sq_offset").getInt();
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
-      ojson pj;
-      pj["name"] = cast<StringAttr>(name).getValue().str();
-      pj["shape"] = p.getType().getShape();
-      pj["dtype"] = dtypeName(p.getType());
-      pj["offset"] = u.getOffsets()[k];
-      pj["numel"] = u.getSizes()[k];
+      program::Param prm;
+      prm.name = cast<StringAttr>(name).getValue().str();
+      prm.shape.assign(p.getType().getShape().begin(), p.getType().getShape().end());
+      prm.offset = u.getOffsets()[k];
+      prm.numel = u.getSizes()[k];
       // AdamW decays matrices, not vectors (biases, norm weights).
-      pj["decay"] = p.getType().getRank() >= 2;
-      params.push_back(pj);
+      prm.decay = p.getType().getRank() >= 2;
+      pu.params.push_back(prm);
       parameters += u.getSizes()[k];
     }
-    j["params"] = params;
-    unitList.push_back(j);
+    prog.units.push_back(pu);
   }
 
   Block &block = step.getBody().front();
@@ -333,11 +353,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
                                                                   : "targets_offset")
             .getInt());
 
-  ojson phases[2] = {ojson::object(), ojson::object()};
-  for (ojson &p : phases) {
-    p["compute"] = ojson::array();
-    p["comm"] = ojson::array();
-  }
+  program::Stream *phases[2] = {&prog.microStep, &prog.optimizer};
   int phase = 0;
   Value loss;
   auto byName = unitsByName(module);
@@ -345,13 +361,30 @@ LogicalResult Lowering::run(raw_ostream &os) {
   auto phaseName = [&]() -> const char * {
     return phase == 1 ? "optimizer" : inBackward ? "backward" : "forward";
   };
-  auto issue = [&](Operation *op, ojson inst) {
-    inst["phase"] = phaseName();
+  auto make = [&](POp o) {
+    Instruction i;
+    i.op = o;
+    return i;
+  };
+  auto event = [&](POp o, int64_t e) {
+    Instruction i = make(o);
+    i.event = e;
+    return i;
+  };
+  auto forUnit = [&](POp o, plan::UnitOp u) {
+    Instruction i = make(o);
+    i.unit = unitIndex[u.getSymName()];
+    return i;
+  };
+  // A collective at its place: the compute stream records an event, the
+  // comm stream waits for it, runs the collective and records its end.
+  auto issue = [&](Operation *op, Instruction inst) {
+    inst.phase = phaseName();
     int64_t ready = numEvents++, done = numEvents++;
-    phases[phase]["compute"].push_back({{"op", "record"}, {"event", ready}});
-    phases[phase]["comm"].push_back({{"op", "wait"}, {"event", ready}});
-    phases[phase]["comm"].push_back(inst);
-    phases[phase]["comm"].push_back({{"op", "record"}, {"event", done}});
+    phases[phase]->compute.push_back(event(POp::Record, ready));
+    phases[phase]->comm.push_back(event(POp::Wait, ready));
+    phases[phase]->comm.push_back(inst);
+    phases[phase]->comm.push_back(event(POp::Record, done));
     eventIds[op->getResult(0)] = done;
   };
 
@@ -366,7 +399,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
       phase = 1; // the optimizer phase runs once per step, after all micro-steps
       inOptimizer = true;
     }
-    ojson &compute = phases[phase]["compute"];
+    std::vector<Instruction> &compute = phases[phase]->compute;
     if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
       plan::UnitOp u = unitOf(g);
       int64_t off = g.getOffset() ? (int64_t)*g.getOffset() : -1;
@@ -377,44 +410,44 @@ LogicalResult Lowering::run(raw_ostream &os) {
         gatheredBf16.insert(u);
       else
         gatheredBf16.erase(u);
-      ojson inst = {{"op", "all_gather"}, {"unit", unitIndex[u.getSymName()]},
-                    {"group", "shard"}, {"dst", off}};
-      if (g.getDtype())
-        inst["dtype"] = g.getDtype()->str();
+      Instruction inst = forUnit(POp::AllGather, u);
+      inst.dst = off;
+      inst.bf16 = g.getDtype().has_value();
       issue(&op, inst);
     } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
       plan::UnitOp u = unitOf(rs);
-      ojson inst = {{"op", "reduce_scatter"}, {"unit", unitIndex[u.getSymName()]},
-                    {"group", "shard"}, {"src", gradOffset[u]}};
-      if (rs.getDtype())
-        inst["dtype"] = rs.getDtype()->str();
+      Instruction inst = forUnit(POp::ReduceScatter, u);
+      inst.src = gradOffset[u];
+      inst.bf16 = rs.getDtype().has_value();
       issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
-      plan::UnitOp u = unitOf(ar);
-      issue(&op, {{"op", "all_reduce"}, {"unit", unitIndex[u.getSymName()]},
-                  {"group", "replica"}});
+      issue(&op, forUnit(POp::AllReduce, unitOf(ar)));
     } else if (isa<plan::GradNormOp>(op)) {
-      issue(&op, {{"op", "grad_norm"}, {"group", "shard"}});
+      issue(&op, make(POp::GradNorm));
     } else if (auto w = dyn_cast<plan::WaitOp>(op)) {
-      compute.push_back({{"op", "wait"}, {"event", eventIds.lookup(w.getEvent())},
-                         {"phase", phaseName()}});
+      Instruction inst = event(POp::Wait, eventIds.lookup(w.getEvent()));
+      inst.phase = phaseName();
+      compute.push_back(inst);
     } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
       plan::UnitOp u = unitOf(a);
       if (!a.getOffset())
         return a.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
       gradOffset[u] = *a.getOffset();
+      Instruction inst = forUnit(POp::Alloc, u);
+      inst.dst = *a.getOffset();
       // Every gradient op writes its whole gradient: when every parameter of
       // the unit has one, only the padding needs zeros.
-      int64_t zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size()
-                             ? u.getNumelAttr().getInt()
-                             : 0;
-      compute.push_back({{"op", "alloc"}, {"kind", "grads"},
-                         {"unit", unitIndex[u.getSymName()]}, {"dst", *a.getOffset()},
-                         {"zero_from", zeroFrom}, {"phase", phaseName()}});
+      inst.zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size()
+                          ? u.getNumelAttr().getInt()
+                          : 0;
+      inst.phase = phaseName();
+      compute.push_back(inst);
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
       plan::UnitOp u = unitOf(f);
-      compute.push_back({{"op", "free"}, {"kind", plan::stringifyBufferKind(f.getKind()).str()},
-                         {"unit", unitIndex[u.getSymName()]}, {"phase", phaseName()}});
+      Instruction inst = forUnit(POp::Free, u);
+      inst.freeParams = f.getKind() == plan::BufferKind::params;
+      inst.phase = phaseName();
+      compute.push_back(inst);
       if (f.getKind() == plan::BufferKind::params)
         gatherOffset.erase(u);
       else
@@ -422,8 +455,10 @@ LogicalResult Lowering::run(raw_ostream &os) {
     } else if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
       if (!o.getUnit())
         return o.emitOpError() << "is not per unit (run fsdp-insert-collectives)";
-      compute.push_back({{"op", "optimizer_step"}, {"unit", unitIndex[*o.getUnit()]},
-                         {"phase", phaseName()}});
+      Instruction inst = make(POp::OptimizerStep);
+      inst.unit = unitIndex[*o.getUnit()];
+      inst.phase = phaseName();
+      compute.push_back(inst);
     } else if (auto r = dyn_cast<plan::ReturnOp>(op)) {
       loss = r.getOperand(0);
     } else if (isa<nn::ParamOp, plan::GradOp>(op)) {
@@ -433,61 +468,40 @@ LogicalResult Lowering::run(raw_ostream &os) {
     }
   }
 
-  ojson prog;
-  prog["format"] = program::kFormat;
-  prog["version"] = program::kVersion;
-  prog["model"] = {{"name", step->getAttrOfType<StringAttr>("model").getValue().str()},
-                   {"model_type", step->getAttrOfType<StringAttr>("model_type").getValue().str()},
-                   {"parameters", parameters}};
-  prog["world_size"] = stepInt(step, "world_size", 1);
-  prog["strategy"] = step->getAttrOfType<StringAttr>("strategy").getValue().str();
-  prog["shard_size"] = stepInt(step, "shard_size", 1);
-  prog["param_dtype"] = step->hasAttr("param_dtype")
-                            ? step->getAttrOfType<StringAttr>("param_dtype").getValue().str()
-                            : "f32";
-  prog["reduce_dtype"] = step->hasAttr("reduce_dtype")
-                             ? step->getAttrOfType<StringAttr>("reduce_dtype").getValue().str()
-                             : "f32";
-  prog["micro_batch"] = B;
-  prog["seq_len"] = S;
-  prog["arena_bytes"] = stepInt(step, "arena_bytes", 0);
+  prog.modelName = step->getAttrOfType<StringAttr>("model").getValue().str();
+  prog.modelType = step->getAttrOfType<StringAttr>("model_type").getValue().str();
+  prog.parameters = parameters;
+  prog.worldSize = stepInt(step, "world_size", 1);
+  prog.strategy = step->getAttrOfType<StringAttr>("strategy").getValue().str();
+  prog.shardSize = stepInt(step, "shard_size", 1);
+  if (step->hasAttr("param_dtype"))
+    prog.paramDtype = step->getAttrOfType<StringAttr>("param_dtype").getValue().str();
+  if (step->hasAttr("reduce_dtype"))
+    prog.reduceDtype = step->getAttrOfType<StringAttr>("reduce_dtype").getValue().str();
+  prog.microBatch = B;
+  prog.seqLen = S;
+  prog.arenaBytes = stepInt(step, "arena_bytes", 0);
   // The cost model's figures, when fsdp-plan computed them: fsdp-run shows
   // a step's prediction (micro-steps times the accumulation, plus the
   // optimizer) beside what it measures.
   if (auto t = step->getAttrOfType<FloatAttr>("predicted_micro_step_s"))
-    prog["predicted_micro_step_s"] = t.getValueAsDouble();
+    prog.predictedMicroStepS = t.getValueAsDouble();
   if (auto t = step->getAttrOfType<FloatAttr>("predicted_optimizer_s"))
-    prog["predicted_optimizer_s"] = t.getValueAsDouble();
-  ojson mem;
-  for (NamedAttribute a : step->getAttrOfType<DictionaryAttr>("memory"))
-    mem[a.getName().str()] = cast<IntegerAttr>(a.getValue()).getInt();
-  prog["memory"] = mem;
-  prog["events"] = numEvents;
-  prog["inputs"] = {{"tokens", valueTensor[block.getArgument(0)]},
-                    {"targets", valueTensor[block.getArgument(1)]}};
-  prog["loss"] = valueTensor.lookup(loss);
-
-  // One JSON document, one line per unit, tensor and instruction, so that a
-  // person can read it and a diff shows what changed.
-  auto list = [&](const ojson &arr, const char *indent) {
-    std::string s = "[";
-    for (size_t i = 0; i < arr.size(); ++i)
-      s += std::string(i ? ",\n" : "\n") + indent + "  " + arr[i].dump();
-    return s + (arr.empty() ? "]" : std::string("\n") + indent + "]");
-  };
-  os << "{\n";
-  for (auto &[k, v] : prog.items())
-    os << "  \"" << k << "\": " << v.dump() << ",\n";
-  os << "  \"units\": " << list(unitList, "  ") << ",\n";
-  os << "  \"tensors\": " << list(tensors, "  ") << ",\n";
-  const char *names[2] = {"micro_step", "optimizer"};
-  for (int p = 0; p < 2; ++p) {
-    os << "  \"" << names[p] << "\": {\n";
-    os << "    \"compute\": " << list(phases[p]["compute"], "    ") << ",\n";
-    os << "    \"comm\": " << list(phases[p]["comm"], "    ") << "\n";
-    os << "  }" << (p == 0 ? ",\n" : "\n");
+    prog.predictedOptimizerS = t.getValueAsDouble();
+  for (NamedAttribute a : step->getAttrOfType<DictionaryAttr>("memory")) {
+    prog.memory.push_back({a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
+    if (a.getName() == "peak_bytes")
+      prog.predictedPeakBytes = cast<IntegerAttr>(a.getValue()).getInt();
   }
-  os << "}\n";
+  prog.events = numEvents;
+  prog.tokens = valueTensor[block.getArgument(0)];
+  prog.targets = valueTensor[block.getArgument(1)];
+  prog.loss = valueTensor.lookup(loss);
+  for (program::Stream *s : phases)
+    for (auto *list : {&s->compute, &s->comm})
+      for (auto [k, inst] : llvm::enumerate(*list))
+        inst.index = k;
+  os << program::writeProgram(prog);
   return success();
 }
 

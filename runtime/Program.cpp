@@ -180,7 +180,7 @@ struct LoadError {
 class Loader {
 public:
   Loader(const std::string &path, Program &p) : path(path), p(p) {}
-  void run();
+  void run(const std::string &text);
 
 private:
   [[noreturn]] void fail(const std::string &where, const std::string &what) {
@@ -253,16 +253,10 @@ private:
   Program &p;
 };
 
-void Loader::run() {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw LoadError{path + ": cannot read the program: not a file"};
-  std::ifstream in(path);
-  if (!in)
-    throw LoadError{path + ": cannot read the program"};
+void Loader::run(const std::string &text) {
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::parse_error &e) {
     throw LoadError{path + ": malformed JSON: " + e.what()};
   }
@@ -294,9 +288,7 @@ void Loader::run() {
   for (const std::string &d : {p.paramDtype, p.reduceDtype})
     if (d != "f32" && d != "bf16")
       fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
-  // Ranks are ints everywhere in the runtime (communicators, threads, MPI);
-  // 2^20 is more than any cluster has.
-  if (p.worldSize > (int64_t(1) << 20))
+  if (p.worldSize > kMaxRanks)
     fail("top level", "world_size " + std::to_string(p.worldSize) +
                           " is more ranks than fsdp-run runs (at most 1048576)");
   if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
@@ -308,8 +300,14 @@ void Loader::run() {
     p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
   if (j.contains("predicted_optimizer_s"))
     p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
-  if (j.contains("memory") && j["memory"].is_object() && j["memory"].contains("peak_bytes"))
-    p.predictedPeakBytes = get<int64_t>(j["memory"], "peak_bytes", "memory");
+  if (j.contains("memory")) {
+    if (!j["memory"].is_object())
+      fail("memory", "must be an object of integers");
+    for (auto &[k, v] : j["memory"].items())
+      p.memory.push_back({k, get<int64_t>(j["memory"], k.c_str(), "memory")});
+    if (j["memory"].contains("peak_bytes"))
+      p.predictedPeakBytes = get<int64_t>(j["memory"], "peak_bytes", "memory");
+  }
 
   const json &tensors = list(j, "tensors", "top level");
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -899,16 +897,218 @@ std::string fsdp::program::issueOrder(const Stream &s, std::vector<Slot> &order)
   return "";
 }
 
-std::string fsdp::program::loadProgram(const std::string &path, Program &program) {
+std::string fsdp::program::parseProgram(const std::string &text, const std::string &name,
+                                        Program &program) {
   program = Program();
   try {
-    Loader(path, program).run();
+    Loader(name, program).run(text);
   } catch (const LoadError &e) {
     return e.message;
   } catch (const json::exception &e) {
-    return path + ": " + e.what();
+    return name + ": " + e.what();
   } catch (const std::exception &e) {
-    return path + ": cannot read the program: " + e.what();
+    return name + ": cannot read the program: " + e.what();
   }
   return "";
+}
+
+std::string fsdp::program::loadProgram(const std::string &path, Program &program) {
+  program = Program();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return path + ": cannot read the program: not a file";
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf()))
+    return path + ": cannot read the program";
+  return parseProgram(text.str(), path, program);
+}
+
+//===----------------------------------------------------------------------===//
+// Writing (what lowering produces) and comparing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *dtypeText(DType d) { return d == DType::I64 ? "i64" : d == DType::BF16 ? "bf16" : "f32"; }
+
+using ojson = nlohmann::ordered_json;
+
+ojson instructionJson(const Instruction &i) {
+  ojson j;
+  j["op"] = opName(i.op);
+  if (!i.module.empty())
+    j["module"] = i.module;
+  if (i.op == Op::Alloc || i.op == Op::Free)
+    j["kind"] = i.op == Op::Free && i.freeParams ? "params" : "grads";
+  // The op's attributes, in the order the plan's ops list them.
+  switch (i.op) {
+  case Op::LayerNorm:
+  case Op::LayerNormGrad:
+  case Op::RMSNorm:
+  case Op::RMSNormGrad:
+    j["eps"] = i.eps;
+    break;
+  case Op::Linear:
+  case Op::LinearGradInput:
+  case Op::LinearGradWeight:
+    j["layout"] = i.layoutInOut ? "in_out" : "out_in";
+    break;
+  case Op::Rope:
+    if (i.inverse)
+      j["inverse"] = true;
+    if (i.llama3Factor) {
+      j["llama3_factor"] = *i.llama3Factor;
+      j["llama3_high_freq_factor"] = *i.llama3High;
+      j["llama3_low_freq_factor"] = *i.llama3Low;
+      j["llama3_original_max_position"] = *i.llama3OriginalMax;
+    }
+    j["num_heads"] = i.numHeads;
+    j["theta"] = i.theta;
+    break;
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad:
+    j["num_heads"] = i.numHeads;
+    j["num_kv_heads"] = i.numKvHeads;
+    break;
+  default:
+    break;
+  }
+  const OpInfo &info = opInfo(i.op);
+  if (info.maxIn != 0 || info.maxOut != 0 || !i.in.empty() || !i.out.empty()) {
+    j["in"] = i.in;
+    j["out"] = i.out;
+  }
+  if (i.op == Op::Record || i.op == Op::Wait)
+    j["event"] = i.event;
+  if (i.unit >= 0)
+    j["unit"] = i.unit;
+  if (i.dst >= 0)
+    j["dst"] = i.dst;
+  if (i.src >= 0)
+    j["src"] = i.src;
+  if (i.op == Op::Alloc)
+    j["zero_from"] = i.zeroFrom;
+  if (i.bf16)
+    j["dtype"] = "bf16";
+  if (!i.phase.empty())
+    j["phase"] = i.phase;
+  if (i.scratch >= 0) {
+    j["scratch"] = i.scratch;
+    j["scratch_bytes"] = i.scratchBytes;
+  }
+  return j;
+}
+
+// A JSON list with one element a line, so that a person can read a program
+// and a diff shows what changed.
+std::string lines(const std::vector<ojson> &items, const char *indent) {
+  std::string s = "[";
+  for (size_t k = 0; k < items.size(); ++k)
+    s += std::string(k ? ",\n" : "\n") + indent + "  " + items[k].dump();
+  return s + (items.empty() ? "]" : std::string("\n") + indent + "]");
+}
+
+} // namespace
+
+std::string fsdp::program::writeProgram(const Program &p) {
+  ojson top;
+  top["format"] = kFormat;
+  top["version"] = kVersion;
+  top["model"] = {{"name", p.modelName}, {"model_type", p.modelType}, {"parameters", p.parameters}};
+  top["world_size"] = p.worldSize;
+  top["strategy"] = p.strategy;
+  top["shard_size"] = p.shardSize;
+  top["param_dtype"] = p.paramDtype;
+  top["reduce_dtype"] = p.reduceDtype;
+  top["micro_batch"] = p.microBatch;
+  top["seq_len"] = p.seqLen;
+  top["arena_bytes"] = p.arenaBytes;
+  // The cost model's figures, when the planner computed them.
+  if (p.predictedMicroStepS > 0)
+    top["predicted_micro_step_s"] = p.predictedMicroStepS;
+  if (p.predictedOptimizerS > 0)
+    top["predicted_optimizer_s"] = p.predictedOptimizerS;
+  ojson memory = ojson::object();
+  for (const auto &[k, v] : p.memory)
+    memory[k] = v;
+  top["memory"] = memory;
+  top["events"] = p.events;
+  top["inputs"] = {{"tokens", p.tokens}, {"targets", p.targets}};
+  top["loss"] = p.loss;
+  std::vector<ojson> units, tensors;
+  for (const Unit &u : p.units) {
+    ojson params = ojson::array();
+    for (const Param &prm : u.params)
+      params.push_back({{"name", prm.name}, {"shape", prm.shape}, {"offset", prm.offset},
+                        {"numel", prm.numel}, {"decay", prm.decay}});
+    units.push_back({{"name", u.name}, {"module", u.module}, {"numel", u.numel},
+                     {"padded_numel", u.paddedNumel}, {"shard_count", u.shardCount},
+                     {"shard_numel", u.shardNumel}, {"shard_offset", u.shardOffset},
+                     {"grad_shard_offset", u.gradShardOffset}, {"exp_avg_offset", u.expAvgOffset},
+                     {"exp_avg_sq_offset", u.expAvgSqOffset}, {"params", params}});
+  }
+  for (size_t k = 0; k < p.tensors.size(); ++k)
+    tensors.push_back({{"id", k}, {"offset", p.tensors[k].offset}, {"shape", p.tensors[k].shape},
+                       {"dtype", dtypeText(p.tensors[k].dtype)}});
+  std::string out = "{\n";
+  for (auto &[k, v] : top.items())
+    out += "  \"" + k + "\": " + v.dump() + ",\n";
+  out += "  \"units\": " + lines(units, "  ") + ",\n";
+  out += "  \"tensors\": " + lines(tensors, "  ") + ",\n";
+  const std::pair<const char *, const Stream *> phases[2] = {{"micro_step", &p.microStep},
+                                                            {"optimizer", &p.optimizer}};
+  for (int k = 0; k < 2; ++k) {
+    std::vector<ojson> compute, comm;
+    for (const Instruction &i : phases[k].second->compute)
+      compute.push_back(instructionJson(i));
+    for (const Instruction &i : phases[k].second->comm)
+      comm.push_back(instructionJson(i));
+    out += std::string("  \"") + phases[k].first + "\": {\n";
+    out += "    \"compute\": " + lines(compute, "    ") + ",\n";
+    out += "    \"comm\": " + lines(comm, "    ") + "\n";
+    out += k == 0 ? "  },\n" : "  }\n";
+  }
+  return out + "}\n";
+}
+
+bool fsdp::program::operator==(const Tensor &a, const Tensor &b) {
+  return a.offset == b.offset && a.shape == b.shape && a.dtype == b.dtype;
+}
+bool fsdp::program::operator==(const Param &a, const Param &b) {
+  return a.name == b.name && a.shape == b.shape && a.offset == b.offset && a.numel == b.numel &&
+         a.decay == b.decay;
+}
+bool fsdp::program::operator==(const Unit &a, const Unit &b) {
+  return a.name == b.name && a.module == b.module && a.numel == b.numel &&
+         a.paddedNumel == b.paddedNumel && a.shardCount == b.shardCount &&
+         a.shardNumel == b.shardNumel && a.shardOffset == b.shardOffset &&
+         a.gradShardOffset == b.gradShardOffset && a.expAvgOffset == b.expAvgOffset &&
+         a.expAvgSqOffset == b.expAvgSqOffset && a.params == b.params;
+}
+bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
+  return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event &&
+         a.unit == b.unit && a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom &&
+         a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
+         a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
+         a.numKvHeads == b.numKvHeads && a.inverse == b.inverse &&
+         a.llama3Factor == b.llama3Factor && a.llama3Low == b.llama3Low &&
+         a.llama3High == b.llama3High && a.llama3OriginalMax == b.llama3OriginalMax &&
+         a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&
+         a.phase == b.phase && a.index == b.index;
+}
+bool fsdp::program::operator==(const Stream &a, const Stream &b) {
+  return a.compute == b.compute && a.comm == b.comm;
+}
+bool fsdp::program::operator==(const Program &a, const Program &b) {
+  return a.modelName == b.modelName && a.modelType == b.modelType && a.strategy == b.strategy &&
+         a.parameters == b.parameters && a.worldSize == b.worldSize &&
+         a.shardSize == b.shardSize && a.microBatch == b.microBatch && a.seqLen == b.seqLen &&
+         a.paramDtype == b.paramDtype && a.reduceDtype == b.reduceDtype &&
+         a.arenaBytes == b.arenaBytes && a.predictedPeakBytes == b.predictedPeakBytes &&
+         a.memory == b.memory && a.events == b.events &&
+         a.predictedMicroStepS == b.predictedMicroStepS &&
+         a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
+         a.targets == b.targets && a.loss == b.loss && a.units == b.units &&
+         a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;
 }

@@ -18,6 +18,11 @@ namespace fsdp::program {
 
 inline constexpr const char *kFormat = "fsdp-program";
 inline constexpr int kVersion = 1;
+/// The most ranks a program may have: ranks are ints everywhere in the
+/// runtime (communicators, threads, MPI); 2^20 is more than any cluster has.
+/// Lowering refuses a plan for more (a plan may be made wider, to be
+/// predicted).
+inline constexpr int64_t kMaxRanks = int64_t(1) << 20;
 
 enum class DType { F32, I64, BF16 };
 
@@ -109,6 +114,9 @@ struct Program {
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32";
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
+  // The plan's memory figures (docs/plan-format.md), for people reading the
+  // program; the runtime reads peak_bytes (predictedPeakBytes).
+  std::vector<std::pair<std::string, int64_t>> memory;
   // The planner's predicted times (0: none in the program).
   double predictedMicroStepS = 0, predictedOptimizerS = 0;
   int64_t tokens = -1, targets = -1, loss = -1;
@@ -141,12 +149,27 @@ struct Slot {
 /// the waits that can never be satisfied, as "compute[i] waits for event e".
 std::string issueOrder(const Stream &s, std::vector<Slot> &order);
 
+bool operator==(const Tensor &a, const Tensor &b);
+bool operator==(const Param &a, const Param &b);
+bool operator==(const Unit &a, const Unit &b);
+bool operator==(const Instruction &a, const Instruction &b);
+bool operator==(const Stream &a, const Stream &b);
+bool operator==(const Program &a, const Program &b);
+
+/// The program as fsdp-plan writes it and fsdp-run reads it (one JSON
+/// document, a line per unit, tensor and instruction). Lowering fills a
+/// Program and writes it with this; loadProgram reads it back, field for
+/// field (a GoogleTest checks the round trip).
+std::string writeProgram(const Program &program);
+
 /// Reads and validates a program: its version, every offset and size against
 /// the arena, every instruction's operands, shapes and events, and that
 /// neither phase can deadlock (issueOrder). Returns an
 /// error message naming the file and the instruction ("plan.json:
 /// micro_step.compute[12] (linear): ...") or the empty string.
 std::string loadProgram(const std::string &path, Program &program);
+/// The same, from the program's text; `name` stands for the file in errors.
+std::string parseProgram(const std::string &text, const std::string &name, Program &program);
 
 } // namespace fsdp::program
 

@@ -465,7 +465,6 @@ namespace {
 // Query rows go in tiles of kAttentionTile: each tile's scores against the
 // keys it can see, [t, i1] with i1 = the tile's end, are one sgemm, so no
 // S x S matrix for a whole head ever exists.
-constexpr int64_t kAttentionTile = 64;
 
 inline int64_t attentionTile(int64_t S) { return std::min(S, kAttentionTile); }
 
@@ -501,10 +500,6 @@ __attribute__((always_inline)) inline void attentionProbs(const float *q, int64_
   }
 }
 } // namespace
-
-int64_t causalAttentionScratchFloats(int64_t S, bool backward) {
-  return (backward ? 2 : 1) * attentionTile(S) * S;
-}
 
 FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,

@@ -79,8 +79,13 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
 // Floats of scratch the attention kernels use for sequence length S, forward
-// or backward: T*S or 2*T*S with T = min(S, 64); they write no further.
-int64_t causalAttentionScratchFloats(int64_t S, bool backward);
+// or backward: T*S or 2*T*S with T = min(S, 64); they write no further. Inline:
+// the planner sizes the plan's scratch with it (planner/Buffers.cpp), the
+// program loader checks it, and neither links the kernels.
+inline constexpr int64_t kAttentionTile = 64;
+inline int64_t causalAttentionScratchFloats(int64_t S, bool backward) {
+  return (backward ? 2 : 1) * (S < kAttentionTile ? S : kAttentionTile) * S;
+}
 
 // GELU, tanh approximation (HF gelu_new), elementwise over n
 void geluForward(const float *x, float *y, int64_t n);

@@ -1,0 +1,378 @@
+//===- OpChecks.cpp - each program op's checks, before anything runs -------===//
+//
+// What the loader (ProgramLoad.cpp) proves of every instruction: its operand
+// counts (runtime/Ops.def), the shapes, dtypes and attributes its call is
+// decoded from, and, from that decoded Call (the executors' very arguments),
+// that every byte its kernel reads or writes lies within its tensors and the
+// arena.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/OpChecks.h"
+#include "runtime/kernels/cpu.h"
+
+using namespace fsdp::program;
+using namespace fsdp::program::detail;
+
+std::string fsdp::program::detail::str(i128 v) {
+  if (v < 0)
+    return "-" + str(-v);
+  std::string s;
+  do {
+    s.insert(s.begin(), char('0' + (int)(v % 10)));
+    v /= 10;
+  } while (v > 0);
+  return s;
+}
+
+// The product of the dimensions, saturated far past any arena (2^100), so that
+// a shape of huge dimensions cannot wrap around to a small size.
+i128 fsdp::program::detail::elements(const std::vector<int64_t> &shape) {
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
+  i128 n = 1;
+  for (int64_t d : shape) {
+    n *= d;
+    if (n > ((i128)1 << 100) || n < -((i128)1 << 100))
+      return n > 0 ? (i128)1 << 100 : -((i128)1 << 100);
+  }
+  return n;
+}
+
+i128 fsdp::program::detail::elementBytes(DType d) {
+  return d == DType::I64 ? 8 : d == DType::BF16 ? 2 : 4;
+}
+
+void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst) {
+  auto fail = [](const std::string &what) -> void { throw CheckError{what}; };
+  auto tensor = [&](int64_t id) -> const Tensor & {
+    if (id < 0 || id >= (int64_t)p.tensors.size())
+      fail("tensor " + std::to_string(id) + " does not exist");
+    return p.tensors[id];
+  };
+  auto checkRange = [&](int64_t offset, i128 bytes) {
+    if (offset < 0 || bytes < 0 || offset + bytes > p.arenaBytes)
+      fail("bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
+           ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
+  };
+  auto t = [&](int64_t id) -> const Tensor & { return tensor(id); };
+  auto n = [&](int64_t id) { return elements(t(id).shape); };
+  auto f32 = [&](int64_t id) {
+    if (t(id).dtype != DType::F32)
+      fail("tensor " + std::to_string(id) + " must be f32");
+  };
+  auto sameShape = [&](int64_t a, int64_t b) {
+    if (t(a).shape != t(b).shape)
+      fail("tensors " + std::to_string(a) + " and " + std::to_string(b) +
+                      " must have one shape");
+  };
+  auto last = [&](int64_t id) -> int64_t { return t(id).shape.empty() ? 1 : t(id).shape.back(); };
+  // The dimensions the executor indexes must be there.
+  auto rank = [&](int64_t id, size_t dims) {
+    if (t(id).shape.size() < dims)
+      fail("tensor " + std::to_string(id) + " needs at least " + std::to_string(dims) +
+                      " dimensions");
+  };
+  // The kernel counts rows of `by` elements of the tensor.
+  auto rowsOf = [&](int64_t id, i128 by) {
+    if (by <= 0)
+      fail("tensor " + std::to_string(id) + " has rows of " + str(by) +
+                      " elements; the kernel needs at least 1");
+  };
+  // What the kernel reads or writes of a tensor: `count` elements of f32
+  // (or i64) from its start, which must lie within it.
+  auto touches = [&](int64_t id, i128 count, i128 esize = 4) {
+    i128 have = n(id) * elementBytes(t(id).dtype);
+    if (count * esize > have)
+      fail("the kernel touches " + str(count * esize) + " bytes of tensor " +
+                      std::to_string(id) + ", which holds " + str(have));
+  };
+  auto unit = [&]() -> const Unit & {
+    if (inst.unit < 0 || inst.unit >= (int64_t)p.units.size())
+      fail("unit " + std::to_string(inst.unit) + " does not exist");
+    return p.units[inst.unit];
+  };
+  auto event = [&]() {
+    if (inst.event < 0 || inst.event >= p.events)
+      fail("event " + std::to_string(inst.event) + " is out of range");
+  };
+  auto scratch = [&](i128 need) {
+    if (inst.scratchBytes < need)
+      fail("needs " + str(need) + " bytes of scratch, the plan gives " +
+                      std::to_string(inst.scratchBytes));
+    checkRange(inst.scratch, inst.scratchBytes);
+  };
+  for (int64_t id : inst.in)
+    t(id);
+  for (int64_t id : inst.out)
+    t(id);
+  // Operand counts, from the op list (runtime/Ops.def).
+  const OpInfo &info = opInfo(inst.op);
+  auto count = [](int lo, int hi) {
+    return lo == hi  ? std::to_string(lo)
+           : hi < 0  ? "at least " + std::to_string(lo)
+                     : std::to_string(lo) + " or " + std::to_string(hi);
+  };
+  auto within = [](size_t k, int lo, int hi) { return (int)k >= lo && (hi < 0 || (int)k <= hi); };
+  if (!within(inst.in.size(), info.minIn, info.maxIn) ||
+      !within(inst.out.size(), info.minOut, info.maxOut))
+    fail("takes " + count(info.minIn, info.maxIn) + " inputs and " +
+                    count(info.minOut, info.maxOut) + " outputs, not " +
+                    std::to_string(inst.in.size()) + " and " + std::to_string(inst.out.size()));
+
+  // First what the call is decoded from (shapes, dtypes, attributes); then
+  // the decoded call (the executors' very arguments) proves that the
+  // kernel's reads and writes lie within its tensors.
+  switch (inst.op) {
+  case Op::PositionIds:
+    rank(inst.in[0], 2);
+    break;
+  case Op::Embedding:
+    f32(inst.in[1]);
+    if (t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
+        last(inst.out[0]) != t(inst.in[1]).shape[1] ||
+        n(inst.out[0]) != n(inst.in[0]) * last(inst.out[0]))
+      fail("embedding shapes do not match");
+    break;
+  case Op::EmbeddingGrad:
+    if (t(inst.out[0]).shape.size() != 2 || last(inst.in[0]) != last(inst.out[0]) ||
+        t(inst.in[1]).dtype != DType::I64)
+      fail("embedding gradient shapes do not match");
+    break;
+  case Op::Linear:
+  case Op::LinearGradInput:
+  case Op::LinearGradWeight: {
+    int64_t wid = inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1];
+    const Tensor &w = t(wid);
+    if (w.shape.size() != 2)
+      fail("the weight must be 2-D");
+    int64_t in = inst.layoutInOut ? w.shape[0] : w.shape[1];
+    int64_t out = inst.layoutInOut ? w.shape[1] : w.shape[0];
+    int64_t x = inst.op == Op::Linear ? inst.in[0]
+                : inst.op == Op::LinearGradInput ? inst.out[0] : inst.in[1];
+    int64_t y = inst.op == Op::Linear ? inst.out[0] : inst.in[0];
+    if (last(x) != in || last(y) != out || (in > 0 && out > 0 && n(x) / in != n(y) / out))
+      fail("input, weight and output shapes do not match");
+    if (inst.op == Op::Linear && inst.in.size() == 3 && n(inst.in[2]) != out)
+      fail("the bias must have " + std::to_string(out) + " elements");
+    rowsOf(inst.op == Op::Linear ? x : inst.in[0], inst.op == Op::Linear ? in : out);
+    break;
+  }
+  case Op::BiasGrad:
+    if (last(inst.in[0]) != n(inst.out[0]))
+      fail("bias gradient size does not match");
+    rank(inst.in[0], 1);
+    rowsOf(inst.in[0], last(inst.in[0]));
+    break;
+  case Op::LayerNorm:
+    sameShape(inst.in[0], inst.out[0]);
+    if (n(inst.in[1]) != last(inst.in[0]) || n(inst.in[2]) != last(inst.in[0]))
+      fail("weight and bias must match the last dimension");
+    rank(inst.in[0], 1);
+    rowsOf(inst.in[0], last(inst.in[0]));
+    break;
+  case Op::LayerNormGrad:
+  case Op::RMSNormGrad:
+    sameShape(inst.in[0], inst.in[1]);
+    if (inst.op == Op::LayerNormGrad)
+      sameShape(inst.in[1], inst.out[0]);
+    rank(inst.in[1], 1);
+    rowsOf(inst.in[1], last(inst.in[1]));
+    break;
+  case Op::RMSNorm:
+    sameShape(inst.in[0], inst.out[0]);
+    if (n(inst.in[1]) != last(inst.in[0]))
+      fail("weight must match the last dimension");
+    rank(inst.in[0], 1);
+    rowsOf(inst.in[0], last(inst.in[0]));
+    break;
+  case Op::Rope:
+    sameShape(inst.in[0], inst.out[0]);
+    if (inst.numHeads <= 0 || last(inst.in[0]) % inst.numHeads != 0 ||
+        (last(inst.in[0]) / inst.numHeads) % 2 != 0 || t(inst.in[0]).shape.size() != 3)
+      fail("rope needs [B, S, heads * even head_dim]");
+    break;
+  case Op::Split:
+  case Op::Concat: {
+    bool split = inst.op == Op::Split;
+    const auto &whole = split ? inst.in : inst.out;
+    const auto &parts = split ? inst.out : inst.in;
+    i128 sum = 0;
+    for (int64_t id : parts)
+      sum += n(id);
+    if (sum != n(whole[0]))
+      fail("parts do not add up to the whole");
+    // The kernel cuts rows of the whole into equal parts, each [rows, W].
+    for (int64_t id : parts)
+      if (t(id).shape != t(parts[0]).shape)
+        fail("parts " + std::to_string(parts[0]) + " and " + std::to_string(id) +
+                        " must have one shape");
+    rank(parts[0], 1);
+    rowsOf(parts[0], last(parts[0]));
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    bool fwd = inst.op == Op::CausalAttention;
+    int64_t q = fwd ? inst.in[0] : inst.in[1], k = fwd ? inst.in[1] : inst.in[2];
+    if (inst.numHeads <= 0 || inst.numKvHeads <= 0 || inst.numHeads % inst.numKvHeads != 0 ||
+        last(q) % inst.numHeads != 0 ||
+        last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
+      fail("query, key and value do not match the heads");
+    break;
+  }
+  case Op::Gelu:
+    sameShape(inst.in[0], inst.out[0]);
+    break;
+  case Op::Upcast:
+    f32(inst.out[0]);
+    if (n(inst.in[0]) != n(inst.out[0]) || t(inst.in[0]).dtype == DType::I64)
+      fail("upcast reads a bf16 or f32 parameter of the output's size");
+    break;
+  case Op::GeluGrad:
+  case Op::SiluMul:
+  case Op::SiluMulGrad:
+  case Op::Add:
+    sameShape(inst.in[0], inst.in[1]);
+    if (inst.op == Op::Add && n(inst.in[0]) != n(inst.out[0]))
+      fail("output size does not match");
+    break;
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad:
+    if (t(inst.in[1]).dtype != DType::I64 || t(inst.in[0]).shape.empty() ||
+        n(inst.in[0]) != n(inst.in[1]) * last(inst.in[0]))
+      fail("logits and targets do not match");
+    break;
+  case Op::Record:
+  case Op::Wait:
+    event();
+    return;
+  case Op::Alloc:
+    checkRange(inst.dst, (i128)unit().paddedNumel * 4);
+    if (inst.zeroFrom < 0 || inst.zeroFrom > unit().paddedNumel)
+      fail("zero_from " + std::to_string(inst.zeroFrom) + " lies outside the unit");
+    return;
+  case Op::AllGather:
+    checkRange(inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
+    return;
+  case Op::ReduceScatter:
+    checkRange(inst.src, (i128)unit().paddedNumel * 4);
+    return;
+  case Op::Free:
+  case Op::OptimizerStep:
+  case Op::AllReduce:
+    unit();
+    return;
+  case Op::GradNorm:
+    return;
+  }
+
+  inst.call = decodeCall(p, inst);
+  const Call &c = inst.call;
+  const auto &in = inst.in, &out = inst.out;
+  i128 nD = (i128)c.n * c.D;
+  switch (inst.op) {
+  case Op::PositionIds:
+    touches(out[0], (i128)c.B * c.S, 8);
+    break;
+  case Op::Embedding:
+    touches(in[0], c.n, 8);
+    touches(in[1], (i128)t(in[1]).shape[0] * c.D);
+    touches(out[0], nD);
+    break;
+  case Op::EmbeddingGrad:
+    touches(in[0], nD);
+    touches(in[1], c.n, 8);
+    touches(out[0], (i128)c.V * c.D);
+    break;
+  case Op::Linear:
+    touches(in[0], (i128)c.n * c.in);
+    touches(in[1], (i128)c.in * c.out);
+    if (c.bias)
+      touches(in[2], c.out);
+    touches(out[0], (i128)c.n * c.out);
+    break;
+  case Op::LinearGradInput: // dy, w -> dx
+    touches(in[0], (i128)c.n * c.out);
+    touches(in[1], (i128)c.in * c.out);
+    touches(out[0], (i128)c.n * c.in);
+    break;
+  case Op::LinearGradWeight: // dy, x -> dw
+    touches(in[0], (i128)c.n * c.out);
+    touches(in[1], (i128)c.n * c.in);
+    touches(out[0], (i128)c.in * c.out);
+    break;
+  case Op::BiasGrad:
+    touches(in[0], nD);
+    touches(out[0], c.D);
+    break;
+  case Op::LayerNorm:
+  case Op::RMSNorm:
+    touches(in[0], nD);
+    touches(out[0], nD);
+    for (size_t k = 1; k < in.size(); ++k)
+      touches(in[k], c.D);
+    break;
+  case Op::LayerNormGrad:
+  case Op::RMSNormGrad: // dy, x, w -> dx, dw (, db)
+    for (int64_t id : {in[0], in[1], out[0]})
+      touches(id, nD);
+    touches(in[2], c.D);
+    for (size_t k = 1; k < out.size(); ++k)
+      touches(out[k], c.D);
+    break;
+  case Op::Rope:
+    for (int64_t id : {in[0], out[0]})
+      touches(id, (i128)c.B * c.S * c.H * c.Dh);
+    break;
+  case Op::Split:
+  case Op::Concat: {
+    bool split = inst.op == Op::Split;
+    for (int64_t id : split ? out : in)
+      touches(id, (i128)c.n * c.W);
+    touches((split ? in : out)[0], (i128)c.n * c.W * c.parts);
+    break;
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    // q, out [B, S, H*Dh] and k, v [B, S, KV*Dh].
+    bool fwd = inst.op == Op::CausalAttention;
+    i128 qn = (i128)c.B * c.S * c.H * c.Dh, kvn = (i128)c.B * c.S * c.KV * c.Dh;
+    if (fwd) {
+      for (int64_t id : {in[0], out[0]})
+        touches(id, qn);
+      for (int64_t id : {in[1], in[2]})
+        touches(id, kvn);
+    } else {
+      for (int64_t id : {in[0], in[1], in[4], out[0]})
+        touches(id, qn);
+      for (int64_t id : {in[2], in[3], out[1], out[2]})
+        touches(id, kvn);
+    }
+    scratch((i128)fsdp::kernels::causalAttentionScratchFloats(c.S, !fwd) * 4);
+    break;
+  }
+  case Op::Gelu:
+  case Op::GeluGrad:
+  case Op::SiluMul:
+  case Op::SiluMulGrad:
+  case Op::Add: // every operand holds the first input's elements
+    for (int64_t id : in)
+      touches(id, c.n);
+    for (int64_t id : out)
+      touches(id, c.n);
+    break;
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad:
+    touches(in[0], (i128)c.n * c.V);
+    touches(in[1], c.n, 8);
+    touches(out[0], inst.op == Op::CrossEntropy ? 1 : (i128)c.n * c.V);
+    break;
+  case Op::Upcast:
+    touches(in[0], c.n, c.fromBf16 ? 2 : 4);
+    touches(out[0], c.n);
+    break;
+  default:
+    break;
+  }
+}

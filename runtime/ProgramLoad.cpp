@@ -1,0 +1,425 @@
+//===- ProgramLoad.cpp - reading a program and validating it whole --------===//
+//
+// Nothing is executed from a program that has not been checked whole:
+// offsets against the arena, operands against the op (OpChecks.cpp), events
+// against their records. Errors name the instruction: "micro_step.compute[12]
+// (linear)".
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/OpChecks.h"
+#include "runtime/Program.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/stat.h>
+#include <type_traits>
+
+using namespace fsdp::program;
+using namespace fsdp::program::detail;
+using nlohmann::json;
+
+namespace {
+
+struct LoadError {
+  std::string message;
+};
+
+class Loader {
+public:
+  Loader(const std::string &path, Program &p) : path(path), p(p) {}
+  void run(const std::string &text);
+
+private:
+  [[noreturn]] void fail(const std::string &where, const std::string &what) {
+    throw LoadError{path + ": " + where + ": " + what};
+  }
+  template <typename T> T get(const json &j, const char *key, const std::string &where) {
+    const json &v = at(j, key, where);
+    // Integers are read exactly: nlohmann would truncate 2.5 to 2 and convert
+    // a number past the integer's range with undefined behaviour.
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, int>) {
+      return (T)integer(v, key, where, std::numeric_limits<T>::min(),
+                        std::numeric_limits<T>::max());
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      if (!v.is_array())
+        fail(where, std::string("'") + key + "' must be a list of integers, not " + v.dump());
+      std::vector<int64_t> out;
+      for (const json &e : v)
+        out.push_back(integer(e, key, where, std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max(), /*element=*/true));
+      return out;
+    } else {
+      try {
+        return v.get<T>();
+      } catch (const json::exception &) {
+        fail(where, std::string("'") + key + "' has the wrong type: " + v.dump());
+      }
+    }
+  }
+  const json &at(const json &j, const char *key, const std::string &where) {
+    if (!j.is_object() || !j.contains(key))
+      fail(where, std::string("missing '") + key + "'");
+    return j.at(key);
+  }
+  const json &list(const json &j, const char *key, const std::string &where) {
+    const json &v = at(j, key, where);
+    if (!v.is_array())
+      fail(where, std::string("'") + key + "' must be a list");
+    return v;
+  }
+  int64_t integer(const json &v, const char *key, const std::string &where, int64_t lo,
+                  int64_t hi, bool element = false) {
+    bool ok = v.is_number_integer();
+    if (ok && v.is_number_unsigned())
+      ok = v.get<uint64_t>() <= (uint64_t)hi;
+    if (ok && !v.is_number_unsigned())
+      ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!ok)
+      fail(where, std::string("'") + key + (element ? "' must hold integers" : "' must be an integer") +
+                      (v.is_number_integer() ? " in range" : "") + ", not " + v.dump());
+    return v.is_number_unsigned() ? (int64_t)v.get<uint64_t>() : v.get<int64_t>();
+  }
+  // Sizes are products of the program's numbers: 128 bits hold any product
+  // of an int64 and a few small factors, so nothing here overflows.
+  void checkRange(const std::string &where, int64_t offset, i128 bytes) {
+    if (offset < 0 || bytes < 0 || offset + bytes > p.arenaBytes)
+      fail(where, "bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
+                      ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
+  }
+  void loadStream(const json &j, const std::string &phase, Stream &s);
+  Instruction loadInstruction(const json &j, const std::string &where, bool comm);
+  void checkInstruction(Instruction &inst, const std::string &where) {
+    try {
+      detail::checkInstruction(p, inst);
+    } catch (const detail::CheckError &e) {
+      fail(where, e.what);
+    }
+  }
+  void checkIndices(const std::string &phase, const Stream &s);
+  const Tensor &tensor(int64_t id, const std::string &where) {
+    if (id < 0 || id >= (int64_t)p.tensors.size())
+      fail(where, "tensor " + std::to_string(id) + " does not exist");
+    return p.tensors[id];
+  }
+
+  std::string path;
+  Program &p;
+};
+
+void Loader::run(const std::string &text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error &e) {
+    throw LoadError{path + ": malformed JSON: " + e.what()};
+  }
+  if (!j.is_object())
+    fail("top level", "a program is a JSON object");
+  std::string format = get<std::string>(j, "format", "top level");
+  if (format != kFormat)
+    fail("format", "\"" + format + "\" is not an fsdp program");
+  int version = get<int>(j, "version", "top level");
+  if (version != kVersion)
+    fail("version", "program version " + std::to_string(version) +
+                        " is not supported; this fsdp-run reads version " +
+                        std::to_string(kVersion) + " (re-plan with this build's fsdp-plan)");
+  const json &model = at(j, "model", "top level");
+  p.modelName = get<std::string>(model, "name", "model");
+  p.modelType = get<std::string>(model, "model_type", "model");
+  p.parameters = get<int64_t>(model, "parameters", "model");
+  p.worldSize = get<int64_t>(j, "world_size", "top level");
+  p.strategy = get<std::string>(j, "strategy", "top level");
+  p.shardSize = get<int64_t>(j, "shard_size", "top level");
+  p.microBatch = get<int64_t>(j, "micro_batch", "top level");
+  p.seqLen = get<int64_t>(j, "seq_len", "top level");
+  p.arenaBytes = get<int64_t>(j, "arena_bytes", "top level");
+  p.events = get<int64_t>(j, "events", "top level");
+  if (j.contains("param_dtype"))
+    p.paramDtype = get<std::string>(j, "param_dtype", "top level");
+  if (j.contains("reduce_dtype"))
+    p.reduceDtype = get<std::string>(j, "reduce_dtype", "top level");
+  for (const std::string &d : {p.paramDtype, p.reduceDtype})
+    if (d != "f32" && d != "bf16")
+      fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
+  if (p.worldSize > kMaxRanks)
+    fail("top level", "world_size " + std::to_string(p.worldSize) +
+                          " is more ranks than fsdp-run runs (at most 1048576)");
+  if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
+    fail("top level", "shard_size " + std::to_string(p.shardSize) +
+                          " must divide world_size " + std::to_string(p.worldSize));
+  if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
+    fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
+  if (j.contains("predicted_micro_step_s"))
+    p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
+  if (j.contains("predicted_optimizer_s"))
+    p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
+  if (j.contains("memory")) {
+    if (!j["memory"].is_object())
+      fail("memory", "must be an object of integers");
+    for (auto &[k, v] : j["memory"].items())
+      p.memory.push_back({k, get<int64_t>(j["memory"], k.c_str(), "memory")});
+    if (j["memory"].contains("peak_bytes"))
+      p.predictedPeakBytes = get<int64_t>(j["memory"], "peak_bytes", "memory");
+  }
+
+  const json &tensors = list(j, "tensors", "top level");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::string where = "tensors[" + std::to_string(i) + "]";
+    Tensor t;
+    if (get<int64_t>(tensors[i], "id", where) != (int64_t)i)
+      fail(where, "ids must be 0, 1, 2, ... in order");
+    t.offset = get<int64_t>(tensors[i], "offset", where);
+    t.shape = get<std::vector<int64_t>>(tensors[i], "shape", where);
+    std::string dtype = get<std::string>(tensors[i], "dtype", where);
+    if (dtype == "f32")
+      t.dtype = DType::F32;
+    else if (dtype == "i64")
+      t.dtype = DType::I64;
+    else if (dtype == "bf16")
+      t.dtype = DType::BF16;
+    else
+      fail(where, "dtype '" + dtype + "' is not supported by the CPU runtime");
+    for (int64_t d : t.shape)
+      if (d < 0)
+        fail(where, "negative dimension");
+    checkRange(where, t.offset, elements(t.shape) * elementBytes(t.dtype));
+    p.tensors.push_back(t);
+  }
+
+  const json &units = list(j, "units", "top level");
+  for (size_t i = 0; i < units.size(); ++i) {
+    std::string where = "units[" + std::to_string(i) + "]";
+    const json &uj = units[i];
+    Unit u;
+    u.name = get<std::string>(uj, "name", where);
+    u.module = get<std::string>(uj, "module", where);
+    u.numel = get<int64_t>(uj, "numel", where);
+    u.paddedNumel = get<int64_t>(uj, "padded_numel", where);
+    u.shardCount = get<int64_t>(uj, "shard_count", where);
+    u.shardNumel = get<int64_t>(uj, "shard_numel", where);
+    u.shardOffset = get<int64_t>(uj, "shard_offset", where);
+    u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
+    u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
+    u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
+    if (u.shardCount != p.shardSize || u.numel < 0 || u.shardNumel < 0 ||
+        (i128)u.shardNumel * u.shardCount != u.paddedNumel || u.paddedNumel < u.numel)
+      fail(where, "unit '" + u.name + "' has an inconsistent layout (numel " +
+                      std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) +
+                      ", " + std::to_string(u.shardCount) + " shards of " +
+                      std::to_string(u.shardNumel) + ")");
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+      checkRange(where, off, (i128)u.shardNumel * 4);
+    int64_t next = 0;
+    for (const json &pj : list(uj, "params", where)) {
+      Param prm;
+      prm.name = get<std::string>(pj, "name", where);
+      prm.shape = get<std::vector<int64_t>>(pj, "shape", where);
+      prm.offset = get<int64_t>(pj, "offset", where);
+      prm.numel = get<int64_t>(pj, "numel", where);
+      prm.decay = get<bool>(pj, "decay", where);
+      bool negative = false;
+      for (int64_t d : prm.shape)
+        negative |= d < 0;
+      if (negative || elements(prm.shape) != prm.numel || prm.offset != next)
+        fail(where, "parameter '" + prm.name + "' does not fit the unit's flat layout");
+      next += prm.numel; // at most numel: the next parameter is checked against it
+      if (next > u.numel)
+        fail(where, "unit '" + u.name + "' parameters hold more than numel = " +
+                        std::to_string(u.numel) + " elements");
+      u.params.push_back(prm);
+    }
+    if (next != u.numel)
+      fail(where, "unit '" + u.name + "' parameters hold " + std::to_string(next) +
+                      " elements, not numel = " + std::to_string(u.numel));
+    p.units.push_back(u);
+  }
+
+  p.tokens = get<int64_t>(at(j, "inputs", "top level"), "tokens", "inputs");
+  p.targets = get<int64_t>(at(j, "inputs", "top level"), "targets", "inputs");
+  p.loss = get<int64_t>(j, "loss", "top level");
+  for (int64_t id : {p.tokens, p.targets})
+    if (tensor(id, "inputs").dtype != DType::I64 ||
+        tensor(id, "inputs").shape != std::vector<int64_t>{p.microBatch, p.seqLen})
+      fail("inputs", "tokens and targets must be i64 [micro_batch, seq_len]");
+  if (tensor(p.loss, "loss").numel() != 1)
+    fail("loss", "the loss must be a scalar");
+
+  loadStream(at(j, "micro_step", "top level"), "micro_step", p.microStep);
+  loadStream(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
+}
+
+void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
+  std::set<int64_t> recorded;
+  for (const char *name : {"compute", "comm"}) {
+    bool comm = std::string(name) == "comm";
+    const json &insts = list(j, name, phase);
+    auto &out = comm ? s.comm : s.compute;
+    for (size_t i = 0; i < insts.size(); ++i) {
+      std::string where = phase + "." + name + "[" + std::to_string(i) + "]";
+      Instruction inst = loadInstruction(insts[i], where, comm);
+      inst.index = i;
+      where += std::string(" (") + opName(inst.op) + ")";
+      checkInstruction(inst, where);
+      if (inst.op == Op::Record && !recorded.insert(inst.event).second)
+        fail(where, "event " + std::to_string(inst.event) + " is recorded twice");
+      out.push_back(inst);
+    }
+  }
+  checkIndices(phase, s);
+  // Every wait must have its record in the same phase, or it would hang.
+  for (const char *name : {"compute", "comm"}) {
+    const auto &list = std::string(name) == "comm" ? s.comm : s.compute;
+    for (const Instruction &inst : list)
+      if (inst.op == Op::Wait && !recorded.count(inst.event))
+        fail(phase + "." + name + "[" + std::to_string(inst.index) + "] (wait)",
+             "waits for event " + std::to_string(inst.event) + ", which is never recorded");
+  }
+  // ... and before it in an order the two streams can both keep.
+  std::vector<Slot> order;
+  std::string why = issueOrder(s, order);
+  if (!why.empty())
+    fail(phase, why);
+}
+
+// The kernels index tables (embedding rows, cross-entropy logits) with i64
+// values they do not check: those must be the token inputs, which the data
+// reader holds below the vocabulary (the first cross_entropy's last
+// dimension), or the positions a position_ids of the phase writes, below its
+// sequence length; and the table must have that many rows.
+void Loader::checkIndices(const std::string &phase, const Stream &s) {
+  std::map<int64_t, int64_t> positions; // position_ids output -> its sequence length
+  for (const Instruction &inst : s.compute)
+    if (inst.op == Op::PositionIds) {
+      int64_t &S = positions[inst.out[0]];
+      S = std::max(S, p.tensors[inst.in[0]].shape[1]);
+    }
+  int64_t vocab = p.vocabSize();
+  for (const Instruction &inst : s.compute) {
+    int64_t ids, rows;
+    const char *table;
+    if (inst.op == Op::Embedding) {
+      ids = inst.in[0], rows = p.tensors[inst.in[1]].shape[0], table = "an embedding of";
+    } else if (inst.op == Op::EmbeddingGrad) {
+      ids = inst.in[1], rows = p.tensors[inst.out[0]].shape[0], table = "an embedding of";
+    } else if (inst.op == Op::CrossEntropy || inst.op == Op::CrossEntropyGrad) {
+      ids = inst.in[1], rows = p.tensors[inst.in[0]].shape.back(), table = "logits of";
+    } else {
+      continue;
+    }
+    std::string where = phase + ".compute[" + std::to_string(inst.index) + "] (" +
+                        opName(inst.op) + ")";
+    std::string rowsText = std::to_string(rows) + (inst.op == Op::CrossEntropy ||
+                                                           inst.op == Op::CrossEntropyGrad
+                                                       ? " classes"
+                                                       : " rows");
+    if (ids == p.tokens || ids == p.targets) {
+      if (vocab <= 0)
+        fail(where, "indexes by token, but no cross_entropy gives the vocabulary");
+      if (vocab > rows)
+        fail(where, "token ids up to " + std::to_string(vocab - 1) + " (the vocabulary of " +
+                        std::to_string(vocab) + ") index " + table + " " + rowsText);
+    } else if (positions.count(ids)) {
+      if (positions[ids] > rows)
+        fail(where, "positions up to " + std::to_string(positions[ids] - 1) + " index " + table +
+                        " " + rowsText);
+    } else {
+      fail(where, "indexes by tensor " + std::to_string(ids) +
+                      ", which is neither the tokens, the targets, nor a position_ids output");
+    }
+  }
+}
+
+Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {
+  Instruction inst;
+  std::string name = get<std::string>(j, "op", where);
+  const OpInfo *info = findOp(name);
+  if (!info)
+    fail(where, "unknown op '" + name + "'");
+  inst.op = info->op;
+  if (info->stream != OpStream::Either && (info->stream == OpStream::Comm) != comm)
+    fail(where, "op '" + name + "' does not belong on the " + (comm ? "comm" : "compute") +
+                    " stream");
+  if (j.contains("in"))
+    inst.in = get<std::vector<int64_t>>(j, "in", where);
+  if (j.contains("out"))
+    inst.out = get<std::vector<int64_t>>(j, "out", where);
+  if (j.contains("event"))
+    inst.event = get<int64_t>(j, "event", where);
+  if (j.contains("unit"))
+    inst.unit = get<int64_t>(j, "unit", where);
+  if (j.contains("dst"))
+    inst.dst = get<int64_t>(j, "dst", where);
+  if (j.contains("src"))
+    inst.src = get<int64_t>(j, "src", where);
+  if (j.contains("zero_from"))
+    inst.zeroFrom = get<int64_t>(j, "zero_from", where);
+  if (j.contains("kind"))
+    inst.freeParams = get<std::string>(j, "kind", where) == "params";
+  if (j.contains("layout"))
+    inst.layoutInOut = get<std::string>(j, "layout", where) == "in_out";
+  if (j.contains("eps"))
+    inst.eps = get<double>(j, "eps", where);
+  if (j.contains("theta"))
+    inst.theta = get<double>(j, "theta", where);
+  if (j.contains("num_heads"))
+    inst.numHeads = get<int64_t>(j, "num_heads", where);
+  if (j.contains("num_kv_heads"))
+    inst.numKvHeads = get<int64_t>(j, "num_kv_heads", where);
+  if (j.contains("inverse"))
+    inst.inverse = get<bool>(j, "inverse", where);
+  if (j.contains("llama3_factor")) {
+    inst.llama3Factor = get<double>(j, "llama3_factor", where);
+    inst.llama3Low = get<double>(j, "llama3_low_freq_factor", where);
+    inst.llama3High = get<double>(j, "llama3_high_freq_factor", where);
+    inst.llama3OriginalMax = get<int64_t>(j, "llama3_original_max_position", where);
+  }
+  if (j.contains("scratch")) {
+    inst.scratch = get<int64_t>(j, "scratch", where);
+    inst.scratchBytes = get<int64_t>(j, "scratch_bytes", where);
+  }
+  if (j.contains("module"))
+    inst.module = get<std::string>(j, "module", where);
+  if (j.contains("phase"))
+    inst.phase = get<std::string>(j, "phase", where);
+  if (j.contains("dtype")) {
+    std::string d = get<std::string>(j, "dtype", where);
+    if (d != "bf16" && d != "f32")
+      fail(where, "dtype '" + d + "' is not supported (f32 or bf16)");
+    inst.bf16 = d == "bf16";
+  }
+  return inst;
+}
+
+} // namespace
+
+std::string fsdp::program::parseProgram(const std::string &text, const std::string &name,
+                                        Program &program) {
+  program = Program();
+  try {
+    Loader(name, program).run(text);
+  } catch (const LoadError &e) {
+    return e.message;
+  } catch (const json::exception &e) {
+    return name + ": " + e.what();
+  } catch (const std::exception &e) {
+    return name + ": cannot read the program: " + e.what();
+  }
+  return "";
+}
+
+std::string fsdp::program::loadProgram(const std::string &path, Program &program) {
+  program = Program();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return path + ": cannot read the program: not a file";
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf()))
+    return path + ": cannot read the program";
+  return parseProgram(text.str(), path, program);
+}

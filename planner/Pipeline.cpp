@@ -13,21 +13,40 @@ using namespace mlir;
 using namespace fsdp;
 
 int64_t PlanOptions::shardGroup() const {
-  if (strategy == "no-shard")
-    return 1;
-  if (strategy == "hybrid-shard")
-    return shardSize;
-  return worldSize;
+  std::optional<plan::Strategy> s = plan::parseStrategyFlagName(strategy);
+  return s ? shardGroupSize(*s, worldSize, shardSize) : worldSize;
 }
 
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
+  // The options as the command line spells them, to the passes' enums.
+  std::optional<plan::Strategy> strategy = plan::parseStrategyFlagName(o.strategy);
+  if (!strategy)
+    return module.emitError() << "unknown strategy '" << o.strategy
+                              << "'; expected full-shard, shard-grad-op, no-shard or "
+                                 "hybrid-shard";
+  std::optional<plan::Checkpointing> checkpointing =
+      plan::symbolizeCheckpointing(o.activationCheckpointing);
+  if (!checkpointing)
+    return module.emitError() << "activation checkpointing must be none or blocks, not '"
+                              << o.activationCheckpointing << "'";
+  std::optional<plan::BackwardPrefetch> backwardPrefetch =
+      plan::symbolizeBackwardPrefetch(o.backwardPrefetch);
+  if (!backwardPrefetch)
+    return module.emitError() << "backward-prefetch must be pre, post or none, not '"
+                              << o.backwardPrefetch << "'";
+  std::optional<plan::Dtype> paramDtype = plan::symbolizeDtype(o.paramDtype);
+  std::optional<plan::Dtype> reduceDtype = plan::symbolizeDtype(o.reduceDtype);
+  if (!paramDtype || !reduceDtype)
+    return module.emitError() << "mixed precision dtypes are f32 or bf16, not '"
+                              << (paramDtype ? o.reduceDtype : o.paramDtype) << "'";
+
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
-  pm.addPass(createActivationCheckpointing({o.activationCheckpointing, o.checkpointedBlocks}));
+  pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
-  pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
-  pm.addPass(createMixedPrecision({o.paramDtype, o.reduceDtype}));
-  pm.addPass(createPrefetch({o.forwardPrefetch, o.backwardPrefetch, o.maxInflightGathers}));
+  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.shardSize}));
+  pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype}));
+  pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
   pm.addPass(createVerifyPlan());
   return pm.run(module);
@@ -36,30 +55,28 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
 PlanFigures fsdp::planFigures(ModuleOp module) {
   PlanFigures f;
   plan::StepOp step = getStep(module);
-  if (auto mem = step->getAttrOfType<DictionaryAttr>("memory")) {
-    auto get = [&](StringRef k) { return cast<IntegerAttr>(mem.get(k)).getInt(); };
-    f.peakBytes = get("peak_bytes");
-    f.livePeakBytes = get("live_peak_bytes");
-    f.paramsBytes = get("params_bytes");
-    f.gradsBytes = get("grads_bytes");
-    f.optimizerBytes = get("optimizer_bytes");
-    f.unshardedBytes = get("unsharded_bytes");
-    f.activationsBytes = get("activations_bytes");
-    f.fragmentationBytes = get("fragmentation_bytes");
+  if (plan::MemoryAttr mem = step.getMemoryAttr()) {
+    f.peakBytes = mem.getPeakBytes();
+    f.livePeakBytes = mem.getLivePeakBytes();
+    f.paramsBytes = mem.getParamsBytes();
+    f.gradsBytes = mem.getGradsBytes();
+    f.optimizerBytes = mem.getOptimizerBytes();
+    f.unshardedBytes = mem.getUnshardedBytes();
+    f.activationsBytes = mem.getActivationsBytes();
+    f.fragmentationBytes = mem.getFragmentationBytes();
   }
   for (plan::UnitOp u : getUnits(module))
-    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumelAttr().getInt(),
-                       u.getPaddedNumelAttr().getInt(), u.getShardNumel()});
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(),
+                       u.getPaddedNumel(), u.getShardNumel()});
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
   auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
     plan::UnitOp u = unitOfOp(&op, byName);
-    auto bytesOf = [&](Operation *o) { return o->hasAttr("dtype") ? 2 : 4; };
     if (isa<plan::AllGatherOp>(op))
-      f.allGatherBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
-    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCountAttr().getInt() > 1)
-      f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
+      f.allGatherBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
+    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCount() > 1)
+      f.reduceScatterBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;
   }

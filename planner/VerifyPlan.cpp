@@ -9,7 +9,6 @@
 
 #include <map>
 #include <queue>
-#include <set>
 
 namespace fsdp {
 #define GEN_PASS_DEF_VERIFYPLAN

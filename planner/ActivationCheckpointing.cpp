@@ -21,23 +21,17 @@ struct ActivationCheckpointingPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode == "none")
+    if (mode == plan::Checkpointing::None)
       return;
-    if (mode != "blocks") {
-      module.emitError() << "activation checkpointing must be none or blocks, not '" << mode
-                         << "'";
-      return signalPassFailure();
-    }
     plan::StepOp step = getStep(module);
     if (!step || !module.getOps<plan::UnitOp>().empty()) {
       module.emitError() << "fsdp-activation-checkpointing runs on the training step, before "
                             "wrap units (run fsdp-training-step first)";
       return signalPassFailure();
     }
-    Builder attrs(module.getContext());
-    step->setAttr("activation_checkpointing", attrs.getStringAttr(mode));
-    StringRef prefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
-    int64_t numBlocks = stepInt(step, "num_blocks", 0);
+    step.setActivationCheckpointing(mode);
+    StringRef prefix = step.getBlockPrefix().value_or("");
+    int64_t numBlocks = step.getNumBlocks().value_or(0);
     Operation *bwdStart = backwardStart(step);
 
     // Forward ops of each block, by their module path.
@@ -56,7 +50,7 @@ struct ActivationCheckpointingPass
       blocks[i].push_back(op);
     }
     int64_t n = count < 0 ? numBlocks : std::min<int64_t>(count, numBlocks);
-    step->setAttr("checkpointed_blocks", attrs.getI64IntegerAttr(n));
+    step.setCheckpointedBlocks(n);
     for (int64_t i = 0; i < n; ++i)
       recompute(blocks[i], bwdStart);
   }

@@ -5,6 +5,36 @@
 using namespace mlir;
 using namespace fsdp;
 
+std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) {
+  switch (b.role) {
+  case BufferRole::UnitShard:
+    return cast<plan::UnitOp>(b.owner).getShardOffset();
+  case BufferRole::UnitGradShard:
+    return cast<plan::UnitOp>(b.owner).getGradShardOffset();
+  case BufferRole::UnitExpAvg:
+    return cast<plan::UnitOp>(b.owner).getExpAvgOffset();
+  case BufferRole::UnitExpAvgSq:
+    return cast<plan::UnitOp>(b.owner).getExpAvgSqOffset();
+  case BufferRole::Gathered:
+    return cast<plan::AllGatherOp>(b.owner).getOffset();
+  case BufferRole::GradsFull:
+    return cast<plan::AllocOp>(b.owner).getOffset();
+  case BufferRole::Input:
+    return b.index == 0 ? step.getTokensOffset() : step.getTargetsOffset();
+  case BufferRole::Scratch:
+    if (auto a = b.owner->getAttrOfType<IntegerAttr>("scratch_offset"))
+      return a.getInt();
+    return std::nullopt;
+  case BufferRole::Value: {
+    auto offs = b.owner->getAttrOfType<DenseI64ArrayAttr>("offsets");
+    if (offs && b.index < (int64_t)offs.size() && offs[b.index] >= 0)
+      return offs[b.index];
+    return std::nullopt;
+  }
+  }
+  return std::nullopt;
+}
+
 const char *fsdp::categoryName(BufferCategory c) {
   switch (c) {
   case BufferCategory::Params: return "params";
@@ -137,12 +167,12 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
         return op.emitOpError() << "names unknown unit " << op.getAttr("unit");
       bool gather = isa<plan::AllGatherOp>(op);
       // Gathered parameters are bf16 under mixed precision; gradients f32.
-      int64_t elem = gather && op.hasAttr("dtype") ? 2 : 4;
+      int64_t elem = gather ? collectiveElementBytes(&op) : 4;
       (gather ? openParams : openGrads)[u.getSymName()] = model.buffers.size();
       model.buffers.push_back({(u.getSymName() + (gather ? ".params" : ".grads")).str(),
                                BufferCategory::Unsharded,
                                gather ? BufferRole::Gathered : BufferRole::GradsFull,
-                               u.getPaddedNumelAttr().getInt() * elem, p, last, &op, 0});
+                               u.getPaddedNumel() * elem, p, last, &op, 0});
       continue;
     }
     if (auto f = dyn_cast<plan::FreeOp>(op)) {

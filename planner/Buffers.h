@@ -50,6 +50,11 @@ struct BufferModel {
   int64_t microBatch = 0, seqLen = 0;
 };
 
+/// The arena offset the memory plan recorded for `b` (a unit's shard
+/// offsets, a gather's or alloc's `offset`, the step's input offsets, an
+/// op's `offsets` and `scratch_offset`), or nullopt where none is.
+std::optional<int64_t> recordedOffset(const Buffer &b, plan::StepOp step);
+
 /// Ops whose results get buffers of their own: the nn compute ops and
 /// fsdp.upcast.
 bool producesTensors(mlir::Operation *op);

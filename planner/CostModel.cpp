@@ -299,10 +299,9 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
 Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
   Prediction p;
   plan::StepOp step = getStep(module);
-  int64_t B = stepInt(step, "micro_batch", 1), S = stepInt(step, "seq_len", 1);
-  int64_t world = stepInt(step, "world_size", 1), group = stepInt(step, "shard_size", 1);
-  bool bf16 = step->hasAttr("param_dtype") &&
-              step->getAttrOfType<StringAttr>("param_dtype").getValue() == "bf16";
+  int64_t B = step.getMicroBatch().value_or(1), S = step.getSeqLen().value_or(1);
+  int64_t world = step.getWorldSizeOr1(), group = step.getShardSizeOr1();
+  bool bf16 = step.getParamDtypeOrF32() == plan::Dtype::BF16;
   // Ranks sharing a node's cores (CPU ranks as threads) slow each other.
   double share = 1;
   if (c.cores > 0) {
@@ -315,7 +314,7 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
   const Link &replicaLink = world > c.ranksPerNode ? c.interNode : c.intraNode;
   auto byParam = unitsByParam(module);
   auto byName = unitsByName(module);
-  StringRef prefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
+  StringRef prefix = step.getBlockPrefix().value_or("");
   Operation *bwdStart = backwardStart(step);
 
   // Live bytes at each op, from the buffers' lifetimes, for memory counters.
@@ -372,10 +371,10 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       double seconds = 0;
       if (isa<plan::AllGatherOp>(op))
         seconds = collectiveSeconds(CollectiveKind::AllGather,
-                                    u.getPaddedNumelAttr().getInt() * (op.hasAttr("dtype") ? 2.0 : 4.0),
+                                    u.getPaddedNumel() * (double)collectiveElementBytes(&op),
                                     group, shardLink);
       else if (isa<plan::ReduceScatterOp>(op)) {
-        double bytes = u.getPaddedNumelAttr().getInt() * (op.hasAttr("dtype") ? 2.0 : 4.0);
+        double bytes = u.getPaddedNumel() * (double)collectiveElementBytes(&op);
         seconds = group > 1 ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
                             : 2 * bytes / (c.memoryBandwidth * c.memoryEfficiency);
       } else if (isa<plan::AllReduceOp>(op))
@@ -414,7 +413,7 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       addEvent("optimizer_step", 0, tc, seconds);
     } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
-      seconds = u.getPaddedNumelAttr().getInt() * 4.0 / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      seconds = u.getPaddedNumel() * 4.0 / (c.memoryBandwidth * c.memoryEfficiency) * share;
       addEvent("alloc", 0, tc, seconds);
     } else if (producesTensors(&op)) {
       OpCost cost = opCost(&op, B, S);

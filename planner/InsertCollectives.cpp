@@ -33,34 +33,24 @@ struct InsertCollectivesPass
       return signalPassFailure();
     }
     // The strategies are hybrid sharding with particular group sizes.
-    int64_t group;
-    if (strategy == "full-shard" || strategy == "shard-grad-op")
-      group = worldSize;
-    else if (strategy == "no-shard")
-      group = 1;
-    else if (strategy == "hybrid-shard")
-      group = shardSize;
-    else {
-      module.emitError() << "unknown strategy '" << strategy
-                         << "'; expected full-shard, shard-grad-op, no-shard or hybrid-shard";
-      return signalPassFailure();
-    }
+    int64_t group = shardGroupSize(strategy, worldSize, shardSize);
+    StringRef name = plan::strategyFlagName(strategy);
     if (worldSize < 1 || group < 1 || worldSize % group != 0) {
-      module.emitError() << "strategy " << strategy << " shards over groups of " << group
+      module.emitError() << "strategy " << name << " shards over groups of " << group
                          << " ranks, which must divide the world size " << (int64_t)worldSize;
       return signalPassFailure();
     }
     for (plan::UnitOp u : units)
-      if (u.getShardCountAttr().getInt() != group) {
-        u.emitOpError() << "is sharded over " << u.getShardCountAttr().getInt()
-                        << " ranks, but strategy " << strategy << " at world size "
-                        << (int64_t)worldSize << " shards over " << group;
+      if (u.getShardCount() != (uint64_t)group) {
+        u.emitOpError() << "is sharded over " << u.getShardCount() << " ranks, but strategy "
+                        << name << " at world size " << (int64_t)worldSize << " shards over "
+                        << group;
         return signalPassFailure();
       }
     Builder attrs(module.getContext());
-    step->setAttr("strategy", attrs.getStringAttr(strategy));
-    step->setAttr("world_size", attrs.getI64IntegerAttr(worldSize));
-    step->setAttr("shard_size", attrs.getI64IntegerAttr(group));
+    step.setStrategy(strategy);
+    step.setWorldSize(worldSize);
+    step.setShardSize(group);
 
     auto byParam = unitsByParam(module);
     Operation *bwdStart = backwardStart(step);
@@ -117,8 +107,7 @@ struct InsertCollectivesPass
     auto ref = [&](plan::UnitOp u) { return FlatSymbolRefAttr::get(u.getSymNameAttr()); };
     auto gatherBefore = [&](Operation *at, plan::UnitOp u) {
       b.setInsertionPoint(at);
-      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), DenseI32ArrayAttr(),
-                                          StringAttr());
+      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), plan::DtypeAttr());
       b.create<plan::WaitOp>(loc, g.getEvent());
       ++numCollectives;
     };
@@ -140,7 +129,7 @@ struct InsertCollectivesPass
           keep = u;
         }
       }
-      bool zero2 = strategy == "shard-grad-op";
+      bool zero2 = strategy == plan::Strategy::ShardGradOp;
       for (plan::UnitOp u : units) {
         UnitUses &s = uses[u];
         Operation *first = s.firstFwd ? s.firstFwd : s.firstBwd;
@@ -189,11 +178,11 @@ struct InsertCollectivesPass
       b.setInsertionPoint(s.firstGradDef);
       b.create<plan::AllocOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(u), IntegerAttr());
       b.setInsertionPointAfter(s.lastGrad);
-      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), DenseI32ArrayAttr(), StringAttr());
+      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), plan::DtypeAttr());
       ++numCollectives;
       SmallVector<Value> events = {rs.getEvent()};
       if (replicas > 1) {
-        auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u), DenseI32ArrayAttr());
+        auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u));
         ++numCollectives;
         events.push_back(ar.getEvent());
       }
@@ -207,7 +196,7 @@ struct InsertCollectivesPass
     // The optimizer: global norm, then each unit's shard.
     retirePending(optimizer);
     b.setInsertionPoint(optimizer);
-    auto norm = b.create<plan::GradNormOp>(loc, ev, DenseI32ArrayAttr());
+    auto norm = b.create<plan::GradNormOp>(loc, ev);
     ++numCollectives;
     b.create<plan::WaitOp>(loc, norm.getEvent());
     for (plan::UnitOp u : units)

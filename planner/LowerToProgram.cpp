@@ -92,8 +92,8 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
     return p.emitOpError() << "is in no unit";
   int64_t base, elem = 4;
   std::string dtype = dtypeName(p.getType());
-  if (u.getShardCountAttr().getInt() == 1) {
-    base = u->getAttrOfType<IntegerAttr>("shard_offset").getInt();
+  if (u.getShardCount() == 1) {
+    base = *u.getShardOffset();
   } else {
     if (gatheredBf16.count(u)) {
       elem = 2;
@@ -230,31 +230,33 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
                                  "returns the loss";
   // Ranks are ints in the runtime (communicators, threads, MPI): the loader
   // takes at most 2^20, though a plan may be made for more to be predicted.
-  if (int64_t world = stepInt(step, "world_size", 1); world > program::kMaxRanks)
+  if (int64_t world = step.getWorldSizeOr1(); world > program::kMaxRanks)
     return step.emitOpError() << "is for world_size " << world
                               << ", more ranks than fsdp-run runs (at most "
                               << program::kMaxRanks << ")";
-  for (const char *name : {"model", "model_type", "block_prefix", "strategy"})
-    if (!step->getAttrOfType<StringAttr>(name))
+  for (auto [name, value] : {std::pair{"model", step.getModelAttr()},
+                             {"model_type", step.getModelTypeAttr()},
+                             {"block_prefix", step.getBlockPrefixAttr()}})
+    if (!value)
       return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";
-  for (const char *name : {"tokens_offset", "targets_offset"})
-    if (!step->getAttrOfType<IntegerAttr>(name))
+  if (!step.getStrategy())
+    return step.emitOpError() << "needs a 'strategy' to be lowered (run fsdp-insert-collectives)";
+  for (auto [name, value] : {std::pair{"tokens_offset", step.getTokensOffset()},
+                             {"targets_offset", step.getTargetsOffset()}})
+    if (!value)
       return step.emitOpError() << "needs an integer attribute '" << name
                                 << "' (run fsdp-memory-plan)";
-  auto memory = step->getAttrOfType<DictionaryAttr>("memory");
-  if (!memory)
-    return step.emitOpError() << "needs a dictionary attribute 'memory' (run fsdp-memory-plan)";
-  for (NamedAttribute a : memory)
-    if (!isa<IntegerAttr>(a.getValue()))
-      return step.emitOpError() << "memory figure '" << a.getName().getValue()
-                                << "' must be an integer, but is " << a.getValue();
+  if (!step.getMemory())
+    return step.emitOpError() << "needs the attribute 'memory' (run fsdp-memory-plan)";
   llvm::StringMap<nn::ParamOp> params;
   for (auto p : step.getBody().getOps<nn::ParamOp>())
     params[p.getName()] = p;
   for (plan::UnitOp u : getUnits(module)) {
-    for (const char *name : {"shard_offset", "grad_shard_offset", "exp_avg_offset",
-                             "exp_avg_sq_offset"})
-      if (!u->getAttrOfType<IntegerAttr>(name))
+    for (auto [name, value] : {std::pair{"shard_offset", u.getShardOffset()},
+                               {"grad_shard_offset", u.getGradShardOffset()},
+                               {"exp_avg_offset", u.getExpAvgOffset()},
+                               {"exp_avg_sq_offset", u.getExpAvgSqOffset()}})
+      if (!value)
         return u.emitOpError() << "needs an integer attribute '" << name
                                << "' (run fsdp-memory-plan)";
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
@@ -303,13 +305,13 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
 }
 
 LogicalResult Lowering::run(raw_ostream &os) {
-  if (!step->hasAttr("arena_bytes"))
+  if (!step.getArenaBytes())
     return step.emitOpError() << "has no memory plan; lowering needs every buffer's offset";
   if (failed(checkLowerable(module, step)) || failed(checkProgramDtypes(step)))
     return failure();
-  blockPrefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
-  B = stepInt(step, "micro_batch", 1);
-  S = stepInt(step, "seq_len", 1);
+  blockPrefix = *step.getBlockPrefix();
+  B = step.getMicroBatch().value_or(1);
+  S = step.getSeqLen().value_or(1);
   units = getUnits(module);
   byParam = unitsByParam(module);
 
@@ -322,14 +324,14 @@ LogicalResult Lowering::run(raw_ostream &os) {
     program::Unit pu;
     pu.name = u.getSymName().str();
     pu.module = u.getModule().str();
-    pu.numel = u.getNumelAttr().getInt();
-    pu.paddedNumel = u.getPaddedNumelAttr().getInt();
-    pu.shardCount = u.getShardCountAttr().getInt();
+    pu.numel = u.getNumel();
+    pu.paddedNumel = u.getPaddedNumel();
+    pu.shardCount = u.getShardCount();
     pu.shardNumel = u.getShardNumel();
-    pu.shardOffset = u->getAttrOfType<IntegerAttr>("shard_offset").getInt();
-    pu.gradShardOffset = u->getAttrOfType<IntegerAttr>("grad_shard_offset").getInt();
-    pu.expAvgOffset = u->getAttrOfType<IntegerAttr>("exp_avg_offset").getInt();
-    pu.expAvgSqOffset = u->getAttrOfType<IntegerAttr>("exp_avg_sq_offset").getInt();
+    pu.shardOffset = *u.getShardOffset();
+    pu.gradShardOffset = *u.getGradShardOffset();
+    pu.expAvgOffset = *u.getExpAvgOffset();
+    pu.expAvgSqOffset = *u.getExpAvgSqOffset();
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
       program::Param prm;
@@ -349,9 +351,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   for (BlockArgument arg : block.getArguments())
     valueTensor[arg] = tensorId(
         concreteShape(arg.getType(), B, S), dtypeName(arg.getType()),
-        step->getAttrOfType<IntegerAttr>(arg.getArgNumber() == 0 ? "tokens_offset"
-                                                                  : "targets_offset")
-            .getInt());
+        arg.getArgNumber() == 0 ? *step.getTokensOffset() : *step.getTargetsOffset());
 
   program::Stream *phases[2] = {&prog.microStep, &prog.optimizer};
   int phase = 0;
@@ -412,13 +412,13 @@ LogicalResult Lowering::run(raw_ostream &os) {
         gatheredBf16.erase(u);
       Instruction inst = forUnit(POp::AllGather, u);
       inst.dst = off;
-      inst.bf16 = g.getDtype().has_value();
+      inst.bf16 = g.getDtype() == plan::Dtype::BF16;
       issue(&op, inst);
     } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
       plan::UnitOp u = unitOf(rs);
       Instruction inst = forUnit(POp::ReduceScatter, u);
       inst.src = gradOffset[u];
-      inst.bf16 = rs.getDtype().has_value();
+      inst.bf16 = rs.getDtype() == plan::Dtype::BF16;
       issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
       issue(&op, forUnit(POp::AllReduce, unitOf(ar)));
@@ -437,9 +437,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
       inst.dst = *a.getOffset();
       // Every gradient op writes its whole gradient: when every parameter of
       // the unit has one, only the padding needs zeros.
-      inst.zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size()
-                          ? u.getNumelAttr().getInt()
-                          : 0;
+      inst.zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size() ? u.getNumel() : 0;
       inst.phase = phaseName();
       compute.push_back(inst);
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
@@ -468,31 +466,34 @@ LogicalResult Lowering::run(raw_ostream &os) {
     }
   }
 
-  prog.modelName = step->getAttrOfType<StringAttr>("model").getValue().str();
-  prog.modelType = step->getAttrOfType<StringAttr>("model_type").getValue().str();
+  prog.modelName = step.getModel()->str();
+  prog.modelType = step.getModelType()->str();
   prog.parameters = parameters;
-  prog.worldSize = stepInt(step, "world_size", 1);
-  prog.strategy = step->getAttrOfType<StringAttr>("strategy").getValue().str();
-  prog.shardSize = stepInt(step, "shard_size", 1);
-  if (step->hasAttr("param_dtype"))
-    prog.paramDtype = step->getAttrOfType<StringAttr>("param_dtype").getValue().str();
-  if (step->hasAttr("reduce_dtype"))
-    prog.reduceDtype = step->getAttrOfType<StringAttr>("reduce_dtype").getValue().str();
+  prog.worldSize = step.getWorldSizeOr1();
+  prog.strategy = plan::strategyFlagName(*step.getStrategy()).str();
+  prog.shardSize = step.getShardSizeOr1();
+  prog.paramDtype = plan::stringifyDtype(step.getParamDtypeOrF32()).str();
+  prog.reduceDtype = plan::stringifyDtype(step.getReduceDtypeOrF32()).str();
   prog.microBatch = B;
   prog.seqLen = S;
-  prog.arenaBytes = stepInt(step, "arena_bytes", 0);
+  prog.arenaBytes = *step.getArenaBytes();
   // The cost model's figures, when fsdp-plan computed them: fsdp-run shows
   // a step's prediction (micro-steps times the accumulation, plus the
   // optimizer) beside what it measures.
-  if (auto t = step->getAttrOfType<FloatAttr>("predicted_micro_step_s"))
-    prog.predictedMicroStepS = t.getValueAsDouble();
-  if (auto t = step->getAttrOfType<FloatAttr>("predicted_optimizer_s"))
-    prog.predictedOptimizerS = t.getValueAsDouble();
-  for (NamedAttribute a : step->getAttrOfType<DictionaryAttr>("memory")) {
-    prog.memory.push_back({a.getName().str(), cast<IntegerAttr>(a.getValue()).getInt()});
-    if (a.getName() == "peak_bytes")
-      prog.predictedPeakBytes = cast<IntegerAttr>(a.getValue()).getInt();
-  }
+  if (auto t = step.getPredictedMicroStepS())
+    prog.predictedMicroStepS = t->convertToDouble();
+  if (auto t = step.getPredictedOptimizerS())
+    prog.predictedOptimizerS = t->convertToDouble();
+  plan::MemoryAttr memory = step.getMemoryAttr();
+  prog.memory = {{"activations_bytes", memory.getActivationsBytes()},
+                 {"fragmentation_bytes", memory.getFragmentationBytes()},
+                 {"grads_bytes", memory.getGradsBytes()},
+                 {"live_peak_bytes", memory.getLivePeakBytes()},
+                 {"optimizer_bytes", memory.getOptimizerBytes()},
+                 {"params_bytes", memory.getParamsBytes()},
+                 {"peak_bytes", memory.getPeakBytes()},
+                 {"unsharded_bytes", memory.getUnshardedBytes()}};
+  prog.predictedPeakBytes = memory.getPeakBytes();
   prog.events = numEvents;
   prog.tokens = valueTensor[block.getArgument(0)];
   prog.targets = valueTensor[block.getArgument(1)];

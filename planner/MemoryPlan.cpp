@@ -150,7 +150,7 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       module.emitError() << "fsdp-memory-plan needs a training step";
       return signalPassFailure();
     }
-    int64_t maxSeq = stepInt(step, "max_seq_len", 0);
+    int64_t maxSeq = step.getMaxSeqLen().value_or(0);
     int64_t S = seqLen > 0 ? (int64_t)seqLen : maxSeq;
     if (microBatch < 1) {
       module.emitError() << "micro-batch must be at least 1, but is " << (int64_t)microBatch;
@@ -194,24 +194,28 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
     for (Buffer &buf : model->buffers) {
       switch (buf.role) {
       case BufferRole::UnitShard:
-        buf.owner->setAttr("shard_offset", b.getI64IntegerAttr(buf.offset));
+        cast<plan::UnitOp>(buf.owner).setShardOffset(buf.offset);
         break;
       case BufferRole::UnitGradShard:
-        buf.owner->setAttr("grad_shard_offset", b.getI64IntegerAttr(buf.offset));
+        cast<plan::UnitOp>(buf.owner).setGradShardOffset(buf.offset);
         break;
       case BufferRole::UnitExpAvg:
-        buf.owner->setAttr("exp_avg_offset", b.getI64IntegerAttr(buf.offset));
+        cast<plan::UnitOp>(buf.owner).setExpAvgOffset(buf.offset);
         break;
       case BufferRole::UnitExpAvgSq:
-        buf.owner->setAttr("exp_avg_sq_offset", b.getI64IntegerAttr(buf.offset));
+        cast<plan::UnitOp>(buf.owner).setExpAvgSqOffset(buf.offset);
         break;
       case BufferRole::Gathered:
+        cast<plan::AllGatherOp>(buf.owner).setOffset(buf.offset);
+        break;
       case BufferRole::GradsFull:
-        buf.owner->setAttr("offset", b.getI64IntegerAttr(buf.offset));
+        cast<plan::AllocOp>(buf.owner).setOffset(buf.offset);
         break;
       case BufferRole::Input:
-        step->setAttr(buf.index == 0 ? "tokens_offset" : "targets_offset",
-                      b.getI64IntegerAttr(buf.offset));
+        if (buf.index == 0)
+          step.setTokensOffset(buf.offset);
+        else
+          step.setTargetsOffset(buf.offset);
         break;
       case BufferRole::Value: {
         auto &offs = resultOffsets[buf.owner];
@@ -231,20 +235,14 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
         op.setAttr("offsets", b.getDenseI64ArrayAttr(offs));
       }
 
-    step->setAttr("micro_batch", b.getI64IntegerAttr(microBatch));
-    step->setAttr("seq_len", b.getI64IntegerAttr(S));
-    step->setAttr("arena_bytes", b.getI64IntegerAttr(arena));
-    SmallVector<NamedAttribute> mem = {
-        b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(arena)),
-        b.getNamedAttr("live_peak_bytes", b.getI64IntegerAttr(livePeak)),
-        b.getNamedAttr("params_bytes", b.getI64IntegerAttr(atPeak[0])),
-        b.getNamedAttr("grads_bytes", b.getI64IntegerAttr(atPeak[1])),
-        b.getNamedAttr("optimizer_bytes", b.getI64IntegerAttr(atPeak[2])),
-        b.getNamedAttr("unsharded_bytes", b.getI64IntegerAttr(atPeak[3])),
-        b.getNamedAttr("activations_bytes", b.getI64IntegerAttr(atPeak[4])),
-        b.getNamedAttr("fragmentation_bytes", b.getI64IntegerAttr(arena - livePeak)),
-    };
-    step->setAttr("memory", b.getDictionaryAttr(mem));
+    step.setMicroBatch(microBatch);
+    step.setSeqLen(S);
+    step.setArenaBytes(arena);
+    step.setMemoryAttr(plan::MemoryAttr::get(
+        module.getContext(), /*peak_bytes=*/arena, /*live_peak_bytes=*/livePeak,
+        /*params_bytes=*/atPeak[0], /*grads_bytes=*/atPeak[1], /*optimizer_bytes=*/atPeak[2],
+        /*unsharded_bytes=*/atPeak[3], /*activations_bytes=*/atPeak[4],
+        /*fragmentation_bytes=*/arena - livePeak));
   }
 };
 

@@ -17,25 +17,18 @@ struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecision
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    for (const std::string *d : {&paramDtype, &reduceDtype})
-      if (*d != "f32" && *d != "bf16") {
-        module.emitError() << "mixed precision dtypes are f32 or bf16, not '" << *d << "'";
-        return signalPassFailure();
-      }
     plan::StepOp step = getStep(module);
     if (!step || module.getOps<plan::UnitOp>().empty()) {
       module.emitError() << "fsdp-mixed-precision runs after fsdp-insert-collectives";
       return signalPassFailure();
     }
-    Builder attrs(module.getContext());
-    step->setAttr("param_dtype", attrs.getStringAttr(paramDtype));
-    step->setAttr("reduce_dtype", attrs.getStringAttr(reduceDtype));
-    StringAttr bf16 = attrs.getStringAttr("bf16");
-    if (reduceDtype == "bf16")
-      step.walk([&](plan::ReduceScatterOp rs) { rs.setDtypeAttr(bf16); });
-    if (paramDtype != "bf16")
+    step.setParamDtype(paramDtype);
+    step.setReduceDtype(reduceDtype);
+    if (reduceDtype == plan::Dtype::BF16)
+      step.walk([&](plan::ReduceScatterOp rs) { rs.setDtype(plan::Dtype::BF16); });
+    if (paramDtype != plan::Dtype::BF16)
       return;
-    step.walk([&](plan::AllGatherOp g) { g.setDtypeAttr(bf16); });
+    step.walk([&](plan::AllGatherOp g) { g.setDtype(plan::Dtype::BF16); });
     // Every compute use of a parameter reads its bf16 value, widened.
     auto byParam = unitsByParam(module);
     SmallVector<Operation *> users;

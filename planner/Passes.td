@@ -35,7 +35,12 @@ def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing", "mlir::Modul
     parameters for the recompute and the memory plan accounts for it.
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"blocks\"", "none or blocks">,
+    Option<"mode", "mode", "::fsdp::plan::Checkpointing",
+           /*default=*/"::fsdp::plan::Checkpointing::Blocks", "none or blocks",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Checkpointing::None, "none", "keep every activation"),
+               clEnumValN(::fsdp::plan::Checkpointing::Blocks, "blocks",
+                          "recompute each block's forward in backward"))}]>,
     Option<"count", "count", "int64_t", /*default=*/"-1",
            "checkpoint only the first N blocks (-1: every block)">,
   ];
@@ -73,8 +78,18 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     `shard-size`, all-reduce across them).
   }];
   let options = [
-    Option<"strategy", "strategy", "std::string", /*default=*/"\"full-shard\"",
-           "full-shard, shard-grad-op, no-shard or hybrid-shard">,
+    Option<"strategy", "strategy", "::fsdp::plan::Strategy",
+           /*default=*/"::fsdp::plan::Strategy::FullShard",
+           "full-shard, shard-grad-op, no-shard or hybrid-shard",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Strategy::FullShard, "full-shard",
+                          "ZeRO-3: gather for forward and again for backward"),
+               clEnumValN(::fsdp::plan::Strategy::ShardGradOp, "shard-grad-op",
+                          "ZeRO-2: gather once, keep until the unit's backward is done"),
+               clEnumValN(::fsdp::plan::Strategy::NoShard, "no-shard",
+                          "DDP: replicated parameters, all-reduced gradients"),
+               clEnumValN(::fsdp::plan::Strategy::HybridShard, "hybrid-shard",
+                          "full-shard within groups of shard-size, all-reduce across"))}]>,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks">,
     Option<"shardSize", "shard-size", "int64_t", /*default=*/"0",
            "hybrid-shard's group size (0: the world)">,
@@ -91,8 +106,16 @@ def MixedPrecision : Pass<"fsdp-mixed-precision", "mlir::ModuleOp"> {
     gradients are reduced in bf16 and accumulated into the f32 shard.
   }];
   let options = [
-    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"f32\"", "f32 or bf16">,
-    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"f32\"", "f32 or bf16">,
+    Option<"paramDtype", "param-dtype", "::fsdp::plan::Dtype",
+           /*default=*/"::fsdp::plan::Dtype::F32", "f32 or bf16",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Dtype::F32, "f32", "f32 parameters"),
+               clEnumValN(::fsdp::plan::Dtype::BF16, "bf16", "bf16 gathers and compute"))}]>,
+    Option<"reduceDtype", "reduce-dtype", "::fsdp::plan::Dtype",
+           /*default=*/"::fsdp::plan::Dtype::F32", "f32 or bf16",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Dtype::F32, "f32", "f32 reductions"),
+               clEnumValN(::fsdp::plan::Dtype::BF16, "bf16", "bf16 reductions"))}]>,
   ];
 }
 
@@ -108,8 +131,13 @@ def Prefetch : Pass<"fsdp-prefetch", "mlir::ModuleOp"> {
   let options = [
     Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"1",
            "units gathered ahead in forward">,
-    Option<"backwardPrefetch", "backward-prefetch", "std::string", /*default=*/"\"pre\"",
-           "pre, post or none">,
+    Option<"backwardPrefetch", "backward-prefetch", "::fsdp::plan::BackwardPrefetch",
+           /*default=*/"::fsdp::plan::BackwardPrefetch::Pre", "pre, post or none",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::BackwardPrefetch::Pre, "pre",
+                          "before the current unit's gradient ops"),
+               clEnumValN(::fsdp::plan::BackwardPrefetch::Post, "post", "after them"),
+               clEnumValN(::fsdp::plan::BackwardPrefetch::None, "none", "at first use"))}]>,
     Option<"maxInflightGathers", "max-inflight-gathers", "int64_t", /*default=*/"2",
            "units gathered ahead of the one computing, at most">,
   ];

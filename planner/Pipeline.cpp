@@ -13,21 +13,40 @@ using namespace mlir;
 using namespace fsdp;
 
 int64_t PlanOptions::shardGroup() const {
-  if (strategy == "no-shard")
-    return 1;
-  if (strategy == "hybrid-shard")
-    return shardSize;
-  return worldSize;
+  std::optional<plan::Strategy> s = plan::parseStrategyFlagName(strategy);
+  return s ? shardGroupSize(*s, worldSize, shardSize) : worldSize;
 }
 
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
+  // The options as the command line spells them, to the passes' enums.
+  std::optional<plan::Strategy> strategy = plan::parseStrategyFlagName(o.strategy);
+  if (!strategy)
+    return module.emitError() << "unknown strategy '" << o.strategy
+                              << "'; expected full-shard, shard-grad-op, no-shard or "
+                                 "hybrid-shard";
+  std::optional<plan::Checkpointing> checkpointing =
+      plan::symbolizeCheckpointing(o.activationCheckpointing);
+  if (!checkpointing)
+    return module.emitError() << "activation checkpointing must be none or blocks, not '"
+                              << o.activationCheckpointing << "'";
+  std::optional<plan::BackwardPrefetch> backwardPrefetch =
+      plan::symbolizeBackwardPrefetch(o.backwardPrefetch);
+  if (!backwardPrefetch)
+    return module.emitError() << "backward-prefetch must be pre, post or none, not '"
+                              << o.backwardPrefetch << "'";
+  std::optional<plan::Dtype> paramDtype = plan::symbolizeDtype(o.paramDtype);
+  std::optional<plan::Dtype> reduceDtype = plan::symbolizeDtype(o.reduceDtype);
+  if (!paramDtype || !reduceDtype)
+    return module.emitError() << "mixed precision dtypes are f32 or bf16, not '"
+                              << (paramDtype ? o.reduceDtype : o.paramDtype) << "'";
+
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
-  pm.addPass(createActivationCheckpointing({o.activationCheckpointing, o.checkpointedBlocks}));
+  pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
-  pm.addPass(createInsertCollectives({o.strategy, o.worldSize, o.shardSize}));
-  pm.addPass(createMixedPrecision({o.paramDtype, o.reduceDtype}));
-  pm.addPass(createPrefetch({o.forwardPrefetch, o.backwardPrefetch, o.maxInflightGathers}));
+  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.shardSize}));
+  pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype}));
+  pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
   pm.addPass(createVerifyPlan());
   return pm.run(module);
@@ -36,30 +55,28 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
 PlanFigures fsdp::planFigures(ModuleOp module) {
   PlanFigures f;
   plan::StepOp step = getStep(module);
-  if (auto mem = step->getAttrOfType<DictionaryAttr>("memory")) {
-    auto get = [&](StringRef k) { return cast<IntegerAttr>(mem.get(k)).getInt(); };
-    f.peakBytes = get("peak_bytes");
-    f.livePeakBytes = get("live_peak_bytes");
-    f.paramsBytes = get("params_bytes");
-    f.gradsBytes = get("grads_bytes");
-    f.optimizerBytes = get("optimizer_bytes");
-    f.unshardedBytes = get("unsharded_bytes");
-    f.activationsBytes = get("activations_bytes");
-    f.fragmentationBytes = get("fragmentation_bytes");
+  if (plan::MemoryAttr mem = step.getMemoryAttr()) {
+    f.peakBytes = mem.getPeakBytes();
+    f.livePeakBytes = mem.getLivePeakBytes();
+    f.paramsBytes = mem.getParamsBytes();
+    f.gradsBytes = mem.getGradsBytes();
+    f.optimizerBytes = mem.getOptimizerBytes();
+    f.unshardedBytes = mem.getUnshardedBytes();
+    f.activationsBytes = mem.getActivationsBytes();
+    f.fragmentationBytes = mem.getFragmentationBytes();
   }
   for (plan::UnitOp u : getUnits(module))
-    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumelAttr().getInt(),
-                       u.getPaddedNumelAttr().getInt(), u.getShardNumel()});
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(),
+                       u.getPaddedNumel(), u.getShardNumel()});
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
   auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
     plan::UnitOp u = unitOfOp(&op, byName);
-    auto bytesOf = [&](Operation *o) { return o->hasAttr("dtype") ? 2 : 4; };
     if (isa<plan::AllGatherOp>(op))
-      f.allGatherBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
-    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCountAttr().getInt() > 1)
-      f.reduceScatterBytes += u.getPaddedNumelAttr().getInt() * bytesOf(&op);
+      f.allGatherBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
+    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCount() > 1)
+      f.reduceScatterBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;
   }
@@ -178,78 +195,6 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
                        f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS,
                        p.exposedCommS, p.optimizerTimeS, p.tokensPerS, 100 * p.mfu);
   }
-}
-
-std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base,
-                                         const Cluster &cluster, int64_t gradAccum,
-                                         std::optional<int64_t> budget, int64_t numBlocks,
-                                         int64_t blockParams) {
-  std::vector<Candidate> out;
-  auto evaluate = [&](PlanOptions o) -> std::optional<Candidate> {
-    OwningOpRef<ModuleOp> copy = model.clone();
-    // Search probes fail quietly: an infeasible setting is just not a candidate.
-    ScopedDiagnosticHandler quiet(model.getContext(), [](Diagnostic &) { return success(); });
-    if (failed(runPlanPipeline(*copy, o)))
-      return std::nullopt;
-    Candidate c{o, planFigures(*copy, cluster, gradAccum), false};
-    c.fits = !budget || c.figures.peakBytes <= *budget;
-    return c;
-  };
-  std::vector<std::pair<std::string, int64_t>> strategies = {
-      {"full-shard", 0}, {"shard-grad-op", 0}, {"no-shard", 0}};
-  if (base.worldSize > cluster.ranksPerNode && base.worldSize % cluster.ranksPerNode == 0)
-    strategies.push_back({"hybrid-shard", cluster.ranksPerNode});
-  std::vector<std::string> wraps = {"block", "none"};
-  for (int64_t k : {2, 4})
-    if (numBlocks >= 2 * k && blockParams > 0)
-      wraps.push_back("size:" + std::to_string(k * blockParams));
-  for (auto &[strategy, shardSize] : strategies)
-    for (const std::string &wrap : wraps)
-      for (int64_t prefetch : {0, 1, 2}) {
-        PlanOptions o = base;
-        o.strategy = strategy;
-        o.shardSize = shardSize;
-        o.wrap = wrap;
-        o.forwardPrefetch = prefetch;
-        o.activationCheckpointing = "none";
-        o.checkpointedBlocks = -1;
-        auto plain = evaluate(o);
-        if (!plain)
-          continue;
-        if (plain->fits || !budget || numBlocks == 0) {
-          out.push_back(*plain);
-          continue;
-        }
-        // The fewest checkpointed blocks that fit: memory falls as blocks
-        // are checkpointed, time rises.
-        o.activationCheckpointing = "blocks";
-        o.checkpointedBlocks = numBlocks;
-        auto all = evaluate(o);
-        if (!all || !all->fits) {
-          out.push_back(all ? *all : *plain);
-          continue;
-        }
-        int64_t lo = 0, hi = numBlocks; // lo does not fit, hi does
-        Candidate best = *all;
-        while (hi - lo > 1) {
-          int64_t mid = (lo + hi) / 2;
-          o.checkpointedBlocks = mid;
-          auto c = evaluate(o);
-          if (c && c->fits) {
-            hi = mid;
-            best = *c;
-          } else {
-            lo = mid;
-          }
-        }
-        out.push_back(best);
-      }
-  std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
-    if (a.fits != b.fits)
-      return a.fits;
-    return a.figures.predicted->stepTimeS < b.figures.predicted->stepTimeS;
-  });
-  return out;
 }
 
 std::optional<int64_t> fsdp::parseSize(llvm::StringRef text) {

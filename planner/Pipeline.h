@@ -60,22 +60,6 @@ void printPlanSummary(const ModelSummary &model, const PlanOptions &options,
                       const PlanFigures &figures, std::optional<int64_t> budget,
                       llvm::raw_ostream &os);
 
-/// One plan the --wrap auto search tried.
-struct Candidate {
-  PlanOptions options;
-  PlanFigures figures;
-  bool fits = false;
-};
-
-/// --wrap auto: plans every combination of strategy, unit boundaries (a
-/// block, several blocks, everything), forward prefetch depth, and the
-/// fewest checkpointed blocks that fit, on clones of `model`; returns them
-/// fastest first, those that fit before those that do not.
-std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
-                                   const Cluster &cluster, int64_t gradAccum,
-                                   std::optional<int64_t> budget, int64_t numBlocks,
-                                   int64_t blockParams);
-
 /// "80GiB", "1.5 TiB", "4096" (bytes); nullopt if it does not parse.
 std::optional<int64_t> parseSize(llvm::StringRef text);
 

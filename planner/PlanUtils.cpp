@@ -13,7 +13,7 @@ std::vector<plan::UnitOp> fsdp::getUnits(ModuleOp module) {
   std::vector<plan::UnitOp> units(module.getOps<plan::UnitOp>().begin(),
                                   module.getOps<plan::UnitOp>().end());
   llvm::stable_sort(units, [](plan::UnitOp a, plan::UnitOp b) {
-    return a.getIndexAttr().getInt() < b.getIndexAttr().getInt();
+    return a.getIndex() < b.getIndex();
   });
   return units;
 }
@@ -83,10 +83,26 @@ DenseMap<Operation *, int64_t> fsdp::positions(plan::StepOp step) {
   return pos;
 }
 
-int64_t fsdp::stepInt(plan::StepOp step, StringRef name, int64_t def) {
-  if (auto a = step->getAttrOfType<IntegerAttr>(name))
-    return a.getInt();
-  return def;
+int64_t fsdp::shardGroupSize(plan::Strategy strategy, int64_t worldSize, int64_t shardSize) {
+  switch (strategy) {
+  case plan::Strategy::FullShard:
+  case plan::Strategy::ShardGradOp:
+    return worldSize;
+  case plan::Strategy::NoShard:
+    return 1;
+  case plan::Strategy::HybridShard:
+    return shardSize;
+  }
+  llvm_unreachable("a strategy without a shard group");
+}
+
+int64_t fsdp::collectiveElementBytes(Operation *op) {
+  std::optional<plan::Dtype> dtype;
+  if (auto g = dyn_cast<plan::AllGatherOp>(op))
+    dtype = g.getDtype();
+  else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op))
+    dtype = rs.getDtype();
+  return dtype == plan::Dtype::BF16 ? 2 : 4;
 }
 
 int64_t fsdp::elementBytes(Type type) {

@@ -43,8 +43,13 @@ mlir::Operation *backwardStart(plan::StepOp step);
 /// Position of every op in the step's block.
 llvm::DenseMap<mlir::Operation *, int64_t> positions(plan::StepOp step);
 
-/// Integer attribute of the step set by an earlier pass, or `def`.
-int64_t stepInt(plan::StepOp step, llvm::StringRef name, int64_t def);
+/// Ranks one copy of the model is sharded over: the world for full_shard and
+/// shard_grad_op, one for no_shard, `shardSize` for hybrid_shard.
+int64_t shardGroupSize(plan::Strategy strategy, int64_t worldSize, int64_t shardSize);
+
+/// Bytes of one element an all_gather or reduce_scatter sends and its buffer
+/// holds: 2 in bf16 (mixed precision), else 4.
+int64_t collectiveElementBytes(mlir::Operation *op);
 
 /// Bytes of one element of a tensor type.
 int64_t elementBytes(mlir::Type type);

@@ -36,12 +36,6 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
       module.emitError() << "fsdp-prefetch needs a training step";
       return signalPassFailure();
     }
-    if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
-        backwardPrefetch != "none") {
-      module.emitError() << "backward-prefetch must be pre, post or none, not '"
-                         << backwardPrefetch << "'";
-      return signalPassFailure();
-    }
     if (forwardPrefetch < 0 || maxInflightGathers < 1) {
       module.emitError() << "forward-prefetch must be >= 0 and max-inflight-gathers >= 1";
       return signalPassFailure();
@@ -70,10 +64,9 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
       }
       (inBackward ? bwd : fwd).push_back({g, wait, wait->getNextNode()});
     }
-    Builder attrs(module.getContext());
-    step->setAttr("forward_prefetch", attrs.getI64IntegerAttr(forwardPrefetch));
-    step->setAttr("backward_prefetch", attrs.getStringAttr(backwardPrefetch));
-    step->setAttr("max_inflight_gathers", attrs.getI64IntegerAttr(maxInflightGathers));
+    step.setForwardPrefetch(forwardPrefetch);
+    step.setBackwardPrefetch(backwardPrefetch);
+    step.setMaxInflightGathers(maxInflightGathers);
 
     // Forward: unit i's gather is issued when unit i-K starts computing (the
     // first K as soon as the first unit does), keeping the issue order.
@@ -82,7 +75,7 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
 
     // Backward: relative to the unit that computes just before, which may be
     // one that stayed gathered from forward (the root).
-    if (backwardPrefetch != "none") {
+    if (backwardPrefetch != plan::BackwardPrefetch::None) {
       std::vector<Operation *> starts, ends; // per backward unit, in order
       collectBackwardSpans(step, bwdStart, starts, ends);
       for (Gather &g : bwd) {
@@ -94,7 +87,7 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
             prev = k;
         if (prev < 0)
           continue;
-        if (backwardPrefetch == "pre") {
+        if (backwardPrefetch == plan::BackwardPrefetch::Pre) {
           moveEarlier(g.op, starts[prev]);
         } else {
           Operation *after = ends[prev];

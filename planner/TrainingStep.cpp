@@ -27,14 +27,13 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
 
   LogicalResult build(nn::GraphOp graph) {
     OpBuilder b(graph);
-    auto step = b.create<plan::StepOp>(graph.getLoc(), "train_step", graph.getFunctionType(),
-                                       ArrayAttr(), ArrayAttr());
+    auto step = b.create<plan::StepOp>(graph.getLoc(), "train_step", graph.getFunctionType());
     // The model's description travels with the step.
-    step->setAttr("model", b.getStringAttr(graph.getSymName()));
-    step->setAttr("model_type", graph.getModelTypeAttr());
-    step->setAttr("block_prefix", graph.getBlockPrefixAttr());
-    step->setAttr("num_blocks", graph.getNumBlocksAttr());
-    step->setAttr("max_seq_len", graph.getMaxSeqLenAttr());
+    step.setModel(graph.getSymName());
+    step.setModelTypeAttr(graph.getModelTypeAttr());
+    step.setBlockPrefixAttr(graph.getBlockPrefixAttr());
+    step.setNumBlocksAttr(graph.getNumBlocksAttr());
+    step.setMaxSeqLenAttr(graph.getMaxSeqLenAttr());
     Block &src = graph.getBody().front();
     Block *body = b.createBlock(&step.getBody(), {}, src.getArgumentTypes(),
                                 SmallVector<Location>(src.getNumArguments(), graph.getLoc()));

@@ -76,15 +76,17 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       // Padding makes the flat size divide evenly into shards.
       int64_t padded = (offset + shardCount - 1) / shardCount * shardCount;
       b.create<plan::UnitOp>(step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names),
-                             offsets, sizes, offset, padded, shardCount);
+                             offsets, sizes, offset, padded, shardCount,
+                             /*arena offsets, which the memory plan sets:*/ IntegerAttr(),
+                             IntegerAttr(), IntegerAttr(), IntegerAttr());
       ++numUnits;
     }
   }
 
   // FSDP's transformer wrapping: a unit per block, the rest in the root.
   std::vector<Group> byBlock(plan::StepOp step, ArrayRef<nn::ParamOp> params) {
-    StringRef prefix = step->getAttrOfType<StringAttr>("block_prefix").getValue();
-    int64_t numBlocks = stepInt(step, "num_blocks", 0);
+    StringRef prefix = step.getBlockPrefix().value_or("");
+    int64_t numBlocks = step.getNumBlocks().value_or(0);
     std::vector<Group> groups(numBlocks + 1);
     groups[0].name = "root";
     groups[0].module = "";

@@ -9,6 +9,7 @@
 #include "planner/LowerToProgram.h"
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
+#include "planner/Search.h"
 #include "planner/PlanUtils.h"
 #include "planner/CostModel.h"
 
@@ -182,55 +183,17 @@ int main(int argc, char **argv) {
                   "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000)");
   }
 
-  // --micro-batch max: the largest micro-batch whose plan fits the budget,
-  // found by planning (doubling, then bisecting); each probe is a whole plan.
+  // --micro-batch max: the largest micro-batch whose plan fits the budget.
   std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
   if (searchMicroBatch) {
     if (!budget)
       return fail("--micro-batch max needs --memory-budget");
-    auto peakFor = [&](int64_t b) -> std::optional<int64_t> {
-      mlir::MLIRContext probeContext;
-      probeContext.loadDialect<nn::NNDialect, plan::FSDPDialect>();
-      ImportError probeError;
-      auto probe = loadModel(inputPath, &probeContext, importOptions, probeError);
-      PlanOptions po = o;
-      po.microBatch = b;
-      if (!probe || mlir::failed(runPlanPipeline(*probe, po)))
-        return std::nullopt;
-      return planFigures(*probe).peakBytes;
-    };
-    auto first = peakFor(1);
-    if (!first)
-      return 1;
-    if (*first > *budget)
-      return fail("no micro-batch fits the budget of " + humanBytes(*budget) +
-                  ": a micro-batch of 1 already needs " + humanBytes(*first) + " per rank");
-    int64_t lo = 1, hi = 2;
-    std::optional<int64_t> hiPeak;
-    for (;; hi *= 2) {
-      hiPeak = peakFor(hi);
-      if (!hiPeak)
-        return 1;
-      if (*hiPeak > *budget || hi >= (1 << 20))
-        break;
-      lo = hi;
-    }
-    if (*hiPeak <= *budget)
-      return fail("every micro-batch up to " + std::to_string(hi) + " fits the budget");
-    while (hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      auto peak = peakFor(mid);
-      if (!peak)
-        return 1;
-      if (*peak <= *budget)
-        lo = mid;
-      else {
-        hi = mid;
-        hiPeak = peak;
-      }
-    }
-    o.microBatch = lo;
-    nextTooBig = {{hi, *hiPeak}};
+    std::string why;
+    mlir::FailureOr<MicroBatchSearch> found = fsdp::searchMicroBatch(*module, o, *budget, why);
+    if (mlir::failed(found))
+      return why.empty() ? 1 : fail(why);
+    o.microBatch = found->largest;
+    nextTooBig = {{found->next, found->nextPeakBytes}};
   }
 
   Cluster cluster = defaultCluster();

@@ -11,10 +11,17 @@ using namespace fsdp::plan;
 #include "dialect/FSDP/FSDPDialect.cpp.inc"
 #include "dialect/FSDP/FSDPEnums.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "dialect/FSDP/FSDPAttrs.cpp.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "dialect/FSDP/FSDPTypes.cpp.inc"
 
 void FSDPDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialect/FSDP/FSDPAttrs.cpp.inc"
+      >();
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "dialect/FSDP/FSDPTypes.cpp.inc"
@@ -23,6 +30,60 @@ void FSDPDialect::initialize() {
 #define GET_OP_LIST
 #include "dialect/FSDP/FSDPOps.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// Names, attributes and traits
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct StrategyName {
+  Strategy strategy;
+  const char *flag;
+};
+constexpr StrategyName kStrategyNames[] = {{Strategy::FullShard, "full-shard"},
+                                           {Strategy::ShardGradOp, "shard-grad-op"},
+                                           {Strategy::NoShard, "no-shard"},
+                                           {Strategy::HybridShard, "hybrid-shard"}};
+} // namespace
+
+StringRef fsdp::plan::strategyFlagName(Strategy strategy) {
+  for (const StrategyName &n : kStrategyNames)
+    if (n.strategy == strategy)
+      return n.flag;
+  llvm_unreachable("a strategy without a name");
+}
+
+std::optional<Strategy> fsdp::plan::parseStrategyFlagName(StringRef name) {
+  for (const StrategyName &n : kStrategyNames)
+    if (name == n.flag)
+      return n.strategy;
+  return std::nullopt;
+}
+
+std::optional<NamedAttribute> fsdp::plan::undeclaredAttr(Operation *op) {
+  for (NamedAttribute a : op->getDiscardableAttrs())
+    if (!a.getName().getValue().contains('.'))
+      return a;
+  return std::nullopt;
+}
+
+LogicalResult MemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t peak, int64_t livePeak, int64_t params,
+                                 int64_t grads, int64_t optimizer, int64_t unsharded,
+                                 int64_t activations, int64_t fragmentation) {
+  for (auto [name, bytes] : {std::pair<const char *, int64_t>{"peak_bytes", peak},
+                             {"live_peak_bytes", livePeak},
+                             {"params_bytes", params},
+                             {"grads_bytes", grads},
+                             {"optimizer_bytes", optimizer},
+                             {"unsharded_bytes", unsharded},
+                             {"activations_bytes", activations},
+                             {"fragmentation_bytes", fragmentation}})
+    if (bytes < 0)
+      return emitError() << "memory figure '" << name << "' must be at least 0, but is "
+                         << bytes;
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -67,15 +128,46 @@ ParseResult StepOp::parse(OpAsmParser &parser, OperationState &result) {
                       function_interface_impl::VariadicFlag, std::string &) {
     return b.getFunctionType(args, results);
   };
-  return function_interface_impl::parseFunctionOp(
-      parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildType,
-      getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
+  SMLoc loc = parser.getCurrentLocation();
+  if (function_interface_impl::parseFunctionOp(
+          parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name),
+          buildType, getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name)))
+    return failure();
+  // The settings arrive in the `attributes {...}` dictionary; one of the
+  // wrong kind (`world_size = "4"`) would otherwise become no setting at all.
+  return verifyInherentAttrs(result.name, result.attributes,
+                             [&]() { return parser.emitError(loc); });
 }
 
 void StepOp::print(OpAsmPrinter &p) {
   function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false,
                                            getFunctionTypeAttrName(), getArgAttrsAttrName(),
                                            getResAttrsAttrName());
+}
+
+LogicalResult StepOp::verify() {
+  // Ranks come in whole shard groups; the strategy fixes the group's size.
+  int64_t world = getWorldSizeOr1(), group = getShardSizeOr1();
+  if (world % group != 0)
+    return emitOpError() << "shard_size " << group << " must divide world_size " << world;
+  if (std::optional<Strategy> strategy = getStrategy()) {
+    if ((*strategy == Strategy::FullShard || *strategy == Strategy::ShardGradOp) &&
+        group != world)
+      return emitOpError() << "shards over the whole world with strategy "
+                           << stringifyStrategy(*strategy) << ", but shard_size " << group
+                           << " is not world_size " << world;
+    if (*strategy == Strategy::NoShard && group != 1)
+      return emitOpError() << "replicates every parameter with strategy no_shard, but "
+                              "shard_size is "
+                           << group;
+  }
+  if (std::optional<int64_t> seq = getSeqLen(); seq && getMaxSeqLen() && *seq > *getMaxSeqLen())
+    return emitOpError() << "seq_len " << *seq << " is past the model's max_seq_len "
+                         << *getMaxSeqLen();
+  if (std::optional<int64_t> n = getCheckpointedBlocks(); n && getNumBlocks() && *n > *getNumBlocks())
+    return emitOpError() << "checkpoints " << *n << " blocks of the model's "
+                         << *getNumBlocks();
+  return success();
 }
 
 void StepOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
@@ -120,11 +212,10 @@ LogicalResult UpcastOp::verify() {
 
 // A collective's dtype is the mixed-precision one; f32, the default, is
 // written without one.
-static LogicalResult verifyCollectiveDtype(Operation *op, std::optional<StringRef> dtype) {
-  if (dtype && *dtype != "bf16")
-    return op->emitOpError() << "dtype must be \"bf16\" (f32, the default, is written "
-                                "without a dtype), but is \""
-                             << *dtype << "\"";
+static LogicalResult verifyCollectiveDtype(Operation *op, std::optional<Dtype> dtype) {
+  if (dtype && *dtype != Dtype::BF16)
+    return op->emitOpError() << "runs in bf16 or, without a dtype, in f32; 'in "
+                             << stringifyDtype(*dtype) << "' is not written";
   return success();
 }
 

@@ -27,6 +27,7 @@ def FSDP_Dialect : Dialect {
   let summary = "Fully sharded data parallel training plans";
   let cppNamespace = "::fsdp::plan";
   let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 class FSDP_Type<string name, string typeMnemonic> : TypeDef<FSDP_Dialect, name> {
@@ -51,8 +52,95 @@ def FSDP_Group : I32EnumAttr<"Group", "the ranks a collective spans", [
   let cppNamespace = "::fsdp::plan";
 }
 
+//===----------------------------------------------------------------------===//
+// The plan's settings: enumerations and figures
+//===----------------------------------------------------------------------===//
+
+// Each prints as `#fsdp<strategy full_shard>` in an attribute dictionary and
+// as its bare keyword (`bf16`) where an op's assembly format names it.
+
+def FSDP_StrategyEnum : I32EnumAttr<"Strategy", "how parameters are sharded", [
+    I32EnumAttrCase<"FullShard", 0, "full_shard">,      // ZeRO-3
+    I32EnumAttrCase<"ShardGradOp", 1, "shard_grad_op">, // ZeRO-2
+    I32EnumAttrCase<"NoShard", 2, "no_shard">,          // DDP
+    I32EnumAttrCase<"HybridShard", 3, "hybrid_shard">   // full_shard within groups
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_StrategyAttr : EnumAttr<FSDP_Dialect, FSDP_StrategyEnum, "strategy">;
+
+def FSDP_DtypeEnum : I32EnumAttr<"Dtype", "a precision of parameters or reductions", [
+    I32EnumAttrCase<"F32", 0, "f32">,
+    I32EnumAttrCase<"BF16", 1, "bf16">
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_DtypeAttr : EnumAttr<FSDP_Dialect, FSDP_DtypeEnum, "dtype">;
+
+def FSDP_BackwardPrefetchEnum : I32EnumAttr<"BackwardPrefetch",
+    "where backward issues the next unit's gather", [
+    I32EnumAttrCase<"Pre", 0, "pre">,    // before the current unit's gradient ops
+    I32EnumAttrCase<"Post", 1, "post">,  // after them
+    I32EnumAttrCase<"None", 2, "none">   // at first use
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_BackwardPrefetchAttr
+    : EnumAttr<FSDP_Dialect, FSDP_BackwardPrefetchEnum, "backward_prefetch">;
+
+def FSDP_CheckpointingEnum : I32EnumAttr<"Checkpointing",
+    "which forward activations are recomputed in backward", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Blocks", 1, "blocks">  // each transformer block's
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_CheckpointingAttr
+    : EnumAttr<FSDP_Dialect, FSDP_CheckpointingEnum, "checkpointing">;
+
+def FSDP_MemoryAttr : AttrDef<FSDP_Dialect, "Memory"> {
+  let mnemonic = "memory";
+  let summary = "a rank's peak memory and its parts, in bytes";
+  let description = [{
+    What `fsdp-memory-plan` finds: the arena (`peak_bytes`), the most bytes
+    live at once (`live_peak_bytes`), their parts at that moment, and the
+    arena's bytes that no buffer uses then (`fragmentation_bytes`).
+    ```mlir
+    #fsdp.memory<peak_bytes = 5252, live_peak_bytes = 5120, params_bytes = 640,
+      grads_bytes = 640, optimizer_bytes = 1280, unsharded_bytes = 1536,
+      activations_bytes = 1024, fragmentation_bytes = 132>
+    ```
+  }];
+  let parameters = (ins "int64_t":$peak_bytes, "int64_t":$live_peak_bytes,
+                        "int64_t":$params_bytes, "int64_t":$grads_bytes,
+                        "int64_t":$optimizer_bytes, "int64_t":$unsharded_bytes,
+                        "int64_t":$activations_bytes, "int64_t":$fragmentation_bytes);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+// Figures of the plan that are counts, sizes or arena offsets: i64, read as
+// int64_t (I64Attr's accessors return uint64_t).
+def FSDP_I64Attr : SignlessIntegerAttrBase<I64, "64-bit signless integer attribute"> {
+  let returnType = "int64_t";
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+def FSDP_NonNegativeI64 : ConfinedAttr<FSDP_I64Attr, [IntNonNegative]>;
+def FSDP_PositiveI64 : ConfinedAttr<FSDP_I64Attr, [IntPositive]>;
+
+// A plan's op carries its own attributes and no others: an undeclared one
+// (`ranks`, a misspelt `world_sise`) would be read by nothing. Attributes of
+// other dialects (`dialect.name`) stay allowed, as MLIR's convention has it.
+def FSDP_OnlyDeclaredAttrs : NativeOpTrait<"OnlyDeclaredAttrs"> {
+  let cppNamespace = "::fsdp::plan";
+}
+
 class FSDP_Op<string mnemonic, list<Trait> traits = []>
-    : Op<FSDP_Dialect, mnemonic, traits>;
+    : Op<FSDP_Dialect, mnemonic, !listconcat(traits, [FSDP_OnlyDeclaredAttrs])>;
 
 //===----------------------------------------------------------------------===//
 // Units
@@ -64,7 +152,10 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     The unit's parameters are laid out one after another in a flat buffer of
     `numel` elements (`offsets[i]`, `sizes[i]` for `params[i]`), padded to
     `padded_numel`, a multiple of `shard_count`; rank r of a shard group owns
-    elements `[r * shard_numel, (r + 1) * shard_numel)`.
+    elements `[r * shard_numel, (r + 1) * shard_numel)`. The memory plan adds
+    the arena offsets of the rank's persistent buffers: its parameter shard
+    (`shard_offset`), gradient shard (`grad_shard_offset`) and Adam's moments
+    (`exp_avg_offset`, `exp_avg_sq_offset`).
     ```mlir
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
@@ -72,16 +163,18 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
       padded_numel = 49984 : i64, shard_count = 4 : i64}
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$index, StrAttr:$module,
+  let arguments = (ins SymbolNameAttr:$sym_name, FSDP_I64Attr:$index, StrAttr:$module,
                        StrArrayAttr:$params, DenseI64ArrayAttr:$offsets,
-                       DenseI64ArrayAttr:$sizes, I64Attr:$numel,
-                       I64Attr:$padded_numel, I64Attr:$shard_count);
+                       DenseI64ArrayAttr:$sizes, FSDP_I64Attr:$numel,
+                       FSDP_I64Attr:$padded_numel, FSDP_I64Attr:$shard_count,
+                       OptionalAttr<FSDP_NonNegativeI64>:$shard_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$grad_shard_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_sq_offset);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    int64_t getShardNumel() {
-      return getPaddedNumelAttr().getInt() / getShardCountAttr().getInt();
-    }
+    int64_t getShardNumel() { return getPaddedNumel() / getShardCount(); }
   }];
 }
 
@@ -95,14 +188,61 @@ def FSDP_StepOp : FSDP_Op<"step", [
   let summary = "one micro-step (forward, backward) and the optimizer update";
   let description = [{
     Built by `fsdp-training-step` from an `nn.graph` of the same name: the
-    forward ops, then the gradient ops, then the optimizer. Later passes add
-    the plan's attributes (`strategy`, `world_size`, ...) and its collectives.
+    forward ops, then the gradient ops, then the optimizer. Each pass records
+    its settings on the step, and lowering reads them from here:
+
+    - `fsdp-training-step`: the model (`model`, `model_type`), its blocks
+      (`block_prefix`, `num_blocks`) and `max_seq_len`;
+    - `fsdp-activation-checkpointing`: `activation_checkpointing`,
+      `checkpointed_blocks`;
+    - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
+      shard group; replica groups have `world_size / shard_size` ranks);
+    - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`;
+    - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
+      `max_inflight_gathers`;
+    - `fsdp-memory-plan`: `micro_batch`, `seq_len`, `arena_bytes`, the inputs'
+      offsets (`tokens_offset`, `targets_offset`) and `memory`;
+    - `fsdp-plan`: the cost model's `predicted_micro_step_s`,
+      `predicted_optimizer_s`.
+
+    Every rank runs the same step (SPMD): no op is for some ranks only.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<FunctionType>:$function_type,
                        OptionalAttr<DictArrayAttr>:$arg_attrs,
-                       OptionalAttr<DictArrayAttr>:$res_attrs);
+                       OptionalAttr<DictArrayAttr>:$res_attrs,
+                       OptionalAttr<StrAttr>:$model,
+                       OptionalAttr<StrAttr>:$model_type,
+                       OptionalAttr<StrAttr>:$block_prefix,
+                       OptionalAttr<FSDP_NonNegativeI64>:$num_blocks,
+                       OptionalAttr<FSDP_PositiveI64>:$max_seq_len,
+                       OptionalAttr<FSDP_CheckpointingAttr>:$activation_checkpointing,
+                       OptionalAttr<FSDP_NonNegativeI64>:$checkpointed_blocks,
+                       OptionalAttr<FSDP_StrategyAttr>:$strategy,
+                       OptionalAttr<FSDP_PositiveI64>:$world_size,
+                       OptionalAttr<FSDP_PositiveI64>:$shard_size,
+                       OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
+                       OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
+                       OptionalAttr<FSDP_NonNegativeI64>:$forward_prefetch,
+                       OptionalAttr<FSDP_BackwardPrefetchAttr>:$backward_prefetch,
+                       OptionalAttr<FSDP_PositiveI64>:$max_inflight_gathers,
+                       OptionalAttr<FSDP_PositiveI64>:$micro_batch,
+                       OptionalAttr<FSDP_PositiveI64>:$seq_len,
+                       OptionalAttr<FSDP_NonNegativeI64>:$arena_bytes,
+                       OptionalAttr<FSDP_NonNegativeI64>:$tokens_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$targets_offset,
+                       OptionalAttr<FSDP_MemoryAttr>:$memory,
+                       OptionalAttr<F64Attr>:$predicted_micro_step_s,
+                       OptionalAttr<F64Attr>:$predicted_optimizer_s);
   let regions = (region SizedRegion<1>:$body);
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::FunctionType":$type), [{
+      $_state.addRegion();
+      $_state.getOrAddProperties<Properties>().sym_name = $_builder.getStringAttr(name);
+      $_state.getOrAddProperties<Properties>().function_type = ::mlir::TypeAttr::get(type);
+    }]>
+  ];
   let extraClassDeclaration = [{
     ::mlir::Region *getCallableRegion() { return &getBody(); }
     ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
@@ -111,8 +251,19 @@ def FSDP_StepOp : FSDP_Op<"step", [
     ::llvm::ArrayRef<::mlir::Type> getResultTypes() {
       return getFunctionType().getResults();
     }
+    /// The plan's figures where the pass that sets them has not run: one
+    /// rank, unsharded, f32.
+    int64_t getWorldSizeOr1() { return getWorldSize().value_or(1); }
+    int64_t getShardSizeOr1() { return getShardSize().value_or(1); }
+    ::fsdp::plan::Dtype getParamDtypeOrF32() {
+      return getParamDtype().value_or(::fsdp::plan::Dtype::F32);
+    }
+    ::fsdp::plan::Dtype getReduceDtypeOrF32() {
+      return getReduceDtype().value_or(::fsdp::plan::Dtype::F32);
+    }
   }];
   let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
 }
 
 def FSDP_ReturnOp : FSDP_Op<"return", [Pure, HasParent<"StepOp">, ReturnLike,
@@ -140,14 +291,14 @@ def FSDP_GradOp : FSDP_Op<"grad", [HasParent<"StepOp">]> {
 def FSDP_AllGatherOp : FSDP_Op<"all_gather", [HasParent<"StepOp">]> {
   let summary = "gathers a unit's parameter shards into its unsharded buffer";
   let description = [{
-    With `dtype = bf16` (mixed precision), each rank rounds its f32 shard to
-    bf16 and the unsharded buffer holds bf16: half the bytes sent and kept.
+    In bf16 (`fsdp.all_gather @block0 in bf16`, mixed precision), each rank
+    rounds its f32 shard to bf16 and the unsharded buffer holds bf16: half the
+    bytes sent and kept. f32, the default, is written without a dtype.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<DenseI32ArrayAttr>:$ranks,
-                       OptionalAttr<StrAttr>:$dtype);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_NonNegativeI64>:$offset,
+                       OptionalAttr<FSDP_DtypeAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
-  let assemblyFormat = "$unit attr-dict";
+  let assemblyFormat = "$unit (`in` $dtype^)? attr-dict";
   let hasVerifier = 1;
 }
 
@@ -155,20 +306,19 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
   let summary = "sums a unit's gradients over the shard group into each rank's shard";
   let description = [{
     The reduced shard is added to the rank's gradient shard, which
-    accumulates over micro-steps until the optimizer step. With
-    `dtype = bf16` the gradients are rounded to bf16 before the reduction
+    accumulates over micro-steps until the optimizer step. In bf16
+    (`fsdp.reduce_scatter @block0 in bf16`) the gradients are rounded to bf16 before the reduction
     (half the bytes sent) and the bf16 sum is added to the f32 shard.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<DenseI32ArrayAttr>:$ranks,
-                       OptionalAttr<StrAttr>:$dtype);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_DtypeAttr>:$dtype);
   let results = (outs FSDP_EventType:$event);
-  let assemblyFormat = "$unit attr-dict";
+  let assemblyFormat = "$unit (`in` $dtype^)? attr-dict";
   let hasVerifier = 1;
 }
 
 def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {
   let summary = "sums a unit's gradient shards over the replica group, in place";
-  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<DenseI32ArrayAttr>:$ranks);
+  let arguments = (ins FlatSymbolRefAttr:$unit);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";
 }
@@ -180,8 +330,10 @@ def FSDP_UpcastOp : FSDP_Op<"upcast", [HasParent<"StepOp">,
     The parameter rounded to bf16 (round to nearest even) and widened to f32:
     read from the unit's bf16 gathered buffer, or from the f32 shard of a unit
     that is not sharded. Compute on CPUs runs in f32 on these values.
+    `offsets`, as on the nn ops, is the arena offset of its result, which the
+    memory plan sets.
   }];
-  let arguments = (ins AnyRankedTensor:$param);
+  let arguments = (ins AnyRankedTensor:$param, OptionalAttr<DenseI64ArrayAttr>:$offsets);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$param attr-dict `:` type($param)";
   let hasVerifier = 1;
@@ -196,7 +348,7 @@ def FSDP_WaitOp : FSDP_Op<"wait", [HasParent<"StepOp">]> {
 def FSDP_AllocOp : FSDP_Op<"alloc", [HasParent<"StepOp">]> {
   let summary = "a unit's unsharded gradient buffer comes to life, zeroed";
   let arguments = (ins FSDP_BufferKind:$kind, FlatSymbolRefAttr:$unit,
-                       OptionalAttr<I64Attr>:$offset);
+                       OptionalAttr<FSDP_NonNegativeI64>:$offset);
   let assemblyFormat = "$kind $unit attr-dict";
   let hasVerifier = 1;
 }
@@ -209,7 +361,6 @@ def FSDP_FreeOp : FSDP_Op<"free", [HasParent<"StepOp">]> {
 
 def FSDP_GradNormOp : FSDP_Op<"grad_norm", [HasParent<"StepOp">]> {
   let summary = "the global gradient norm: local sums of squares, summed over the shard group";
-  let arguments = (ins OptionalAttr<DenseI32ArrayAttr>:$ranks);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "attr-dict";
 }

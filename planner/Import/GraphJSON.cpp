@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
 #include "planner/Import/JsonReader.h"
+#include "planner/Import/ModelOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -421,101 +422,15 @@ OwningOpRef<ModuleOp> fsdp::importGraphJSON(StringRef text, StringRef file,
 }
 
 //===----------------------------------------------------------------------===//
-// What a model holds
+// The ops and dtypes of a model (ModelOps.h)
 //===----------------------------------------------------------------------===//
 
-LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
-  MLIRContext *ctx = graph.getContext();
-  auto dtypeOk = [&](Type t) {
-    auto tensor = dyn_cast<RankedTensorType>(t);
-    return tensor && parseDtype(dtypeStr(tensor.getElementType()), ctx).has_value();
-  };
-  // Activations are [batch, sequence, features...]: one graph serves every
-  // micro-batch and sequence length, which the planner sizes them by, so
-  // those two are dynamic and the rest static (the dialect lets a static size
-  // stand where a dynamic one is expected, and the other way round).
-  auto activationOk = [](Type t) {
-    ArrayRef<int64_t> shape = cast<RankedTensorType>(t).getShape();
-    return shape.size() >= 2 && ShapedType::isDynamic(shape[0]) &&
-           ShapedType::isDynamic(shape[1]) &&
-           llvm::none_of(shape.drop_front(2), ShapedType::isDynamic);
-  };
-  const char *activation = "an activation is [batch, sequence, features...], batch and "
-                           "sequence dynamic (?) and the features static";
-  const char *supported = "supported: f32, bf16, f16, f64, i64, i32";
-  Block &body = graph.getBody().front();
-  int64_t vocab = 0; // the width of the logits of the loss the graph returns
-  if (auto ret = dyn_cast<nn::ReturnOp>(body.getTerminator()))
-    if (ret.getNumOperands() == 1)
-      if (auto loss = ret.getOperand(0).getDefiningOp<nn::CrossEntropyOp>()) {
-        ArrayRef<int64_t> logits = cast<RankedTensorType>(loss.getLogits().getType()).getShape();
-        if (!logits.empty() && !ShapedType::isDynamic(logits.back()))
-          vocab = logits.back();
-      }
-  for (BlockArgument arg : body.getArguments()) {
-    if (!dtypeOk(arg.getType()))
-      return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
-                                 << ", whose dtype a model does not hold (" << supported << ")";
-    if (!activationOk(arg.getType()))
-      return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
-                                 << ", but the token ids and targets are [?, ?] (batch, sequence)";
-  }
-  for (Operation &op : body) {
-    if (!isa<nn::ParamOp, nn::ReturnOp>(op)) {
-      if (op.getName().getDialectNamespace() != "nn" ||
-          !findSpec(op.getName().stripDialect()))
-        return op.emitOpError() << "is not part of a model: an nn.graph to plan holds nn.param, "
-                                   "the forward ops ("
-                                << opNames() << ") and nn.return; fsdp-plan builds the backward";
-      if (op.hasAttr("inverse"))
-        return op.emitOpError() << "with 'inverse' rotates back, which is the backward's; a "
-                                   "model's forward pass does not hold it";
-      // Parameters are weights, and weights are parameters: the planner
-      // shards and gathers the one and sizes the rest as activations.
-      SmallVector<unsigned, 2> weights;
-      if (isa<nn::EmbeddingOp, nn::RMSNormOp>(op))
-        weights = {1};
-      else if (isa<nn::LinearOp, nn::LayerNormOp>(op))
-        weights = {1, 2};
-      for (OpOperand &use : op.getOpOperands()) {
-        bool weight = llvm::is_contained(weights, use.getOperandNumber());
-        auto param = use.get().getDefiningOp<nn::ParamOp>();
-        if (param && !weight)
-          return op.emitOpError() << "operand " << use.getOperandNumber() << " is the parameter '"
-                                  << param.getName() << "', but an activation belongs there (a "
-                                  << "parameter is an embedding's table, a linear's weight or "
-                                     "bias, or a norm's weight or bias)";
-        if (!param && weight)
-          return op.emitOpError() << "operand " << use.getOperandNumber()
-                                  << " is a weight, which must be an nn.param";
-      }
-      // An embedding's table has a row for every id that can index it: a
-      // position below max_seq_len (the longest sequence the planner
-      // plans), a token or target id below the vocabulary (the logits'
-      // width).
-      if (auto e = dyn_cast<nn::EmbeddingOp>(op)) {
-        int64_t rows = cast<RankedTensorType>(e.getTable().getType()).getShape()[0];
-        int64_t maxSeq = graph.getMaxSeqLenAttr().getInt();
-        if (e.getIds().getDefiningOp<nn::PositionIdsOp>() && rows < maxSeq)
-          return op.emitOpError() << "indexes a table of " << rows
-                                  << " rows by positions up to " << maxSeq - 1
-                                  << " (max_seq_len = " << maxSeq << ")";
-        if (isa<BlockArgument>(e.getIds()) && vocab > rows)
-          return op.emitOpError() << "indexes a table of " << rows << " rows by ids up to "
-                                  << vocab - 1 << " (the vocabulary of " << vocab
-                                  << ", the logits' width)";
-      }
-    }
-    for (OpResult r : op.getResults()) {
-      if (!dtypeOk(r.getType()))
-        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
-                                << ", whose dtype a model does not hold (" << supported << ")";
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp>(op) && !activationOk(r.getType()))
-        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
-                                << ", but " << activation;
-    }
-  }
-  return success();
+bool fsdp::isModelOpName(StringRef name) { return findSpec(name) != nullptr; }
+
+std::string fsdp::modelOpNames() { return opNames(); }
+
+bool fsdp::isModelDtype(Type type) {
+  return parseDtype(dtypeStr(type), type.getContext()).has_value();
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@ module {
   fsdp.unit @root {exp_avg_offset = 257792 : i64, exp_avg_sq_offset = 386688 : i64, grad_shard_offset = 128896 : i64, index = 0 : i64, module = "", numel = 64448 : i64, offsets = array<i64: 0, 32192, 32256>, padded_numel = 64448 : i64, params = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"], shard_count = 2 : i64, shard_offset = 0 : i64, sizes = array<i64: 32192, 64, 32192>}
   fsdp.unit @block0 {exp_avg_offset = 700416 : i64, exp_avg_sq_offset = 792832 : i64, grad_shard_offset = 608000 : i64, index = 1 : i64, module = "model.layers.0", numel = 46208 : i64, offsets = array<i64: 0, 4096, 6144, 8192, 12288, 23552, 34816, 46080, 46144>, padded_numel = 46208 : i64, params = ["model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight"], shard_count = 2 : i64, shard_offset = 515584 : i64, sizes = array<i64: 4096, 2048, 2048, 4096, 11264, 11264, 11264, 64, 64>}
   fsdp.unit @block1 {exp_avg_offset = 1070080 : i64, exp_avg_sq_offset = 1162496 : i64, grad_shard_offset = 977664 : i64, index = 2 : i64, module = "model.layers.1", numel = 46208 : i64, offsets = array<i64: 0, 4096, 6144, 8192, 12288, 23552, 34816, 46080, 46144>, padded_numel = 46208 : i64, params = ["model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight", "model.layers.1.self_attn.o_proj.weight", "model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight", "model.layers.1.input_layernorm.weight", "model.layers.1.post_attention_layernorm.weight"], shard_count = 2 : i64, shard_offset = 885248 : i64, sizes = array<i64: 4096, 2048, 2048, 4096, 11264, 11264, 11264, 64, 64>}
-  fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> attributes {activation_checkpointing = "blocks", arena_bytes = 2079364 : i64, backward_prefetch = "pre", block_prefix = "model.layers", checkpointed_blocks = 2 : i64, forward_prefetch = 1 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 128 : i64, memory = {activations_bytes = 59524 : i64, fragmentation_bytes = 0 : i64, grads_bytes = 313728 : i64, live_peak_bytes = 2079364 : i64, optimizer_bytes = 627456 : i64, params_bytes = 313728 : i64, peak_bytes = 2079364 : i64, unsharded_bytes = 764928 : i64}, micro_batch = 1 : i64, model = "llama-tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = "bf16", predicted_micro_step_s = 0.0010931619999999993 : f64, predicted_optimizer_s = 2.6698400000000006E-4 : f64, reduce_dtype = "bf16", seq_len = 16 : i64, shard_size = 2 : i64, strategy = "shard-grad-op", targets_offset = 1415872 : i64, tokens_offset = 2079232 : i64, world_size = 2 : i64} {
+  fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> attributes {activation_checkpointing = #fsdp<checkpointing blocks>, arena_bytes = 2079364 : i64, backward_prefetch = #fsdp<backward_prefetch pre>, block_prefix = "model.layers", checkpointed_blocks = 2 : i64, forward_prefetch = 1 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 128 : i64, memory = #fsdp.memory<peak_bytes = 2079364, live_peak_bytes = 2079364, params_bytes = 313728, grads_bytes = 313728, optimizer_bytes = 627456, unsharded_bytes = 764928, activations_bytes = 59524, fragmentation_bytes = 0>, micro_batch = 1 : i64, model = "llama-tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = #fsdp<dtype bf16>, predicted_micro_step_s = 0.0010931619999999993 : f64, predicted_optimizer_s = 2.6698400000000006E-4 : f64, reduce_dtype = #fsdp<dtype bf16>, seq_len = 16 : i64, shard_size = 2 : i64, strategy = #fsdp<strategy shard_grad_op>, targets_offset = 1415872 : i64, tokens_offset = 2079232 : i64, world_size = 2 : i64} {
     %model.embed_tokens.weight = nn.param "model.embed_tokens.weight" : tensor<503x64xf32>
     %model.layers.0.self_attn.q_proj.weight = nn.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
     %model.layers.0.self_attn.k_proj.weight = nn.param "model.layers.0.self_attn.k_proj.weight" : tensor<32x64xf32>
@@ -24,13 +24,13 @@ module {
     %model.layers.1.post_attention_layernorm.weight = nn.param "model.layers.1.post_attention_layernorm.weight" : tensor<64xf32>
     %model.norm.weight = nn.param "model.norm.weight" : tensor<64xf32>
     %lm_head.weight = nn.param "lm_head.weight" : tensor<503x64xf32>
-    %0 = fsdp.all_gather @root {dtype = "bf16", offset = 1512704 : i64}
+    %0 = fsdp.all_gather @root in bf16 {offset = 1512704 : i64}
     fsdp.wait %0
-    %1 = fsdp.all_gather @block0 {dtype = "bf16", offset = 1882368 : i64}
+    %1 = fsdp.all_gather @block0 in bf16 {offset = 1882368 : i64}
     %2 = fsdp.upcast %model.embed_tokens.weight {offsets = array<i64: 1254912>} : tensor<503x64xf32>
     %3 = nn.embedding %tokens, %2 {module = "model.embed_tokens", offsets = array<i64: 2042368>} : (tensor<?x?xi64>, tensor<503x64xf32>) -> tensor<?x?x64xf32>
     fsdp.wait %1
-    %4 = fsdp.all_gather @block1 {dtype = "bf16", offset = 1697536 : i64}
+    %4 = fsdp.all_gather @block1 in bf16 {offset = 1697536 : i64}
     %5 = fsdp.upcast %model.layers.0.input_layernorm.weight {offsets = array<i64: 1254912>} : tensor<64xf32>
     %6 = nn.rms_norm %3, %5 {eps = 1.000000e-05 : f64, module = "model.layers.0.input_layernorm", offsets = array<i64: 1271296>} : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
     %7 = fsdp.upcast %model.layers.0.self_attn.q_proj.weight {offsets = array<i64: 1254912>} : tensor<64x64xf32>
@@ -161,7 +161,7 @@ module {
     fsdp.free params @block1
     %113 = nn.add %95, %input_grad_2 {module = "model.layers.1.input_layernorm", offsets = array<i64: 2046464>} : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
     fsdp.grad "model.layers.1.input_layernorm.weight", %weight_grad_3 : tensor<64xf32>
-    %114 = fsdp.reduce_scatter @block1 {dtype = "bf16"}
+    %114 = fsdp.reduce_scatter @block1 in bf16
     %115 = fsdp.upcast %model.layers.0.mlp.down_proj.weight {offsets = array<i64: 1697536>} : tensor<64x176xf32>
     %116 = nn.linear_grad_input out_in %113, %115 {module = "model.layers.0.mlp.down_proj", offsets = array<i64: 1974784>} : (tensor<?x?x64xf32>, tensor<64x176xf32>) -> tensor<?x?x176xf32>
     %117 = fsdp.upcast %model.layers.0.input_layernorm.weight {offsets = array<i64: 1697536>} : tensor<64xf32>
@@ -230,12 +230,12 @@ module {
     fsdp.grad "model.layers.0.input_layernorm.weight", %weight_grad_12 : tensor<64xf32>
     fsdp.wait %114
     fsdp.free grads @block1
-    %166 = fsdp.reduce_scatter @block0 {dtype = "bf16"}
+    %166 = fsdp.reduce_scatter @block0 in bf16
     %167 = nn.embedding_grad %165, %tokens {module = "model.embed_tokens", offsets = array<i64: -1>} : (tensor<?x?x64xf32>, tensor<?x?xi64>) -> tensor<503x64xf32>
     fsdp.grad "model.embed_tokens.weight", %167 : tensor<503x64xf32>
     fsdp.wait %166
     fsdp.free grads @block0
-    %168 = fsdp.reduce_scatter @root {dtype = "bf16"}
+    %168 = fsdp.reduce_scatter @root in bf16
     fsdp.wait %168
     fsdp.free grads @root
     %169 = fsdp.grad_norm

@@ -365,12 +365,13 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // -----
 
-// Ranks are i32.
+// Every rank runs every op (SPMD): an op for some ranks only (`ranks`, which
+// no lowering reads) is no attribute of a collective.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
-  // expected-error @+1 {{'fsdp.all_gather' op attribute 'ranks' failed to satisfy constraint: i32 dense array attribute}}
-  %g = fsdp.all_gather @block0 {ranks = array<i64: 0, 1>}
+  // expected-error @+1 {{'fsdp.all_gather' op has attribute 'ranks', which it does not declare (another dialect's attributes are named 'dialect.name')}}
+  %g = fsdp.all_gather @block0 {ranks = array<i32: 0, 1>}
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
 }
@@ -407,8 +408,8 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
-  // expected-error @+1 {{'fsdp.all_gather' op dtype must be "bf16" (f32, the default, is written without a dtype), but is "f32"}}
-  %0 = fsdp.all_gather @block0 {dtype = "f32"}
+  // expected-error @+1 {{'fsdp.all_gather' op runs in bf16 or, without a dtype, in f32; 'in f32' is not written}}
+  %0 = fsdp.all_gather @block0 in f32
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
 }
@@ -418,8 +419,135 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
-  // expected-error @+1 {{'fsdp.reduce_scatter' op dtype must be "bf16" (f32, the default, is written without a dtype), but is "bf12"}}
-  %0 = fsdp.reduce_scatter @block0 {dtype = "bf12"}
+  // expected-error @+2 {{expected ::fsdp::plan::Dtype to be one of: f32, bf16}}
+  // expected-error @+2 {{failed to parse FSDP_DtypeAttr parameter 'value'}}
+  %0 = fsdp.reduce_scatter @block0 in bf12
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
 }
+
+//===----------------------------------------------------------------------===//
+// fsdp.step: the plan's settings
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A setting of the wrong kind is refused where it is written, not read as
+// no setting.
+// expected-error @+1 {{custom op 'fsdp.step' attribute 'world_size' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {world_size = "4"} {
+  fsdp.return
+}
+
+// -----
+
+// No tokens in a micro-batch.
+// expected-error @+1 {{custom op 'fsdp.step' attribute 'micro_batch' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {micro_batch = 0 : i64, seq_len = 8 : i64, world_size = 2 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// An arena offset is never negative.
+// expected-error @+1 {{custom op 'fsdp.step' attribute 'tokens_offset' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {tokens_offset = -64 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// A dtype fsdp-run does not gather in.
+// expected-error @+2 {{expected ::fsdp::plan::Dtype to be one of: f32, bf16}}
+// expected-error @+1 {{failed to parse FSDP_DtypeAttr parameter 'value'}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {param_dtype = #fsdp<dtype f16>, world_size = 2 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// The strategies are named as the IR spells them.
+// expected-error @+2 {{expected ::fsdp::plan::Strategy to be one of: full_shard, shard_grad_op, no_shard, hybrid_shard}}
+// expected-error @+1 {{failed to parse FSDP_StrategyAttr parameter 'value'}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {strategy = #fsdp<strategy full-shard>} {
+  fsdp.return
+}
+
+// -----
+
+// A string where the enumeration belongs.
+// expected-error @+1 {{custom op 'fsdp.step' attribute 'strategy' failed to satisfy constraint: how parameters are sharded}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {strategy = "full-shard"} {
+  fsdp.return
+}
+
+// -----
+
+// A misspelt setting would be read by nothing.
+// expected-error @+1 {{'fsdp.step' op has attribute 'world_sise', which it does not declare}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {world_sise = 4 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// Another dialect's attribute is allowed.
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {test.note = "kept"} {
+  fsdp.return
+}
+
+// -----
+
+// A world of one rank with shard groups of two (the runtime refuses it).
+// expected-error @+1 {{'fsdp.step' op shard_size 2 must divide world_size 1}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {shard_size = 2 : i64, strategy = #fsdp<strategy hybrid_shard>, world_size = 1 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// full_shard and shard_grad_op shard over the whole world...
+// expected-error @+1 {{'fsdp.step' op shards over the whole world with strategy shard_grad_op, but shard_size 2 is not world_size 4}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {shard_size = 2 : i64, strategy = #fsdp<strategy shard_grad_op>, world_size = 4 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// ... and no_shard over no one.
+// expected-error @+1 {{'fsdp.step' op replicates every parameter with strategy no_shard, but shard_size is 2}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {shard_size = 2 : i64, strategy = #fsdp<strategy no_shard>, world_size = 4 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// A sequence longer than the model's positions.
+// expected-error @+1 {{'fsdp.step' op seq_len 256 is past the model's max_seq_len 128}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {max_seq_len = 128 : i64, seq_len = 256 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// More checkpointed blocks than the model has.
+// expected-error @+1 {{'fsdp.step' op checkpoints 3 blocks of the model's 2}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {checkpointed_blocks = 3 : i64, num_blocks = 2 : i64} {
+  fsdp.return
+}
+
+// -----
+
+// Every memory figure is a count of bytes.
+// expected-error @+1 {{memory figure 'grads_bytes' must be at least 0, but is -1}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attributes {memory = #fsdp.memory<peak_bytes = 0, live_peak_bytes = 0, params_bytes = 0, grads_bytes = -1, optimizer_bytes = 0, unsharded_bytes = 0, activations_bytes = 0, fragmentation_bytes = 0>} {
+  fsdp.return
+}
+
+// -----
+
+// A unit's arena offsets are never negative.
+// expected-error @+1 {{'fsdp.unit' op attribute 'grad_shard_offset' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64,
+                   grad_shard_offset = -8 : i64}

@@ -727,7 +727,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       if (!host.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + host.error());
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
-      r.peakBytes = highWater;
+      r.peakBytes = peakBytes();
       r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
       std::string err = detail::afterStep(
           o, r, comms.rank() == 0, onStep, [&] { return evaluate(); },

@@ -452,7 +452,7 @@ std::string Rank::run(const StepCallback &onStep) {
       if (!comm.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + comm.error());
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
-      r.peakBytes = highWater;
+      r.peakBytes = peakBytes();
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       std::string err = detail::afterStep(
           o, r, comm.rank() == 0, onStep, [&] { return evaluate(); },

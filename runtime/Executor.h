@@ -12,6 +12,7 @@
 #include "runtime/io/Dataset.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -94,12 +95,20 @@ public:
     touch(ten.offset, ten.bytes());
     return at<T>(ten.offset);
   }
-  void touch(int64_t offset, int64_t bytes) { highWater = std::max(highWater, offset + bytes); }
+  /// Both of a CPU rank's streams (threads) touch: an atomic maximum.
+  void touch(int64_t offset, int64_t bytes) {
+    int64_t end = offset + bytes, seen = highWater.load(std::memory_order_relaxed);
+    while (end > seen && !highWater.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
+    }
+  }
+  int64_t peakBytes() const { return highWater.load(std::memory_order_relaxed); }
 
 protected:
   const program::Program &program;
   char *arena = nullptr;
-  int64_t highWater = 0;
+
+private:
+  std::atomic<int64_t> highWater{0};
 };
 
 /// The token streams of a run: the training data (--data, or synthetic) and

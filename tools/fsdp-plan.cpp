@@ -12,7 +12,7 @@
 #include "planner/Search.h"
 #include "planner/PlanUtils.h"
 #include "planner/CostModel.h"
-#include "tools/Version.h"
+#include "tools/LLVMTool.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
@@ -152,8 +152,7 @@ static std::string checkOutputPath(const char *flag, const std::string &path) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter(
-      [](llvm::raw_ostream &os) { os << "fsdp-plan (fsdp) " << FSDP_VERSION << "\n"; });
+  fsdp::tools::printFsdpVersion("fsdp-plan");
   cl::ParseCommandLineOptions(argc, argv,
                               "fsdp-plan: plan fully sharded data parallel training\n");
 

@@ -11,16 +11,15 @@
 
 using namespace fsdp;
 
-std::string support::describeBytes(int64_t bytes) {
-  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)bytes;
+std::string support::describeBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
     ++u;
   }
   char buf[48];
-  std::snprintf(buf, sizeof buf, u ? "%.4g %s" : "%.0f %s", v, units[u]);
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
   return buf;
 }
 

@@ -36,8 +36,8 @@ std::string checkRegularFile(const std::string &path, int64_t maxBytes, const st
 std::string checkJsonDepth(const std::string &text, unsigned *line, unsigned *col,
                            int maxDepth = kMaxJsonDepth);
 
-/// "64 MiB", "1.5 GiB", "512 bytes".
-std::string describeBytes(int64_t bytes);
+/// "64.0 MiB", "1.5 GiB", "512 B".
+std::string describeBytes(double bytes);
 
 } // namespace fsdp::support
 

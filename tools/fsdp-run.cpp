@@ -123,18 +123,6 @@ static int fail(const std::string &msg) {
   return 1;
 }
 
-static std::string human(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
-
 #if FSDP_HAVE_NCCL
 // The NCCL backend, libfsdp-nccl.so beside this binary: opened for --backend
 // nccl only, so that a CPU run never loads CUDA, cuBLAS or NCCL.
@@ -162,6 +150,7 @@ static const runtime::NcclBackend *loadNcclBackend(std::string &err) {
   return backend;
 }
 #endif
+
 // What fsdp-run reads of a plan before loading it: a regular file within
 // the limit on JSON input; a .json plan also within the nesting limit.
 static std::string checkPlanFile(const std::string &path) {
@@ -539,7 +528,7 @@ int main(int argc, char **argv) {
                 backend == "mpi"    ? "MPI processes"
                 : backend == "nccl" ? "GPUs, NCCL"
                                     : "threads",
-                human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
+                support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
                 (long long)o.gradAccum, (long long)G, kernels.c_str());
   }
   runtime::StepReport lastReport;
@@ -559,8 +548,8 @@ int main(int argc, char **argv) {
       std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
                   "%.3f s%s | peak %s per rank (predicted %s)\n",
                   (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
-                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
-                  human(r.predictedPeakBytes).c_str());
+                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), support::describeBytes(r.peakBytes).c_str(),
+                  support::describeBytes(r.predictedPeakBytes).c_str());
     }
     std::fflush(stdout);
     if (metricsPath.empty() || myRank != 0)
@@ -625,14 +614,14 @@ int main(int argc, char **argv) {
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s of device memory (kernel scratch, cuBLAS workspace, reduce-scatter "
                 "staging; NCCL's own buffers not counted)\n",
-                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
-                human(lastReport.outsideArenaBytes).c_str());
+                support::describeBytes(lastReport.outsideArenaBytes).c_str());
   else if (!quiet && lastReport.step > 0)
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s (communication staging and the token data)\n",
-                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
-                human(lastReport.outsideArenaBytes).c_str());
+                support::describeBytes(lastReport.outsideArenaBytes).c_str());
   return finish(0);
 }

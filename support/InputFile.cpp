@@ -23,9 +23,7 @@ std::string support::describeBytes(double bytes) {
   return buf;
 }
 
-namespace {
-
-const char *kindOf(mode_t mode) {
+const char *support::fileKind(unsigned mode) {
   if (S_ISDIR(mode))
     return "a directory";
   if (S_ISFIFO(mode))
@@ -34,8 +32,10 @@ const char *kindOf(mode_t mode) {
     return "a device";
   if (S_ISSOCK(mode))
     return "a socket";
-  return "not a regular file";
+  return "a special file";
 }
+
+namespace {
 
 // Opens `path` for reading without blocking and checks it: *fd on success.
 std::string openChecked(const std::string &path, int64_t maxBytes, const std::string &what,
@@ -44,8 +44,9 @@ std::string openChecked(const std::string &path, int64_t maxBytes, const std::st
   if (*fd < 0)
     return path + ": cannot read the " + what + ": " + std::strerror(errno);
   struct stat st;
-  if (::fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    std::string kind = ::fstat(*fd, &st) == 0 ? kindOf(st.st_mode) : std::strerror(errno);
+  bool known = ::fstat(*fd, &st) == 0;
+  if (!known || !S_ISREG(st.st_mode)) {
+    std::string kind = known ? support::fileKind(st.st_mode) : std::strerror(errno);
     ::close(*fd);
     return path + ": cannot read the " + what + ": " + kind + ", not a regular file";
   }

@@ -36,6 +36,10 @@ std::string checkRegularFile(const std::string &path, int64_t maxBytes, const st
 std::string checkJsonDepth(const std::string &text, unsigned *line, unsigned *col,
                            int maxDepth = kMaxJsonDepth);
 
+/// What a file of `st_mode` is, for an error: "a directory", "a FIFO",
+/// "a device", "a socket", "a special file".
+const char *fileKind(unsigned mode);
+
 /// "64.0 MiB", "1.5 GiB", "512 B".
 std::string describeBytes(double bytes);
 

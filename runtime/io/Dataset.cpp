@@ -1,5 +1,6 @@
 //===- Dataset.cpp --------------------------------------------------------===//
 #include "runtime/io/Dataset.h"
+#include "support/InputFile.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -69,10 +70,11 @@ std::string Dataset::open(const std::string &path, const program::Program &p,
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return path + ": cannot read the data: " + std::strerror(errno);
-  struct stat st;
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return path + ": cannot read the data: not a regular file";
+    return path + ": cannot read the data: " + support::fileKind(st.st_mode) +
+           ", not a regular file";
   }
   const char *type = wide ? "uint32" : "uint16";
   int64_t bytes = st.st_size;

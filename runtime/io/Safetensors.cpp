@@ -42,7 +42,8 @@ std::string SafetensorsReader::open(const std::string &p) {
   struct stat st;
   fstat(fd, &st);
   if (!S_ISREG(st.st_mode))
-    return path + ": cannot open the weights: not a file";
+    return path + ": cannot open the weights: " + support::fileKind(st.st_mode) +
+           ", not a regular file";
   fileSize = st.st_size;
   uint64_t headerLen = 0;
   if (fileSize < 8 || ::pread(fd, &headerLen, 8, 0) != 8)

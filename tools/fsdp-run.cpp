@@ -241,7 +241,14 @@ int main(int argc, char **argv) {
       return n;
     };
     if (doubles.count(a)) {
-      *doubles[a] = number(value(), a);
+      double x = number(value(), a);
+      // AdamW's ranges, as torch.optim.AdamW checks them.
+      bool beta = a == "--beta1" || a == "--beta2";
+      if (beta ? !(x >= 0 && x < 1) : a == "--eps" ? !(x > 0) : !(x >= 0))
+        return fail(a + " must be " +
+                    (beta ? "from 0 to below 1" : a == "--eps" ? "above 0" : "at least 0") +
+                    ", not " + argv[i]);
+      *doubles[a] = x;
     } else if (strings.count(a)) {
       *strings[a] = value();
     } else if (a == "--steps") {

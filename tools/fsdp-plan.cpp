@@ -229,6 +229,12 @@ int main(int argc, char **argv) {
       return fail("--micro-batch must be a positive integer or 'max', not '" + microBatch + "'");
   }
   o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
+  // The planner counts bytes in int64: a micro-step's tokens (8 bytes each)
+  // past 2^60 are refused here, in the flags' terms.
+  if (!searchMicroBatch && (__int128)o.microBatch * o.seqLen * 8 > ((__int128)1 << 60))
+    return fail("--micro-batch " + std::to_string(o.microBatch) + " with --seq-len " +
+                std::to_string(o.seqLen) + " makes a micro-step's tokens alone more than 2^60 "
+                "bytes a rank");
   o.strategy = strategy;
   o.shardSize = shardSize;
   o.wrap = wrap;

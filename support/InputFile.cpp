@@ -108,8 +108,13 @@ std::string support::readRegularFile(const std::string &path, int64_t maxBytes,
   return "";
 }
 
-std::string support::checkJsonDepth(const std::string &text, unsigned *atLine, unsigned *atCol,
-                                    int maxDepth) {
+namespace {
+
+// Scans `text` for brackets nested deeper than `maxDepth`, outside strings
+// (and, for MLIR, outside comments). MLIR's '<' opens a level too (nested
+// types), its "->" closes none.
+std::string checkDepth(const std::string &text, bool mlir, unsigned *atLine, unsigned *atCol,
+                       int maxDepth) {
   int depth = 0;
   unsigned line = 1, col = 0;
   bool inString = false;
@@ -119,7 +124,7 @@ std::string support::checkJsonDepth(const std::string &text, unsigned *atLine, u
     if (c == '\n') {
       ++line;
       col = 0;
-      inString = false; // JSON strings hold no raw newline: the parser reports it
+      inString = false; // neither format's strings hold a raw newline
       continue;
     }
     if (inString) {
@@ -129,19 +134,35 @@ std::string support::checkJsonDepth(const std::string &text, unsigned *atLine, u
         inString = false;
       continue;
     }
-    if (c == '"')
+    if (c == '"') {
       inString = true;
-    else if (c == '[' || c == '{') {
+    } else if (mlir && c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i + 1 < text.size() && text[i + 1] != '\n')
+        ++i;
+    } else if (c == '[' || c == '{' || (mlir && (c == '(' || c == '<'))) {
       if (++depth > maxDepth) {
         *atLine = line;
         *atCol = col;
-        return "JSON nested deeper than " + std::to_string(maxDepth) +
-               " arrays and objects; refused without parsing it";
+        return std::string(mlir ? "MLIR" : "JSON") + " nested deeper than " +
+               std::to_string(maxDepth) + (mlir ? " brackets" : " arrays and objects") +
+               "; refused without parsing it";
       }
-    } else if (c == ']' || c == '}') {
+    } else if (c == ']' || c == '}' || (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))))) {
       if (depth > 0)
         --depth;
     }
   }
   return "";
+}
+
+} // namespace
+
+std::string support::checkJsonDepth(const std::string &text, unsigned *line, unsigned *col,
+                                    int maxDepth) {
+  return checkDepth(text, /*mlir=*/false, line, col, maxDepth);
+}
+
+std::string support::checkMlirDepth(const std::string &text, unsigned *line, unsigned *col,
+                                    int maxDepth) {
+  return checkDepth(text, /*mlir=*/true, line, col, maxDepth);
 }

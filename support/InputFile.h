@@ -17,7 +17,8 @@ namespace fsdp::support {
 
 /// The largest JSON input the tools read (DESIGN.md: 64 MiB).
 constexpr int64_t kMaxJsonBytes = int64_t(64) << 20;
-/// The deepest nesting of arrays and objects the tools accept in JSON.
+/// The deepest nesting of arrays and objects the tools accept in JSON (and
+/// of brackets in MLIR).
 constexpr int kMaxJsonDepth = 512;
 
 /// Reads `path`, a regular file of at most `maxBytes`, into `text`. Opens
@@ -34,6 +35,12 @@ std::string checkRegularFile(const std::string &path, int64_t maxBytes, const st
 /// Returns "" or the error, with *line and *col (from 1) at the bracket that
 /// passes the limit.
 std::string checkJsonDepth(const std::string &text, unsigned *line, unsigned *col,
+                           int maxDepth = kMaxJsonDepth);
+
+/// The same for MLIR text (the parser recurses over nested regions,
+/// attributes and types): brackets of every kind, outside strings and
+/// comments.
+std::string checkMlirDepth(const std::string &text, unsigned *line, unsigned *col,
                            int maxDepth = kMaxJsonDepth);
 
 /// What a file of `st_mode` is, for an error: "a directory", "a FIFO",

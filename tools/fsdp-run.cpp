@@ -152,14 +152,15 @@ static const runtime::NcclBackend *loadNcclBackend(std::string &err) {
 #endif
 
 // What fsdp-run reads of a plan before loading it: a regular file within
-// the limit on JSON input; a .json plan also within the nesting limit.
+// the limit on JSON input, nested within the limit (JSON's or MLIR's).
 static std::string checkPlanFile(const std::string &path) {
   std::string text;
   std::string err = support::readRegularFile(path, support::kMaxJsonBytes, "plan", &text);
-  if (!err.empty() || (path.size() > 5 && path.compare(path.size() - 5, 5, ".mlir") == 0))
+  if (!err.empty())
     return err;
   unsigned line = 0, col = 0;
-  err = support::checkJsonDepth(text, &line, &col);
+  bool mlir = path.size() > 5 && path.compare(path.size() - 5, 5, ".mlir") == 0;
+  err = mlir ? support::checkMlirDepth(text, &line, &col) : support::checkJsonDepth(text, &line, &col);
   return err.empty() ? err
                      : path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + err;
 }

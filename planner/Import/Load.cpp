@@ -72,8 +72,12 @@ OwningOpRef<ModuleOp> fsdp::loadModel(StringRef path, MLIRContext *context,
   }
   StringRef text = contents;
 
-  if (llvm::sys::path::extension(path) == ".mlir")
+  if (llvm::sys::path::extension(path) == ".mlir") {
+    error.message = support::checkMlirDepth(contents, &error.line, &error.col);
+    if (!error.message.empty())
+      return nullptr;
     return importMLIR(text, path, context, error);
+  }
 
   // Deep nesting is refused before any parser (recursive ones overflow).
   error.message = support::checkJsonDepth(contents, &error.line, &error.col);

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -110,9 +110,8 @@ public:
 
   // Every member arrives, or the world has been aborted, or --timeout
   // passes: then the world is aborted naming the members that did not arrive
-  // (`ranks`: their world ranks) and `what` was awaited.
-  bool barrier(GroupState &s, int member, const std::vector<int> &ranks, Group g,
-               const char *what) {
+  // (`comm` maps members to world ranks) and `what` was awaited.
+  bool barrier(GroupState &s, int member, const Communicator &comm, Group g, const char *what) {
     std::unique_lock<std::mutex> lock(s.mu);
     if (aborted())
       return false;
@@ -130,7 +129,9 @@ public:
                         std::chrono::duration<double>(timeoutS));
     if (s.cv.wait_until(lock, deadline, [&] { return s.generation != gen || aborted(); }))
       return s.generation != gen;
-    std::vector<int> missing;
+    // Only now, past the deadline: a world of thousands of ranks would pay
+    // for the list at every barrier.
+    std::vector<int> ranks = detail::groupRanks(comm, g), missing;
     for (int m = 0; m < s.size; ++m)
       if (!s.here[m])
         missing.push_back(ranks[m]);
@@ -199,7 +200,7 @@ public:
   // Meets the group at collective `what`: false once the world is aborted.
   bool meet(Group g, const char *what) {
     auto &s = world->group(g, myRank);
-    return world->barrier(s, memberIndex(g), detail::groupRanks(*this, g), g, what);
+    return world->barrier(s, memberIndex(g), *this, g, what);
   }
   // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL).
   bool begin() {

@@ -2,6 +2,7 @@
 #include "planner/CostModel.h"
 #include "planner/Buffers.h"
 #include "planner/Import/JsonReader.h"
+#include "support/InputFile.h"
 
 #include <cmath>
 #include <fstream>
@@ -12,10 +13,11 @@ using namespace fsdp;
 using nlohmann::json;
 
 std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return path + ": cannot read the cluster description";
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  std::string err =
+      support::readRegularFile(path, support::kMaxJsonBytes, "cluster description", &text);
+  if (!err.empty())
+    return err;
   // The importers' reader: every error names the line and column of the
   // value it is about.
   ImportError error;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fsdp::runtime {
 
@@ -51,9 +52,12 @@ protected:
   int shardSize;
 };
 
-/// N ranks as threads of this process, collectives through shared memory.
+/// N ranks as threads of this process, collectives through shared memory. A
+/// rank that waits on its peers longer than `timeoutS` (--timeout) stops every
+/// rank, naming the members that did not arrive.
 class ThreadsWorld;
-std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize);
+std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize,
+                                                 double timeoutS = 600);
 std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world,
                                                   int rank);
 
@@ -62,7 +66,24 @@ std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> 
 bool initMPI(int *argc, char ***argv, int *rank, int *size);
 void finalizeMPI();
 void abortMPI();
-std::unique_ptr<Communicator> mpiCommunicator(int shardSize);
+/// Every collective is nonblocking and polled: a wait longer than `timeoutS`
+/// asks the group who is there, names those that did not answer or have not
+/// reached this collective, and aborts the job.
+std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 600);
+
+namespace detail {
+/// The world ranks of the members of `comm`'s group `g`, in member order.
+std::vector<int> groupRanks(const Communicator &comm, Group g);
+/// "the shard group", "the replica group", "the world".
+const char *groupName(Group g);
+/// "rank 1", "ranks 1, 3".
+std::string rankList(const std::vector<int> &ranks);
+/// Test-only, for the --timeout tests: with FSDP_TEST_STALL=R:N in the
+/// environment, true at rank R's Nth collective (counted from 1), which then
+/// stops arriving (a thread waits until the world is aborted; an MPI process
+/// stops itself with SIGSTOP).
+bool stallHere(int rank, int64_t collective);
+} // namespace detail
 
 } // namespace fsdp::runtime
 

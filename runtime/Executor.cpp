@@ -516,7 +516,7 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   // spin up all the cores' worth of BLAS threads (measured: 10x slower for 4
   // ranks on 2 cores).
   openblas_set_num_threads(1);
-  auto world = createThreadsWorld(program.worldSize, program.shardSize);
+  auto world = createThreadsWorld(program.worldSize, program.shardSize, options.timeoutS);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < program.worldSize; ++r)
     comms.push_back(threadsCommunicator(world, r));

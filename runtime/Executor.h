@@ -24,6 +24,8 @@ struct RunOptions {
   uint64_t seed = 0;
   int64_t gradAccum = 1;
   std::string weights, data, saveWeights;
+  std::string dataDtype; // --data-dtype: "uint16", "uint32", "" (from the vocabulary)
+  double timeoutS = 600;  // --timeout: the longest wait on a peer
   // Checkpoints (io/Checkpoint.h): into `save` after every `saveEvery`-th step
   // (0: none) and after the last, the `keep` newest kept; `resume`: a
   // checkpoint folder, or a --save folder whose newest checkpoint is taken.

@@ -192,9 +192,9 @@ bool fsdp::runtime::detail::evalDue(const RunOptions &o, int64_t step) {
 }
 
 std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptions &o) {
-  std::string err = train.open(o.data, p);
+  std::string err = train.open(o.data, p, o.dataDtype);
   if (err.empty() && !o.evalData.empty())
-    err = eval.open(o.evalData, p);
+    err = eval.open(o.evalData, p, o.dataDtype);
   return err;
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Blas.h"
 #include "runtime/kernels/cpu.h"
+#include "tools/Version.h"
 
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,15 @@ static double collective(bool gather, int n, int64_t bytes, int reps) {
   return *std::max_element(times.begin(), times.end());
 }
 
+static const char *kUsage =
+    "usage: fsdp-calibrate -o FILE.json [--quick]\n"
+    "Measures this machine for the CPU backends (sgemm rate by size, memory\n"
+    "bandwidth, the threads backend's collectives) and writes a cluster file for\n"
+    "fsdp-plan --cluster.\n"
+    "  -o FILE.json   the cluster file to write (required)\n"
+    "  --quick        3 repetitions of each measurement instead of 9\n"
+    "  --help, --version\n";
+
 int main(int argc, char **argv) {
   runtime::chooseBlasKernels(argv);
   std::string out;
@@ -73,8 +83,14 @@ int main(int argc, char **argv) {
       out = argv[++i];
     else if (a == "--quick")
       quick = true;
-    else {
-      std::fprintf(stderr, "usage: fsdp-calibrate -o FILE.json [--quick]\n");
+    else if (a == "--version") {
+      std::printf("fsdp-calibrate (fsdp) %s\n", FSDP_VERSION);
+      return 0;
+    } else if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      std::fprintf(stderr, "%s", kUsage);
       return 2;
     }
   }

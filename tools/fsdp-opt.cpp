@@ -2,6 +2,7 @@
 #include "dialect/FSDP/FSDPDialect.h"
 #include "dialect/NN/NNDialect.h"
 #include "planner/Passes.h"
+#include "tools/LLVMTool.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -9,6 +10,8 @@
 #include "mlir/Transforms/Passes.h"
 
 int main(int argc, char **argv) {
+  fsdp::tools::printFsdpVersion("fsdp-opt");
+  fsdp::tools::hideLibraryOptions();
   mlir::registerTransformsPasses();
   fsdp::registerFSDPPasses();
   mlir::DialectRegistry registry;

@@ -12,6 +12,7 @@
 #include "planner/Search.h"
 #include "planner/PlanUtils.h"
 #include "planner/CostModel.h"
+#include "tools/LLVMTool.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
@@ -20,8 +21,11 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <unistd.h>
 
 using namespace fsdp;
 namespace cl = llvm::cl;
@@ -32,45 +36,53 @@ static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::Required, cl::cat(category));
 static cl::opt<std::string> outputPath("o", cl::desc("write the plan: .mlir or .json (program)"),
                                        cl::value_desc("PLAN"), cl::cat(category));
-static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(0),
-                                  cl::cat(category));
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("ranks, 1 to 1048576 (required to write a plan; "
+                                           "without it, the model is described)"),
+                                  cl::init(0), cl::cat(category));
 static cl::opt<std::string> microBatch(
     "micro-batch",
-    cl::desc("sequences per rank per micro-step, or 'max': the largest that fits --memory-budget"),
+    cl::desc("sequences per rank per micro-step, or 'max': the largest that fits "
+             "--memory-budget (default 1)"),
     cl::init("1"), cl::cat(category));
-static cl::opt<int64_t> seqLen("seq-len", cl::desc("tokens per sequence (default: the model's maximum)"),
+static cl::opt<int64_t> seqLen("seq-len", cl::desc("tokens per sequence, 1 to the model's positions (default: the model's "
+                                        "maximum)"),
                                cl::init(0), cl::cat(category));
 static cl::opt<std::string> strategy(
-    "strategy", cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard"),
+    "strategy", cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard (default full-shard)"),
     cl::init("full-shard"), cl::cat(category));
-static cl::opt<int64_t> shardSize("shard-size", cl::desc("hybrid-shard's group size"),
+static cl::opt<int64_t> shardSize("shard-size", cl::desc("hybrid-shard's group size, dividing --world-size"),
                                   cl::init(0), cl::cat(category));
 static cl::opt<std::string> wrap("wrap",
-                                 cl::desc("block | size:N | none | auto (the fastest plan that fits)"),
+                                 cl::desc("block | size:N | none | auto (the fastest plan that fits); default block"),
                                  cl::init("block"), cl::cat(category));
-static cl::opt<int64_t> forwardPrefetch("forward-prefetch", cl::desc("units gathered ahead in forward"),
+static cl::opt<int64_t> forwardPrefetch("forward-prefetch", cl::desc("units gathered ahead in forward, 0 to 1024 (default 1)"),
                                         cl::init(1), cl::cat(category));
-static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("pre | post | none"),
+static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("backward gathers: pre | post | none (default pre)"),
                                              cl::init("pre"), cl::cat(category));
 static cl::opt<int64_t> maxInflight("max-inflight-gathers",
-                                    cl::desc("gathers in flight ahead of compute, at most"),
+                                    cl::desc("gathers in flight ahead of compute, at most; 1 to 1024 (default 2)"),
                                     cl::init(2), cl::cat(category));
 static cl::opt<std::string> activationCheckpointing(
-    "activation-checkpointing", cl::desc("none | blocks: recompute block activations in backward"),
+    "activation-checkpointing", cl::desc("none | blocks: recompute block activations in backward "
+             "(default none)"),
     cl::init("none"), cl::cat(category));
 static cl::opt<std::string> paramDtype("param-dtype",
-                                       cl::desc("f32 | bf16: parameters for compute and gathers"),
+                                       cl::desc("f32 | bf16: parameters for compute and gathers (default f32)"),
                                        cl::init("f32"), cl::cat(category));
-static cl::opt<std::string> reduceDtype("reduce-dtype", cl::desc("f32 | bf16: gradient reductions"),
+static cl::opt<std::string> reduceDtype("reduce-dtype", cl::desc("f32 | bf16: gradient reductions (default f32)"),
                                         cl::init("f32"), cl::cat(category));
 static cl::opt<std::string> memoryBudget("memory-budget",
-                                         cl::desc("per-rank bytes, e.g. 80GiB; a plan that does not fit exits 1"),
+                                         cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
+                                                  "exits 1 (default: none)"),
                                          cl::value_desc("SIZE"), cl::cat(category));
 static cl::opt<std::string> clusterPath(
-    "cluster", cl::desc("hardware description (models/hardware/*.json; default: cpu-local)"),
+    "cluster", cl::desc("hardware description, JSON up to 64 MiB (models/hardware/*.json; "
+                        "default: this machine's CPU, cpu-local)"),
     cl::value_desc("FILE"), cl::cat(category));
 static cl::opt<int64_t> gradAccum("grad-accum",
-                                  cl::desc("micro-steps per optimizer step, for the prediction"),
+                                  cl::desc("micro-steps per optimizer step, for the prediction; 1 to 1048576 "
+                                           "(default 1)"),
                                   cl::init(1), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
@@ -110,11 +122,67 @@ static bool writeAtomically(const std::string &path,
   return true;
 }
 
+// The range every integer flag is checked against where it is parsed, named
+// in the error (DESIGN.md: --world-size at most 2^20 for a program).
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+constexpr int64_t kMaxGradAccum = int64_t(1) << 20;
+constexpr int64_t kMaxPrefetch = 1024;
+
+static std::string outOfRange(const char *flag, int64_t lo, int64_t hi, int64_t value) {
+  return std::string("--") + flag + " must be an integer from " + std::to_string(lo) + " to " +
+         std::to_string(hi) + ", not " + std::to_string(value);
+}
+
+// Before any planning: what each output path needs (its folder exists and is
+// writable; -o's extension), so that a run refused for an output writes none.
+static std::string checkOutputPath(const char *flag, const std::string &path) {
+  if (path.empty())
+    return "";
+  llvm::StringRef dir = llvm::sys::path::parent_path(path);
+  std::string folder = dir.empty() ? "." : dir.str();
+  if (llvm::sys::fs::is_directory(path))
+    return std::string(flag) + " '" + path + "' is a folder; it names the file to write";
+  if (!llvm::sys::fs::is_directory(folder))
+    return std::string(flag) + " '" + path + "': the folder '" + folder + "' does not exist";
+  if (::access(folder.c_str(), W_OK) != 0)
+    return std::string(flag) + " '" + path + "': the folder '" + folder + "' is not writable";
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
+  fsdp::tools::printFsdpVersion("fsdp-plan");
   cl::ParseCommandLineOptions(argc, argv,
                               "fsdp-plan: plan fully sharded data parallel training\n");
+
+  // Every flag's range, before the model is read: nothing runs, nothing is
+  // written for a flag out of range.
+  bool planning = worldSize.getNumOccurrences() > 0;
+  if (planning && (worldSize < 1 || worldSize > kMaxWorldSize))
+    return fail(outOfRange("world-size", 1, kMaxWorldSize, worldSize));
+  if (seqLen.getNumOccurrences() && seqLen < 1)
+    return fail("--seq-len must be at least 1 (tokens per sequence), not " +
+                std::to_string(seqLen) + "; leave it out for the model's maximum");
+  if (gradAccum < 1 || gradAccum > kMaxGradAccum)
+    return fail(outOfRange("grad-accum", 1, kMaxGradAccum, gradAccum));
+  if (forwardPrefetch < 0 || forwardPrefetch > kMaxPrefetch)
+    return fail(outOfRange("forward-prefetch", 0, kMaxPrefetch, forwardPrefetch));
+  if (maxInflight < 1 || maxInflight > kMaxPrefetch)
+    return fail(outOfRange("max-inflight-gathers", 1, kMaxPrefetch, maxInflight));
+  if (shardSize.getNumOccurrences() && (shardSize < 1 || shardSize > kMaxWorldSize))
+    return fail(outOfRange("shard-size", 1, kMaxWorldSize, shardSize));
+  if (!outputPath.empty() && llvm::sys::path::extension(outputPath) != ".json" &&
+      llvm::sys::path::extension(outputPath) != ".mlir")
+    return fail("-o must name a .mlir or .json file, not '" + outputPath + "'");
+  if (!outputPath.empty() && !planning)
+    return fail("--world-size is required to write a plan");
+  for (auto [flag, path] : {std::pair<const char *, std::string>{"-o", outputPath},
+                            {"--report", reportPath}, {"--trace", tracePath}}) {
+    std::string err = checkOutputPath(flag, path);
+    if (!err.empty())
+      return fail(err);
+  }
 
   mlir::MLIRContext context;
   context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
@@ -134,10 +202,12 @@ int main(int argc, char **argv) {
   }
   ModelSummary model = summarize(getGraph(*module));
 
+  if (seqLen.getNumOccurrences() && model.maxSeqLen > 0 && seqLen > model.maxSeqLen)
+    return fail("--seq-len " + std::to_string(seqLen) + " is more than the model's " +
+                std::to_string(model.maxSeqLen) + " positions");
+
   // Without a world size there is nothing to plan: describe the model.
-  if (worldSize == 0) {
-    if (!outputPath.empty())
-      return fail("--world-size is required to write a plan");
+  if (!planning) {
     if (!reportPath.empty()) {
       nlohmann::ordered_json report = summaryJson(model);
       if (!writeAtomically(reportPath, [&](llvm::raw_ostream &os) {
@@ -159,6 +229,12 @@ int main(int argc, char **argv) {
       return fail("--micro-batch must be a positive integer or 'max', not '" + microBatch + "'");
   }
   o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
+  // The planner counts bytes in int64: a micro-step's tokens (8 bytes each)
+  // past 2^60 are refused here, in the flags' terms.
+  if (!searchMicroBatch && (__int128)o.microBatch * o.seqLen * 8 > ((__int128)1 << 60))
+    return fail("--micro-batch " + std::to_string(o.microBatch) + " with --seq-len " +
+                std::to_string(o.seqLen) + " makes a micro-step's tokens alone more than 2^60 "
+                "bytes a rank");
   o.strategy = strategy;
   o.shardSize = shardSize;
   o.wrap = wrap;
@@ -168,8 +244,6 @@ int main(int argc, char **argv) {
   o.activationCheckpointing = activationCheckpointing;
   o.paramDtype = paramDtype;
   o.reduceDtype = reduceDtype;
-  if (worldSize < 1)
-    return fail("--world-size must be at least 1, but is " + std::to_string(worldSize));
   if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
     return fail("hybrid-shard needs --shard-size G dividing --world-size " +
                 std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
@@ -202,8 +276,6 @@ int main(int argc, char **argv) {
     if (!err.empty())
       return fail(err);
   }
-  if (gradAccum < 1)
-    return fail("--grad-accum must be at least 1");
 
   // --wrap auto: the fastest predicted plan that fits, from a search.
   std::vector<Candidate> searched;
@@ -225,15 +297,19 @@ int main(int argc, char **argv) {
   auto f64 = [&](double v) { return mlir::FloatAttr::get(mlir::Float64Type::get(&context), v); };
   getStep(*module)->setAttr("predicted_micro_step_s", f64(figures.predicted->microStepTimeS));
   getStep(*module)->setAttr("predicted_optimizer_s", f64(figures.predicted->optimizerTimeS));
-  if (!tracePath.empty()) {
-    auto trace = predictedTrace(*figures.predicted, o.worldSize);
-    if (!writeAtomically(tracePath, [&](llvm::raw_ostream &os) {
-          os << trace.dump() << "\n";
-          return true;
-        }))
-      return 1;
-  }
   bool fits = !budget || figures.peakBytes <= *budget;
+  // The plan is rendered before any file is written: a lowering that fails
+  // leaves no report or trace behind either.
+  std::string planText;
+  if (fits && !outputPath.empty()) {
+    llvm::raw_string_ostream os(planText);
+    if (llvm::sys::path::extension(outputPath) == ".json") {
+      if (mlir::failed(lowerToProgram(*module, os)))
+        return 1; // the lowering has reported where
+    } else {
+      module->print(os);
+    }
+  }
 
   // What the memory and precision settings did: the same plan without them.
   std::optional<PlanFigures> baseline;
@@ -249,6 +325,15 @@ int main(int argc, char **argv) {
       baseline = planFigures(*base);
   }
 
+  if (fits && !tracePath.empty()) {
+    auto trace = predictedTrace(*figures.predicted, o.worldSize);
+    if (!writeAtomically(tracePath, [&](llvm::raw_ostream &os) {
+          os << trace.dump() << "\n";
+          return true;
+        }))
+      return 1;
+  }
+  // The report is written for a plan over the budget too (fits: false).
   if (!reportPath.empty()) {
     nlohmann::ordered_json report = planReport(model, o, figures, budget);
     if (baseline)
@@ -336,17 +421,10 @@ int main(int argc, char **argv) {
                 humanBytes(figures.unshardedBytes) + ", activations " +
                 humanBytes(figures.activationsBytes) + "; no plan written");
   }
-  if (!outputPath.empty()) {
-    bool json = llvm::sys::path::extension(outputPath) == ".json";
-    if (!json && llvm::sys::path::extension(outputPath) != ".mlir")
-      return fail("-o must name a .mlir or .json file, not '" + outputPath + "'");
-    if (!writeAtomically(outputPath, [&](llvm::raw_ostream &os) {
-          if (json)
-            return mlir::succeeded(lowerToProgram(*module, os));
-          module->print(os);
-          return true;
-        }))
-      return 1;
-  }
+  if (!outputPath.empty() && !writeAtomically(outputPath, [&](llvm::raw_ostream &os) {
+        os << planText;
+        return true;
+      }))
+    return 1;
   return 0;
 }

@@ -15,10 +15,13 @@
 #include "runtime/Program.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Files.h"
+#include "support/InputFile.h"
+#include "tools/Version.h"
 #if FSDP_HAVE_NCCL
 #include "runtime/DeviceExecutor.h"
 #endif
 
+#include <algorithm>
 #include <charconv>
 #include <dlfcn.h>
 #include <cmath>
@@ -35,51 +38,89 @@ using namespace fsdp;
 
 using runtime::chooseBlasKernels;
 
-static void usage() {
-  std::fprintf(stderr,
-               "usage: fsdp-run PLAN.json|PLAN.mlir [--backend threads|mpi|nccl] [--steps K] [--seed S]\n"
-               "         [--weights FILE.safetensors] [--data FILE] [--lr X] [--beta1 X]\n"
-               "         [--beta2 X] [--eps X] [--weight-decay X] [--clip-grad-norm X]\n"
-               "         [--grad-accum A] [--metrics FILE] [--save DIR] [--save-every N] [--keep K]\n"
-               "         [--resume DIR] [--lr-schedule constant|linear|cosine] [--warmup-steps W]\n"
-               "         [--min-lr X] [--eval-data FILE] [--eval-every N] [--eval-batches K]\n"
-               "         [--save-weights FILE.safetensors] [--trace FILE.json] [--log-every N]\n"
-               "         [--quiet]\n"
-               "  --backend nccl, one GPU a rank: world size 1 as it is; under mpirun (rank 0's\n"
-               "  NCCL id by MPI); or one process a rank on one node with\n"
-               "         --rank R --nccl-id-file PATH [--nccl-timeout SECONDS]\n"
-               "  (rank 0 writes the id to PATH, the others wait for it); with more than one\n"
-               "  rank, --nccl-timeout (300 s by default) bounds every wait on NCCL or a peer\n"
-               "  --save DIR: a checkpoint DIR/step-NNNNNNNN after every --save-every N steps\n"
-               "  (0, the default: none) and after the last, the --keep K newest kept (2);\n"
-               "  DIR is locked while the run lives. --resume DIR: its newest checkpoint,\n"
-               "  under this plan or any other of the same model and global batch\n"
-               "  --lr-schedule constant|linear|cosine (constant), --warmup-steps W (0),\n"
-               "  --min-lr X (0): step t <= W takes lr*t/W, then the schedule from --lr to\n"
-               "  --min-lr over the steps left. --eval-data FILE, --eval-every N (0: after\n"
-               "  the last step only), --eval-batches K (1): the held-out loss, eval_loss\n");
+static void usage(FILE *to) {
+  std::fprintf(
+      to,
+      "usage: fsdp-run PLAN.json|PLAN.mlir [options]\n"
+      "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
+      "\n"
+      "Launch:\n"
+      "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
+      "                        default); mpi: one process a rank (mpirun -np N; the default\n"
+      "                        under mpirun with more than one process); nccl: one GPU a rank\n"
+      "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
+      "                        before every rank stops, naming the ranks that did not arrive\n"
+      "                        (default 600; --nccl-timeout is the same flag)\n"
+      "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
+      "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
+      "Training:\n"
+      "  --steps K             optimizer steps (default 1)\n"
+      "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
+      "  --seed S              initialisation seed when no --weights are given (default 0)\n"
+      "  --weights FILE.safetensors  initial weights with HF names and layouts\n"
+      "                        (default: the seeded initialisation)\n"
+      "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
+      "                        synthetic tokens\n"
+      "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
+      "                        uint16 when the vocabulary has at most 65536 tokens)\n"
+      "  --lr X                AdamW learning rate (default 1e-3)\n"
+      "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
+      "  --eps X               AdamW epsilon (default 1e-8)\n"
+      "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
+      "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
+      "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
+      "                        down to --min-lr over the steps left (default constant)\n"
+      "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
+      "  --min-lr X            the schedule's last rate (default 0)\n"
+      "Evaluation:\n"
+      "  --eval-data FILE      held-out tokens (same width as --data); eval_loss in\n"
+      "                        --metrics and the progress line\n"
+      "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
+      "  --eval-batches K      batches an evaluation averages (default 1)\n"
+      "Outputs (their folders checked before step 1):\n"
+      "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
+      "  --trace FILE          the measured timeline, Chrome trace JSON\n"
+      "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
+      "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
+      "  --keep K              the K newest checkpoints kept (default 2)\n"
+      "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
+      "                        model and global batch)\n"
+      "  --save-weights FILE.safetensors  full weights with HF names after the last step\n"
+      "  --log-every N         a progress line every N steps (default 1)\n"
+      "  --quiet               no progress lines\n"
+      "  --help, --version\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
 // it stays far inside int64) and micro-steps a step accumulates.
 constexpr uint64_t kMaxCount = uint64_t(1) << 40;
 constexpr uint64_t kMaxGradAccum = uint64_t(1) << 20;
+// --timeout: beyond a year is no bound (and a deadline must not overflow).
+constexpr double kMaxTimeoutS = 365.0 * 24 * 3600;
+
+// The number of processes an MPI launcher started, read from the environment
+// it gives each (OpenMPI's mpirun, PMIx's prterun, MPICH's hydra): -1 when
+// not under a launcher, 0 when under one that does not say how many.
+static int64_t mpiLauncherSize(int64_t *rank) {
+  auto env = [](const char *name) -> const char * {
+    const char *v = std::getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  *rank = 0;
+  for (const char *r : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *v = env(r)) {
+      *rank = std::atoll(v);
+      break;
+    }
+  for (const char *n : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *v = env(n))
+      return std::max<int64_t>(std::atoll(v), 0);
+  return env("PMIX_RANK") || env("PMIX_NAMESPACE") ? 0 : -1;
+}
 
 static int fail(const std::string &msg) {
   std::fprintf(stderr, "fsdp-run: error: %s\n", msg.c_str());
   return 1;
-}
-
-static std::string human(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
 }
 
 #if FSDP_HAVE_NCCL
@@ -110,6 +151,20 @@ static const runtime::NcclBackend *loadNcclBackend(std::string &err) {
 }
 #endif
 
+// What fsdp-run reads of a plan before loading it: a regular file within
+// the limit on JSON input, nested within the limit (JSON's or MLIR's).
+static std::string checkPlanFile(const std::string &path) {
+  std::string text;
+  std::string err = support::readRegularFile(path, support::kMaxJsonBytes, "plan", &text);
+  if (!err.empty())
+    return err;
+  unsigned line = 0, col = 0;
+  bool mlir = path.size() > 5 && path.compare(path.size() - 5, 5, ".mlir") == 0;
+  err = mlir ? support::checkMlirDepth(text, &line, &col) : support::checkJsonDepth(text, &line, &col);
+  return err.empty() ? err
+                     : path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + err;
+}
+
 // Lowers a .mlir plan to its program with fsdp-translate, next to this binary.
 static std::string lowerMlir(const std::string &plan, const char *argv0, std::string &json) {
   std::string self(argv0);
@@ -134,7 +189,7 @@ static std::string lowerMlir(const std::string &plan, const char *argv0, std::st
 int main(int argc, char **argv) {
   chooseBlasKernels(argv);
   if (argc < 2) {
-    usage();
+    usage(stderr);
     return 2;
   }
   std::string planPath, backend = "threads", metricsPath, ncclIdFile;
@@ -142,14 +197,13 @@ int main(int argc, char **argv) {
   bool quiet = false;
   int64_t logEvery = 1;
   int64_t rankFlag = -1;
-  double ncclTimeout = 300;
-  bool timeoutGiven = false;
+  bool backendGiven = false;
   std::map<std::string, double *> doubles = {
       {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
       {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm},
       {"--min-lr", &o.minLr}};
   std::map<std::string, std::string *> strings = {
-      {"--backend", &backend}, {"--weights", &o.weights}, {"--data", &o.data},
+      {"--weights", &o.weights}, {"--data", &o.data},
       {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
       {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}, {"--nccl-id-file", &ncclIdFile},
       {"--eval-data", &o.evalData}};
@@ -188,7 +242,14 @@ int main(int argc, char **argv) {
       return n;
     };
     if (doubles.count(a)) {
-      *doubles[a] = number(value(), a);
+      double x = number(value(), a);
+      // AdamW's ranges, as torch.optim.AdamW checks them.
+      bool beta = a == "--beta1" || a == "--beta2";
+      if (beta ? !(x >= 0 && x < 1) : a == "--eps" ? !(x > 0) : !(x >= 0))
+        return fail(a + " must be " +
+                    (beta ? "from 0 to below 1" : a == "--eps" ? "above 0" : "at least 0") +
+                    ", not " + argv[i]);
+      *doubles[a] = x;
     } else if (strings.count(a)) {
       *strings[a] = value();
     } else if (a == "--steps") {
@@ -221,21 +282,31 @@ int main(int argc, char **argv) {
       o.keep = (int64_t)integer(value(), a, 1, kMaxCount);
     } else if (a == "--rank") {
       rankFlag = (int64_t)integer(value(), a, 0, INT32_MAX);
-    } else if (a == "--nccl-timeout") {
-      ncclTimeout = number(value(), a);
-      timeoutGiven = true;
-      if (!(ncclTimeout > 0))
-        return fail("--nccl-timeout expects seconds above 0");
+    } else if (a == "--backend") {
+      backend = value();
+      backendGiven = true;
+    } else if (a == "--data-dtype") {
+      o.dataDtype = value();
+      if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
+        return fail("--data-dtype expects uint16 or uint32, not '" + o.dataDtype + "'");
+    } else if (a == "--timeout" || a == "--nccl-timeout") {
+      o.timeoutS = number(value(), a);
+      if (!(o.timeoutS > 0) || o.timeoutS > kMaxTimeoutS)
+        return fail(a + " expects seconds above 0, at most " +
+                    std::to_string((long long)kMaxTimeoutS) + " (a year)");
     } else if (a == "--log-every") {
       logEvery = (int64_t)integer(value(), a, 1, INT64_MAX);
     } else if (a == "--quiet") {
       quiet = true;
     } else if (a == "--help" || a == "-h") {
-      usage();
+      usage(stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::printf("fsdp-run (fsdp) %s\n", FSDP_VERSION);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "fsdp-run: error: unknown option %s\n", a.c_str());
-      usage();
+      std::fprintf(stderr, "fsdp-run: error: unknown option %s (see fsdp-run --help)\n",
+                   a.c_str());
       return 2;
     } else if (planPath.empty()) {
       planPath = a;
@@ -244,7 +315,7 @@ int main(int argc, char **argv) {
     }
   }
   if (planPath.empty()) {
-    usage();
+    usage(stderr);
     return 2;
   }
   if (o.steps < 1 || o.gradAccum < 1)
@@ -255,9 +326,34 @@ int main(int argc, char **argv) {
     return fail("--min-lr must be from 0 to --lr (" + std::to_string(o.lr) + ")");
   if (backend != "threads" && backend != "mpi" && backend != "nccl")
     return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
+  // Under an MPI launcher with several processes each one runs this: the
+  // threads backend would run the whole job once per process.
+  int64_t launcherRank = 0, launcherSize = mpiLauncherSize(&launcherRank);
+  if (launcherSize == 0 || launcherSize > 1) {
+    std::string started = launcherSize > 1 ? "as one of " + std::to_string(launcherSize) +
+                                                 " processes"
+                                           : "under a PMIx launcher";
+    if (backendGiven && backend == "threads")
+      return launcherRank == 0
+                 ? fail("--backend threads: fsdp-run was started by an MPI launcher " + started +
+                        ", and each would run the whole job; use --backend mpi (the default "
+                        "under mpirun), or start one process")
+                 : 1;
+#if FSDP_HAVE_MPI
+    if (!backendGiven)
+      backend = "mpi";
+#else
+    if (!backendGiven)
+      return launcherRank == 0
+                 ? fail("fsdp-run was started by an MPI launcher " + started +
+                        ", but this fsdp-run was built without MPI: each would run the whole "
+                        "job; start one process")
+                 : 1;
+#endif
+  }
   // The file bootstrap of --backend nccl: both flags or neither.
-  if ((rankFlag >= 0 || !ncclIdFile.empty() || timeoutGiven) && backend != "nccl")
-    return fail("--rank, --nccl-id-file and --nccl-timeout are for --backend nccl");
+  if ((rankFlag >= 0 || !ncclIdFile.empty()) && backend != "nccl")
+    return fail("--rank and --nccl-id-file are for --backend nccl");
   if (!ncclIdFile.empty() && rankFlag < 0)
     return fail("--nccl-id-file needs --rank R, this process's rank");
   if (rankFlag >= 0 && ncclIdFile.empty())
@@ -315,6 +411,11 @@ int main(int argc, char **argv) {
     return rc;
   };
 
+  // The plan: a regular file of bounded size and nesting, checked before
+  // anything reads it (a FIFO would block the reader, /dev/zero fill memory).
+  std::string planErr = checkPlanFile(planPath);
+  if (!planErr.empty())
+    return finish(mpiRank == 0 ? fail(planErr) : 1);
   std::string programPath = planPath, tmp;
   if (planPath.size() > 5 && planPath.compare(planPath.size() - 5, 5, ".mlir") == 0) {
     std::string err = lowerMlir(planPath, argv[0], tmp);
@@ -353,7 +454,7 @@ int main(int argc, char **argv) {
   runtime::NcclBootstrap boot;
   if (backend == "nccl") {
     boot.worldSize = (int)p.worldSize;
-    boot.timeoutS = ncclTimeout;
+    boot.timeoutS = o.timeoutS;
     if (!ncclIdFile.empty()) {
       if (rankFlag >= p.worldSize)
         return fail("--rank " + std::to_string(rankFlag) + " is outside the plan's " +
@@ -435,7 +536,7 @@ int main(int argc, char **argv) {
                 backend == "mpi"    ? "MPI processes"
                 : backend == "nccl" ? "GPUs, NCCL"
                                     : "threads",
-                human(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
+                support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
                 (long long)o.gradAccum, (long long)G, kernels.c_str());
   }
   runtime::StepReport lastReport;
@@ -455,8 +556,8 @@ int main(int argc, char **argv) {
       std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
                   "%.3f s%s | peak %s per rank (predicted %s)\n",
                   (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
-                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), human(r.peakBytes).c_str(),
-                  human(r.predictedPeakBytes).c_str());
+                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), support::describeBytes(r.peakBytes).c_str(),
+                  support::describeBytes(r.predictedPeakBytes).c_str());
     }
     std::fflush(stdout);
     if (metricsPath.empty() || myRank != 0)
@@ -506,7 +607,7 @@ int main(int argc, char **argv) {
 #endif
   } else if (backend == "mpi") {
 #if FSDP_HAVE_MPI
-    auto comm = runtime::mpiCommunicator((int)p.shardSize);
+    auto comm = runtime::mpiCommunicator((int)p.shardSize, o.timeoutS);
     err = runtime::runRank(p, o, *comm, onStep);
     comm.reset();
     if (!err.empty()) // the failing rank has aborted the job; this is a peer
@@ -521,14 +622,14 @@ int main(int argc, char **argv) {
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s of device memory (kernel scratch, cuBLAS workspace, reduce-scatter "
                 "staging; NCCL's own buffers not counted)\n",
-                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
-                human(lastReport.outsideArenaBytes).c_str());
+                support::describeBytes(lastReport.outsideArenaBytes).c_str());
   else if (!quiet && lastReport.step > 0)
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s (communication staging and the token data)\n",
-                human(lastReport.peakBytes).c_str(), human(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
-                human(lastReport.outsideArenaBytes).c_str());
+                support::describeBytes(lastReport.outsideArenaBytes).c_str());
   return finish(0);
 }

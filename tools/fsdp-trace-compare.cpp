@@ -8,6 +8,8 @@
 // every step but the first (which warms caches and pages in the arena).
 //
 //===----------------------------------------------------------------------===//
+#include "tools/Version.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -84,9 +86,23 @@ static Totals totals(const json &doc, bool measured) {
   return t;
 }
 
+static const char *kUsage =
+    "usage: fsdp-trace-compare PREDICTED.json MEASURED.json\n"
+    "Compares fsdp-plan --trace (the predicted timeline) with fsdp-run --trace (the\n"
+    "measured one): milliseconds per phase and unit on rank 0, and their ratio.\n"
+    "  --help, --version\n";
+
 int main(int argc, char **argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("fsdp-trace-compare (fsdp) %s\n", FSDP_VERSION);
+    return 0;
+  }
   if (argc != 3) {
-    std::fprintf(stderr, "usage: fsdp-trace-compare PREDICTED.json MEASURED.json\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   json pred, meas;

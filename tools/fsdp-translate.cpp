@@ -8,6 +8,7 @@
 #include "planner/Import/Import.h"
 #include "planner/LowerToProgram.h"
 #include "planner/PlanUtils.h"
+#include "tools/LLVMTool.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -20,7 +21,8 @@ using namespace mlir;
 using namespace fsdp;
 
 static llvm::cl::opt<bool> noDropout(
-    "no-dropout", llvm::cl::desc("treat an HF config's dropout as 0 (fsdp trains without it)"),
+    "no-dropout",
+    llvm::cl::desc("treat an HF config's dropout as 0 (fsdp trains without it); default off"),
     llvm::cl::init(false));
 
 static OwningOpRef<Operation *> reportOrReturn(OwningOpRef<ModuleOp> module,
@@ -42,6 +44,9 @@ static StringRef bufferName(llvm::SourceMgr &sm) {
 }
 
 int main(int argc, char **argv) {
+  fsdp::tools::printFsdpVersion("fsdp-translate");
+  fsdp::tools::hideLibraryOptions();
+  noDropout.setHiddenFlag(llvm::cl::NotHidden); // this tool's own
   TranslateToMLIRRegistration importHF(
       "import-hf-config", "HF config.json to an nn.graph",
       [](llvm::SourceMgr &sm, MLIRContext *context) {

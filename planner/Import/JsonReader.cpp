@@ -1,5 +1,6 @@
 //===- JsonReader.cpp -----------------------------------------------------===//
 #include "planner/Import/JsonReader.h"
+#include "support/InputFile.h"
 
 #include <cmath>
 
@@ -14,6 +15,14 @@ std::string ImportError::str() const {
 }
 
 bool JsonReader::parse() {
+  // Nesting past the limit is refused before parsing: the reader, the
+  // locator and the error's formatting all recurse over the document.
+  std::string deep = support::checkJsonDepth(text, &error.line, &error.col);
+  if (!deep.empty()) {
+    error.file = file;
+    error.message = deep;
+    return false;
+  }
   try {
     doc = json::parse(text);
   } catch (const json::parse_error &e) {

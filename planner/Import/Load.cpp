@@ -1,5 +1,6 @@
 //===- Load.cpp - one entry point for the three input kinds ---------------===//
 #include "planner/Import/Import.h"
+#include "support/InputFile.h"
 
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -61,15 +62,27 @@ OwningOpRef<ModuleOp> fsdp::loadModel(StringRef path, MLIRContext *context,
   context->getOrLoadDialect<nn::NNDialect>();
   error = ImportError();
   error.file = path.str();
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError()) {
-    error.message = "cannot read the model: " + ec.message();
+  // A regular file of bounded size (a FIFO or /dev/zero is refused at once).
+  std::string contents;
+  std::string err =
+      support::readRegularFile(path.str(), support::kMaxJsonBytes, "model", &contents);
+  if (!err.empty()) {
+    error.message = err.substr(path.size() + 2); // ImportError::str() names the file
     return nullptr;
   }
-  StringRef text = (*buffer)->getBuffer();
+  StringRef text = contents;
 
-  if (llvm::sys::path::extension(path) == ".mlir")
+  if (llvm::sys::path::extension(path) == ".mlir") {
+    error.message = support::checkMlirDepth(contents, &error.line, &error.col);
+    if (!error.message.empty())
+      return nullptr;
     return importMLIR(text, path, context, error);
+  }
+
+  // Deep nesting is refused before any parser (recursive ones overflow).
+  error.message = support::checkJsonDepth(contents, &error.line, &error.col);
+  if (!error.message.empty())
+    return nullptr;
 
   // JSON: a graph says "format": "fsdp-graph"; anything else is read as an
   // HF config, whose importer explains what is missing.

@@ -6,6 +6,13 @@
 // by both at once. A rank that fails says why and aborts the job: mpirun then
 // stops every rank, naming the one that aborted.
 //
+// Collectives are nonblocking and polled with a deadline (--timeout), sleeping
+// between polls once a wait is long, so a rank waiting on a peer neither
+// spins a core nor waits forever. At the deadline it asks the group's members
+// on a communicator of its own which collectives they have reached (a member
+// answers whenever it polls); those that do not answer, or have not reached
+// this one, are named, and the job is aborted.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/kernels/cpu.h"
@@ -15,7 +22,11 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 using namespace fsdp::runtime;
@@ -32,12 +43,17 @@ void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
                                       fsdp::kernels::bf16ToFloat(b[i]));
 }
 
+// The question "which collectives have you reached?" and its answer travel on
+// the communicator `probe`: these tags never meet a collective's messages.
+constexpr int kAskTag = 1, kAnswerTag = 2;
+
 class MPICommunicator : public Communicator {
 public:
-  MPICommunicator(int shardSize) : Communicator(shardSize) {
+  MPICommunicator(int shardSize, double timeoutS) : Communicator(shardSize), timeoutS(timeoutS) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_dup(MPI_COMM_WORLD, &world);
+    MPI_Comm_dup(MPI_COMM_WORLD, &probe);
     MPI_Comm_split(MPI_COMM_WORLD, myRank / shardSize, myRank % shardSize, &shard);
     MPI_Comm_split(MPI_COMM_WORLD, myRank % shardSize, myRank / shardSize, &replica);
     MPI_Op_create(&sumBf16, /*commute=*/1, &bf16Sum);
@@ -47,6 +63,7 @@ public:
     MPI_Comm_free(&replica);
     MPI_Comm_free(&shard);
     MPI_Comm_free(&world);
+    MPI_Comm_free(&probe);
   }
 
   int rank() const override { return myRank; }
@@ -55,14 +72,19 @@ public:
   bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
     int me = memberIndex(g);
     bool inPlace = static_cast<const char *>(src) == static_cast<char *>(dst) + me * bytes;
-    return check(MPI_Allgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE, dst,
-                               (int)bytes, MPI_BYTE, comm(g)));
+    MPI_Request req;
+    return begin(g) && check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE,
+                                            dst, (int)bytes, MPI_BYTE, comm(g), &req)) &&
+           wait(&req, g, "all_gather");
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
     grow(count * 4);
     float *part = reinterpret_cast<float *>(staging.data());
-    if (!check(MPI_Reduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM, comm(g))))
+    MPI_Request req;
+    if (!begin(g) || !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM,
+                                                      comm(g), &req)) ||
+        !wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += part[k];
@@ -72,7 +94,10 @@ public:
   bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
     grow(count * 2);
     uint16_t *part = reinterpret_cast<uint16_t *>(staging.data());
-    if (!check(MPI_Reduce_scatter_block(src, part, (int)count, MPI_UINT16_T, bf16Sum, comm(g))))
+    MPI_Request req;
+    if (!begin(g) || !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T,
+                                                      bf16Sum, comm(g), &req)) ||
+        !wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += fsdp::kernels::bf16ToFloat(part[k]);
@@ -80,11 +105,17 @@ public:
   }
 
   bool allReduce(Group g, float *buf, int64_t count) override {
-    return check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g)));
+    MPI_Request req;
+    return begin(g) &&
+           check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) &&
+           wait(&req, g, "all_reduce");
   }
 
   bool allReduceScalar(Group g, double *value) override {
-    return check(MPI_Allreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comm(g)));
+    MPI_Request req;
+    return begin(g) &&
+           check(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comm(g), &req)) &&
+           wait(&req, g, "all_reduce of a scalar");
   }
 
   void abort(const std::string &why) override {
@@ -103,6 +134,96 @@ private:
     if ((int64_t)staging.size() < bytes)
       staging.resize(bytes);
   }
+  // Counts the collective on its group; a test's stalled rank
+  // (FSDP_TEST_STALL) stops its process here.
+  bool begin(Group g) {
+    ++reached[(int)g];
+    if (detail::stallHere(myRank, ++collectives))
+      std::raise(SIGSTOP);
+    return true;
+  }
+
+  // Polls `req` until it completes, answering peers' questions meanwhile;
+  // past the deadline, names who did not arrive and aborts the job.
+  bool wait(MPI_Request *req, Group g, const char *what) {
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(timeoutS));
+    auto nap = std::chrono::microseconds(0);
+    for (;;) {
+      int done = 0;
+      if (!check(MPI_Test(req, &done, MPI_STATUS_IGNORE)))
+        return false;
+      if (done)
+        return true;
+      answer();
+      auto now = Clock::now();
+      if (now >= deadline)
+        timedOut(g, what);
+      // A short wait spins (collectives take microseconds); a long one naps,
+      // up to half a millisecond between polls.
+      if (now - start > std::chrono::microseconds(200)) {
+        nap = std::min(std::chrono::microseconds(500), nap + std::chrono::microseconds(20));
+        std::this_thread::sleep_for(nap);
+      }
+    }
+  }
+
+  // Answers every pending question with the collectives reached per group.
+  void answer() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, probe, &flag, &st);
+      if (!flag)
+        return;
+      int q = 0;
+      MPI_Recv(&q, 1, MPI_INT, st.MPI_SOURCE, kAskTag, probe, MPI_STATUS_IGNORE);
+      long long counts[3] = {reached[0], reached[1], reached[2]};
+      MPI_Send(counts, 3, MPI_LONG_LONG, st.MPI_SOURCE, kAnswerTag, probe);
+    }
+  }
+
+  [[noreturn]] void timedOut(Group g, const char *what) {
+    std::vector<int> members = detail::groupRanks(*this, g);
+    std::vector<MPI_Request> asks;
+    std::vector<int> peers;
+    std::vector<long long> counts;
+    int q = 0;
+    for (int r : members)
+      if (r != myRank)
+        peers.push_back(r);
+    counts.assign(peers.size() * 3, -1);
+    std::vector<MPI_Request> answers(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+      MPI_Irecv(&counts[i * 3], 3, MPI_LONG_LONG, peers[i], kAnswerTag, probe, &answers[i]);
+      MPI_Request ask;
+      MPI_Isend(&q, 1, MPI_INT, peers[i], kAskTag, probe, &ask);
+      asks.push_back(ask);
+    }
+    // A member that is polling answers within milliseconds; give them a
+    // second, answering the others' questions meanwhile.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (int all = 0; !all && std::chrono::steady_clock::now() < until;) {
+      MPI_Testall((int)answers.size(), answers.data(), &all, MPI_STATUSES_IGNORE);
+      answer();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::vector<int> missing;
+    for (size_t i = 0; i < peers.size(); ++i)
+      if (counts[i * 3 + (int)g] < reached[(int)g])
+        missing.push_back(peers[i]);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", timeoutS);
+    std::string why = "rank " + std::to_string(myRank) + ": waited " + secs +
+                      " s (--timeout) at " + what + " over " + detail::groupName(g) + " for " +
+                      (missing.empty() ? std::string("its peers")
+                                       : detail::rankList(missing) + ", which did not arrive");
+    abort(why);
+    std::abort(); // MPI_Abort does not return
+  }
+
   bool check(int rc) {
     if (rc == MPI_SUCCESS)
       return true;
@@ -113,8 +234,11 @@ private:
     return false;
   }
 
+  double timeoutS;
   int myRank = 0, size = 1;
-  MPI_Comm world, shard, replica;
+  MPI_Comm world, shard, replica, probe;
+  long long reached[3] = {0, 0, 0}; // collectives begun per Group
+  int64_t collectives = 0;
   MPI_Op bf16Sum;
   std::vector<char> staging;
   std::string reason;
@@ -135,6 +259,6 @@ void fsdp::runtime::finalizeMPI() { MPI_Finalize(); }
 
 void fsdp::runtime::abortMPI() { MPI_Abort(MPI_COMM_WORLD, 1); }
 
-std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int shardSize) {
-  return std::make_unique<MPICommunicator>(shardSize);
+std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int shardSize, double timeoutS) {
+  return std::make_unique<MPICommunicator>(shardSize, timeoutS);
 }

@@ -11,7 +11,11 @@
 #include "runtime/kernels/cpu.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -38,11 +42,43 @@ int Communicator::memberIndex(Group g) const {
   return 0;
 }
 
+std::vector<int> fsdp::runtime::detail::groupRanks(const Communicator &comm, Group g) {
+  int n = comm.groupSize(g), G = comm.groupSize(Group::Shard), r = comm.rank();
+  std::vector<int> ranks(n);
+  for (int m = 0; m < n; ++m)
+    ranks[m] = g == Group::Shard ? (r / G) * G + m : g == Group::Replica ? m * G + r % G : m;
+  return ranks;
+}
+
+const char *fsdp::runtime::detail::groupName(Group g) {
+  return g == Group::Shard ? "the shard group" : g == Group::Replica ? "the replica group"
+                                                                     : "the world";
+}
+
+std::string fsdp::runtime::detail::rankList(const std::vector<int> &ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+bool fsdp::runtime::detail::stallHere(int rank, int64_t collective) {
+  static const std::pair<long long, long long> at = [] {
+    const char *v = std::getenv("FSDP_TEST_STALL");
+    long long r = -1, n = -1;
+    if (!v || std::sscanf(v, "%lld:%lld", &r, &n) != 2)
+      r = n = -1;
+    return std::make_pair(r, n);
+  }();
+  return at.first == rank && at.second == collective;
+}
+
 namespace fsdp::runtime {
 
 class ThreadsWorld {
 public:
-  ThreadsWorld(int worldSize, int shardSize) : worldSize(worldSize), shardSize(shardSize) {
+  ThreadsWorld(int worldSize, int shardSize, double timeoutS)
+      : worldSize(worldSize), shardSize(shardSize), timeoutS(timeoutS) {
     int replicas = worldSize / shardSize;
     for (int g = 0; g < replicas; ++g)
       shard.push_back(std::make_unique<GroupState>(shardSize));
@@ -52,10 +88,11 @@ public:
   }
 
   struct GroupState {
-    explicit GroupState(int size) : size(size), slots(size), scalars(size) {}
+    explicit GroupState(int size) : size(size), slots(size), scalars(size), here(size) {}
     int size;
     std::vector<const void *> slots;
     std::vector<double> scalars;
+    std::vector<char> here; // who has arrived at the current barrier
     std::mutex mu;
     std::condition_variable cv;
     int arrived = 0;
@@ -71,20 +108,46 @@ public:
     return *world;
   }
 
-  // Every member arrives, or the world has been aborted.
-  bool barrier(GroupState &s) {
+  // Every member arrives, or the world has been aborted, or --timeout
+  // passes: then the world is aborted naming the members that did not arrive
+  // (`comm` maps members to world ranks) and `what` was awaited.
+  bool barrier(GroupState &s, int member, const Communicator &comm, Group g, const char *what) {
     std::unique_lock<std::mutex> lock(s.mu);
     if (aborted())
       return false;
     int64_t gen = s.generation;
     if (++s.arrived == s.size) {
       s.arrived = 0;
+      std::fill(s.here.begin(), s.here.end(), 0);
       ++s.generation;
       s.cv.notify_all();
       return true;
     }
-    s.cv.wait(lock, [&] { return s.generation != gen || aborted(); });
-    return s.generation != gen;
+    s.here[member] = 1;
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeoutS));
+    if (s.cv.wait_until(lock, deadline, [&] { return s.generation != gen || aborted(); }))
+      return s.generation != gen;
+    // Only now, past the deadline: a world of thousands of ranks would pay
+    // for the list at every barrier.
+    std::vector<int> ranks = detail::groupRanks(comm, g), missing;
+    for (int m = 0; m < s.size; ++m)
+      if (!s.here[m])
+        missing.push_back(ranks[m]);
+    lock.unlock();
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", timeoutS);
+    abort("rank " + std::to_string(ranks[member]) + ": waited " + secs + " s (--timeout) at " +
+          what + " over " + detail::groupName(g) + " for " + detail::rankList(missing) +
+          ", which did not arrive");
+    return false;
+  }
+
+  // A rank that stops arriving (FSDP_TEST_STALL): holds until the world stops.
+  void stall() {
+    std::unique_lock<std::mutex> lock(world->mu);
+    world->cv.wait(lock, [&] { return aborted(); });
   }
 
   void abort(const std::string &why) {
@@ -112,6 +175,7 @@ public:
   }
 
   int worldSize, shardSize;
+  double timeoutS;
 
 private:
   std::vector<std::unique_ptr<GroupState>> shard, replica;
@@ -133,19 +197,35 @@ public:
   int rank() const override { return myRank; }
   int worldSize() const override { return world->worldSize; }
 
+  // Meets the group at collective `what`: false once the world is aborted.
+  bool meet(Group g, const char *what) {
+    auto &s = world->group(g, myRank);
+    return world->barrier(s, memberIndex(g), *this, g, what);
+  }
+  // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL).
+  bool begin() {
+    if (!detail::stallHere(myRank, ++collectives))
+      return true;
+    world->stall();
+    return false;
+  }
+
   // Publishes this member's buffer, meets the group, runs `work` on every
   // member's buffer (slots), and meets it again before anyone reuses one.
-  template <typename Work> bool exchange(Group g, const void *mine, Work work) {
+  template <typename Work>
+  bool exchange(Group g, const char *what, const void *mine, Work work) {
+    if (!begin())
+      return false;
     auto &s = world->group(g, myRank);
     s.slots[memberIndex(g)] = mine;
-    if (!world->barrier(s))
+    if (!meet(g, what))
       return false;
     work(s.slots, memberIndex(g));
-    return world->barrier(s);
+    return meet(g, what);
   }
 
   bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
-    return exchange(g, src, [&](const std::vector<const void *> &slots, int) {
+    return exchange(g, "all_gather", src, [&](const std::vector<const void *> &slots, int) {
       for (size_t j = 0; j < slots.size(); ++j) {
         char *to = static_cast<char *>(dst) + j * bytes;
         if (to != slots[j])
@@ -155,7 +235,7 @@ public:
   }
 
   bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
-    return exchange(g, src, [&](const std::vector<const void *> &slots, int me) {
+    return exchange(g, "reduce_scatter", src, [&](const std::vector<const void *> &slots, int me) {
       for (int64_t k = 0; k < count; ++k) {
         float sum = 0;
         for (const void *slot : slots)
@@ -166,7 +246,7 @@ public:
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
-    return exchange(g, src, [&](const std::vector<const void *> &slots, int me) {
+    return exchange(g, "reduce_scatter", src, [&](const std::vector<const void *> &slots, int me) {
       for (const void *slot : slots) {
         const float *part = static_cast<const float *>(slot) + me * count;
         for (int64_t k = 0; k < count; ++k)
@@ -180,13 +260,15 @@ public:
     int me = memberIndex(g), n = s.size;
     if (n == 1)
       return true;
+    if (!begin())
+      return false;
     // Each member sums one chunk of every member's buffer into its staging,
     // then writes that chunk back to every member.
     int64_t chunk = (count + n - 1) / n;
     if ((int64_t)staging.size() < chunk)
       staging.resize(chunk);
     s.slots[me] = buf;
-    if (!world->barrier(s))
+    if (!meet(g, "all_reduce"))
       return false;
     int64_t lo = std::min(count, me * chunk), hi = std::min(count, lo + chunk);
     std::fill(staging.begin(), staging.begin() + (hi - lo), 0.0f);
@@ -195,24 +277,26 @@ public:
       for (int64_t k = lo; k < hi; ++k)
         staging[k - lo] += peer[k];
     }
-    if (!world->barrier(s))
+    if (!meet(g, "all_reduce"))
       return false;
     for (int j = 0; j < n; ++j)
       std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo,
                   staging.data(), (hi - lo) * sizeof(float));
-    return world->barrier(s);
+    return meet(g, "all_reduce");
   }
 
   bool allReduceScalar(Group g, double *value) override {
+    if (!begin())
+      return false;
     auto &s = world->group(g, myRank);
     int me = memberIndex(g);
     s.scalars[me] = *value;
-    if (!world->barrier(s))
+    if (!meet(g, "all_reduce of a scalar"))
       return false;
     double sum = 0;
     for (int j = 0; j < s.size; ++j)
       sum += s.scalars[j];
-    if (!world->barrier(s))
+    if (!meet(g, "all_reduce of a scalar"))
       return false;
     *value = sum;
     return true;
@@ -225,13 +309,15 @@ public:
 private:
   std::shared_ptr<ThreadsWorld> world;
   int myRank;
+  std::atomic<int64_t> collectives{0}; // both streams' threads make them
   std::vector<float> staging;
 };
 
 } // namespace
 
-std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, int shardSize) {
-  return std::make_shared<ThreadsWorld>(worldSize, shardSize);
+std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, int shardSize,
+                                                                double timeoutS) {
+  return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS);
 }
 
 std::unique_ptr<Communicator> fsdp::runtime::threadsCommunicator(

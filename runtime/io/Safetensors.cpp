@@ -1,5 +1,6 @@
 //===- Safetensors.cpp ----------------------------------------------------===//
 #include "runtime/io/Safetensors.h"
+#include "support/InputFile.h"
 #include "runtime/io/Files.h"
 
 #include <nlohmann/json.hpp>
@@ -34,13 +35,15 @@ static int64_t elementSize(const std::string &dtype) {
 
 std::string SafetensorsReader::open(const std::string &p) {
   path = p;
-  fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: a FIFO is refused below, not waited on.
+  fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return path + ": cannot open the weights: " + std::strerror(errno);
   struct stat st;
   fstat(fd, &st);
   if (!S_ISREG(st.st_mode))
-    return path + ": cannot open the weights: not a file";
+    return path + ": cannot open the weights: " + support::fileKind(st.st_mode) +
+           ", not a regular file";
   fileSize = st.st_size;
   uint64_t headerLen = 0;
   if (fileSize < 8 || ::pread(fd, &headerLen, 8, 0) != 8)
@@ -52,6 +55,10 @@ std::string SafetensorsReader::open(const std::string &p) {
   if (::pread(fd, header.data(), headerLen, 8) != (ssize_t)headerLen)
     return path + ": cannot read the safetensors header";
   dataStart = 8 + headerLen;
+  unsigned line = 0, col = 0;
+  std::string deep = support::checkJsonDepth(header, &line, &col);
+  if (!deep.empty())
+    return path + ": malformed safetensors header: " + deep;
   json j;
   try {
     j = json::parse(header);

@@ -4,7 +4,8 @@
 usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps K
                     --global-batch G --seq-len S [--grad-accum A] [--lr 1e-3]
                     [--beta1 0.9] [--beta2 0.95] [--eps 1e-8] [--weight-decay 0.1]
-                    [--clip-grad-norm X] [--dtype f32|f64] [--bf16-params]
+                    [--clip-grad-norm X] [--data-dtype uint16|uint32]
+                    [--dtype f32|f64] [--bf16-params]
                     [--metrics OUT.jsonl] [--save-weights OUT.safetensors]
                     [--save-dtype f32|f64] [--no-dropout] [--threads N]
                     [--lr-schedule constant|linear|cosine] [--warmup-steps W] [--min-lr X]
@@ -105,8 +106,11 @@ def save_weights(model, path, tensors, mapping, dtype):
     safetensors_io.save(out, path, metadata={"format": "pt"})
 
 
-def load_tokens(path, vocab):
-    data = np.fromfile(path, dtype="<u2")
+def load_tokens(path, vocab, dtype=None):
+    """Tokens of `dtype` (uint16 or uint32); by default the narrowest that holds
+    the vocabulary (uint16 up to 65536 tokens), as fsdp-run's --data-dtype."""
+    dtype = dtype or ("uint16" if vocab <= 65536 else "uint32")
+    data = np.fromfile(path, dtype="<u2" if dtype == "uint16" else "<u4")
     if data.size and int(data.max()) >= vocab:
         die(f"{path}: token {int(data.max())} is out of range for vocab_size {vocab}")
     return torch.from_numpy(data.astype(np.int64))
@@ -144,6 +148,8 @@ def main(argv=None):
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip-grad-norm", type=float, default=0.0)
+    ap.add_argument("--data-dtype", choices=("uint16", "uint32"),
+                    help="token width of --data (default: uint16 when the vocabulary fits)")
     ap.add_argument("--dtype", choices=("f32", "f64"), default="f32")
     ap.add_argument("--bf16-params", action="store_true")
     ap.add_argument("--metrics")
@@ -186,7 +192,7 @@ def main(argv=None):
         die(f"--seq-len {S} exceeds n_positions = {model.max_seq_len}")
     tensors, mapping = load_weights(model, a.weights)
 
-    data = load_tokens(a.data, model.c["vocab"])
+    data = load_tokens(a.data, model.c["vocab"], a.data_dtype)
     if data.numel() < S + 2:
         die(f"{a.data}: {data.numel()} tokens; need at least seq_len + 2 = {S + 2}")
 

@@ -96,6 +96,46 @@ TEST(Dataset, RefusesWhatCannotBeTrainedOn) {
   std::remove(path.c_str());
   path = writeTokens({1, 2, 3, 4, 10, 5});
   EXPECT_EQ(d.open(path, p),
-            path + ": token 10 at position 4 is outside the model's vocabulary of 10");
+            path + ": token 10 at byte offset 8 (uint16 token 4) is outside the model's vocabulary "
+                   "of 10");
+  std::remove(path.c_str());
+}
+
+// uint32 tokens (--data-dtype, by default from a vocabulary above 65536): read
+// whole, values past 65535 kept; a cut token and a token past the vocabulary
+// named by byte offset; uint32 data read as uint16 refused.
+TEST(Dataset, ReadsUint32Tokens) {
+  program::Program p = shapeOnly(1, 4, 1, 128256);
+  std::vector<uint16_t> halves; // little-endian uint32 as pairs of uint16
+  for (uint32_t t = 0; t < 20; ++t) {
+    uint32_t v = 70000 + t * 1000;
+    halves.push_back((uint16_t)(v & 0xffff));
+    halves.push_back((uint16_t)(v >> 16));
+  }
+  std::string path = writeTokens(halves);
+  io::Dataset d;
+  ASSERT_EQ(d.open(path, p), "");
+  EXPECT_EQ(d.width(), 4);
+  ASSERT_EQ(d.size(), 20);
+  EXPECT_EQ(d.token(19), 70000 + 19 * 1000);
+  EXPECT_EQ(d.open(path, p, "uint16"), "--data-dtype uint16 cannot hold the model's vocabulary "
+                                       "of 128256 tokens; use uint32");
+  program::Program small = shapeOnly(1, 4, 1, 80000);
+  EXPECT_EQ(d.open(path, small, "uint32"),
+            path + ": token 80000 at byte offset 40 (uint32 token 10) is outside the model's "
+                   "vocabulary of 80000");
+  std::remove(path.c_str());
+  path = writeTokens({1, 2, 3, 4, 5, 6, 7});
+  EXPECT_EQ(d.open(path, p), path + ": 14 bytes is not a whole number of uint32 tokens (4 bytes "
+                                    "each): the token at byte offset 12 is cut short "
+                                    "(--data-dtype)");
+  std::remove(path.c_str());
+  std::vector<uint16_t> pairs;
+  for (int i = 0; i < 64; ++i)
+    pairs.push_back(i % 2 ? 0 : (uint16_t)(i % 7 + 1));
+  path = writeTokens(pairs);
+  EXPECT_EQ(d.open(path, shapeOnly(1, 4, 1, 10)),
+            path + ": read as uint16 tokens, every second one is 0: these look like uint32 "
+                   "tokens; say --data-dtype uint32 (or uint16 data without this pattern)");
   std::remove(path.c_str());
 }

@@ -34,7 +34,8 @@ template <class F> double bestOf(int reps, F f) {
   for (int rep = 0; rep < reps; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -42,8 +43,8 @@ template <class F> double bestOf(int reps, F f) {
 int square(int n) {
   std::vector<float> a(size_t(n) * n, 1.0f), b(size_t(n) * n, 0.5f), c(size_t(n) * n);
   double best = bestOf(5, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n,
-                0, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0,
+                c.data(), n);
   });
   std::printf("sgemm %d^3, one thread: %.1f GFLOP/s\n", n, 2.0 * n * n * n / best / 1e9);
   return 0;
@@ -73,15 +74,13 @@ int gpt2Floor(int64_t layers, int64_t d, int64_t vocab, int64_t n) {
         y(size_t(n * p.out)), dy(size_t(n * p.out), 0.03f), dx(size_t(n * p.in)),
         dw(size_t(p.in * p.out));
     const double fwd = bestOf(7, [&] {
-      fsdp::kernels::linearForward(x.data(), w.data(), nullptr, y.data(), n, p.in, p.out,
-                                   p.layout);
+      fsdp::kernels::linearForward(x.data(), w.data(), nullptr, y.data(), n, p.in, p.out, p.layout);
     });
     const double gin = bestOf(7, [&] {
       fsdp::kernels::linearBackwardInput(dy.data(), w.data(), dx.data(), n, p.in, p.out, p.layout);
     });
     const double gw = bestOf(7, [&] {
-      fsdp::kernels::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, p.in, p.out,
-                                          p.layout);
+      fsdp::kernels::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, p.in, p.out, p.layout);
     });
     const double f = 2.0 * n * p.in * p.out;
     std::printf("  %-12s [%lld x %lld] x%lld: forward %.2f ms, grad input %.2f ms, grad weight "

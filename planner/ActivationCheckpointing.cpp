@@ -1,6 +1,6 @@
 //===- ActivationCheckpointing.cpp - recompute blocks in backward ---------===//
-#include "planner/PlanUtils.h"
 #include "planner/Passes.h"
+#include "planner/PlanUtils.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"

@@ -37,11 +37,16 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
 
 const char *fsdp::categoryName(BufferCategory c) {
   switch (c) {
-  case BufferCategory::Params: return "params";
-  case BufferCategory::Grads: return "grads";
-  case BufferCategory::Optimizer: return "optimizer";
-  case BufferCategory::Unsharded: return "unsharded";
-  case BufferCategory::Activations: return "activations";
+  case BufferCategory::Params:
+    return "params";
+  case BufferCategory::Grads:
+    return "grads";
+  case BufferCategory::Optimizer:
+    return "optimizer";
+  case BufferCategory::Unsharded:
+    return "unsharded";
+  case BufferCategory::Activations:
+    return "activations";
   }
   return "?";
 }
@@ -110,14 +115,14 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   for (plan::UnitOp u : getUnits(module)) {
     int64_t bytes = u.getShardNumel() * 4;
     std::string n = u.getSymName().str();
-    model.buffers.push_back({n + ".shard", BufferCategory::Params, BufferRole::UnitShard, bytes,
-                             0, last, u, 0});
-    model.buffers.push_back({n + ".grad_shard", BufferCategory::Grads,
-                             BufferRole::UnitGradShard, bytes, 0, last, u, 0});
-    model.buffers.push_back({n + ".exp_avg", BufferCategory::Optimizer, BufferRole::UnitExpAvg,
+    model.buffers.push_back(
+        {n + ".shard", BufferCategory::Params, BufferRole::UnitShard, bytes, 0, last, u, 0});
+    model.buffers.push_back({n + ".grad_shard", BufferCategory::Grads, BufferRole::UnitGradShard,
                              bytes, 0, last, u, 0});
-    model.buffers.push_back({n + ".exp_avg_sq", BufferCategory::Optimizer,
-                             BufferRole::UnitExpAvgSq, bytes, 0, last, u, 0});
+    model.buffers.push_back(
+        {n + ".exp_avg", BufferCategory::Optimizer, BufferRole::UnitExpAvg, bytes, 0, last, u, 0});
+    model.buffers.push_back({n + ".exp_avg_sq", BufferCategory::Optimizer, BufferRole::UnitExpAvgSq,
+                             bytes, 0, last, u, 0});
   }
 
   auto lastUse = [&](Value v, int64_t def) {
@@ -194,14 +199,14 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
         continue;
       auto bytes = boundedTensorBytes(r.getType(), B, S);
       if (!bytes)
-        return tooLarge(op.emitOpError() << "result #" << r.getResultNumber() << " of type "
-                                         << r.getType());
-      model.buffers.push_back({"", cat, BufferRole::Value, *bytes, p, lastUse(r, p), &op,
-                               r.getResultNumber()});
+        return tooLarge(op.emitOpError()
+                        << "result #" << r.getResultNumber() << " of type " << r.getType());
+      model.buffers.push_back(
+          {"", cat, BufferRole::Value, *bytes, p, lastUse(r, p), &op, r.getResultNumber()});
     }
     if (int64_t s = scratchBytes(&op, B, S))
-      model.buffers.push_back({"", BufferCategory::Activations, BufferRole::Scratch, s, p, p,
-                               &op, 0});
+      model.buffers.push_back(
+          {"", BufferCategory::Activations, BufferRole::Scratch, s, p, p, &op, 0});
   }
   // Each buffer is at most kMaxPlanBytes, so the sum cannot overflow before
   // it passes the limit.

@@ -25,12 +25,15 @@ enum class BufferCategory {
 const char *categoryName(BufferCategory c);
 
 enum class BufferRole {
-  UnitShard, UnitGradShard, UnitExpAvg, UnitExpAvgSq, // owner: the unit
-  Gathered,                                           // owner: the all_gather
-  GradsFull,                                          // owner: the alloc
-  Input,                                              // owner: null; index: argument
-  Value,                                              // owner: op; index: result
-  Scratch,                                            // owner: op
+  UnitShard,
+  UnitGradShard,
+  UnitExpAvg,
+  UnitExpAvgSq, // owner: the unit
+  Gathered,     // owner: the all_gather
+  GradsFull,    // owner: the alloc
+  Input,        // owner: null; index: argument
+  Value,        // owner: op; index: result
+  Scratch,      // owner: op
 };
 
 struct Buffer {

@@ -161,15 +161,24 @@ struct OpCost {
 // Element-wise arithmetic per element, counting a transcendental function
 // as about 10 operations; the kernels' loops have these shapes.
 double elementFlops(Operation *op) {
-  if (isa<nn::GeluOp>(op)) return 20;
-  if (isa<nn::GeluGradOp>(op)) return 30;
-  if (isa<nn::SiluMulOp>(op)) return 15;
-  if (isa<nn::SiluMulGradOp>(op)) return 25;
-  if (isa<nn::LayerNormOp, nn::RMSNormOp>(op)) return 8;
-  if (isa<nn::LayerNormGradOp, nn::RMSNormGradOp>(op)) return 16;
-  if (isa<nn::RopeOp>(op)) return 20;
-  if (isa<nn::CrossEntropyOp>(op)) return 20;     // per logit: max, exp, sum
-  if (isa<nn::CrossEntropyGradOp>(op)) return 45; // and the softmax written back
+  if (isa<nn::GeluOp>(op))
+    return 20;
+  if (isa<nn::GeluGradOp>(op))
+    return 30;
+  if (isa<nn::SiluMulOp>(op))
+    return 15;
+  if (isa<nn::SiluMulGradOp>(op))
+    return 25;
+  if (isa<nn::LayerNormOp, nn::RMSNormOp>(op))
+    return 8;
+  if (isa<nn::LayerNormGradOp, nn::RMSNormGradOp>(op))
+    return 16;
+  if (isa<nn::RopeOp>(op))
+    return 20;
+  if (isa<nn::CrossEntropyOp>(op))
+    return 20; // per logit: max, exp, sum
+  if (isa<nn::CrossEntropyGradOp>(op))
+    return 45; // and the softmax written back
   return 0;
 }
 
@@ -373,12 +382,13 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       double seconds = 0;
       if (isa<plan::AllGatherOp>(op))
         seconds = collectiveSeconds(CollectiveKind::AllGather,
-                                    u.getPaddedNumel() * (double)collectiveElementBytes(&op),
-                                    group, shardLink);
+                                    u.getPaddedNumel() * (double)collectiveElementBytes(&op), group,
+                                    shardLink);
       else if (isa<plan::ReduceScatterOp>(op)) {
         double bytes = u.getPaddedNumel() * (double)collectiveElementBytes(&op);
-        seconds = group > 1 ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
-                            : 2 * bytes / (c.memoryBandwidth * c.memoryEfficiency);
+        seconds = group > 1
+                      ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
+                      : 2 * bytes / (c.memoryBandwidth * c.memoryEfficiency);
       } else if (isa<plan::AllReduceOp>(op))
         seconds = collectiveSeconds(CollectiveKind::AllReduce, u.getShardNumel() * 4.0,
                                     world / group, replicaLink);
@@ -455,25 +465,42 @@ nlohmann::ordered_json fsdp::predictedTrace(const Prediction &p, int64_t worldSi
   ojson events = ojson::array();
   int64_t ranks = std::min(worldSize, maxRanks);
   for (int64_t r = 0; r < ranks; ++r) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r},
                       {"args", {{"name", "rank " + std::to_string(r) + " (predicted)"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 1},
                       {"args", {{"name", "comm"}}}});
     for (const TraceEvent &e : p.events) {
-      ojson ev = {{"name", e.name}, {"cat", e.phase}, {"ph", "X"}, {"pid", r},
-                  {"tid", e.stream}, {"ts", e.start * 1e6}, {"dur", e.duration * 1e6},
+      ojson ev = {{"name", e.name},
+                  {"cat", e.phase},
+                  {"ph", "X"},
+                  {"pid", r},
+                  {"tid", e.stream},
+                  {"ts", e.start * 1e6},
+                  {"dur", e.duration * 1e6},
                   {"args", {{"unit", e.unit}, {"phase", e.phase}}}};
       if (!e.module.empty())
         ev["args"]["module"] = e.module;
       events.push_back(ev);
     }
     for (auto [t, bytes] : p.liveBytes)
-      events.push_back({{"name", "memory"}, {"ph", "C"}, {"pid", r}, {"ts", t * 1e6},
+      events.push_back({{"name", "memory"},
+                        {"ph", "C"},
+                        {"pid", r},
+                        {"ts", t * 1e6},
                         {"args", {{"live bytes", bytes}}}});
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"},
-          {"otherData", {{"kind", "predicted"}, {"world_size", worldSize},
-                         {"step_time_s", p.stepTimeS}}}};
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"kind", "predicted"}, {"world_size", worldSize}, {"step_time_s", p.stepTimeS}}}};
 }

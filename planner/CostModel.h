@@ -67,8 +67,8 @@ struct Prediction {
   double stepTimeS = 0, microStepTimeS = 0, optimizerTimeS = 0;
   double computeS = 0, commS = 0, exposedCommS = 0; // per micro-step
   double tokensPerS = 0, mfu = 0, modelFlopsPerStep = 0;
-  std::vector<TraceEvent> events;                        // one micro-step, then the optimizer
-  std::vector<std::pair<double, int64_t>> liveBytes;     // (time, bytes)
+  std::vector<TraceEvent> events;                    // one micro-step, then the optimizer
+  std::vector<std::pair<double, int64_t>> liveBytes; // (time, bytes)
 };
 
 /// Simulates one optimizer step (`gradAccum` micro-steps) of a planned module.
@@ -76,7 +76,8 @@ Prediction predict(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAc
 
 /// Chrome trace (Perfetto) of a prediction: a pid per rank (the first
 /// `maxRanks`), compute and comm threads, memory counters.
-nlohmann::ordered_json predictedTrace(const Prediction &p, int64_t worldSize, int64_t maxRanks = 16);
+nlohmann::ordered_json predictedTrace(const Prediction &p, int64_t worldSize,
+                                      int64_t maxRanks = 16);
 
 } // namespace fsdp
 

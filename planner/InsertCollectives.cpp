@@ -1,6 +1,6 @@
 //===- InsertCollectives.cpp - gathers, reductions and frees --------------===//
-#include "planner/PlanUtils.h"
 #include "planner/Passes.h"
+#include "planner/PlanUtils.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_INSERTCOLLECTIVES
@@ -19,8 +19,7 @@ struct UnitUses {
   Operation *lastGrad = nullptr;     // the last fsdp.grad of the unit
 };
 
-struct InsertCollectivesPass
-    : public fsdp::impl::InsertCollectivesBase<InsertCollectivesPass> {
+struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCollectivesPass> {
   using InsertCollectivesBase::InsertCollectivesBase;
 
   void runOnOperation() override {
@@ -169,14 +168,18 @@ struct InsertCollectivesPass
       b.setInsertionPoint(before);
       for (Value e : pendingEvents)
         b.create<plan::WaitOp>(loc, e);
-      b.create<plan::FreeOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(pendingUnit));
+      b.create<plan::FreeOp>(loc,
+                             plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
+                             ref(pendingUnit));
       pendingEvents.clear();
       pendingUnit = {};
     };
     for (plan::UnitOp u : reduced) {
       UnitUses &s = uses[u];
       b.setInsertionPoint(s.firstGradDef);
-      b.create<plan::AllocOp>(loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(u), IntegerAttr());
+      b.create<plan::AllocOp>(loc,
+                              plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
+                              ref(u), IntegerAttr());
       b.setInsertionPointAfter(s.lastGrad);
       auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), plan::DtypeAttr());
       ++numCollectives;

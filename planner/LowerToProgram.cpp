@@ -30,7 +30,7 @@ std::string dtypeName(Type t) {
 
 // A program tensor's dtype (checkProgramDtypes has allowed only these).
 program::DType programDtype(StringRef name) {
-  return name == "i64" ? program::DType::I64
+  return name == "i64"    ? program::DType::I64
          : name == "bf16" ? program::DType::BF16
                           : program::DType::F32;
 }
@@ -101,8 +101,8 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
     }
     auto it = gatherOffset.find(u);
     if (it == gatherOffset.end())
-      return user->emitOpError() << "reads '" << p.getName() << "' while unit @"
-                                 << u.getSymName() << " is not gathered";
+      return user->emitOpError() << "reads '" << p.getName() << "' while unit @" << u.getSymName()
+                                 << " is not gathered";
     base = it->second;
   }
   int64_t idx = llvm::find(u.getParams(), p.getNameAttr()) - u.getParams().begin();
@@ -206,8 +206,7 @@ LogicalResult checkProgramDtypes(plan::StepOp step) {
   const char *why = ", which a program does not hold (f32, bf16 and i64: what fsdp-run executes)";
   for (BlockArgument a : step.getBody().front().getArguments())
     if (isa<ShapedType>(a.getType()) && !isProgramDtype(a.getType()))
-      return step.emitOpError() << "argument " << a.getArgNumber() << " is " << a.getType()
-                                << why;
+      return step.emitOpError() << "argument " << a.getArgNumber() << " is " << a.getType() << why;
   WalkResult walk = step.walk([&](Operation *op) {
     for (OpResult r : op->getResults())
       if (isa<ShapedType>(r.getType()) && !isProgramDtype(r.getType())) {
@@ -232,8 +231,8 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
   // takes at most 2^20, though a plan may be made for more to be predicted.
   if (int64_t world = step.getWorldSizeOr1(); world > program::kMaxRanks)
     return step.emitOpError() << "is for world_size " << world
-                              << ", more ranks than fsdp-run runs (at most "
-                              << program::kMaxRanks << ")";
+                              << ", more ranks than fsdp-run runs (at most " << program::kMaxRanks
+                              << ")";
   for (auto [name, value] : {std::pair{"model", step.getModelAttr()},
                              {"model_type", step.getModelTypeAttr()},
                              {"block_prefix", step.getBlockPrefixAttr()}})
@@ -267,8 +266,8 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
       // The unit's flat layout holds each parameter whole.
       auto type = p.getType();
       if (!type.hasStaticShape() || type.getNumElements() != u.getSizes()[k])
-        return p.emitOpError() << "is " << type << ", but unit @" << u.getSymName()
-                               << " holds " << u.getSizes()[k] << " elements of it";
+        return p.emitOpError() << "is " << type << ", but unit @" << u.getSymName() << " holds "
+                               << u.getSizes()[k] << " elements of it";
     }
   }
   // A program is JSON, whose strings are UTF-8; MLIR's may hold any bytes.
@@ -349,9 +348,9 @@ LogicalResult Lowering::run(raw_ostream &os) {
 
   Block &block = step.getBody().front();
   for (BlockArgument arg : block.getArguments())
-    valueTensor[arg] = tensorId(
-        concreteShape(arg.getType(), B, S), dtypeName(arg.getType()),
-        arg.getArgNumber() == 0 ? *step.getTokensOffset() : *step.getTargetsOffset());
+    valueTensor[arg] =
+        tensorId(concreteShape(arg.getType(), B, S), dtypeName(arg.getType()),
+                 arg.getArgNumber() == 0 ? *step.getTokensOffset() : *step.getTargetsOffset());
 
   program::Stream *phases[2] = {&prog.microStep, &prog.optimizer};
   int phase = 0;

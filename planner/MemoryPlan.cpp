@@ -40,8 +40,8 @@ int64_t assignOffsets(BufferModel &model) {
     return a->bytes > b->bytes;
   });
 
-  std::map<int64_t, int64_t> freeByOffset;             // offset -> size
-  std::set<std::pair<int64_t, int64_t>> freeBySize;     // (size, offset)
+  std::map<int64_t, int64_t> freeByOffset;          // offset -> size
+  std::set<std::pair<int64_t, int64_t>> freeBySize; // (size, offset)
   int64_t top = base, arena = base;
   auto addFree = [&](int64_t off, int64_t size) {
     auto next = freeByOffset.lower_bound(off);

@@ -1,6 +1,6 @@
 //===- MixedPrecision.cpp - bf16 parameters, f32 master state -------------===//
-#include "planner/PlanUtils.h"
 #include "planner/Passes.h"
+#include "planner/PlanUtils.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_MIXEDPRECISION

@@ -32,8 +32,8 @@ std::string fsdp::humanBytes(int64_t bytes) {
 
 static std::string moduleOf(StringRef name, StringRef blockPrefix) {
   // Parameters inside a block belong to the block: "transformer.h.3".
-  if (!blockPrefix.empty() && name.starts_with(blockPrefix) &&
-      name.size() > blockPrefix.size() && name[blockPrefix.size()] == '.') {
+  if (!blockPrefix.empty() && name.starts_with(blockPrefix) && name.size() > blockPrefix.size() &&
+      name[blockPrefix.size()] == '.') {
     StringRef rest = name.drop_front(blockPrefix.size() + 1);
     return (blockPrefix + "." + rest.take_until([](char c) { return c == '.'; })).str();
   }
@@ -79,14 +79,13 @@ ModelSummary fsdp::summarize(nn::GraphOp graph) {
 
 void fsdp::printSummary(const ModelSummary &s, llvm::raw_ostream &os) {
   os << "model " << s.name << " (" << s.modelType << "): " << withCommas(s.parameters)
-     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes)
-     << "; " << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n\n";
+     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; "
+     << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n\n";
   size_t width = 6;
   for (const ModuleRow &r : s.modules)
     width = std::max(width, r.module.size());
-  os << llvm::left_justify("module", width) << "  " << llvm::right_justify("parameters", 16)
-     << "  " << llvm::right_justify("tensors", 7) << "  " << llvm::right_justify("bytes", 10)
-     << "\n";
+  os << llvm::left_justify("module", width) << "  " << llvm::right_justify("parameters", 16) << "  "
+     << llvm::right_justify("tensors", 7) << "  " << llvm::right_justify("bytes", 10) << "\n";
   for (const ModuleRow &r : s.modules) {
     os << llvm::left_justify(r.module, width) << "  "
        << llvm::right_justify(withCommas(r.params), 16) << "  "

@@ -16,8 +16,8 @@ namespace fsdp {
 /// module outside the blocks (`transformer.wte`, `lm_head`).
 struct ModuleRow {
   std::string module;
-  int64_t params = 0;  // elements
-  int64_t bytes = 0;   // in the stored dtype
+  int64_t params = 0; // elements
+  int64_t bytes = 0;  // in the stored dtype
   int64_t tensors = 0;
   std::vector<std::string> alsoUsedBy; // modules that reuse a weight (tied heads)
 };

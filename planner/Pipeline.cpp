@@ -66,8 +66,8 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
     f.fragmentationBytes = mem.getFragmentationBytes();
   }
   for (plan::UnitOp u : getUnits(module))
-    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(),
-                       u.getPaddedNumel(), u.getShardNumel()});
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(), u.getPaddedNumel(),
+                       u.getShardNumel()});
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
   auto byName = unitsByName(module);
@@ -110,8 +110,11 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["reduce_dtype"] = o.reduceDtype;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
-    units.push_back({{"name", u.name}, {"module", u.module}, {"params", u.params},
-                     {"bytes", u.params * 4}, {"padded_numel", u.paddedNumel},
+    units.push_back({{"name", u.name},
+                     {"module", u.module},
+                     {"params", u.params},
+                     {"bytes", u.params * 4},
+                     {"padded_numel", u.paddedNumel},
                      {"shard_numel", u.shardNumel}});
   r["units"] = units;
   r["memory"] = {{"peak_bytes", f.peakBytes},
@@ -141,12 +144,10 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   return r;
 }
 
-void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
-                            const PlanFigures &f, std::optional<int64_t> budget,
-                            llvm::raw_ostream &os) {
-  os << "model " << model.name << " (" << model.modelType << "): "
-     << withCommas(model.parameters) << " parameters, " << humanBytes(model.paramBytes)
-     << "\n";
+void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, const PlanFigures &f,
+                            std::optional<int64_t> budget, llvm::raw_ostream &os) {
+  os << "model " << model.name << " (" << model.modelType << "): " << withCommas(model.parameters)
+     << " parameters, " << humanBytes(model.paramBytes) << "\n";
   os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
      << o.shardGroup() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
      << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
@@ -172,8 +173,8 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
 
   os << "\nmemory per rank at the peak\n";
   auto row = [&](StringRef what, int64_t bytes) {
-    os << "  " << llvm::left_justify(what, 34) << llvm::right_justify(withCommas(bytes), 18)
-       << "  " << llvm::right_justify(humanBytes(bytes), 10) << "\n";
+    os << "  " << llvm::left_justify(what, 34) << llvm::right_justify(withCommas(bytes), 18) << "  "
+       << llvm::right_justify(humanBytes(bytes), 10) << "\n";
   };
   row("parameter shards", f.paramsBytes);
   row("gradient shards", f.gradsBytes);
@@ -184,9 +185,9 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o,
   row("peak (the arena)", f.peakBytes);
   if (budget)
     row(f.peakBytes <= *budget ? "budget (fits)" : "budget (does NOT fit)", *budget);
-  os << "\ncommunication per rank per micro-step: all_gather "
-     << humanBytes(f.allGatherBytes) << ", reduce_scatter " << humanBytes(f.reduceScatterBytes)
-     << ", all_reduce " << humanBytes(f.allReduceBytes) << "\n";
+  os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
+     << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << ", all_reduce "
+     << humanBytes(f.allReduceBytes) << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;
     os << llvm::format("\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "

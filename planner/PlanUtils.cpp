@@ -12,9 +12,8 @@ plan::StepOp fsdp::getStep(ModuleOp module) {
 std::vector<plan::UnitOp> fsdp::getUnits(ModuleOp module) {
   std::vector<plan::UnitOp> units(module.getOps<plan::UnitOp>().begin(),
                                   module.getOps<plan::UnitOp>().end());
-  llvm::stable_sort(units, [](plan::UnitOp a, plan::UnitOp b) {
-    return a.getIndex() < b.getIndex();
-  });
+  llvm::stable_sort(units,
+                    [](plan::UnitOp a, plan::UnitOp b) { return a.getIndex() < b.getIndex(); });
   return units;
 }
 

@@ -5,8 +5,8 @@
 // keeps equal to the order of their waits.
 //
 //===----------------------------------------------------------------------===//
-#include "planner/PlanUtils.h"
 #include "planner/Passes.h"
+#include "planner/PlanUtils.h"
 
 #include <deque>
 
@@ -160,9 +160,8 @@ struct PrefetchPass : public fsdp::impl::PrefetchBase<PrefetchPass> {
           inflight.push_back(g);
         }
       } else if (auto w = dyn_cast<plan::WaitOp>(op)) {
-        auto it = llvm::find_if(inflight, [&](plan::AllGatherOp g) {
-          return g.getEvent() == w.getEvent();
-        });
+        auto it = llvm::find_if(inflight,
+                                [&](plan::AllGatherOp g) { return g.getEvent() == w.getEvent(); });
         if (it != inflight.end())
           inflight.erase(it);
       }

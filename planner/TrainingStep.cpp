@@ -67,8 +67,7 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
       if (--pendingUses[param] != 0)
         return;
       if (Value g = grads.lookup(param))
-        b.create<plan::GradOp>(g.getLoc(), g,
-                               param.getDefiningOp<nn::ParamOp>().getNameAttr());
+        b.create<plan::GradOp>(g.getLoc(), g, param.getDefiningOp<nn::ParamOp>().getNameAttr());
     };
 
     for (Operation *op : llvm::reverse(forward)) {

@@ -94,8 +94,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         UnitState &s = state[unitOf(f)];
         if (f.getKind() == plan::BufferKind::params) {
           if (!s.gathered)
-            return f.emitOpError() << "frees the parameters of unit @" << f.getUnit()
-                                   << ", which are not gathered";
+            return f.emitOpError()
+                   << "frees the parameters of unit @" << f.getUnit() << ", which are not gathered";
           s.gathered = false;
           s.freedAt = f;
           continue;
@@ -126,23 +126,21 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       if (auto g = dyn_cast<plan::GradOp>(op)) {
         auto it = byParam.find(g.getParam());
         if (it == byParam.end())
-          return g.emitOpError() << "names parameter '" << g.getParam()
-                                 << "', which is in no unit";
+          return g.emitOpError() << "names parameter '" << g.getParam() << "', which is in no unit";
         UnitState &s = state[it->second];
         s.hasGrads = true;
         if (!s.alloc)
-          return g.emitOpError() << "completes the gradient of '" << g.getParam()
-                                 << "', but unit @" << it->second.getSymName()
-                                 << " has no gradient buffer here";
+          return g.emitOpError() << "completes the gradient of '" << g.getParam() << "', but unit @"
+                                 << it->second.getSymName() << " has no gradient buffer here";
         if (s.reduced)
           return g.emitOpError() << "completes the gradient of '" << g.getParam()
                                  << "' after unit @" << it->second.getSymName()
                                  << " was reduced: it would be lost";
         Operation *def = g.getGrad().getDefiningOp();
         if (def && def->isBeforeInBlock(s.alloc))
-          return def->emitOpError() << "writes the gradient of '" << g.getParam()
-                                    << "' before unit @" << it->second.getSymName()
-                                    << "'s gradient buffer is allocated";
+          return def->emitOpError()
+                 << "writes the gradient of '" << g.getParam() << "' before unit @"
+                 << it->second.getSymName() << "'s gradient buffer is allocated";
         continue;
       }
       if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
@@ -199,16 +197,14 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         StringRef name = v.getDefiningOp<nn::ParamOp>().getName();
         if (!s.gathered) {
           auto diag = op.emitOpError() << "uses parameter '" << name << "' of unit @"
-                                       << u.getSymName() << ", which is not gathered here"
-                                      ;
+                                       << u.getSymName() << ", which is not gathered here";
           if (s.freedAt)
             diag.attachNote(s.freedAt->getLoc()) << "freed here";
           return diag;
         }
         if (!s.gatherWaited) {
           auto diag = op.emitOpError() << "uses parameter '" << name << "' of unit @"
-                                       << u.getSymName()
-                                       << " before waiting for its all_gather";
+                                       << u.getSymName() << " before waiting for its all_gather";
           diag.attachNote(s.gather.getLoc()) << "gathered here";
           return diag;
         }
@@ -218,8 +214,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     for (plan::UnitOp u : getUnits(module)) {
       UnitState &s = state[u];
       if (s.gathered)
-        return s.gather.emitOpError() << "gathers unit @" << u.getSymName()
-                                      << ", which is never freed";
+        return s.gather.emitOpError()
+               << "gathers unit @" << u.getSymName() << ", which is never freed";
       if (s.alloc)
         return s.alloc.emitOpError() << "allocates the gradients of unit @" << u.getSymName()
                                      << ", which are never freed";
@@ -237,8 +233,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
 
   // No two buffers live at the same time may share a byte.
   LogicalResult checkMemory(ModuleOp module, plan::StepOp step) {
-    auto model = collectBuffers(module, step.getMicroBatch().value_or(1),
-                                step.getSeqLen().value_or(1));
+    auto model =
+        collectBuffers(module, step.getMicroBatch().value_or(1), step.getSeqLen().value_or(1));
     if (failed(model))
       return failure();
     int64_t arena = step.getArenaBytes().value_or(0);

@@ -1,6 +1,6 @@
 //===- WrapUnits.cpp - parameters grouped into wrap units -----------------===//
-#include "planner/PlanUtils.h"
 #include "planner/Passes.h"
+#include "planner/PlanUtils.h"
 
 namespace fsdp {
 #define GEN_PASS_DEF_WRAPUNITS

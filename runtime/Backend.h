@@ -58,8 +58,7 @@ protected:
 class ThreadsWorld;
 std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize,
                                                  double timeoutS = 600);
-std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world,
-                                                  int rank);
+std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank);
 
 /// One process a rank under mpirun (OpenMPI). initMPI is called first and
 /// says whether MPI gives the thread support the two streams need.

@@ -191,8 +191,8 @@ DeviceRank::~DeviceRank() {
     cudaEventDestroy(e);
   for (cudaEvent_t e : tracePool)
     cudaEventDestroy(e);
-  for (cudaEvent_t e : {joinComm, joinCompute, normReady, stepDone, inputCopied[0],
-                        inputCopied[1], traceBase})
+  for (cudaEvent_t e :
+       {joinComm, joinCompute, normReady, stepDone, inputCopied[0], inputCopied[1], traceBase})
     if (e)
       cudaEventDestroy(e);
   if (cublas)
@@ -224,17 +224,17 @@ void DeviceRank::planWorkspace() {
     for (const Instruction &i : s->compute) {
       switch (i.op) {
       case Op::LayerNormGrad:
-        scratch = std::max(scratch, 4 * ck::layerNormBackwardScratchFloats(numel(i.in[1]) /
-                                                                           last(i.in[1])));
+        scratch = std::max(scratch,
+                           4 * ck::layerNormBackwardScratchFloats(numel(i.in[1]) / last(i.in[1])));
         break;
       case Op::RMSNormGrad:
-        scratch = std::max(scratch, 4 * ck::rmsNormBackwardScratchFloats(numel(i.in[1]) /
-                                                                         last(i.in[1])));
+        scratch =
+            std::max(scratch, 4 * ck::rmsNormBackwardScratchFloats(numel(i.in[1]) / last(i.in[1])));
         break;
       case Op::CausalAttentionGrad: {
         const auto &q = p.tensors[i.in[1]].shape;
-        scratch = std::max(scratch,
-                           4 * ck::causalAttentionBackwardScratchFloats(q[0], q[1], i.numHeads));
+        scratch =
+            std::max(scratch, 4 * ck::causalAttentionBackwardScratchFloats(q[0], q[1], i.numHeads));
         break;
       }
       case Op::CrossEntropy:
@@ -305,13 +305,15 @@ void DeviceRank::setUp() {
   events.resize(p.events);
   for (auto &e : events)
     cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-  for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0],
-                         &inputCopied[1]})
+  for (cudaEvent_t *e :
+       {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0], &inputCopied[1]})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
   int64_t tokens = p.microBatch * p.seqLen;
   for (auto &h : inputHost)
-    cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(2 * tokens * 8)), "cudaMallocHost (inputs)");
-  cuda(cudaMallocHost(reinterpret_cast<void **>(&lossHost), size_t(4 * o.gradAccum)), "cudaMallocHost (losses)");
+    cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(2 * tokens * 8)),
+         "cudaMallocHost (inputs)");
+  cuda(cudaMallocHost(reinterpret_cast<void **>(&lossHost), size_t(4 * o.gradAccum)),
+       "cudaMallocHost (losses)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&normHost), 8), "cudaMallocHost (norm)");
   *normHost = 0;
   if (!o.trace.empty()) {
@@ -370,8 +372,7 @@ void DeviceRank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t 
   curInst = nullptr;
   cuda(cudaMemcpyAsync(t<int64_t>(p.tokens), tok, size_t(n * 8), cudaMemcpyHostToDevice, compute),
        "cudaMemcpyAsync (tokens)");
-  cuda(cudaMemcpyAsync(t<int64_t>(p.targets), tgt, size_t(n * 8), cudaMemcpyHostToDevice,
-                       compute),
+  cuda(cudaMemcpyAsync(t<int64_t>(p.targets), tgt, size_t(n * 8), cudaMemcpyHostToDevice, compute),
        "cudaMemcpyAsync (targets)");
   cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
 }
@@ -467,12 +468,11 @@ struct CudaKernels {
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
   void positionIds(int64_t *out, int64_t B, int64_t S) { ck::positionIds(out, B, S, s); }
-  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n,
-                        int64_t D) {
+  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D) {
     ck::embeddingForward(ids, table, out, n, D, s);
   }
-  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
-                         int64_t V, int64_t D) {
+  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                         int64_t D) {
     ck::embeddingBackward(dout, ids, dtable, n, V, D, s);
   }
   void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
@@ -498,8 +498,7 @@ struct CudaKernels {
                          float *db, int64_t n, int64_t D, double eps, float *scratch) {
     ck::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps, scratch, s);
   }
-  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D,
-                      double eps) {
+  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
     ck::rmsNormForward(x, w, y, n, D, eps, s);
   }
   void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
@@ -516,8 +515,8 @@ struct CudaKernels {
   void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
     ck::concat(ins, y, parts, n, W, s);
   }
-  void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                              int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, float *) {
+  void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *) {
     ck::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, s);
   }
   void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
@@ -541,8 +540,8 @@ struct CudaKernels {
                            int64_t V, float *scratch) {
     ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch), s);
   }
-  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits,
-                            int64_t n, int64_t V, float scale) {
+  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                            int64_t V, float scale) {
     ck::crossEntropyBackward(logits, targets, dlogits, n, V, scale, s);
   }
   void fromBf16(const uint16_t *h, float *out, int64_t n) { ck::fromBf16(h, out, n, s); }
@@ -593,8 +592,8 @@ void DeviceRank::commOne(const Instruction &inst) {
   }
   case Op::AllReduce: {
     const Unit &u = p.units[inst.unit];
-    nccl(comms.allReduce(Group::Replica, at(u.gradShardOffset), at(u.gradShardOffset),
-                         u.shardNumel, T::F32, comm));
+    nccl(comms.allReduce(Group::Replica, at(u.gradShardOffset), at(u.gradShardOffset), u.shardNumel,
+                         T::F32, comm));
     break;
   }
   case Op::GradNorm: {
@@ -631,8 +630,8 @@ void DeviceRank::optimizerStep(const Unit &u) {
   float *m = at(u.expAvgOffset), *v = at(u.expAvgSqOffset);
   detail::forEachShardSlice(u, shardMember(), o.weightDecay,
                             [&](int64_t k, int64_t count, double decay) {
-                              ck::adamw(param + k, grad + k, m + k, v + k, nullptr, count, step,
-                                        lr, o.beta1, o.beta2, o.eps, decay, scale, compute);
+                              ck::adamw(param + k, grad + k, m + k, v + k, nullptr, count, step, lr,
+                                        o.beta1, o.beta2, o.eps, decay, scale, compute);
                             });
   if (u.shardNumel > 0) // the next step accumulates afresh
     cuda(cudaMemsetAsync(grad, 0, size_t(u.shardNumel * 4), compute), "cudaMemsetAsync");
@@ -649,8 +648,8 @@ double DeviceRank::evaluate() {
       fillInputs(data.eval, b, a);
       runPhase(p.microStep, "eval", false);
       curInst = nullptr;
-      cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4,
-                           cudaMemcpyDeviceToHost, compute),
+      cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
+                           compute),
            "cudaMemcpyAsync (eval loss)");
     }
     cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
@@ -705,8 +704,8 @@ std::string DeviceRank::run(const StepCallback &onStep) {
         fillInputs(data.train, t, a);
         runPhase(p.microStep, "micro_step", false);
         curInst = nullptr;
-        cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4,
-                             cudaMemcpyDeviceToHost, compute),
+        cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
+                             compute),
              "cudaMemcpyAsync (loss)");
       }
       ++step;
@@ -736,7 +735,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
             curInst = nullptr;
             copyShards(false);
             return io::saveCheckpoint(o.save, o.keep, p, host, mirror.data(), step,
-                                       detail::globalBatch(p, o));
+                                      detail::globalBatch(p, o));
           });
       if (!err.empty())
         fail(err);
@@ -775,8 +774,7 @@ std::string fsdp::runtime::probeCudaDevices(int *count) {
 }
 
 std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &options,
-                                   const NcclBootstrap &bootstrap,
-                                   const StepCallback &onStep) {
+                                   const NcclBootstrap &bootstrap, const StepCallback &onStep) {
   std::string who = "rank " + std::to_string(bootstrap.rank) + ": ";
   int count = 0;
   std::string err = probeCudaDevices(&count);

@@ -28,8 +28,7 @@ std::string probeCudaDevices(int *count);
 /// 0. Returns "" or the first error, naming the rank, the phase and the
 /// instruction where it is known.
 std::string runNccl(const program::Program &program, const RunOptions &options,
-                    const NcclBootstrap &bootstrap,
-                    const StepCallback &onStep);
+                    const NcclBootstrap &bootstrap, const StepCallback &onStep);
 
 /// The NCCL backend as fsdp-run loads it: libfsdp-nccl.so, beside fsdp-run,
 /// opened (dlopen) only for --backend nccl, so that the CPU backends never

@@ -52,8 +52,8 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
     k.embeddingBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, c.D);
     return true;
   case Op::Linear:
-    k.linearForward(f(i.in[0]), f(i.in[1]), c.bias ? f(i.in[2]) : nullptr, f(i.out[0]), c.n,
-                    c.in, c.out, layout);
+    k.linearForward(f(i.in[0]), f(i.in[1]), c.bias ? f(i.in[2]) : nullptr, f(i.out[0]), c.n, c.in,
+                    c.out, layout);
     return true;
   case Op::LinearGradInput:
     k.linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout);
@@ -68,15 +68,15 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
     k.layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.n, c.D, i.eps);
     return true;
   case Op::LayerNormGrad:
-    k.layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]),
-                        f(i.out[2]), c.n, c.D, i.eps, k.scratch(i));
+    k.layerNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), f(i.out[2]),
+                        c.n, c.D, i.eps, k.scratch(i));
     return true;
   case Op::RMSNorm:
     k.rmsNormForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.D, i.eps);
     return true;
   case Op::RMSNormGrad:
-    k.rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), c.n, c.D,
-                      i.eps, k.scratch(i));
+    k.rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), c.n, c.D, i.eps,
+                      k.scratch(i));
     return true;
   case Op::Rope: {
     kernels::Llama3Scaling scaling;
@@ -99,8 +99,8 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
     return true;
   }
   case Op::CausalAttention:
-    k.causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H,
-                             c.KV, c.Dh, k.scratch(i));
+    k.causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H, c.KV,
+                             c.Dh, k.scratch(i));
     return true;
   case Op::CausalAttentionGrad:
     k.causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),

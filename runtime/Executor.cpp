@@ -6,7 +6,6 @@
 #include "runtime/io/Dataset.h"
 #include "runtime/kernels/cpu.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -97,8 +96,8 @@ private:
   Communicator &comm;
   const detail::Inputs &data;
   Events events;
-  int64_t epoch = 0;      // executions of a phase so far
-  bool recording = true;  // into the measured trace (not during eval)
+  int64_t epoch = 0;     // executions of a phase so far
+  bool recording = true; // into the measured trace (not during eval)
   int64_t step = 0;      // optimizer steps taken
   int64_t traceStep = 0; // the step being executed, for traces
   double now() const {
@@ -189,12 +188,11 @@ struct CpuKernels {
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
   void positionIds(int64_t *out, int64_t B, int64_t S) { kernels::positionIds(out, B, S); }
-  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n,
-                        int64_t D) {
+  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D) {
     kernels::embeddingForward(ids, table, out, n, D);
   }
-  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
-                         int64_t V, int64_t D) {
+  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                         int64_t D) {
     kernels::embeddingBackward(dout, ids, dtable, n, V, D);
   }
   void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
@@ -220,8 +218,7 @@ struct CpuKernels {
                          float *db, int64_t n, int64_t D, double eps, float *) {
     kernels::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps);
   }
-  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D,
-                      double eps) {
+  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
     kernels::rmsNormForward(x, w, y, n, D, eps);
   }
   void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
@@ -238,9 +235,8 @@ struct CpuKernels {
   void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
     kernels::concat(ins, y, parts, n, W);
   }
-  void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                              int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                              float *scratch) {
+  void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
     kernels::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, scratch);
   }
   void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
@@ -264,8 +260,8 @@ struct CpuKernels {
                            int64_t V, float *) {
     *loss = kernels::crossEntropyForward(logits, targets, n, V);
   }
-  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits,
-                            int64_t n, int64_t V, float scale) {
+  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                            int64_t V, float scale) {
     kernels::crossEntropyBackward(logits, targets, dlogits, n, V, scale);
   }
   void fromBf16(const uint16_t *h, float *out, int64_t n) { kernels::fromBf16(h, out, n); }
@@ -297,8 +293,8 @@ void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, i
       events.record(inst.event, epoch);
     } else if (inst.op == Op::Wait) {
       if (!events.wait(inst.event, epoch))
-        fail(where(phase, "compute", inst) + ": stopped: " +
-             (commError.empty() ? comm.error() : commError));
+        fail(where(phase, "compute", inst) +
+             ": stopped: " + (commError.empty() ? comm.error() : commError));
     } else {
       computeOne(inst);
     }
@@ -341,8 +337,7 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
         kernels::toBf16(at(inst.src), half, u.paddedNumel);
         ok = comm.reduceScatterAddBf16(Group::Shard, half, at(u.gradShardOffset), u.shardNumel);
       } else {
-        ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset),
-                                   u.shardNumel);
+        ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset), u.shardNumel);
       }
       break;
     }
@@ -456,8 +451,10 @@ std::string Rank::run(const StepCallback &onStep) {
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       std::string err = detail::afterStep(
           o, r, comm.rank() == 0, onStep, [&] { return evaluate(); },
-          [&] { return io::saveCheckpoint(o.save, o.keep, p, comm, arena, step,
-                                                detail::globalBatch(p, o)); });
+          [&] {
+            return io::saveCheckpoint(o.save, o.keep, p, comm, arena, step,
+                                      detail::globalBatch(p, o));
+          });
       if (!err.empty())
         fail(err);
     }
@@ -494,8 +491,8 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
   std::string result = rank.run(onStep);
   if (result.empty() && !options.trace.empty()) {
     // Under MPI each process writes its own rank's timeline.
-    std::string path = comm.rank() == 0 ? options.trace
-                                        : options.trace + ".rank" + std::to_string(comm.rank());
+    std::string path =
+        comm.rank() == 0 ? options.trace : options.trace + ".rank" + std::to_string(comm.rank());
     result = detail::writeTrace(path, program, {{comm.rank(), rank.records}});
   }
   return result;
@@ -528,9 +525,8 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   std::string startError;
   // Once a rank has failed (one that could not start its own thread), the
   // rest would only stop at their first collective: they are not started.
-  for (int r = 0; r < program.worldSize && startError.empty() &&
-                  !(world && !comms[0]->error().empty());
-       ++r) {
+  for (int r = 0;
+       r < program.worldSize && startError.empty() && !(world && !comms[0]->error().empty()); ++r) {
     try {
       threads.emplace_back([&, r] { errors[r] = ranks[r]->run(onStep); });
     } catch (const std::system_error &e) {

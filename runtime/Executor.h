@@ -25,7 +25,7 @@ struct RunOptions {
   int64_t gradAccum = 1;
   std::string weights, data, saveWeights;
   std::string dataDtype; // --data-dtype: "uint16", "uint32", "" (from the vocabulary)
-  double timeoutS = 600;  // --timeout: the longest wait on a peer
+  double timeoutS = 600; // --timeout: the longest wait on a peer
   // Checkpoints (io/Checkpoint.h): into `save` after every `saveEvery`-th step
   // (0: none) and after the last, the `keep` newest kept; `resume`: a
   // checkpoint folder, or a --save folder whose newest checkpoint is taken.
@@ -48,9 +48,9 @@ struct RunOptions {
 struct StepReport {
   int64_t step = 0, steps = 0;
   double loss = 0, gradNorm = 0, stepTimeS = 0, tokensPerS = 0;
-  double lr = 0;        // the step's learning rate
+  double lr = 0; // the step's learning rate
   bool evaluated = false;
-  double evalLoss = 0;  // when evaluated: the mean loss over the eval batches
+  double evalLoss = 0;            // when evaluated: the mean loss over the eval batches
   int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
   int64_t predictedPeakBytes = 0; // the plan's
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
@@ -77,8 +77,8 @@ std::string runThreads(const program::Program &program, const RunOptions &option
 class Communicator;
 /// Runs this process's rank of `program` with `comm` (MPI: one process a
 /// rank). `onStep` is called on rank 0.
-std::string runRank(const program::Program &program, const RunOptions &options,
-                    Communicator &comm, const StepCallback &onStep);
+std::string runRank(const program::Program &program, const RunOptions &options, Communicator &comm,
+                    const StepCallback &onStep);
 
 namespace detail {
 // What the CPU executor and the device executor (DeviceExecutor.cpp) share,

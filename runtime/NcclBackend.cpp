@@ -9,8 +9,8 @@
 
 extern "C" __attribute__((visibility("default"))) const fsdp::runtime::NcclBackend *
 fsdp_nccl_backend() {
-  static const fsdp::runtime::NcclBackend backend = {
-      fsdp::runtime::kNcclBackendVersion, &fsdp::runtime::probeCudaDevices,
-      &fsdp::runtime::runNccl};
+  static const fsdp::runtime::NcclBackend backend = {fsdp::runtime::kNcclBackendVersion,
+                                                     &fsdp::runtime::probeCudaDevices,
+                                                     &fsdp::runtime::runNccl};
   return &backend;
 }

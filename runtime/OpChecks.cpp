@@ -63,29 +63,28 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   };
   auto sameShape = [&](int64_t a, int64_t b) {
     if (t(a).shape != t(b).shape)
-      fail("tensors " + std::to_string(a) + " and " + std::to_string(b) +
-                      " must have one shape");
+      fail("tensors " + std::to_string(a) + " and " + std::to_string(b) + " must have one shape");
   };
   auto last = [&](int64_t id) -> int64_t { return t(id).shape.empty() ? 1 : t(id).shape.back(); };
   // The dimensions the executor indexes must be there.
   auto rank = [&](int64_t id, size_t dims) {
     if (t(id).shape.size() < dims)
       fail("tensor " + std::to_string(id) + " needs at least " + std::to_string(dims) +
-                      " dimensions");
+           " dimensions");
   };
   // The kernel counts rows of `by` elements of the tensor.
   auto rowsOf = [&](int64_t id, i128 by) {
     if (by <= 0)
       fail("tensor " + std::to_string(id) + " has rows of " + str(by) +
-                      " elements; the kernel needs at least 1");
+           " elements; the kernel needs at least 1");
   };
   // What the kernel reads or writes of a tensor: `count` elements of f32
   // (or i64) from its start, which must lie within it.
   auto touches = [&](int64_t id, i128 count, i128 esize = 4) {
     i128 have = n(id) * elementBytes(t(id).dtype);
     if (count * esize > have)
-      fail("the kernel touches " + str(count * esize) + " bytes of tensor " +
-                      std::to_string(id) + ", which holds " + str(have));
+      fail("the kernel touches " + str(count * esize) + " bytes of tensor " + std::to_string(id) +
+           ", which holds " + str(have));
   };
   auto unit = [&]() -> const Unit & {
     if (inst.unit < 0 || inst.unit >= (int64_t)p.units.size())
@@ -99,7 +98,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   auto scratch = [&](i128 need) {
     if (inst.scratchBytes < need)
       fail("needs " + str(need) + " bytes of scratch, the plan gives " +
-                      std::to_string(inst.scratchBytes));
+           std::to_string(inst.scratchBytes));
     checkRange(inst.scratch, inst.scratchBytes);
   };
   for (int64_t id : inst.in)
@@ -109,16 +108,16 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   // Operand counts, from the op list (runtime/Ops.def).
   const OpInfo &info = opInfo(inst.op);
   auto count = [](int lo, int hi) {
-    return lo == hi  ? std::to_string(lo)
-           : hi < 0  ? "at least " + std::to_string(lo)
-                     : std::to_string(lo) + " or " + std::to_string(hi);
+    return lo == hi ? std::to_string(lo)
+           : hi < 0 ? "at least " + std::to_string(lo)
+                    : std::to_string(lo) + " or " + std::to_string(hi);
   };
   auto within = [](size_t k, int lo, int hi) { return (int)k >= lo && (hi < 0 || (int)k <= hi); };
   if (!within(inst.in.size(), info.minIn, info.maxIn) ||
       !within(inst.out.size(), info.minOut, info.maxOut))
     fail("takes " + count(info.minIn, info.maxIn) + " inputs and " +
-                    count(info.minOut, info.maxOut) + " outputs, not " +
-                    std::to_string(inst.in.size()) + " and " + std::to_string(inst.out.size()));
+         count(info.minOut, info.maxOut) + " outputs, not " + std::to_string(inst.in.size()) +
+         " and " + std::to_string(inst.out.size()));
 
   // First what the call is decoded from (shapes, dtypes, attributes); then
   // the decoded call (the executors' very arguments) proves that the
@@ -148,8 +147,9 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       fail("the weight must be 2-D");
     int64_t in = inst.layoutInOut ? w.shape[0] : w.shape[1];
     int64_t out = inst.layoutInOut ? w.shape[1] : w.shape[0];
-    int64_t x = inst.op == Op::Linear ? inst.in[0]
-                : inst.op == Op::LinearGradInput ? inst.out[0] : inst.in[1];
+    int64_t x = inst.op == Op::Linear            ? inst.in[0]
+                : inst.op == Op::LinearGradInput ? inst.out[0]
+                                                 : inst.in[1];
     int64_t y = inst.op == Op::Linear ? inst.out[0] : inst.in[0];
     if (last(x) != in || last(y) != out || (in > 0 && out > 0 && n(x) / in != n(y) / out))
       fail("input, weight and output shapes do not match");
@@ -206,7 +206,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     for (int64_t id : parts)
       if (t(id).shape != t(parts[0]).shape)
         fail("parts " + std::to_string(parts[0]) + " and " + std::to_string(id) +
-                        " must have one shape");
+             " must have one shape");
     rank(parts[0], 1);
     rowsOf(parts[0], last(parts[0]));
     break;
@@ -216,8 +216,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     bool fwd = inst.op == Op::CausalAttention;
     int64_t q = fwd ? inst.in[0] : inst.in[1], k = fwd ? inst.in[1] : inst.in[2];
     if (inst.numHeads <= 0 || inst.numKvHeads <= 0 || inst.numHeads % inst.numKvHeads != 0 ||
-        last(q) % inst.numHeads != 0 ||
-        last(k) != last(q) / inst.numHeads * inst.numKvHeads || t(q).shape.size() != 3)
+        last(q) % inst.numHeads != 0 || last(k) != last(q) / inst.numHeads * inst.numKvHeads ||
+        t(q).shape.size() != 3)
       fail("query, key and value do not match the heads");
     break;
   }

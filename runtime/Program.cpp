@@ -28,7 +28,7 @@ int64_t Tensor::bytes() const {
 
 namespace {
 const OpInfo kOps[] = {
-#define FSDP_OP(Name, json, stream, minIn, maxIn, minOut, maxOut)                                \
+#define FSDP_OP(Name, json, stream, minIn, maxIn, minOut, maxOut)                                  \
   {Op::Name, json, OpStream::stream, minIn, maxIn, minOut, maxOut},
 #include "runtime/Ops.def"
 };
@@ -172,7 +172,9 @@ std::string fsdp::program::issueOrder(const Stream &s, std::vector<Slot> &order)
 
 namespace {
 
-const char *dtypeText(DType d) { return d == DType::I64 ? "i64" : d == DType::BF16 ? "bf16" : "f32"; }
+const char *dtypeText(DType d) {
+  return d == DType::I64 ? "i64" : d == DType::BF16 ? "bf16" : "f32";
+}
 
 using ojson = nlohmann::ordered_json;
 
@@ -282,16 +284,27 @@ std::string fsdp::program::writeProgram(const Program &p) {
   for (const Unit &u : p.units) {
     ojson params = ojson::array();
     for (const Param &prm : u.params)
-      params.push_back({{"name", prm.name}, {"shape", prm.shape}, {"offset", prm.offset},
-                        {"numel", prm.numel}, {"decay", prm.decay}});
-    units.push_back({{"name", u.name}, {"module", u.module}, {"numel", u.numel},
-                     {"padded_numel", u.paddedNumel}, {"shard_count", u.shardCount},
-                     {"shard_numel", u.shardNumel}, {"shard_offset", u.shardOffset},
-                     {"grad_shard_offset", u.gradShardOffset}, {"exp_avg_offset", u.expAvgOffset},
-                     {"exp_avg_sq_offset", u.expAvgSqOffset}, {"params", params}});
+      params.push_back({{"name", prm.name},
+                        {"shape", prm.shape},
+                        {"offset", prm.offset},
+                        {"numel", prm.numel},
+                        {"decay", prm.decay}});
+    units.push_back({{"name", u.name},
+                     {"module", u.module},
+                     {"numel", u.numel},
+                     {"padded_numel", u.paddedNumel},
+                     {"shard_count", u.shardCount},
+                     {"shard_numel", u.shardNumel},
+                     {"shard_offset", u.shardOffset},
+                     {"grad_shard_offset", u.gradShardOffset},
+                     {"exp_avg_offset", u.expAvgOffset},
+                     {"exp_avg_sq_offset", u.expAvgSqOffset},
+                     {"params", params}});
   }
   for (size_t k = 0; k < p.tensors.size(); ++k)
-    tensors.push_back({{"id", k}, {"offset", p.tensors[k].offset}, {"shape", p.tensors[k].shape},
+    tensors.push_back({{"id", k},
+                       {"offset", p.tensors[k].offset},
+                       {"shape", p.tensors[k].shape},
                        {"dtype", dtypeText(p.tensors[k].dtype)}});
   std::string out = "{\n";
   for (auto &[k, v] : top.items())
@@ -299,7 +312,7 @@ std::string fsdp::program::writeProgram(const Program &p) {
   out += "  \"units\": " + lines(units, "  ") + ",\n";
   out += "  \"tensors\": " + lines(tensors, "  ") + ",\n";
   const std::pair<const char *, const Stream *> phases[2] = {{"micro_step", &p.microStep},
-                                                            {"optimizer", &p.optimizer}};
+                                                             {"optimizer", &p.optimizer}};
   for (int k = 0; k < 2; ++k) {
     std::vector<ojson> compute, comm;
     for (const Instruction &i : phases[k].second->compute)
@@ -329,8 +342,8 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
          a.expAvgSqOffset == b.expAvgSqOffset && a.params == b.params;
 }
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
-  return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event &&
-         a.unit == b.unit && a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom &&
+  return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&
+         a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom &&
          a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.inverse == b.inverse &&
@@ -344,12 +357,11 @@ bool fsdp::program::operator==(const Stream &a, const Stream &b) {
 }
 bool fsdp::program::operator==(const Program &a, const Program &b) {
   return a.modelName == b.modelName && a.modelType == b.modelType && a.strategy == b.strategy &&
-         a.parameters == b.parameters && a.worldSize == b.worldSize &&
-         a.shardSize == b.shardSize && a.microBatch == b.microBatch && a.seqLen == b.seqLen &&
-         a.paramDtype == b.paramDtype && a.reduceDtype == b.reduceDtype &&
-         a.arenaBytes == b.arenaBytes && a.predictedPeakBytes == b.predictedPeakBytes &&
-         a.memory == b.memory && a.events == b.events &&
-         a.predictedMicroStepS == b.predictedMicroStepS &&
+         a.parameters == b.parameters && a.worldSize == b.worldSize && a.shardSize == b.shardSize &&
+         a.microBatch == b.microBatch && a.seqLen == b.seqLen && a.paramDtype == b.paramDtype &&
+         a.reduceDtype == b.reduceDtype && a.arenaBytes == b.arenaBytes &&
+         a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
+         a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
          a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
          a.targets == b.targets && a.loss == b.loss && a.units == b.units &&
          a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;

@@ -71,25 +71,25 @@ const OpInfo *findOp(const std::string &name);
 /// decoded once (decodeCall) and used both by the loader, to prove that the
 /// kernel's reads and writes lie within its tensors, and by the executors.
 struct Call {
-  int64_t n = 0;                      // rows; the elements of element-wise ops
-  int64_t D = 0;                      // a row's length (norms, embeddings, bias)
-  int64_t V = 0;                      // classes (cross-entropy), table rows (embedding grad)
-  int64_t in = 0, out = 0;            // linear: the weight's dimensions
-  int64_t B = 0, S = 0;               // batch and sequence (position ids, rope, attention)
-  int64_t H = 0, KV = 0, Dh = 0;      // heads, key/value heads, head dimension
-  int64_t parts = 0, W = 0;           // split and concat: parts of [n, W]
-  bool layoutInOut = false;           // linear: the weight is [in, out]
-  bool bias = false;                  // linear: a third input
-  bool fromBf16 = false;              // upcast: a bf16 input
+  int64_t n = 0;                 // rows; the elements of element-wise ops
+  int64_t D = 0;                 // a row's length (norms, embeddings, bias)
+  int64_t V = 0;                 // classes (cross-entropy), table rows (embedding grad)
+  int64_t in = 0, out = 0;       // linear: the weight's dimensions
+  int64_t B = 0, S = 0;          // batch and sequence (position ids, rope, attention)
+  int64_t H = 0, KV = 0, Dh = 0; // heads, key/value heads, head dimension
+  int64_t parts = 0, W = 0;      // split and concat: parts of [n, W]
+  bool layoutInOut = false;      // linear: the weight is [in, out]
+  bool bias = false;             // linear: a third input
+  bool fromBf16 = false;         // upcast: a bf16 input
 };
 struct Instruction {
   Op op;
   std::vector<int64_t> in, out; // tensor ids
   int64_t event = -1, unit = -1;
-  int64_t dst = -1, src = -1;   // arena offsets (alloc, all_gather, reduce_scatter)
-  int64_t zeroFrom = 0;         // alloc: the first element to zero (the rest is written)
-  bool freeParams = false;      // free: params or grads
-  bool bf16 = false;            // all_gather, reduce_scatter: in bf16
+  int64_t dst = -1, src = -1; // arena offsets (alloc, all_gather, reduce_scatter)
+  int64_t zeroFrom = 0;       // alloc: the first element to zero (the rest is written)
+  bool freeParams = false;    // free: params or grads
+  bool bf16 = false;          // all_gather, reduce_scatter: in bf16
   // attributes
   bool layoutInOut = false;
   double eps = 0, theta = 0;

@@ -72,15 +72,16 @@ private:
       fail(where, std::string("'") + key + "' must be a list");
     return v;
   }
-  int64_t integer(const json &v, const char *key, const std::string &where, int64_t lo,
-                  int64_t hi, bool element = false) {
+  int64_t integer(const json &v, const char *key, const std::string &where, int64_t lo, int64_t hi,
+                  bool element = false) {
     bool ok = v.is_number_integer();
     if (ok && v.is_number_unsigned())
       ok = v.get<uint64_t>() <= (uint64_t)hi;
     if (ok && !v.is_number_unsigned())
       ok = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
     if (!ok)
-      fail(where, std::string("'") + key + (element ? "' must hold integers" : "' must be an integer") +
+      fail(where, std::string("'") + key +
+                      (element ? "' must hold integers" : "' must be an integer") +
                       (v.is_number_integer() ? " in range" : "") + ", not " + v.dump());
     return v.is_number_unsigned() ? (int64_t)v.get<uint64_t>() : v.get<int64_t>();
   }
@@ -150,8 +151,8 @@ void Loader::run(const std::string &text) {
     fail("top level", "world_size " + std::to_string(p.worldSize) +
                           " is more ranks than fsdp-run runs (at most 1048576)");
   if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
-    fail("top level", "shard_size " + std::to_string(p.shardSize) +
-                          " must divide world_size " + std::to_string(p.worldSize));
+    fail("top level", "shard_size " + std::to_string(p.shardSize) + " must divide world_size " +
+                          std::to_string(p.worldSize));
   if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
     fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
   if (j.contains("predicted_micro_step_s"))
@@ -209,9 +210,9 @@ void Loader::run(const std::string &text) {
     if (u.shardCount != p.shardSize || u.numel < 0 || u.shardNumel < 0 ||
         (i128)u.shardNumel * u.shardCount != u.paddedNumel || u.paddedNumel < u.numel)
       fail(where, "unit '" + u.name + "' has an inconsistent layout (numel " +
-                      std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) +
-                      ", " + std::to_string(u.shardCount) + " shards of " +
-                      std::to_string(u.shardNumel) + ")");
+                      std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) + ", " +
+                      std::to_string(u.shardCount) + " shards of " + std::to_string(u.shardNumel) +
+                      ")");
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       checkRange(where, off, (i128)u.shardNumel * 4);
     int64_t next = 0;
@@ -311,12 +312,11 @@ void Loader::checkIndices(const std::string &phase, const Stream &s) {
     } else {
       continue;
     }
-    std::string where = phase + ".compute[" + std::to_string(inst.index) + "] (" +
-                        opName(inst.op) + ")";
-    std::string rowsText = std::to_string(rows) + (inst.op == Op::CrossEntropy ||
-                                                           inst.op == Op::CrossEntropyGrad
-                                                       ? " classes"
-                                                       : " rows");
+    std::string where =
+        phase + ".compute[" + std::to_string(inst.index) + "] (" + opName(inst.op) + ")";
+    std::string rowsText =
+        std::to_string(rows) +
+        (inst.op == Op::CrossEntropy || inst.op == Op::CrossEntropyGrad ? " classes" : " rows");
     if (ids == p.tokens || ids == p.targets) {
       if (vocab <= 0)
         fail(where, "indexes by token, but no cross_entropy gives the vocabulary");
@@ -342,8 +342,8 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
     fail(where, "unknown op '" + name + "'");
   inst.op = info->op;
   if (info->stream != OpStream::Either && (info->stream == OpStream::Comm) != comm)
-    fail(where, "op '" + name + "' does not belong on the " + (comm ? "comm" : "compute") +
-                    " stream");
+    fail(where,
+         "op '" + name + "' does not belong on the " + (comm ? "comm" : "compute") + " stream");
   if (j.contains("in"))
     inst.in = get<std::vector<int64_t>>(j, "in", where);
   if (j.contains("out"))

@@ -26,9 +26,9 @@ using namespace fsdp;
 using namespace fsdp::runtime;
 using namespace fsdp::program;
 
-void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data,
-                                       int64_t gradAccum, int rank, int64_t step, int64_t micro,
-                                       int64_t *tokens, int64_t *targets) {
+void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data, int64_t gradAccum,
+                                       int rank, int64_t step, int64_t micro, int64_t *tokens,
+                                       int64_t *targets) {
   int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
   // ((step·G + g)·S) mod w, exactly: a run resumed at a late step (any step
   // count a checkpoint holds) must not overflow into a negative start.
@@ -125,7 +125,7 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
 }
 
 std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
-                                               int shardMember, char *arena, int64_t *first) {
+                                                int shardMember, char *arena, int64_t *first) {
   io::CheckpointRef ref;
   std::string err = io::resolveCheckpoint(o.resume, &ref);
   if (err.empty())
@@ -138,7 +138,8 @@ std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {
   if (loss && norm)
     return "";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "step %lld: the %s is %g, not finite: the run stops here, and "
+  std::snprintf(buf, sizeof buf,
+                "step %lld: the %s is %g, not finite: the run stops here, and "
                 "no checkpoint of this state is written",
                 (long long)r.step, loss ? "gradient norm" : "loss", loss ? r.gradNorm : r.loss);
   return buf;
@@ -231,11 +232,19 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   for (const RankTrace &rank : ranks) {
     int r = rank.rank;
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r},
                       {"args", {{"name", "rank " + std::to_string(r) + " (measured)"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 0},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 0},
                       {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", 1},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", r},
+                      {"tid", 1},
                       {"args", {{"name", "comm"}}}});
     // Memory as a counter: the unit buffers that come and go (gathered
     // parameters, unsharded gradients), in the order they did.
@@ -257,26 +266,34 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
     int64_t live = 0;
     for (auto [when, delta] : changes) {
       live += delta;
-      events.push_back({{"name", "unsharded bytes"}, {"ph", "C"}, {"pid", r}, {"ts", when * 1e6},
+      events.push_back({{"name", "unsharded bytes"},
+                        {"ph", "C"},
+                        {"pid", r},
+                        {"ts", when * 1e6},
                         {"args", {{"bytes", live}}}});
     }
     for (int s = 0; s < 2; ++s)
       for (const TraceRecord &t : rank.records[s]) {
         const Instruction &i = *t.inst;
         std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
-        std::string unit = i.unit >= 0 && i.unit < (int64_t)p.units.size()
-                               ? p.units[i.unit].name
-                               : "root";
-        nlohmann::ordered_json ev = {{"name", opName(i.op)}, {"cat", phase}, {"ph", "X"},
-                                     {"pid", r}, {"tid", s}, {"ts", t.start * 1e6},
-                                     {"dur", (t.end - t.start) * 1e6},
-                                     {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
+        std::string unit =
+            i.unit >= 0 && i.unit < (int64_t)p.units.size() ? p.units[i.unit].name : "root";
+        nlohmann::ordered_json ev = {
+            {"name", opName(i.op)},
+            {"cat", phase},
+            {"ph", "X"},
+            {"pid", r},
+            {"tid", s},
+            {"ts", t.start * 1e6},
+            {"dur", (t.end - t.start) * 1e6},
+            {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
         if (!i.module.empty())
           ev["args"]["module"] = i.module;
         events.push_back(ev);
       }
   }
-  nlohmann::ordered_json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+  nlohmann::ordered_json doc = {{"traceEvents", events},
+                                {"displayTimeUnit", "ms"},
                                 {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
   // Whole or not at all: a temporary beside it, made durable, then renamed.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());

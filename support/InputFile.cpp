@@ -38,8 +38,8 @@ const char *support::fileKind(unsigned mode) {
 namespace {
 
 // Opens `path` for reading without blocking and checks it: *fd on success.
-std::string openChecked(const std::string &path, int64_t maxBytes, const std::string &what,
-                        int *fd, int64_t *size) {
+std::string openChecked(const std::string &path, int64_t maxBytes, const std::string &what, int *fd,
+                        int64_t *size) {
   *fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (*fd < 0)
     return path + ": cannot read the " + what + ": " + std::strerror(errno);
@@ -102,8 +102,7 @@ std::string support::readRegularFile(const std::string &path, int64_t maxBytes,
   }
   ::close(fd);
   if (done > maxBytes)
-    return path + ": cannot read the " + what + ": over the limit of " +
-           describeBytes(maxBytes);
+    return path + ": cannot read the " + what + ": over the limit of " + describeBytes(maxBytes);
   text->resize((size_t)done);
   return "";
 }
@@ -147,7 +146,8 @@ std::string checkDepth(const std::string &text, bool mlir, unsigned *atLine, uns
                std::to_string(maxDepth) + (mlir ? " brackets" : " arrays and objects") +
                "; refused without parsing it";
       }
-    } else if (c == ']' || c == '}' || (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))))) {
+    } else if (c == ']' || c == '}' ||
+               (mlir && (c == ')' || (c == '>' && (i == 0 || text[i - 1] != '-'))))) {
       if (depth > 0)
         --depth;
     }

@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -121,8 +121,8 @@ int main(int argc, char **argv) {
   nlohmann::json rates = nlohmann::json::array();
   std::printf("matmul (one thread, OpenBLAS %s kernels), GFLOP/s by m x k x n\n",
               openblas_get_corename());
-  std::vector<int> sizes = quick ? std::vector<int>{64, 512, 4096}
-                                 : std::vector<int>{32, 128, 512, 2048, 8192};
+  std::vector<int> sizes =
+      quick ? std::vector<int>{64, 512, 4096} : std::vector<int>{32, 128, 512, 2048, 8192};
   const size_t coldBytes = 64 << 20; // beyond the last-level cache
   std::vector<float> pool(coldBytes / 4, 0.5f);
   for (int m : sizes)
@@ -132,7 +132,8 @@ int main(int argc, char **argv) {
         if (flops > 4e9 || (size_t)(m * k + k * n + m * n) * 4 > coldBytes / 4)
           continue;
         size_t per = (size_t)m * k + (size_t)k * n + (size_t)m * n;
-        size_t slots = std::getenv("FSDP_CALIBRATE_COLD") ? std::max<size_t>(1, pool.size() / per) : 1;
+        size_t slots =
+            std::getenv("FSDP_CALIBRATE_COLD") ? std::max<size_t>(1, pool.size() / per) : 1;
         size_t slot = 0;
         int calls = std::max(3, (int)std::min(200.0, 2e8 / flops));
         auto run = [&] {
@@ -154,8 +155,8 @@ int main(int argc, char **argv) {
   std::vector<float> x(n, 1.0f), y(n, 2.0f), z(n);
   double t = best(reps, [&] { kernels::add(x.data(), y.data(), z.data(), n); });
   double bandwidth = 3.0 * n * 4 / t;
-  std::printf("memory bandwidth (add, %lld MiB arrays): %.1f GB/s\n",
-              (long long)(n * 4 >> 20), bandwidth / 1e9);
+  std::printf("memory bandwidth (add, %lld MiB arrays): %.1f GB/s\n", (long long)(n * 4 >> 20),
+              bandwidth / 1e9);
 
   // Ranks side by side: the same work on every core at once runs slower than
   // alone (shared caches, memory, turbo); the cost model divides by this.
@@ -207,10 +208,12 @@ int main(int argc, char **argv) {
 
   // The fixed cost of a small kernel.
   std::vector<float> tiny(64, 1.0f);
-  double overhead = best(reps, [&] {
-    for (int i = 0; i < 1000; ++i)
-      kernels::add(tiny.data(), tiny.data(), tiny.data() + 32, 32);
-  }) / 1000;
+  double overhead = best(reps,
+                         [&] {
+                           for (int i = 0; i < 1000; ++i)
+                             kernels::add(tiny.data(), tiny.data(), tiny.data() + 32, 32);
+                         }) /
+                    1000;
   std::printf("small-kernel overhead: %.1f ns\n", overhead * 1e9);
 
   // Threads-backend collectives: fit t = (n-1) latency + bytes (n-1)/n / bw.
@@ -224,8 +227,14 @@ int main(int argc, char **argv) {
       measured.push_back({ranks, bytes, g, r});
       for (double s : {g, r}) {
         double xv = (double)bytes * (ranks - 1) / ranks, zv = ranks - 1;
-        sxx += xv * xv; sxy += xv * s; sx += xv; sy += s;
-        sxz += xv * zv; szz += zv * zv; szy += zv * s; sz += zv;
+        sxx += xv * xv;
+        sxy += xv * s;
+        sx += xv;
+        sy += s;
+        sxz += xv * zv;
+        szz += zv * zv;
+        szy += zv * s;
+        sz += zv;
         ++samples;
       }
     }
@@ -254,10 +263,15 @@ int main(int argc, char **argv) {
       {"cores", cores},
       {"memory_bytes", (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE)},
       {"compute",
-       {{"f32_flops", peak}, {"bf16_flops", peak}, {"matmul_efficiency", 1.0},
-        {"memory_bandwidth", bandwidth}, {"memory_efficiency", 1.0},
-        {"op_overhead_s", overhead}, {"vector_flops", vector},
-        {"parallel_efficiency", parallel}, {"gemm_rates", rates}}},
+       {{"f32_flops", peak},
+        {"bf16_flops", peak},
+        {"matmul_efficiency", 1.0},
+        {"memory_bandwidth", bandwidth},
+        {"memory_efficiency", 1.0},
+        {"op_overhead_s", overhead},
+        {"vector_flops", vector},
+        {"parallel_efficiency", parallel},
+        {"gemm_rates", rates}}},
       {"intra_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
       {"inter_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
       {"sources", {{"all", "measured by fsdp-calibrate"}}}};

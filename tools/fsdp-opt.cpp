@@ -16,6 +16,5 @@ int main(int argc, char **argv) {
   fsdp::registerFSDPPasses();
   mlir::DialectRegistry registry;
   registry.insert<fsdp::nn::NNDialect, fsdp::plan::FSDPDialect, mlir::func::FuncDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "fsdp optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "fsdp optimizer driver\n", registry));
 }

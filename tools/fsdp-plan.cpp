@@ -5,24 +5,24 @@
 // JSON program, with a summary and a report of memory and communication.
 //
 //===----------------------------------------------------------------------===//
+#include "planner/CostModel.h"
 #include "planner/Import/Import.h"
 #include "planner/LowerToProgram.h"
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
-#include "planner/Search.h"
 #include "planner/PlanUtils.h"
-#include "planner/CostModel.h"
+#include "planner/Search.h"
 #include "tools/LLVMTool.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/Support/SourceMgr.h"
+#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <unistd.h>
@@ -32,71 +32,88 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory category("fsdp-plan options");
 static cl::opt<std::string> inputPath(cl::Positional,
-                                      cl::desc("<config.json|graph.json|model.mlir>"),
-                                      cl::Required, cl::cat(category));
+                                      cl::desc("<config.json|graph.json|model.mlir>"), cl::Required,
+                                      cl::cat(category));
 static cl::opt<std::string> outputPath("o", cl::desc("write the plan: .mlir or .json (program)"),
                                        cl::value_desc("PLAN"), cl::cat(category));
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("ranks, 1 to 1048576 (required to write a plan; "
                                            "without it, the model is described)"),
                                   cl::init(0), cl::cat(category));
-static cl::opt<std::string> microBatch(
-    "micro-batch",
-    cl::desc("sequences per rank per micro-step, or 'max': the largest that fits "
-             "--memory-budget (default 1)"),
-    cl::init("1"), cl::cat(category));
-static cl::opt<int64_t> seqLen("seq-len", cl::desc("tokens per sequence, 1 to the model's positions (default: the model's "
-                                        "maximum)"),
-                               cl::init(0), cl::cat(category));
-static cl::opt<std::string> strategy(
-    "strategy", cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard (default full-shard)"),
-    cl::init("full-shard"), cl::cat(category));
-static cl::opt<int64_t> shardSize("shard-size", cl::desc("hybrid-shard's group size, dividing --world-size"),
+static cl::opt<std::string>
+    microBatch("micro-batch",
+               cl::desc("sequences per rank per micro-step, or 'max': the largest that fits "
+                        "--memory-budget (default 1)"),
+               cl::init("1"), cl::cat(category));
+static cl::opt<int64_t>
+    seqLen("seq-len",
+           cl::desc("tokens per sequence, 1 to the model's positions (default: the model's "
+                    "maximum)"),
+           cl::init(0), cl::cat(category));
+static cl::opt<std::string>
+    strategy("strategy",
+             cl::desc("full-shard | shard-grad-op | no-shard | hybrid-shard (default full-shard)"),
+             cl::init("full-shard"), cl::cat(category));
+static cl::opt<int64_t> shardSize("shard-size",
+                                  cl::desc("hybrid-shard's group size, dividing --world-size"),
                                   cl::init(0), cl::cat(category));
-static cl::opt<std::string> wrap("wrap",
-                                 cl::desc("block | size:N | none | auto (the fastest plan that fits); default block"),
-                                 cl::init("block"), cl::cat(category));
-static cl::opt<int64_t> forwardPrefetch("forward-prefetch", cl::desc("units gathered ahead in forward, 0 to 1024 (default 1)"),
-                                        cl::init(1), cl::cat(category));
-static cl::opt<std::string> backwardPrefetch("backward-prefetch", cl::desc("backward gathers: pre | post | none (default pre)"),
-                                             cl::init("pre"), cl::cat(category));
-static cl::opt<int64_t> maxInflight("max-inflight-gathers",
-                                    cl::desc("gathers in flight ahead of compute, at most; 1 to 1024 (default 2)"),
-                                    cl::init(2), cl::cat(category));
-static cl::opt<std::string> activationCheckpointing(
-    "activation-checkpointing", cl::desc("none | blocks: recompute block activations in backward "
-             "(default none)"),
-    cl::init("none"), cl::cat(category));
-static cl::opt<std::string> paramDtype("param-dtype",
-                                       cl::desc("f32 | bf16: parameters for compute and gathers (default f32)"),
-                                       cl::init("f32"), cl::cat(category));
-static cl::opt<std::string> reduceDtype("reduce-dtype", cl::desc("f32 | bf16: gradient reductions (default f32)"),
+static cl::opt<std::string>
+    wrap("wrap",
+         cl::desc("block | size:N | none | auto (the fastest plan that fits); default block"),
+         cl::init("block"), cl::cat(category));
+static cl::opt<int64_t>
+    forwardPrefetch("forward-prefetch",
+                    cl::desc("units gathered ahead in forward, 0 to 1024 (default 1)"), cl::init(1),
+                    cl::cat(category));
+static cl::opt<std::string>
+    backwardPrefetch("backward-prefetch",
+                     cl::desc("backward gathers: pre | post | none (default pre)"), cl::init("pre"),
+                     cl::cat(category));
+static cl::opt<int64_t>
+    maxInflight("max-inflight-gathers",
+                cl::desc("gathers in flight ahead of compute, at most; 1 to 1024 (default 2)"),
+                cl::init(2), cl::cat(category));
+static cl::opt<std::string>
+    activationCheckpointing("activation-checkpointing",
+                            cl::desc("none | blocks: recompute block activations in backward "
+                                     "(default none)"),
+                            cl::init("none"), cl::cat(category));
+static cl::opt<std::string>
+    paramDtype("param-dtype",
+               cl::desc("f32 | bf16: parameters for compute and gathers (default f32)"),
+               cl::init("f32"), cl::cat(category));
+static cl::opt<std::string> reduceDtype("reduce-dtype",
+                                        cl::desc("f32 | bf16: gradient reductions (default f32)"),
                                         cl::init("f32"), cl::cat(category));
-static cl::opt<std::string> memoryBudget("memory-budget",
-                                         cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
-                                                  "exits 1 (default: none)"),
-                                         cl::value_desc("SIZE"), cl::cat(category));
-static cl::opt<std::string> clusterPath(
-    "cluster", cl::desc("hardware description, JSON up to 64 MiB (models/hardware/*.json; "
-                        "default: this machine's CPU, cpu-local)"),
-    cl::value_desc("FILE"), cl::cat(category));
-static cl::opt<int64_t> gradAccum("grad-accum",
-                                  cl::desc("micro-steps per optimizer step, for the prediction; 1 to 1048576 "
-                                           "(default 1)"),
-                                  cl::init(1), cl::cat(category));
+static cl::opt<std::string>
+    memoryBudget("memory-budget",
+                 cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
+                          "exits 1 (default: none)"),
+                 cl::value_desc("SIZE"), cl::cat(category));
+static cl::opt<std::string>
+    clusterPath("cluster",
+                cl::desc("hardware description, JSON up to 64 MiB (models/hardware/*.json; "
+                         "default: this machine's CPU, cpu-local)"),
+                cl::value_desc("FILE"), cl::cat(category));
+static cl::opt<int64_t>
+    gradAccum("grad-accum",
+              cl::desc("micro-steps per optimizer step, for the prediction; 1 to 1048576 "
+                       "(default 1)"),
+              cl::init(1), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
-static cl::opt<bool> summary("summary", cl::desc("print a human-readable summary (the default "
-                                              "when no file is written)"),
+static cl::opt<bool> summary("summary",
+                             cl::desc("print a human-readable summary (the default "
+                                      "when no file is written)"),
                              cl::cat(category));
 static cl::opt<std::string> reportPath("report", cl::desc("write the report as JSON to FILE"),
                                        cl::value_desc("FILE"), cl::cat(category));
-static cl::opt<bool> noDropout(
-    "no-dropout",
-    cl::desc("train without dropout although the HF config sets it (GPT-2's published "
-             "configs set 0.1)"),
-    cl::cat(category));
+static cl::opt<bool>
+    noDropout("no-dropout",
+              cl::desc("train without dropout although the HF config sets it (GPT-2's published "
+                       "configs set 0.1)"),
+              cl::cat(category));
 
 static int fail(const std::string &message) {
   llvm::errs() << "fsdp-plan: error: " << message << "\n";
@@ -153,8 +170,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   fsdp::tools::printFsdpVersion("fsdp-plan");
-  cl::ParseCommandLineOptions(argc, argv,
-                              "fsdp-plan: plan fully sharded data parallel training\n");
+  cl::ParseCommandLineOptions(argc, argv, "fsdp-plan: plan fully sharded data parallel training\n");
 
   // Every flag's range, before the model is read: nothing runs, nothing is
   // written for a flag out of range.
@@ -178,7 +194,8 @@ int main(int argc, char **argv) {
   if (!outputPath.empty() && !planning)
     return fail("--world-size is required to write a plan");
   for (auto [flag, path] : {std::pair<const char *, std::string>{"-o", outputPath},
-                            {"--report", reportPath}, {"--trace", tracePath}}) {
+                            {"--report", reportPath},
+                            {"--trace", tracePath}}) {
     std::string err = checkOutputPath(flag, path);
     if (!err.empty())
       return fail(err);
@@ -233,7 +250,8 @@ int main(int argc, char **argv) {
   // past 2^60 are refused here, in the flags' terms.
   if (!searchMicroBatch && (__int128)o.microBatch * o.seqLen * 8 > ((__int128)1 << 60))
     return fail("--micro-batch " + std::to_string(o.microBatch) + " with --seq-len " +
-                std::to_string(o.seqLen) + " makes a micro-step's tokens alone more than 2^60 "
+                std::to_string(o.seqLen) +
+                " makes a micro-step's tokens alone more than 2^60 "
                 "bytes a rank");
   o.strategy = strategy;
   o.shardSize = shardSize;
@@ -337,26 +355,27 @@ int main(int argc, char **argv) {
   if (!reportPath.empty()) {
     nlohmann::ordered_json report = planReport(model, o, figures, budget);
     if (baseline)
-      report["without_settings"] = {
-          {"activation_checkpointing", "none"}, {"param_dtype", "f32"}, {"reduce_dtype", "f32"},
-          {"peak_bytes", baseline->peakBytes},
-          {"activations_bytes", baseline->activationsBytes},
-          {"unsharded_bytes", baseline->unshardedBytes},
-          {"all_gather", baseline->allGatherBytes},
-          {"reduce_scatter", baseline->reduceScatterBytes}};
+      report["without_settings"] = {{"activation_checkpointing", "none"},
+                                    {"param_dtype", "f32"},
+                                    {"reduce_dtype", "f32"},
+                                    {"peak_bytes", baseline->peakBytes},
+                                    {"activations_bytes", baseline->activationsBytes},
+                                    {"unsharded_bytes", baseline->unshardedBytes},
+                                    {"all_gather", baseline->allGatherBytes},
+                                    {"reduce_scatter", baseline->reduceScatterBytes}};
     if (!searched.empty()) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (size_t i = 0; i < searched.size() && i < 6; ++i) {
         const Candidate &c = searched[i];
-        list.push_back({{"strategy", c.options.strategy},
-                        {"wrap", c.options.wrap},
-                        {"forward_prefetch", c.options.forwardPrefetch},
-                        {"checkpointed_blocks",
-                         c.options.activationCheckpointing == "none" ? 0
-                                                                     : c.options.checkpointedBlocks},
-                        {"step_time_s", c.figures.predicted->stepTimeS},
-                        {"peak_bytes", c.figures.peakBytes},
-                        {"fits", c.fits}});
+        list.push_back(
+            {{"strategy", c.options.strategy},
+             {"wrap", c.options.wrap},
+             {"forward_prefetch", c.options.forwardPrefetch},
+             {"checkpointed_blocks",
+              c.options.activationCheckpointing == "none" ? 0 : c.options.checkpointedBlocks},
+             {"step_time_s", c.figures.predicted->stepTimeS},
+             {"peak_bytes", c.figures.peakBytes},
+             {"fits", c.fits}});
       }
       report["search"] = {{"plans", searched.size()}, {"best", list}};
     }
@@ -384,19 +403,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < searched.size() && i < 6; ++i) {
       const Candidate &c = searched[i];
       int64_t ck = c.options.activationCheckpointing == "none" ? 0 : c.options.checkpointedBlocks;
-      llvm::outs() << llvm::format("  %-14s %-14s %8lld %12lld %12.4f %12s%s\n",
-                                   c.options.strategy.c_str(), c.options.wrap.c_str(),
-                                   (long long)c.options.forwardPrefetch, (long long)ck,
-                                   c.figures.predicted->stepTimeS,
-                                   humanBytes(c.figures.peakBytes).c_str(),
-                                   c.fits ? "" : "  (does not fit)");
+      llvm::outs() << llvm::format(
+          "  %-14s %-14s %8lld %12lld %12.4f %12s%s\n", c.options.strategy.c_str(),
+          c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, (long long)ck,
+          c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
+          c.fits ? "" : "  (does not fit)");
     }
   }
   if (show && baseline) {
     auto change = [&](const char *what, int64_t before, int64_t after) {
       llvm::outs() << "  " << llvm::left_justify(what, 34)
-                    << llvm::right_justify(humanBytes(before), 10) << " -> "
-                    << llvm::right_justify(humanBytes(after), 10) << "\n";
+                   << llvm::right_justify(humanBytes(before), 10) << " -> "
+                   << llvm::right_justify(humanBytes(after), 10) << "\n";
     };
     llvm::outs() << "\nwhat checkpointing " << o.activationCheckpointing << ", parameters "
                  << o.paramDtype << " and reductions " << o.reduceDtype
@@ -409,9 +427,9 @@ int main(int argc, char **argv) {
            figures.reduceScatterBytes);
   }
   if (nextTooBig && (summary || outputPath.empty()))
-    llvm::outs() << "largest micro-batch that fits " << humanBytes(*budget) << ": "
-                 << o.microBatch << " (" << humanBytes(figures.peakBytes) << " per rank); "
-                 << nextTooBig->first << " would need " << humanBytes(nextTooBig->second) << "\n";
+    llvm::outs() << "largest micro-batch that fits " << humanBytes(*budget) << ": " << o.microBatch
+                 << " (" << humanBytes(figures.peakBytes) << " per rank); " << nextTooBig->first
+                 << " would need " << humanBytes(nextTooBig->second) << "\n";
   if (!fits) {
     return fail("the plan needs " + humanBytes(figures.peakBytes) + " (" +
                 withCommas(figures.peakBytes) + " bytes) per rank, over the budget of " +

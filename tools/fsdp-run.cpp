@@ -23,11 +23,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <dlfcn.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 #include <fstream>
 #include <map>
 #include <string>
@@ -40,55 +40,54 @@ using runtime::chooseBlasKernels;
 
 static void usage(FILE *to) {
   std::fprintf(
-      to,
-      "usage: fsdp-run PLAN.json|PLAN.mlir [options]\n"
-      "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
-      "\n"
-      "Launch:\n"
-      "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
-      "                        default); mpi: one process a rank (mpirun -np N; the default\n"
-      "                        under mpirun with more than one process); nccl: one GPU a rank\n"
-      "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
-      "                        before every rank stops, naming the ranks that did not arrive\n"
-      "                        (default 600; --nccl-timeout is the same flag)\n"
-      "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
-      "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
-      "Training:\n"
-      "  --steps K             optimizer steps (default 1)\n"
-      "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
-      "  --seed S              initialisation seed when no --weights are given (default 0)\n"
-      "  --weights FILE.safetensors  initial weights with HF names and layouts\n"
-      "                        (default: the seeded initialisation)\n"
-      "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
-      "                        synthetic tokens\n"
-      "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
-      "                        uint16 when the vocabulary has at most 65536 tokens)\n"
-      "  --lr X                AdamW learning rate (default 1e-3)\n"
-      "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
-      "  --eps X               AdamW epsilon (default 1e-8)\n"
-      "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
-      "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
-      "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
-      "                        down to --min-lr over the steps left (default constant)\n"
-      "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
-      "  --min-lr X            the schedule's last rate (default 0)\n"
-      "Evaluation:\n"
-      "  --eval-data FILE      held-out tokens (same width as --data); eval_loss in\n"
-      "                        --metrics and the progress line\n"
-      "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
-      "  --eval-batches K      batches an evaluation averages (default 1)\n"
-      "Outputs (their folders checked before step 1):\n"
-      "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
-      "  --trace FILE          the measured timeline, Chrome trace JSON\n"
-      "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
-      "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
-      "  --keep K              the K newest checkpoints kept (default 2)\n"
-      "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
-      "                        model and global batch)\n"
-      "  --save-weights FILE.safetensors  full weights with HF names after the last step\n"
-      "  --log-every N         a progress line every N steps (default 1)\n"
-      "  --quiet               no progress lines\n"
-      "  --help, --version\n");
+      to, "usage: fsdp-run PLAN.json|PLAN.mlir [options]\n"
+          "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
+          "\n"
+          "Launch:\n"
+          "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
+          "                        default); mpi: one process a rank (mpirun -np N; the default\n"
+          "                        under mpirun with more than one process); nccl: one GPU a rank\n"
+          "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
+          "                        before every rank stops, naming the ranks that did not arrive\n"
+          "                        (default 600; --nccl-timeout is the same flag)\n"
+          "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
+          "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
+          "Training:\n"
+          "  --steps K             optimizer steps (default 1)\n"
+          "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
+          "  --seed S              initialisation seed when no --weights are given (default 0)\n"
+          "  --weights FILE.safetensors  initial weights with HF names and layouts\n"
+          "                        (default: the seeded initialisation)\n"
+          "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
+          "                        synthetic tokens\n"
+          "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
+          "                        uint16 when the vocabulary has at most 65536 tokens)\n"
+          "  --lr X                AdamW learning rate (default 1e-3)\n"
+          "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
+          "  --eps X               AdamW epsilon (default 1e-8)\n"
+          "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
+          "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
+          "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
+          "                        down to --min-lr over the steps left (default constant)\n"
+          "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
+          "  --min-lr X            the schedule's last rate (default 0)\n"
+          "Evaluation:\n"
+          "  --eval-data FILE      held-out tokens (same width as --data); eval_loss in\n"
+          "                        --metrics and the progress line\n"
+          "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
+          "  --eval-batches K      batches an evaluation averages (default 1)\n"
+          "Outputs (their folders checked before step 1):\n"
+          "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
+          "  --trace FILE          the measured timeline, Chrome trace JSON\n"
+          "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
+          "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
+          "  --keep K              the K newest checkpoints kept (default 2)\n"
+          "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
+          "                        model and global batch)\n"
+          "  --save-weights FILE.safetensors  full weights with HF names after the last step\n"
+          "  --log-every N         a progress line every N steps (default 1)\n"
+          "  --quiet               no progress lines\n"
+          "  --help, --version\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
@@ -160,7 +159,8 @@ static std::string checkPlanFile(const std::string &path) {
     return err;
   unsigned line = 0, col = 0;
   bool mlir = path.size() > 5 && path.compare(path.size() - 5, 5, ".mlir") == 0;
-  err = mlir ? support::checkMlirDepth(text, &line, &col) : support::checkJsonDepth(text, &line, &col);
+  err = mlir ? support::checkMlirDepth(text, &line, &col)
+             : support::checkJsonDepth(text, &line, &col);
   return err.empty() ? err
                      : path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + err;
 }
@@ -198,14 +198,18 @@ int main(int argc, char **argv) {
   int64_t logEvery = 1;
   int64_t rankFlag = -1;
   bool backendGiven = false;
-  std::map<std::string, double *> doubles = {
-      {"--lr", &o.lr}, {"--beta1", &o.beta1}, {"--beta2", &o.beta2}, {"--eps", &o.eps},
-      {"--weight-decay", &o.weightDecay}, {"--clip-grad-norm", &o.clipGradNorm},
-      {"--min-lr", &o.minLr}};
+  std::map<std::string, double *> doubles = {{"--lr", &o.lr},
+                                             {"--beta1", &o.beta1},
+                                             {"--beta2", &o.beta2},
+                                             {"--eps", &o.eps},
+                                             {"--weight-decay", &o.weightDecay},
+                                             {"--clip-grad-norm", &o.clipGradNorm},
+                                             {"--min-lr", &o.minLr}};
   std::map<std::string, std::string *> strings = {
-      {"--weights", &o.weights}, {"--data", &o.data},
-      {"--metrics", &metricsPath}, {"--save", &o.save}, {"--resume", &o.resume},
-      {"--save-weights", &o.saveWeights}, {"--trace", &o.trace}, {"--nccl-id-file", &ncclIdFile},
+      {"--weights", &o.weights},   {"--data", &o.data},
+      {"--metrics", &metricsPath}, {"--save", &o.save},
+      {"--resume", &o.resume},     {"--save-weights", &o.saveWeights},
+      {"--trace", &o.trace},       {"--nccl-id-file", &ncclIdFile},
       {"--eval-data", &o.evalData}};
   std::string schedule = "constant";
   bool evalFlags = false;
@@ -230,8 +234,7 @@ int main(int argc, char **argv) {
     };
     // A count: decimal digits only, within [lo, hi] (no 2.5 cut to 2, no 1e30
     // cast with undefined behaviour).
-    auto integer = [&](const std::string &v, const std::string &flag, uint64_t lo,
-                       uint64_t hi) {
+    auto integer = [&](const std::string &v, const std::string &flag, uint64_t lo, uint64_t hi) {
       uint64_t n = 0;
       auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
       if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi) {
@@ -247,7 +250,9 @@ int main(int argc, char **argv) {
       bool beta = a == "--beta1" || a == "--beta2";
       if (beta ? !(x >= 0 && x < 1) : a == "--eps" ? !(x > 0) : !(x >= 0))
         return fail(a + " must be " +
-                    (beta ? "from 0 to below 1" : a == "--eps" ? "above 0" : "at least 0") +
+                    (beta           ? "from 0 to below 1"
+                     : a == "--eps" ? "above 0"
+                                    : "at least 0") +
                     ", not " + argv[i]);
       *doubles[a] = x;
     } else if (strings.count(a)) {
@@ -305,8 +310,7 @@ int main(int argc, char **argv) {
       std::printf("fsdp-run (fsdp) %s\n", FSDP_VERSION);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "fsdp-run: error: unknown option %s (see fsdp-run --help)\n",
-                   a.c_str());
+      std::fprintf(stderr, "fsdp-run: error: unknown option %s (see fsdp-run --help)\n", a.c_str());
       return 2;
     } else if (planPath.empty()) {
       planPath = a;
@@ -330,9 +334,9 @@ int main(int argc, char **argv) {
   // threads backend would run the whole job once per process.
   int64_t launcherRank = 0, launcherSize = mpiLauncherSize(&launcherRank);
   if (launcherSize == 0 || launcherSize > 1) {
-    std::string started = launcherSize > 1 ? "as one of " + std::to_string(launcherSize) +
-                                                 " processes"
-                                           : "under a PMIx launcher";
+    std::string started = launcherSize > 1
+                              ? "as one of " + std::to_string(launcherSize) + " processes"
+                              : "under a PMIx launcher";
     if (backendGiven && backend == "threads")
       return launcherRank == 0
                  ? fail("--backend threads: fsdp-run was started by an MPI launcher " + started +
@@ -441,13 +445,14 @@ int main(int argc, char **argv) {
   if (backend == "threads" && p.worldSize > runtime::kMaxThreadRanks)
     return fail("the plan is for " + std::to_string(p.worldSize) +
                 " ranks, more than the threads backend runs in one process (" +
-                std::to_string(runtime::kMaxThreadRanks) + "); run one process a rank: mpirun -np " +
-                std::to_string(p.worldSize) + " fsdp-run " + planPath + " --backend mpi");
+                std::to_string(runtime::kMaxThreadRanks) +
+                "); run one process a rank: mpirun -np " + std::to_string(p.worldSize) +
+                " fsdp-run " + planPath + " --backend mpi");
   if (backend == "mpi" && mpiSize != p.worldSize)
-    return finish(mpiRank == 0 ? fail("the plan is for " + std::to_string(p.worldSize) +
-                                      " ranks, but mpirun started " + std::to_string(mpiSize) +
-                                      " processes")
-                               : 1);
+    return finish(mpiRank == 0
+                      ? fail("the plan is for " + std::to_string(p.worldSize) +
+                             " ranks, but mpirun started " + std::to_string(mpiSize) + " processes")
+                      : 1);
   // This process's rank: the --rank of the file bootstrap, MPI's, or 0.
   int myRank = 0;
 #if FSDP_HAVE_NCCL
@@ -497,7 +502,8 @@ int main(int argc, char **argv) {
   if (myRank == 0) {
     std::string outErr;
     for (auto [flag, path] : {std::pair<const char *, std::string *>{"--metrics", &metricsPath},
-                              {"--trace", &o.trace}, {"--save-weights", &o.saveWeights}})
+                              {"--trace", &o.trace},
+                              {"--save-weights", &o.saveWeights}})
       if (outErr.empty() && !path->empty())
         outErr = io::checkOutputFile(flag, *path);
     io::CheckpointRef from;
@@ -526,9 +532,9 @@ int main(int argc, char **argv) {
   std::ofstream metrics;
   int64_t G = p.microBatch * p.worldSize * o.gradAccum;
   if (!quiet) {
-    std::string kernels = backend == "nccl" ? std::string("CUDA kernels")
-                                            : "OpenBLAS " + std::string(openblas_get_corename()) +
-                                                  " kernels";
+    std::string kernels = backend == "nccl"
+                              ? std::string("CUDA kernels")
+                              : "OpenBLAS " + std::string(openblas_get_corename()) + " kernels";
     std::printf("fsdp-run: %s, %s over %lld ranks (%s), arena %s per rank; "
                 "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
                 "global batch %lld sequences; %s\n",
@@ -536,8 +542,8 @@ int main(int argc, char **argv) {
                 backend == "mpi"    ? "MPI processes"
                 : backend == "nccl" ? "GPUs, NCCL"
                                     : "threads",
-                support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch, (long long)p.seqLen,
-                (long long)o.gradAccum, (long long)G, kernels.c_str());
+                support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch,
+                (long long)p.seqLen, (long long)o.gradAccum, (long long)G, kernels.c_str());
   }
   runtime::StepReport lastReport;
   std::string predictedTime;
@@ -556,7 +562,8 @@ int main(int argc, char **argv) {
       std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
                   "%.3f s%s | peak %s per rank (predicted %s)\n",
                   (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
-                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(), support::describeBytes(r.peakBytes).c_str(),
+                  r.tokensPerS, r.stepTimeS, predictedTime.c_str(),
+                  support::describeBytes(r.peakBytes).c_str(),
                   support::describeBytes(r.predictedPeakBytes).c_str());
     }
     std::fflush(stdout);
@@ -575,16 +582,16 @@ int main(int argc, char **argv) {
       std::snprintf(buf, sizeof buf, format, v);
       return std::string(buf);
     };
-    std::string line = "{\"step\": " + std::to_string(r.step) + ", \"loss\": " +
-                       num(r.loss, "%.9g") + ", \"grad_norm\": " + num(r.gradNorm, "%.9g") +
-                       ", \"lr\": " + num(r.lr, "%.9g") +
-                       (r.evaluated ? ", \"eval_loss\": " + num(r.evalLoss, "%.9g") : "") +
-                       ", \"step_time_s\": " + num(r.stepTimeS, "%.6f") +
-                       ", \"tokens_per_s\": " + num(r.tokensPerS, "%.3f") +
-                       ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
-                       ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
-                       ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +
-                       ", \"predicted_step_time_s\": " + num(predictedStep, "%.6f") + "}\n";
+    std::string line =
+        "{\"step\": " + std::to_string(r.step) + ", \"loss\": " + num(r.loss, "%.9g") +
+        ", \"grad_norm\": " + num(r.gradNorm, "%.9g") + ", \"lr\": " + num(r.lr, "%.9g") +
+        (r.evaluated ? ", \"eval_loss\": " + num(r.evalLoss, "%.9g") : "") +
+        ", \"step_time_s\": " + num(r.stepTimeS, "%.6f") +
+        ", \"tokens_per_s\": " + num(r.tokensPerS, "%.3f") +
+        ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
+        ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
+        ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +
+        ", \"predicted_step_time_s\": " + num(predictedStep, "%.6f") + "}\n";
     metrics << line;
     metrics.flush();
     if (!metrics)
@@ -622,13 +629,15 @@ int main(int argc, char **argv) {
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s of device memory (kernel scratch, cuBLAS workspace, reduce-scatter "
                 "staging; NCCL's own buffers not counted)\n",
-                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(),
+                support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
                 support::describeBytes(lastReport.outsideArenaBytes).c_str());
   else if (!quiet && lastReport.step > 0)
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s (communication staging and the token data)\n",
-                support::describeBytes(lastReport.peakBytes).c_str(), support::describeBytes(lastReport.predictedPeakBytes).c_str(),
+                support::describeBytes(lastReport.peakBytes).c_str(),
+                support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
                 support::describeBytes(lastReport.outsideArenaBytes).c_str());
   return finish(0);

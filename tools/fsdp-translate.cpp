@@ -26,12 +26,11 @@ static llvm::cl::opt<bool> noDropout(
     llvm::cl::init(false));
 
 static OwningOpRef<Operation *> reportOrReturn(OwningOpRef<ModuleOp> module,
-                                               const ImportError &error,
-                                               MLIRContext *context) {
+                                               const ImportError &error, MLIRContext *context) {
   if (!module && !error.message.empty()) {
-    Location loc = error.line ? Location(FileLineColLoc::get(context, error.file, error.line,
-                                                             error.col))
-                              : Location(FileLineColLoc::get(context, error.file, 0, 0));
+    Location loc = error.line
+                       ? Location(FileLineColLoc::get(context, error.file, error.line, error.col))
+                       : Location(FileLineColLoc::get(context, error.file, 0, 0));
     emitError(loc) << error.message;
   }
   if (!module)
@@ -54,8 +53,8 @@ int main(int argc, char **argv) {
         ImportOptions options;
         options.noDropout = noDropout;
         auto text = sm.getMemoryBuffer(sm.getMainFileID())->getBuffer();
-        return reportOrReturn(importHFConfig(text, bufferName(sm), context, options, error),
-                              error, context);
+        return reportOrReturn(importHFConfig(text, bufferName(sm), context, options, error), error,
+                              context);
       },
       [](DialectRegistry &registry) { registry.insert<nn::NNDialect>(); });
 
@@ -91,9 +90,7 @@ int main(int argc, char **argv) {
           return op->emitError("expected a module holding a plan");
         return lowerToProgram(module, os);
       },
-      [](DialectRegistry &registry) {
-        registry.insert<nn::NNDialect, plan::FSDPDialect>();
-      });
+      [](DialectRegistry &registry) { registry.insert<nn::NNDialect, plan::FSDPDialect>(); });
 
   return failed(mlirTranslateMain(argc, argv, "fsdp translation driver"));
 }

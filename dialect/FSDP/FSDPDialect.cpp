@@ -68,10 +68,9 @@ std::optional<NamedAttribute> fsdp::plan::undeclaredAttr(Operation *op) {
   return std::nullopt;
 }
 
-LogicalResult MemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                 int64_t peak, int64_t livePeak, int64_t params,
-                                 int64_t grads, int64_t optimizer, int64_t unsharded,
-                                 int64_t activations, int64_t fragmentation) {
+LogicalResult MemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t peak,
+                                 int64_t livePeak, int64_t params, int64_t grads, int64_t optimizer,
+                                 int64_t unsharded, int64_t activations, int64_t fragmentation) {
   for (auto [name, bytes] : {std::pair<const char *, int64_t>{"peak_bytes", peak},
                              {"live_peak_bytes", livePeak},
                              {"params_bytes", params},
@@ -81,8 +80,7 @@ LogicalResult MemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                              {"activations_bytes", activations},
                              {"fragmentation_bytes", fragmentation}})
     if (bytes < 0)
-      return emitError() << "memory figure '" << name << "' must be at least 0, but is "
-                         << bytes;
+      return emitError() << "memory figure '" << name << "' must be at least 0, but is " << bytes;
   return success();
 }
 
@@ -93,8 +91,8 @@ LogicalResult MemoryAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult UnitOp::verify() {
   int64_t n = getParams().size();
   if ((int64_t)getOffsets().size() != n || (int64_t)getSizes().size() != n)
-    return emitOpError() << "has " << n << " params but " << getOffsets().size()
-                         << " offsets and " << getSizes().size() << " sizes";
+    return emitOpError() << "has " << n << " params but " << getOffsets().size() << " offsets and "
+                         << getSizes().size() << " sizes";
   int64_t expected = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (getOffsets()[i] != expected)
@@ -102,8 +100,8 @@ LogicalResult UnitOp::verify() {
                            << " must start at element " << expected << ", but starts at "
                            << getOffsets()[i];
     if (getSizes()[i] <= 0)
-      return emitOpError() << "parameter " << cast<StringAttr>(getParams()[i])
-                           << " has size " << getSizes()[i];
+      return emitOpError() << "parameter " << cast<StringAttr>(getParams()[i]) << " has size "
+                           << getSizes()[i];
     expected += getSizes()[i];
   }
   int64_t numel = getNumelAttr().getInt(), padded = getPaddedNumelAttr().getInt();
@@ -125,13 +123,12 @@ LogicalResult UnitOp::verify() {
 
 ParseResult StepOp::parse(OpAsmParser &parser, OperationState &result) {
   auto buildType = [](Builder &b, ArrayRef<Type> args, ArrayRef<Type> results,
-                      function_interface_impl::VariadicFlag, std::string &) {
-    return b.getFunctionType(args, results);
-  };
+                      function_interface_impl::VariadicFlag,
+                      std::string &) { return b.getFunctionType(args, results); };
   SMLoc loc = parser.getCurrentLocation();
   if (function_interface_impl::parseFunctionOp(
-          parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name),
-          buildType, getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name)))
+          parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildType,
+          getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name)))
     return failure();
   // The settings arrive in the `attributes {...}` dictionary; one of the
   // wrong kind (`world_size = "4"`) would otherwise become no setting at all.
@@ -151,8 +148,7 @@ LogicalResult StepOp::verify() {
   if (world % group != 0)
     return emitOpError() << "shard_size " << group << " must divide world_size " << world;
   if (std::optional<Strategy> strategy = getStrategy()) {
-    if ((*strategy == Strategy::FullShard || *strategy == Strategy::ShardGradOp) &&
-        group != world)
+    if ((*strategy == Strategy::FullShard || *strategy == Strategy::ShardGradOp) && group != world)
       return emitOpError() << "shards over the whole world with strategy "
                            << stringifyStrategy(*strategy) << ", but shard_size " << group
                            << " is not world_size " << world;
@@ -164,9 +160,9 @@ LogicalResult StepOp::verify() {
   if (std::optional<int64_t> seq = getSeqLen(); seq && getMaxSeqLen() && *seq > *getMaxSeqLen())
     return emitOpError() << "seq_len " << *seq << " is past the model's max_seq_len "
                          << *getMaxSeqLen();
-  if (std::optional<int64_t> n = getCheckpointedBlocks(); n && getNumBlocks() && *n > *getNumBlocks())
-    return emitOpError() << "checkpoints " << *n << " blocks of the model's "
-                         << *getNumBlocks();
+  if (std::optional<int64_t> n = getCheckpointedBlocks();
+      n && getNumBlocks() && *n > *getNumBlocks())
+    return emitOpError() << "checkpoints " << *n << " blocks of the model's " << *getNumBlocks();
   return success();
 }
 
@@ -184,8 +180,8 @@ void StepOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNam
 LogicalResult ReturnOp::verify() {
   auto results = (*this)->getParentOfType<StepOp>().getFunctionType().getResults();
   if (getOperands().size() != results.size())
-    return emitOpError() << "returns " << getOperands().size()
-                         << " values, but the step declares " << results.size();
+    return emitOpError() << "returns " << getOperands().size() << " values, but the step declares "
+                         << results.size();
   for (auto [v, t] : llvm::zip(getOperands(), results))
     if (v.getType() != t)
       return emitOpError() << "returns " << v.getType() << ", but the step declares " << t;
@@ -201,8 +197,8 @@ LogicalResult UpcastOp::verify() {
       getParam().getDefiningOp()->getName().getStringRef() != "nn.param")
     return emitOpError() << "reads a parameter (an nn.param)";
   if (getParam().getType() != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must be the parameter's " << getParam().getType();
+    return emitOpError() << "result type " << getResult().getType() << " must be the parameter's "
+                         << getParam().getType();
   return success();
 }
 

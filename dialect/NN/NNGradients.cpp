@@ -19,8 +19,8 @@ LogicalResult PositionIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
 
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
-  Value table = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), resultGrads[0],
-                                          getIds(), moduleOf(*this));
+  Value table = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), resultGrads[0], getIds(),
+                                          moduleOf(*this));
   operandGrads.append({Value(), table});
   return success();
 }
@@ -50,8 +50,7 @@ LogicalResult LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGr
 
 LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
-  auto g = b.create<RMSNormGradOp>(getLoc(),
-                                   TypeRange{getInput().getType(), getWeight().getType()},
+  auto g = b.create<RMSNormGradOp>(getLoc(), TypeRange{getInput().getType(), getWeight().getType()},
                                    resultGrads[0], getInput(), getWeight(), getEpsAttr(),
                                    moduleOf(*this));
   operandGrads.append({g.getInputGrad(), g.getWeightGrad()});
@@ -61,10 +60,9 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   // The rotation is orthogonal: its gradient rotates back.
-  auto inv = b.create<RopeOp>(getLoc(), getInput().getType(), resultGrads[0],
-                              getNumHeadsAttr(), getThetaAttr(), getLlama3FactorAttr(),
-                              getLlama3LowFreqFactorAttr(), getLlama3HighFreqFactorAttr(),
-                              getLlama3OriginalMaxPositionAttr(),
+  auto inv = b.create<RopeOp>(getLoc(), getInput().getType(), resultGrads[0], getNumHeadsAttr(),
+                              getThetaAttr(), getLlama3FactorAttr(), getLlama3LowFreqFactorAttr(),
+                              getLlama3HighFreqFactorAttr(), getLlama3OriginalMaxPositionAttr(),
                               getInverse() ? UnitAttr() : b.getUnitAttr(), moduleOf(*this));
   operandGrads.push_back(inv);
   return success();
@@ -77,16 +75,15 @@ LogicalResult SplitOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
       return emitOpError() << "part " << i
                            << " does not reach the loss; its gradient would be zeros, "
                               "which the training step does not build";
-  operandGrads.push_back(b.create<ConcatOp>(getLoc(), getInput().getType(), resultGrads,
-                                            moduleOf(*this)));
+  operandGrads.push_back(
+      b.create<ConcatOp>(getLoc(), getInput().getType(), resultGrads, moduleOf(*this)));
   return success();
 }
 
 LogicalResult CausalAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                                 SmallVectorImpl<Value> &operandGrads) {
   auto g = b.create<CausalAttentionGradOp>(
-      getLoc(),
-      TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
+      getLoc(), TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       resultGrads[0], getQuery(), getKey(), getValue(), getResult(), getNumHeadsAttr(),
       getNumKvHeadsAttr(), moduleOf(*this));
   operandGrads.append({g.getQueryGrad(), g.getKeyGrad(), g.getValueGrad()});
@@ -117,8 +114,8 @@ LogicalResult AddOp::buildGradients(OpBuilder &, ArrayRef<Value> resultGrads,
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value>,
                                              SmallVectorImpl<Value> &operandGrads) {
   // The loss is the seed: its own gradient is the run-time loss scale.
-  Value d = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(), getLogits(),
-                                         getTargets(), moduleOf(*this));
+  Value d = b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(), getLogits(), getTargets(),
+                                         moduleOf(*this));
   operandGrads.append({d, Value()});
   return success();
 }

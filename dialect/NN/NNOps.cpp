@@ -11,8 +11,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <cmath>
 #include "llvm/Support/JSON.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace fsdp::nn;
@@ -56,9 +56,7 @@ bool shapeMatches(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   return true;
 }
 
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
 
 Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
 
@@ -82,23 +80,23 @@ LogicalResult expectVector(Operation *op, Value v, StringRef what, int64_t size)
 LogicalResult expectResultShape(Operation *op, ArrayRef<int64_t> expected) {
   auto got = shapeOf(op->getResult(0));
   if (!shapeMatches(got, expected))
-    return op->emitOpError() << "result must be " << shapeStr(expected)
-                             << ", but it is " << shapeStr(got);
+    return op->emitOpError() << "result must be " << shapeStr(expected) << ", but it is "
+                             << shapeStr(got);
   return success();
 }
 
 LogicalResult expectSameElementType(Operation *op, Value a, Value b, StringRef what) {
   if (elemOf(a) != elemOf(b))
-    return op->emitOpError() << what << " has element type " << elemOf(b)
-                             << ", expected " << elemOf(a);
+    return op->emitOpError() << what << " has element type " << elemOf(b) << ", expected "
+                             << elemOf(a);
   return success();
 }
 
 // The result of an op that keeps its input's shape and type.
 LogicalResult expectResultLike(Operation *op, Value input, StringRef what) {
   if (op->getResult(0).getType() != input.getType())
-    return op->emitOpError() << "result type " << op->getResult(0).getType()
-                             << " must equal the " << what << " type " << input.getType();
+    return op->emitOpError() << "result type " << op->getResult(0).getType() << " must equal the "
+                             << what << " type " << input.getType();
   return success();
 }
 
@@ -152,19 +150,17 @@ FailureOr<int64_t> staticLastDim(Operation *op, Value v, StringRef what) {
 
 ParseResult GraphOp::parse(OpAsmParser &parser, OperationState &result) {
   auto buildType = [](Builder &b, ArrayRef<Type> args, ArrayRef<Type> results,
-                      function_interface_impl::VariadicFlag, std::string &) {
-    return b.getFunctionType(args, results);
-  };
+                      function_interface_impl::VariadicFlag,
+                      std::string &) { return b.getFunctionType(args, results); };
   return function_interface_impl::parseFunctionOp(
-      parser, result, /*allowVariadic=*/false,
-      getFunctionTypeAttrName(result.name), buildType,
+      parser, result, /*allowVariadic=*/false, getFunctionTypeAttrName(result.name), buildType,
       getArgAttrsAttrName(result.name), getResAttrsAttrName(result.name));
 }
 
 void GraphOp::print(OpAsmPrinter &p) {
-  function_interface_impl::printFunctionOp(
-      p, *this, /*isVariadic=*/false, getFunctionTypeAttrName(),
-      getArgAttrsAttrName(), getResAttrsAttrName());
+  function_interface_impl::printFunctionOp(p, *this, /*isVariadic=*/false,
+                                           getFunctionTypeAttrName(), getArgAttrsAttrName(),
+                                           getResAttrsAttrName());
 }
 
 void GraphOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
@@ -184,14 +180,13 @@ std::vector<ParamOp> GraphOp::getParams() {
 LogicalResult GraphOp::verify() {
   auto type = getFunctionType();
   if (type.getNumInputs() != 2)
-    return emitOpError() << "takes (tokens, targets), but has "
-                         << type.getNumInputs() << " arguments";
+    return emitOpError() << "takes (tokens, targets), but has " << type.getNumInputs()
+                         << " arguments";
   for (auto [i, t] : llvm::enumerate(type.getInputs())) {
     auto tt = dyn_cast<RankedTensorType>(t);
     if (!tt || tt.getRank() != 2 || !tt.getElementType().isSignlessInteger())
       return emitOpError() << (i == 0 ? "tokens" : "targets")
-                           << " must be a rank-2 integer tensor [batch, seq], but is "
-                           << t;
+                           << " must be a rank-2 integer tensor [batch, seq], but is " << t;
   }
   if (type.getNumResults() != 1 ||
       type.getResult(0) != RankedTensorType::get({}, Float32Type::get(getContext())))
@@ -246,12 +241,11 @@ LogicalResult ReturnOp::verify() {
   auto graph = (*this)->getParentOfType<GraphOp>();
   auto results = graph.getFunctionType().getResults();
   if (getOperands().size() != results.size())
-    return emitOpError() << "returns " << getOperands().size()
-                         << " values, but the graph declares " << results.size();
+    return emitOpError() << "returns " << getOperands().size() << " values, but the graph declares "
+                         << results.size();
   for (auto [v, t] : llvm::zip(getOperands(), results))
     if (v.getType() != t)
-      return emitOpError() << "returns " << v.getType()
-                           << ", but the graph declares " << t;
+      return emitOpError() << "returns " << v.getType() << ", but the graph declares " << t;
   return success();
 }
 
@@ -265,8 +259,7 @@ LogicalResult ParamOp::verify() {
   if (failed(expectUTF8(*this, getName(), "parameter name")))
     return failure();
   if (llvm::any_of(getName(), [](char c) { return llvm::isSpace(c); }))
-    return emitOpError() << "parameter name '" << getName()
-                         << "' must not contain whitespace";
+    return emitOpError() << "parameter name '" << getName() << "' must not contain whitespace";
   auto type = getResult().getType();
   if (type.getRank() == 0 || !type.hasStaticShape())
     return emitOpError() << "parameter '" << getName()
@@ -274,14 +267,11 @@ LogicalResult ParamOp::verify() {
                          << shapeStr(type.getShape());
   for (int64_t d : type.getShape())
     if (d <= 0)
-      return emitOpError() << "parameter '" << getName()
-                           << "' has a non-positive dimension in "
+      return emitOpError() << "parameter '" << getName() << "' has a non-positive dimension in "
                            << shapeStr(type.getShape());
   if (!boundedNumElements(type.getShape()))
-    return emitOpError() << "parameter '" << getName() << "' of shape "
-                         << shapeStr(type.getShape())
-                         << " has more elements than fsdp plans (at most " << kMaxParameters
-                         << ")";
+    return emitOpError() << "parameter '" << getName() << "' of shape " << shapeStr(type.getShape())
+                         << " has more elements than fsdp plans (at most " << kMaxParameters << ")";
   return success();
 }
 
@@ -301,8 +291,7 @@ StringRef ParamOp::getModulePath() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult PositionIdsOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getTokens(), "tokens", 2)))
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getTokens(), "tokens", 2)))
     return failure();
   if (getTokens().getType() != getResult().getType())
     return emitOpError() << "result type " << getResult().getType()
@@ -311,8 +300,7 @@ LogicalResult PositionIdsOp::verify() {
 }
 
 LogicalResult EmbeddingOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getIds(), "ids", 2)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getIds(), "ids", 2)) ||
       failed(expectRank(*this, getTable(), "table", 2)) ||
       failed(expectSameElementType(*this, getTable(), getResult(), "result")))
     return failure();
@@ -331,8 +319,7 @@ int64_t LinearOp::getOutFeatures() {
 }
 
 LogicalResult LinearOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getWeight(), "weight", 2)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getWeight(), "weight", 2)) ||
       failed(expectSameElementType(*this, getInput(), getWeight(), "weight")) ||
       failed(expectSameElementType(*this, getInput(), getResult(), "result")))
     return failure();
@@ -343,8 +330,7 @@ LogicalResult LinearOp::verify() {
   if (!dimMatches(in.back(), inF))
     return emitOpError() << "weight " << shapeStr(shapeOf(getWeight())) << " is "
                          << stringifyWeightLayout(getLayout()) << ", so the input's last "
-                         << "dimension must be " << inF << ", but the input is "
-                         << shapeStr(in);
+                         << "dimension must be " << inF << ", but the input is " << shapeStr(in);
   if (getBias()) {
     if (failed(expectSameElementType(*this, getInput(), getBias(), "bias")) ||
         failed(expectVector(*this, getBias(), "bias", outF)))
@@ -386,8 +372,7 @@ LogicalResult RMSNormOp::verify() {
 }
 
 LogicalResult RopeOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getInput(), "input", 3)))
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getInput(), "input", 3)))
     return failure();
   auto d = staticLastDim(*this, getInput(), "input");
   if (failed(d))
@@ -399,11 +384,9 @@ LogicalResult RopeOp::verify() {
     return emitOpError() << "the last dimension " << *d
                          << " does not divide into num_heads = " << heads;
   if ((*d / heads) % 2 != 0)
-    return emitOpError() << "head dimension " << *d / heads
-                         << " must be even to rotate halves";
+    return emitOpError() << "head dimension " << *d / heads << " must be even to rotate halves";
   if (!(getTheta().convertToDouble() > 0))
-    return emitOpError() << "theta must be positive, but is "
-                         << getTheta().convertToDouble();
+    return emitOpError() << "theta must be positive, but is " << getTheta().convertToDouble();
   if (!std::isfinite(getTheta().convertToDouble()))
     return emitOpError() << "theta must be finite, but is " << getTheta().convertToDouble();
   int present = (bool)getLlama3Factor() + (bool)getLlama3LowFreqFactor() +
@@ -438,14 +421,14 @@ LogicalResult SplitOp::verify() {
   if (failed(d))
     return failure();
   if (*d % (int64_t)n != 0)
-    return emitOpError() << "the last dimension " << *d << " does not split into "
-                         << n << " equal parts";
+    return emitOpError() << "the last dimension " << *d << " does not split into " << n
+                         << " equal parts";
   SmallVector<int64_t> expected(shapeOf(getInput()));
   expected.back() = *d / n;
   for (auto [i, r] : llvm::enumerate(getResults())) {
     if (!shapeMatches(shapeOf(r), expected))
-      return emitOpError() << "part " << i << " must be " << shapeStr(expected)
-                           << ", but it is " << shapeStr(shapeOf(r));
+      return emitOpError() << "part " << i << " must be " << shapeStr(expected) << ", but it is "
+                           << shapeStr(shapeOf(r));
     if (failed(expectSameElementType(*this, getInput(), r, "a part")))
       return failure();
   }
@@ -468,12 +451,11 @@ LogicalResult verifyHeads(Operation *op, Value query, Value key, Value value, in
   if (failed(qd))
     return failure();
   if (*qd % h != 0)
-    return op->emitOpError() << "query width " << *qd << " does not divide into " << h
-                             << " heads";
+    return op->emitOpError() << "query width " << *qd << " does not divide into " << h << " heads";
   int64_t headDim = *qd / h;
   auto q = shapeOf(query);
-  for (auto [v, what] : {std::pair<Value, StringRef>{key, "key"},
-                         std::pair<Value, StringRef>{value, "value"}}) {
+  for (auto [v, what] :
+       {std::pair<Value, StringRef>{key, "key"}, std::pair<Value, StringRef>{value, "value"}}) {
     SmallVector<int64_t> expected = {q[0], q[1], kv * headDim};
     if (!shapeMatches(shapeOf(v), expected))
       return op->emitOpError() << what << " must be " << shapeStr(expected) << " (" << kv
@@ -487,12 +469,10 @@ LogicalResult verifyHeads(Operation *op, Value query, Value key, Value value, in
 } // namespace
 
 LogicalResult CausalAttentionOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getQuery(), "query", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getQuery(), "query", 3)) ||
       failed(expectRank(*this, getKey(), "key", 3)) ||
       failed(expectRank(*this, getValue(), "value", 3)) ||
-      failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(),
-                         getNumKvHeads())))
+      failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())))
     return failure();
   return expectResultLike(*this, getQuery(), "query");
 }
@@ -516,8 +496,7 @@ LogicalResult AddOp::verify() {
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getLogits(), "logits", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getLogits(), "logits", 3)) ||
       failed(expectRank(*this, getTargets(), "targets", 2)))
     return failure();
   auto l = shapeOf(getLogits()), t = shapeOf(getTargets());
@@ -535,15 +514,13 @@ LogicalResult CrossEntropyOp::verify() {
 namespace {
 LogicalResult expectType(Operation *op, Value v, Type expected, StringRef what) {
   if (v.getType() != expected)
-    return op->emitOpError() << what << " must be " << expected << ", but it is "
-                             << v.getType();
+    return op->emitOpError() << what << " must be " << expected << ", but it is " << v.getType();
   return success();
 }
 } // namespace
 
 LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getLogits(), "logits", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getLogits(), "logits", 3)) ||
       failed(expectRank(*this, getTargets(), "targets", 2)))
     return failure();
   auto l = shapeOf(getLogits()), t = shapeOf(getTargets());
@@ -555,8 +532,7 @@ LogicalResult CrossEntropyGradOp::verify() {
 }
 
 LogicalResult LinearGradInputOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getWeight(), "weight", 2)))
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getWeight(), "weight", 2)))
     return failure();
   auto w = shapeOf(getWeight());
   bool inOut = getLayout() == WeightLayout::in_out;
@@ -597,28 +573,25 @@ LogicalResult BiasGradOp::verify() {
 }
 
 LogicalResult EmbeddingGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getGrad(), "gradient", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getGrad(), "gradient", 3)) ||
       failed(expectRank(*this, getIds(), "ids", 2)) ||
       failed(expectRank(*this, getResult(), "result", 2)))
     return failure();
   auto dy = shapeOf(getGrad()), ids = shapeOf(getIds());
   if (!dimMatches(dy[0], ids[0]) || !dimMatches(dy[1], ids[1]))
-    return emitOpError() << "gradient " << shapeStr(dy) << " must match the ids "
-                         << shapeStr(ids);
+    return emitOpError() << "gradient " << shapeStr(dy) << " must match the ids " << shapeStr(ids);
   if (!getResult().getType().hasStaticShape() || !dimMatches(shapeOf(getResult())[1], dy[2]))
-    return emitOpError() << "result must be a static [V, " << dimStr(dy[2])
-                         << "] table, but it is " << shapeStr(shapeOf(getResult()));
+    return emitOpError() << "result must be a static [V, " << dimStr(dy[2]) << "] table, but it is "
+                         << shapeStr(shapeOf(getResult()));
   return success();
 }
 
 namespace {
 // A norm's gradient: dy and dx shaped like x, the parameter gradients like
 // the weight, which matches x's last dimension.
-LogicalResult verifyNormGrad(Operation *op, Value grad, Value input, Value weight,
-                             Value inputGrad, ArrayRef<std::pair<Value, StringRef>> paramGrads) {
-  if (failed(verifyModuleAttr(op)) ||
-      failed(expectType(op, grad, input.getType(), "gradient")) ||
+LogicalResult verifyNormGrad(Operation *op, Value grad, Value input, Value weight, Value inputGrad,
+                             ArrayRef<std::pair<Value, StringRef>> paramGrads) {
+  if (failed(verifyModuleAttr(op)) || failed(expectType(op, grad, input.getType(), "gradient")) ||
       failed(expectType(op, inputGrad, input.getType(), "input gradient")))
     return failure();
   for (auto [g, what] : paramGrads)
@@ -667,8 +640,7 @@ LogicalResult ConcatOp::verify() {
 }
 
 LogicalResult CausalAttentionGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
-      failed(expectRank(*this, getQuery(), "query", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getQuery(), "query", 3)) ||
       failed(expectRank(*this, getKey(), "key", 3)) ||
       failed(expectRank(*this, getValue(), "value", 3)) ||
       failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||

@@ -82,12 +82,18 @@ std::string opNames() {
 
 std::optional<Type> parseDtype(StringRef s, MLIRContext *ctx) {
   Builder b(ctx);
-  if (s == "f32") return b.getF32Type();
-  if (s == "bf16") return b.getBF16Type();
-  if (s == "f16") return b.getF16Type();
-  if (s == "f64") return b.getF64Type();
-  if (s == "i64") return b.getI64Type();
-  if (s == "i32") return b.getI32Type();
+  if (s == "f32")
+    return b.getF32Type();
+  if (s == "bf16")
+    return b.getBF16Type();
+  if (s == "f16")
+    return b.getF16Type();
+  if (s == "f64")
+    return b.getF64Type();
+  if (s == "i64")
+    return b.getI64Type();
+  if (s == "i32")
+    return b.getI32Type();
   return std::nullopt;
 }
 
@@ -212,8 +218,7 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
                            (spec->maxOperands != spec->minOperands
                                 ? " or " + std::to_string(spec->maxOperands)
                                 : std::string()) +
-                           " operands, but " + std::to_string(operands->size()) +
-                           " are given");
+                           " operands, but " + std::to_string(operands->size()) + " are given");
   for (size_t i = 0; i < operands->size(); ++i) {
     auto v = use(opp + JsonPath{std::to_string(i)});
     if (!v)
@@ -266,8 +271,8 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
   if (!results->is_array() || results->empty())
     return r.fail(rp, JsonReader::pathStr(rp) + " must be a non-empty array");
   if (!spec->variadicResults && results->size() != 1)
-    return r.fail(rp, "op '" + *name + "' has one result, but " +
-                          std::to_string(results->size()) + " are given");
+    return r.fail(rp, "op '" + *name + "' has one result, but " + std::to_string(results->size()) +
+                          " are given");
   std::vector<std::string> names;
   for (size_t i = 0; i < results->size(); ++i) {
     JsonPath ip = rp + JsonPath{std::to_string(i)};
@@ -357,9 +362,9 @@ OwningOpRef<ModuleOp> Importer::run() {
     inTypes.push_back(*t);
   }
   auto lossType = RankedTensorType::get({}, b.getF32Type());
-  auto graph = b.create<nn::GraphOp>(rootLoc, *name, b.getFunctionType(inTypes, {lossType}),
-                                     ArrayAttr(), ArrayAttr(), *modelType, *prefix, *numBlocks,
-                                     *maxSeq);
+  auto graph =
+      b.create<nn::GraphOp>(rootLoc, *name, b.getFunctionType(inTypes, {lossType}), ArrayAttr(),
+                            ArrayAttr(), *modelType, *prefix, *numBlocks, *maxSeq);
   SmallVector<Location> argLocs(inTypes.size(), rootLoc);
   Block *body = b.createBlock(&graph.getBody(), {}, inTypes, argLocs);
   for (size_t i = 0; i < inNames.size(); ++i)
@@ -413,8 +418,8 @@ OwningOpRef<ModuleOp> Importer::run() {
 
 } // namespace
 
-OwningOpRef<ModuleOp> fsdp::importGraphJSON(StringRef text, StringRef file,
-                                            MLIRContext *context, ImportError &error) {
+OwningOpRef<ModuleOp> fsdp::importGraphJSON(StringRef text, StringRef file, MLIRContext *context,
+                                            ImportError &error) {
   error = ImportError();
   error.file = file.str();
   Importer importer(text, file, context, error);

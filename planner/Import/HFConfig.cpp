@@ -43,24 +43,32 @@ bool checkDropout(JsonReader &r, const ImportOptions &opts,
 
 bool parseGPT2(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   auto vocab = r.getInt({"vocab_size"});
-  if (!vocab) return false;
+  if (!vocab)
+    return false;
   auto d = r.getInt({"n_embd"});
-  if (!d) return false;
+  if (!d)
+    return false;
   auto layers = r.getInt({"n_layer"});
-  if (!layers) return false;
+  if (!layers)
+    return false;
   auto heads = r.getInt({"n_head"});
-  if (!heads) return false;
+  if (!heads)
+    return false;
   auto positions = r.getInt({"n_positions"}, int64_t(1024));
-  if (!positions) return false;
+  if (!positions)
+    return false;
   // Saturated: a width this large fails the size check below.
   auto inner = r.getInt({"n_inner"}, *d <= INT64_MAX / 4 ? 4 * *d : INT64_MAX);
-  if (!inner) return false;
+  if (!inner)
+    return false;
   auto eps = r.getNumber({"layer_norm_epsilon"}, 1e-5);
-  if (!eps) return false;
+  if (!eps)
+    return false;
   if (*eps <= 0)
     return r.fail({"layer_norm_epsilon"}, "layer_norm_epsilon must be positive");
   auto act = r.getString({"activation_function"}, std::string("gelu_new"));
-  if (!act) return false;
+  if (!act)
+    return false;
   if (*act != "gelu_new" && *act != "gelu_pytorch_tanh")
     return r.fail({"activation_function"},
                   "activation_function '" + *act +
@@ -70,15 +78,18 @@ bool parseGPT2(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
     return r.fail({"n_embd"}, "n_embd = " + std::to_string(*d) +
                                   " is not divisible by n_head = " + std::to_string(*heads));
   auto tie = r.getBool({"tie_word_embeddings"}, true);
-  if (!tie) return false;
+  if (!tie)
+    return false;
   for (const char *flag : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"}) {
     auto b = r.getBool({flag}, false);
-    if (!b) return false;
+    if (!b)
+      return false;
     if (*b)
       return r.fail({flag}, std::string(flag) + " = true is not supported");
   }
   auto scale = r.getBool({"scale_attn_weights"}, true);
-  if (!scale) return false;
+  if (!scale)
+    return false;
   if (!*scale)
     return r.fail({"scale_attn_weights"}, "scale_attn_weights = false is not supported");
   if (!checkDropout(r, opts, {"resid_pdrop", "embd_pdrop", "attn_pdrop"}, 0.1))
@@ -100,37 +111,49 @@ bool parseGPT2(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
 
 bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   auto vocab = r.getInt({"vocab_size"});
-  if (!vocab) return false;
+  if (!vocab)
+    return false;
   auto d = r.getInt({"hidden_size"});
-  if (!d) return false;
+  if (!d)
+    return false;
   auto inter = r.getInt({"intermediate_size"});
-  if (!inter) return false;
+  if (!inter)
+    return false;
   auto layers = r.getInt({"num_hidden_layers"});
-  if (!layers) return false;
+  if (!layers)
+    return false;
   auto heads = r.getInt({"num_attention_heads"});
-  if (!heads) return false;
+  if (!heads)
+    return false;
   auto kv = r.getInt({"num_key_value_heads"}, *heads);
-  if (!kv) return false;
+  if (!kv)
+    return false;
   auto positions = r.getInt({"max_position_embeddings"}, int64_t(2048));
-  if (!positions) return false;
+  if (!positions)
+    return false;
   auto eps = r.getNumber({"rms_norm_eps"}, 1e-6);
-  if (!eps) return false;
+  if (!eps)
+    return false;
   if (*eps <= 0)
     return r.fail({"rms_norm_eps"}, "rms_norm_eps must be positive");
   auto theta = r.getNumber({"rope_theta"}, 10000.0);
-  if (!theta) return false;
+  if (!theta)
+    return false;
   if (*theta <= 0)
     return r.fail({"rope_theta"}, "rope_theta must be positive");
   auto tie = r.getBool({"tie_word_embeddings"}, false);
-  if (!tie) return false;
+  if (!tie)
+    return false;
   auto act = r.getString({"hidden_act"}, std::string("silu"));
-  if (!act) return false;
+  if (!act)
+    return false;
   if (*act != "silu")
-    return r.fail({"hidden_act"}, "hidden_act '" + *act +
-                                      "' is not supported; LLaMA's MLP is SwiGLU ('silu')");
+    return r.fail({"hidden_act"},
+                  "hidden_act '" + *act + "' is not supported; LLaMA's MLP is SwiGLU ('silu')");
   for (const char *flag : {"attention_bias", "mlp_bias"}) {
     auto b = r.getBool({flag}, false);
-    if (!b) return false;
+    if (!b)
+      return false;
     if (*b)
       return r.fail({flag}, std::string(flag) + " = true is not supported (LLaMA has no biases)");
   }
@@ -142,11 +165,12 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
                       " is not a multiple of num_key_value_heads = " + std::to_string(*kv));
   int64_t defHeadDim = *d / *heads;
   if (!r.get({"head_dim"}, false) && *d % *heads != 0)
-    return r.fail({"hidden_size"}, "hidden_size = " + std::to_string(*d) +
-                                       " is not divisible by num_attention_heads = " +
-                                       std::to_string(*heads));
+    return r.fail({"hidden_size"},
+                  "hidden_size = " + std::to_string(*d) +
+                      " is not divisible by num_attention_heads = " + std::to_string(*heads));
   auto headDim = r.getInt({"head_dim"}, defHeadDim);
-  if (!headDim) return false;
+  if (!headDim)
+    return false;
   if (*headDim % 2 != 0)
     return r.fail({"head_dim"}, "the head dimension " + std::to_string(*headDim) +
                                     " must be even for rotary embeddings");
@@ -155,20 +179,21 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   const json *rs = r.get({"rope_scaling"}, false);
   if (rs && !rs->is_null()) {
     if (!rs->is_object())
-      return r.fail({"rope_scaling"}, "rope_scaling must be an object or null, but is " +
-                                          JsonReader::describe(*rs));
+      return r.fail({"rope_scaling"},
+                    "rope_scaling must be an object or null, but is " + JsonReader::describe(*rs));
     std::string key = rs->contains("rope_type") ? "rope_type" : "type";
     auto type = r.getString({"rope_scaling", key});
-    if (!type) return false;
+    if (!type)
+      return false;
     if (*type != "llama3")
-      return r.fail({"rope_scaling", key}, "rope_scaling type '" + *type +
-                                               "' is not supported (supported: llama3)");
+      return r.fail({"rope_scaling", key},
+                    "rope_scaling type '" + *type + "' is not supported (supported: llama3)");
     auto f = r.getNumber({"rope_scaling", "factor"});
     auto lo = f ? r.getNumber({"rope_scaling", "low_freq_factor"}) : std::nullopt;
     auto hi = lo ? r.getNumber({"rope_scaling", "high_freq_factor"}) : std::nullopt;
-    auto orig = hi ? r.getInt({"rope_scaling", "original_max_position_embeddings"})
-                   : std::nullopt;
-    if (!orig) return false;
+    auto orig = hi ? r.getInt({"rope_scaling", "original_max_position_embeddings"}) : std::nullopt;
+    if (!orig)
+      return false;
     if (!(*f > 0) || !(*lo > 0) || !(*hi > *lo))
       return r.fail({"rope_scaling"}, "rope_scaling needs factor > 0 and 0 < "
                                       "low_freq_factor < high_freq_factor");
@@ -203,8 +228,7 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
                                    std::to_string(nn::kMaxBlocks) + " blocks)");
   const char *positionsKey = gpt2 ? "n_positions" : "max_position_embeddings";
   if (c.maxSeqLen > nn::kMaxSeqLen)
-    return r.fail({positionsKey}, std::string(positionsKey) + " = " +
-                                      std::to_string(c.maxSeqLen) +
+    return r.fail({positionsKey}, std::string(positionsKey) + " = " + std::to_string(c.maxSeqLen) +
                                       " is more than fsdp plans (at most " +
                                       std::to_string(nn::kMaxSeqLen) + " tokens)");
   // In floating point: the exact count may not fit in 64 bits, and a bound
@@ -224,24 +248,28 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
   // (Values given, not defaults derived from them.)
   std::vector<std::pair<const char *, int64_t>> sizes;
   if (gpt2)
-    sizes = {{"vocab_size", c.vocabSize}, {"n_embd", c.hiddenSize},
-             {"n_positions", c.maxSeqLen}, {"n_layer", c.numLayers}, {"n_inner", 0}};
+    sizes = {{"vocab_size", c.vocabSize},
+             {"n_embd", c.hiddenSize},
+             {"n_positions", c.maxSeqLen},
+             {"n_layer", c.numLayers},
+             {"n_inner", 0}};
   else
-    sizes = {{"vocab_size", c.vocabSize}, {"hidden_size", c.hiddenSize},
-             {"intermediate_size", c.intermediateSize}, {"num_hidden_layers", c.numLayers},
-             {"num_attention_heads", c.numHeads}, {"head_dim", 0}};
+    sizes = {{"vocab_size", c.vocabSize},
+             {"hidden_size", c.hiddenSize},
+             {"intermediate_size", c.intermediateSize},
+             {"num_hidden_layers", c.numLayers},
+             {"num_attention_heads", c.numHeads},
+             {"head_dim", 0}};
   if (r.get({sizes.back().first}, false))
     sizes.back().second = gpt2 ? c.intermediateSize : c.headDim;
-  auto largest = std::max_element(sizes.begin(), sizes.end(), [](auto &a, auto &b) {
-    return a.second < b.second;
-  });
+  auto largest = std::max_element(sizes.begin(), sizes.end(),
+                                  [](auto &a, auto &b) { return a.second < b.second; });
   char count[32];
   std::snprintf(count, sizeof count, "%.3g", params);
-  return r.fail({largest->first},
-                std::string("the model would have ") + count +
-                    " parameters, more than fsdp plans (at most 2^48 = " +
-                    std::to_string(nn::kMaxParameters) + "); " + largest->first + " is " +
-                    std::to_string(largest->second));
+  return r.fail({largest->first}, std::string("the model would have ") + count +
+                                      " parameters, more than fsdp plans (at most 2^48 = " +
+                                      std::to_string(nn::kMaxParameters) + "); " + largest->first +
+                                      " is " + std::to_string(largest->second));
 }
 
 // Builds ops with a module path, keeping the graph code close to HF's modules.
@@ -272,14 +300,12 @@ public:
 } // namespace
 
 std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
-                                               const ImportOptions &options,
-                                               ImportError &error) {
+                                               const ImportOptions &options, ImportError &error) {
   JsonReader r(text, file, error);
   if (!r.parse())
     return std::nullopt;
   if (!r.root().is_object()) {
-    r.fail({}, "an HF config must be a JSON object, but this is " +
-                   JsonReader::describe(r.root()));
+    r.fail({}, "an HF config must be a JSON object, but this is " + JsonReader::describe(r.root()));
     return std::nullopt;
   }
   auto type = r.getString({"model_type"});
@@ -292,16 +318,15 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
   else if (*type == "llama")
     ok = parseLlama(r, options, c);
   else
-    ok = r.fail({"model_type"}, "unknown model_type '" + *type +
-                                    "'; supported: " + supportedModelTypes().str());
+    ok = r.fail({"model_type"},
+                "unknown model_type '" + *type + "'; supported: " + supportedModelTypes().str());
   if (!ok || !checkModelSize(r, c))
     return std::nullopt;
   // A config has no name of its own; its folder usually names the model
   // ("models/Meta-Llama-3-8B/config.json").
   c.name = c.modelType;
   StringRef dir = llvm::sys::path::filename(llvm::sys::path::parent_path(file));
-  if (llvm::sys::path::filename(file) == "config.json" && !dir.empty() && dir != "." &&
-      dir != "..")
+  if (llvm::sys::path::filename(file) == "config.json" && !dir.empty() && dir != "." && dir != "..")
     c.name = dir.str();
   return c;
 }
@@ -310,14 +335,13 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   MLIRContext *ctx = module.getContext();
   Location loc = module.getLoc();
-  auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                   b.getI64Type());
+  auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getI64Type());
   auto loss = RankedTensorType::get({}, b.getF32Type());
   bool gpt2 = c.modelType == "gpt2";
   StringRef prefix = gpt2 ? "transformer.h" : "model.layers";
-  auto graph = b.create<nn::GraphOp>(
-      loc, c.name, FunctionType::get(ctx, {ids, ids}, {loss}), ArrayAttr(), ArrayAttr(),
-      c.modelType, prefix, c.numLayers, c.maxSeqLen);
+  auto graph =
+      b.create<nn::GraphOp>(loc, c.name, FunctionType::get(ctx, {ids, ids}, {loss}), ArrayAttr(),
+                            ArrayAttr(), c.modelType, prefix, c.numLayers, c.maxSeqLen);
   Block *body = b.createBlock(&graph.getBody(), {}, {ids, ids}, {loc, loc});
   Value tokens = body->getArgument(0), targets = body->getArgument(1);
   GraphBuilder g(b, loc);
@@ -386,9 +410,9 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
       Value qkv = g.linear(WeightLayout::in_out, a, w[2], w[3], p + ".attn.c_attn");
       auto split = b.create<nn::SplitOp>(loc, TypeRange{g.act(D), g.act(D), g.act(D)}, qkv,
                                          g.mod(p + ".attn"));
-      Value o = b.create<nn::CausalAttentionOp>(
-          loc, g.act(D), split.getResult(0), split.getResult(1), split.getResult(2),
-          c.numHeads, c.numKvHeads, g.mod(p + ".attn"));
+      Value o = b.create<nn::CausalAttentionOp>(loc, g.act(D), split.getResult(0),
+                                                split.getResult(1), split.getResult(2), c.numHeads,
+                                                c.numKvHeads, g.mod(p + ".attn"));
       Value proj = g.linear(WeightLayout::in_out, o, w[4], w[5], p + ".attn.c_proj");
       h = b.create<nn::AddOp>(loc, g.act(D), h, proj, g.mod(p));
       Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[6], w[7], eps, g.mod(p + ".ln_2"));
@@ -412,18 +436,17 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
     for (int64_t i = 0; i < c.numLayers; ++i) {
       std::string p = "model.layers." + std::to_string(i);
       Value *w = blocks[i].w;
-      Value a = b.create<nn::RMSNormOp>(loc, g.act(D), h, w[7], eps,
-                                        g.mod(p + ".input_layernorm"));
+      Value a = b.create<nn::RMSNormOp>(loc, g.act(D), h, w[7], eps, g.mod(p + ".input_layernorm"));
       Value q = g.linear(WeightLayout::out_in, a, w[0], Value(), p + ".self_attn.q_proj");
       Value k = g.linear(WeightLayout::out_in, a, w[1], Value(), p + ".self_attn.k_proj");
       Value v = g.linear(WeightLayout::out_in, a, w[2], Value(), p + ".self_attn.v_proj");
       auto rope = g.mod(p + ".self_attn.rotary_emb");
-      q = b.create<nn::RopeOp>(loc, g.act(qW), q, b.getI64IntegerAttr(c.numHeads), theta, f, lo,
+      q = b.create<nn::RopeOp>(loc, g.act(qW), q, b.getI64IntegerAttr(c.numHeads), theta, f, lo, hi,
+                               orig, UnitAttr(), rope);
+      k = b.create<nn::RopeOp>(loc, g.act(kvW), k, b.getI64IntegerAttr(c.numKvHeads), theta, f, lo,
                                hi, orig, UnitAttr(), rope);
-      k = b.create<nn::RopeOp>(loc, g.act(kvW), k, b.getI64IntegerAttr(c.numKvHeads), theta, f,
-                               lo, hi, orig, UnitAttr(), rope);
-      Value o = b.create<nn::CausalAttentionOp>(loc, g.act(qW), q, k, v, c.numHeads,
-                                                c.numKvHeads, g.mod(p + ".self_attn"));
+      Value o = b.create<nn::CausalAttentionOp>(loc, g.act(qW), q, k, v, c.numHeads, c.numKvHeads,
+                                                g.mod(p + ".self_attn"));
       Value proj = g.linear(WeightLayout::out_in, o, w[3], Value(), p + ".self_attn.o_proj");
       h = b.create<nn::AddOp>(loc, g.act(D), h, proj, g.mod(p));
       Value m = b.create<nn::RMSNormOp>(loc, g.act(D), h, w[8], eps,
@@ -442,9 +465,8 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
   return graph;
 }
 
-OwningOpRef<ModuleOp> fsdp::importHFConfig(StringRef text, StringRef file,
-                                           MLIRContext *context, const ImportOptions &options,
-                                           ImportError &error) {
+OwningOpRef<ModuleOp> fsdp::importHFConfig(StringRef text, StringRef file, MLIRContext *context,
+                                           const ImportOptions &options, ImportError &error) {
   context->getOrLoadDialect<nn::NNDialect>();
   auto config = parseHFConfig(text, file, options, error);
   if (!config)

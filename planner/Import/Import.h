@@ -62,15 +62,13 @@ nn::GraphOp buildGraph(const ModelConfig &config, mlir::ModuleOp module);
 
 mlir::OwningOpRef<mlir::ModuleOp> importHFConfig(llvm::StringRef text, llvm::StringRef file,
                                                  mlir::MLIRContext *context,
-                                                 const ImportOptions &options,
-                                                 ImportError &error);
+                                                 const ImportOptions &options, ImportError &error);
 
 /// The project's JSON graph format (docs/model-format.md).
 constexpr int64_t kGraphFormatVersion = 1;
 
 mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::StringRef file,
-                                                  mlir::MLIRContext *context,
-                                                  ImportError &error);
+                                                  mlir::MLIRContext *context, ImportError &error);
 
 /// Whether `graph` holds only what a model holds, which is what the JSON
 /// graph format writes and the training step differentiates: nn.param, the
@@ -82,8 +80,8 @@ mlir::OwningOpRef<mlir::ModuleOp> importGraphJSON(llvm::StringRef text, llvm::St
 /// importGraphJSON and importMLIR call it.
 mlir::LogicalResult verifyModelGraph(nn::GraphOp graph);
 
-/// Writes `graph` (which verifyModelGraph accepts) in the JSON graph format; the output imports back to the
-/// same IR, and exporting that gives the same text.
+/// Writes `graph` (which verifyModelGraph accepts) in the JSON graph format; the output imports
+/// back to the same IR, and exporting that gives the same text.
 void exportGraphJSON(nn::GraphOp graph, llvm::raw_ostream &os);
 
 /// MLIR text (a `.mlir` model): parsed and verified by the dialects'

@@ -40,7 +40,9 @@ bool JsonReader::parse() {
         --i;
       offset = i;
     } else {
-      auto tokenChar = [](char c) { return std::isalnum((unsigned char)c) || c == '+' || c == '-' || c == '.'; };
+      auto tokenChar = [](char c) {
+        return std::isalnum((unsigned char)c) || c == '+' || c == '-' || c == '.';
+      };
       while (offset > 0 && offset < text.size() && tokenChar(text[offset]) &&
              tokenChar(text[offset - 1]))
         --offset;

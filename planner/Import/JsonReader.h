@@ -41,18 +41,13 @@ public:
   std::optional<int64_t> getInt(const JsonPath &path, std::optional<int64_t> def = {},
                                 int64_t min = 1);
   std::optional<double> getNumber(const JsonPath &path, std::optional<double> def = {});
-  std::optional<std::string> getString(const JsonPath &path,
-                                       std::optional<std::string> def = {});
+  std::optional<std::string> getString(const JsonPath &path, std::optional<std::string> def = {});
   std::optional<bool> getBool(const JsonPath &path, std::optional<bool> def = {});
 
   /// Positions of the elements of the array at `path`.
-  std::vector<size_t> elementOffsets(const JsonPath &path) const {
-    return locator.elements(path);
-  }
+  std::vector<size_t> elementOffsets(const JsonPath &path) const { return locator.elements(path); }
   size_t offsetOf(const JsonPath &path) const { return locator.find(path); }
-  std::pair<unsigned, unsigned> lineCol(size_t offset) const {
-    return locator.lineCol(offset);
-  }
+  std::pair<unsigned, unsigned> lineCol(size_t offset) const { return locator.lineCol(offset); }
   const std::string &fileName() const { return file; }
 
   static std::string describe(const nlohmann::json &v);

@@ -49,11 +49,11 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
   }
   for (Operation &op : body) {
     if (!isa<nn::ParamOp, nn::ReturnOp>(op)) {
-      if (op.getName().getDialectNamespace() != "nn" ||
-          !isModelOpName(op.getName().stripDialect()))
+      if (op.getName().getDialectNamespace() != "nn" || !isModelOpName(op.getName().stripDialect()))
         return op.emitOpError() << "is not part of a model: an nn.graph to plan holds nn.param, "
                                    "the forward ops ("
-                                << modelOpNames() << ") and nn.return; fsdp-plan builds the backward";
+                                << modelOpNames()
+                                << ") and nn.return; fsdp-plan builds the backward";
       if (op.hasAttr("inverse"))
         return op.emitOpError() << "with 'inverse' rotates back, which is the backward's; a "
                                    "model's forward pass does not hold it";
@@ -84,9 +84,8 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         int64_t rows = cast<RankedTensorType>(e.getTable().getType()).getShape()[0];
         int64_t maxSeq = graph.getMaxSeqLenAttr().getInt();
         if (e.getIds().getDefiningOp<nn::PositionIdsOp>() && rows < maxSeq)
-          return op.emitOpError() << "indexes a table of " << rows
-                                  << " rows by positions up to " << maxSeq - 1
-                                  << " (max_seq_len = " << maxSeq << ")";
+          return op.emitOpError() << "indexes a table of " << rows << " rows by positions up to "
+                                  << maxSeq - 1 << " (max_seq_len = " << maxSeq << ")";
         if (isa<BlockArgument>(e.getIds()) && vocab > rows)
           return op.emitOpError() << "indexes a table of " << rows << " rows by ids up to "
                                   << vocab - 1 << " (the vocabulary of " << vocab

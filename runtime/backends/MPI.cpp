@@ -73,8 +73,9 @@ public:
     int me = memberIndex(g);
     bool inPlace = static_cast<const char *>(src) == static_cast<char *>(dst) + me * bytes;
     MPI_Request req;
-    return begin(g) && check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE,
-                                            dst, (int)bytes, MPI_BYTE, comm(g), &req)) &&
+    return begin(g) &&
+           check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE, dst, (int)bytes,
+                                MPI_BYTE, comm(g), &req)) &&
            wait(&req, g, "all_gather");
   }
 
@@ -82,8 +83,9 @@ public:
     grow(count * 4);
     float *part = reinterpret_cast<float *>(staging.data());
     MPI_Request req;
-    if (!begin(g) || !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM,
-                                                      comm(g), &req)) ||
+    if (!begin(g) ||
+        !check(
+            MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) ||
         !wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
@@ -95,8 +97,9 @@ public:
     grow(count * 2);
     uint16_t *part = reinterpret_cast<uint16_t *>(staging.data());
     MPI_Request req;
-    if (!begin(g) || !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T,
-                                                      bf16Sum, comm(g), &req)) ||
+    if (!begin(g) ||
+        !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T, bf16Sum, comm(g),
+                                         &req)) ||
         !wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
@@ -107,7 +110,8 @@ public:
   bool allReduce(Group g, float *buf, int64_t count) override {
     MPI_Request req;
     return begin(g) &&
-           check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) &&
+           check(
+               MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) &&
            wait(&req, g, "all_reduce");
   }
 
@@ -216,8 +220,8 @@ private:
         missing.push_back(peers[i]);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", timeoutS);
-    std::string why = "rank " + std::to_string(myRank) + ": waited " + secs +
-                      " s (--timeout) at " + what + " over " + detail::groupName(g) + " for " +
+    std::string why = "rank " + std::to_string(myRank) + ": waited " + secs + " s (--timeout) at " +
+                      what + " over " + detail::groupName(g) + " for " +
                       (missing.empty() ? std::string("its peers")
                                        : detail::rankList(missing) + ", which did not arrive");
     abort(why);

@@ -38,8 +38,7 @@ namespace {
 constexpr char kIdMagic[8] = {'F', 'S', 'D', 'P', 'N', 'C', 'I', 'D'};
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void idle() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
@@ -132,8 +131,8 @@ int fsdp::runtime::ncclLocalRank(const NcclBootstrap &b) {
 #if FSDP_HAVE_MPI
     MPI_Comm local;
     int localRank = 0;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b.rank, MPI_INFO_NULL,
-                            &local) != MPI_SUCCESS)
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b.rank, MPI_INFO_NULL, &local) !=
+        MPI_SUCCESS)
       return b.rank;
     MPI_Comm_rank(local, &localRank);
     MPI_Comm_free(&local);
@@ -363,9 +362,8 @@ std::string NcclComms::reduceScatter(Group g, const void *src, void *dst, int64_
 std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t count, DType t,
                                  cudaStream_t stream) {
   void *c = comm(g);
-  return finishCall(
-      ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
-      "ncclAllReduce");
+  return finishCall(ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream),
+                    c, "ncclAllReduce");
 }
 
 // Polls `query` (cudaEventQuery or cudaStreamQuery) until the work is done,
@@ -568,7 +566,6 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms,
-                                                                 int shardSize) {
+std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms, int shardSize) {
   return std::make_unique<NcclHostCommunicator>(comms, shardSize);
 }

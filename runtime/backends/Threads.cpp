@@ -26,18 +26,24 @@ using fsdp::kernels::floatToBf16;
 
 int Communicator::groupSize(Group g) const {
   switch (g) {
-  case Group::Shard: return shardSize;
-  case Group::Replica: return worldSize() / shardSize;
-  case Group::World: return worldSize();
+  case Group::Shard:
+    return shardSize;
+  case Group::Replica:
+    return worldSize() / shardSize;
+  case Group::World:
+    return worldSize();
   }
   return 1;
 }
 
 int Communicator::memberIndex(Group g) const {
   switch (g) {
-  case Group::Shard: return rank() % shardSize;
-  case Group::Replica: return rank() / shardSize;
-  case Group::World: return rank();
+  case Group::Shard:
+    return rank() % shardSize;
+  case Group::Replica:
+    return rank() / shardSize;
+  case Group::World:
+    return rank();
   }
   return 0;
 }
@@ -51,8 +57,9 @@ std::vector<int> fsdp::runtime::detail::groupRanks(const Communicator &comm, Gro
 }
 
 const char *fsdp::runtime::detail::groupName(Group g) {
-  return g == Group::Shard ? "the shard group" : g == Group::Replica ? "the replica group"
-                                                                     : "the world";
+  return g == Group::Shard     ? "the shard group"
+         : g == Group::Replica ? "the replica group"
+                               : "the world";
 }
 
 std::string fsdp::runtime::detail::rankList(const std::vector<int> &ranks) {
@@ -101,9 +108,12 @@ public:
 
   GroupState &group(Group g, int rank) {
     switch (g) {
-    case Group::Shard: return *shard[rank / shardSize];
-    case Group::Replica: return *replica[rank % shardSize];
-    case Group::World: return *world;
+    case Group::Shard:
+      return *shard[rank / shardSize];
+    case Group::Replica:
+      return *replica[rank % shardSize];
+    case Group::World:
+      return *world;
     }
     return *world;
   }
@@ -212,8 +222,7 @@ public:
 
   // Publishes this member's buffer, meets the group, runs `work` on every
   // member's buffer (slots), and meets it again before anyone reuses one.
-  template <typename Work>
-  bool exchange(Group g, const char *what, const void *mine, Work work) {
+  template <typename Work> bool exchange(Group g, const char *what, const void *mine, Work work) {
     if (!begin())
       return false;
     auto &s = world->group(g, myRank);
@@ -280,8 +289,8 @@ public:
     if (!meet(g, "all_reduce"))
       return false;
     for (int j = 0; j < n; ++j)
-      std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo,
-                  staging.data(), (hi - lo) * sizeof(float));
+      std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo, staging.data(),
+                  (hi - lo) * sizeof(float));
     return meet(g, "all_reduce");
   }
 
@@ -320,7 +329,7 @@ std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, i
   return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS);
 }
 
-std::unique_ptr<Communicator> fsdp::runtime::threadsCommunicator(
-    std::shared_ptr<ThreadsWorld> world, int rank) {
+std::unique_ptr<Communicator>
+fsdp::runtime::threadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank) {
   return std::make_unique<ThreadsCommunicator>(std::move(world), rank);
 }

@@ -18,8 +18,8 @@
 #include <array>
 #include <cerrno>
 #include <climits>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -258,8 +258,7 @@ std::string readMeta(const std::string &dir, Meta &m) {
     return path + ": 'global_batch' must be an integer of 1 or more";
   if (!intIn(field(meta, "shard_files"), 1, int64_t(1) << 20, &m.members))
     return path + ": 'shard_files' must be an integer from 1 to 1048576";
-  if (!intIn(field(meta, "block_bytes"), 4, int64_t(1) << 30, &m.blockBytes) ||
-      m.blockBytes % 4)
+  if (!intIn(field(meta, "block_bytes"), 4, int64_t(1) << 30, &m.blockBytes) || m.blockBytes % 4)
     return path + ": 'block_bytes' must be a multiple of 4 from 4 to 2^30";
   const json *units = field(meta, "units");
   if (!units || !units->is_array())
@@ -462,9 +461,8 @@ std::string fsdp::io::CheckpointDir::open(const std::string &dir, const std::str
               std::filesystem::equivalent(dir, parentOf(from.path), e1));
     }
     if (!same)
-      return "--save " + dir + ": already holds checkpoints (the newest " +
-             existing.back().path + "); resume from it with --resume " + dir +
-             ", or save to another folder";
+      return "--save " + dir + ": already holds checkpoints (the newest " + existing.back().path +
+             "); resume from it with --resume " + dir + ", or save to another folder";
   }
   *out = std::move(d);
   return "";
@@ -591,8 +589,7 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
         return path + ": holds no parameter '" + prm.name + "', which this plan's model has";
       if (it->second.shape != prm.shape)
         return path + ": parameter '" + prm.name + "' was saved with shape " +
-               shapeText(it->second.shape) + ", but this plan's model has " +
-               shapeText(prm.shape);
+               shapeText(it->second.shape) + ", but this plan's model has " + shapeText(prm.shape);
       ++matched;
     }
   if (matched != m.params.size())
@@ -626,7 +623,8 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
       std::memset(dst, 0, size_t(u.shardNumel * 4)); // the padding past the last parameter
       int64_t base = shardMember * u.shardNumel;
       for (const auto &prm : u.params) {
-        int64_t lo = std::max(base, prm.offset), hi = std::min(base + u.shardNumel, prm.offset + prm.numel);
+        int64_t lo = std::max(base, prm.offset),
+                hi = std::min(base + u.shardNumel, prm.offset + prm.numel);
         const SavedParam &s = m.params.at(prm.name);
         int64_t oldShard = m.shardNumel[s.unit];
         // Element e of the parameter is element s.offset + e of its saved

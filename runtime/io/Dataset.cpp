@@ -70,7 +70,7 @@ std::string Dataset::open(const std::string &path, const program::Program &p,
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return path + ": cannot read the data: " + std::strerror(errno);
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return path + ": cannot read the data: " + support::fileKind(st.st_mode) +

@@ -43,8 +43,9 @@ const FaultConfig &faultConfig() {
     std::string action = colon == std::string::npos ? "" : s.substr(colon + 1);
     if (colon == std::string::npos || end != s.c_str() + colon || n < 1 ||
         (action != "kill" && action != "enospc" && action != "eio")) {
-      std::fprintf(stderr, "fsdp-run: error: FSDP_FAULT must be 'list' or N:kill, N:enospc or "
-                           "N:eio (N from 1), not '%s'\n",
+      std::fprintf(stderr,
+                   "fsdp-run: error: FSDP_FAULT must be 'list' or N:kill, N:enospc or "
+                   "N:eio (N from 1), not '%s'\n",
                    v);
       std::exit(2);
     }

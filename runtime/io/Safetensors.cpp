@@ -1,7 +1,7 @@
 //===- Safetensors.cpp ----------------------------------------------------===//
 #include "runtime/io/Safetensors.h"
-#include "support/InputFile.h"
 #include "runtime/io/Files.h"
+#include "support/InputFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -86,8 +86,9 @@ std::string SafetensorsReader::open(const std::string &p) {
       if (es == 0)
         return path + ": tensor '" + name + "' has unknown dtype " + t.dtype;
       if (t.end - t.begin != n * es || t.begin < 0 || dataStart + t.end > fileSize)
-        return path + ": tensor '" + name + "' has a byte range that does not match its "
-                                            "shape or lies past the end of the file";
+        return path + ": tensor '" + name +
+               "' has a byte range that does not match its "
+               "shape or lies past the end of the file";
       infos[name] = t;
     } catch (const json::exception &) {
       return path + ": tensor '" + name + "' has a malformed header entry";
@@ -147,7 +148,8 @@ std::string fsdp::io::writeSafetensors(const std::string &path,
     int64_t n = 1;
     for (int64_t d : t.shape)
       n *= d;
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + n * 4}}};
     offset += n * 4;
   }
   header["__metadata__"] = {{"format", "pt"}};

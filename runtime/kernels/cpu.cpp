@@ -213,11 +213,9 @@ void linearForward(const float *x, const float *w, const float *bias, float *y, 
     return;
   }
   if (layout == Layout::InOut) // y = x W, W [in, out]
-    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out, beta, y,
-                out);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, out, in, 1.0f, x, in, w, out, beta, y, out);
   else // y = x Wᵀ, W [out, in]
-    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y,
-                out);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, beta, y, out);
 }
 
 void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
@@ -229,11 +227,10 @@ void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, 
     return;
   }
   if (layout == Layout::InOut) // dx = dy Wᵀ, W [in, out]
-    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out, 0.0f,
-                dx, in);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
   else // dx = dy W, W [out, in]
-    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f,
-                dx, in);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx,
+          in);
 }
 
 void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
@@ -245,11 +242,9 @@ void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n,
     return;
   }
   if (layout == Layout::InOut) // dW [in, out] = xᵀ dy
-    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw,
-                out);
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw, out);
   else // dW [out, in] = dyᵀ x
-    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw,
-                in);
+    sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
 }
 
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out) {
@@ -403,7 +398,6 @@ float ropeInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scal
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
-
 FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
                    double theta, const Llama3Scaling *scaling, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
@@ -478,8 +472,8 @@ __attribute__((always_inline)) inline void attentionProbs(const float *q, int64_
                                                           int64_t i0, int64_t t, int64_t Dh,
                                                           float scale, float *p) {
   const int64_t i1 = i0 + t;
-  sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride,
-              0.0f, p, i1);
+  sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride, 0.0f, p,
+        i1);
   for (int64_t r = 0; r < t; ++r) {
     float *pr = p + r * i1;
     const int64_t m = i0 + r + 1; // keys 0..i0+r
@@ -518,8 +512,8 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
         const int64_t qOff = (b * S + i0) * qStride + h * Dh;
         attentionProbs(q + qOff, qStride, kb, kStride, i0, t, Dh, scale, p);
         // out_tile = P v[0:i1]
-        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride,
-                    0.0f, out + qOff, qStride);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride, 0.0f,
+              out + qOff, qStride);
       }
     }
 }
@@ -548,8 +542,8 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
         const float *qt = q + qOff, *dyt = dout + qOff, *ot = out + qOff;
         attentionProbs(qt, qStride, kb, kStride, i0, t, Dh, scale, p);
         // dP = dout_tile v[0:i1]ᵀ
-        sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dyt, qStride, vb,
-                    kStride, 0.0f, ds, i1);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dyt, qStride, vb, kStride,
+              0.0f, ds, i1);
         // dS = P (dP - D_r), D_r = dout_r · out_r; masked entries 0. The
         // score's scale goes into the sgemms below.
         for (int64_t r = 0; r < t; ++r) {
@@ -564,13 +558,13 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
             dsr[j] = 0.0f;
         }
         // dq_tile = dS k[0:i1] * scale
-        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, kb,
-                    kStride, 0.0f, dq + qOff, qStride);
+        sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, kb, kStride,
+              0.0f, dq + qOff, qStride);
         // dk[0:i1] += dSᵀ q_tile * scale; dv[0:i1] += Pᵀ dout_tile
-        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, qt, qStride,
-                    1.0f, dkb, kStride);
-        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dyt, qStride,
-                    1.0f, dvb, kStride);
+        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, qt, qStride, 1.0f,
+              dkb, kStride);
+        sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dyt, qStride, 1.0f,
+              dvb, kStride);
       }
     }
 }

@@ -24,8 +24,8 @@ struct Llama3Scaling {
 // ids[n] in [0, V); out[n, D] = table[ids[i], :]
 void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D);
 // dtable[V, D] = sum over i with ids[i] == v of dout[i, :]
-void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
-                       int64_t V, int64_t D);
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                       int64_t D);
 
 // positions[b, s] = s
 void positionIds(int64_t *out, int64_t B, int64_t S);
@@ -70,9 +70,8 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 // reads kv head h / (H / KV). Query rows go in tiles of T = min(S, 64), each
 // tile's scores and probabilities [T, S] at most (never S x S): scratch is
 // causalAttentionScratchFloats(S, false) = T*S floats.
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                            float *scratch);
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
 // Recomputes the probabilities tile by tile. scratch:
 // causalAttentionScratchFloats(S, true) = 2*T*S floats. dq, dk, dv overwritten.
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
@@ -93,8 +92,8 @@ void geluBackward(const float *dy, const float *x, float *dx, int64_t n);
 
 // y = silu(gate) * up, elementwise
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n);
-void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                     float *dup, int64_t n);
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
+                     int64_t n);
 
 void add(const float *a, const float *b, float *y, int64_t n);
 

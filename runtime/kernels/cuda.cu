@@ -30,27 +30,27 @@ namespace {
   throw Error(call + ": " + why);
 }
 
-#define FSDP_CUDA_CHECK(expr)                                                                     \
-  do {                                                                                            \
-    cudaError_t err_ = (expr);                                                                    \
-    if (err_ != cudaSuccess)                                                                      \
-      throwError(#expr, cudaGetErrorString(err_));                                                \
+#define FSDP_CUDA_CHECK(expr)                                                                      \
+  do {                                                                                             \
+    cudaError_t err_ = (expr);                                                                     \
+    if (err_ != cudaSuccess)                                                                       \
+      throwError(#expr, cudaGetErrorString(err_));                                                 \
   } while (0)
 
-#define FSDP_CUBLAS_CHECK(expr)                                                                   \
-  do {                                                                                            \
-    cublasStatus_t st_ = (expr);                                                                  \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
-      throwError(#expr, cublasGetStatusString(st_));                                              \
+#define FSDP_CUBLAS_CHECK(expr)                                                                    \
+  do {                                                                                             \
+    cublasStatus_t st_ = (expr);                                                                   \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                              \
+      throwError(#expr, cublasGetStatusString(st_));                                               \
   } while (0)
 
 // Launch errors (bad configuration) surface here; execution errors surface
 // at the caller's next synchronization.
-#define FSDP_LAUNCH_CHECK()                                                                       \
-  do {                                                                                            \
-    cudaError_t err_ = cudaGetLastError();                                                        \
-    if (err_ != cudaSuccess)                                                                      \
-      throwError("kernel launch", cudaGetErrorString(err_));                                      \
+#define FSDP_LAUNCH_CHECK()                                                                        \
+  do {                                                                                             \
+    cudaError_t err_ = cudaGetLastError();                                                         \
+    if (err_ != cudaSuccess)                                                                       \
+      throwError("kernel launch", cudaGetErrorString(err_));                                       \
   } while (0)
 
 // Launches and shared memory go through these macros so that the kernels also
@@ -89,8 +89,8 @@ inline unsigned rowGrid(int64_t rows, const char *call) {
 }
 
 // Grid-stride loop over [0, n).
-#define FSDP_GRID_LOOP(i, n)                                                                      \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                       \
+#define FSDP_GRID_LOOP(i, n)                                                                       \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                        \
        i += int64_t(blockDim.x) * gridDim.x)
 
 // Sum over the block (blockDim.x a multiple of 32, <= 1024); the result is
@@ -166,8 +166,8 @@ __global__ void positionIdsKernel(int64_t *out, int64_t B, int64_t S) {
 // outputs. Mode 0: dy (bias). Mode 1: layer norm (dw += dy * xhat, db += dy).
 // Mode 2: rms norm (dw += dy * x * rstd).
 template <int Mode>
-__global__ void columnSumKernel(const float *dy, const float *x, const float *stats,
-                                float *out0, float *out1, int64_t n, int64_t D, int statStride) {
+__global__ void columnSumKernel(const float *dy, const float *x, const float *stats, float *out0,
+                                float *out1, int64_t n, int64_t D, int statStride) {
   FSDP_SHARED(double, s0, [8][33]);
   FSDP_SHARED(double, s1, [8][33]);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
@@ -238,8 +238,8 @@ __global__ void layerNormForwardKernel(const float *x, const float *w, const flo
 }
 
 // stats[i] = {mean, rstd, mean(g), mean(g * xhat)} with g = dy * w.
-__global__ void layerNormStatsKernel(const float *dy, const float *x, const float *w,
-                                     float *stats, int64_t D, double eps) {
+__global__ void layerNormStatsKernel(const float *dy, const float *x, const float *w, float *stats,
+                                     int64_t D, double eps) {
   FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
   const float *xr = x + i * D, *gr = dy + i * D;
@@ -306,8 +306,8 @@ __global__ void rmsNormStatsKernel(const float *dy, const float *x, const float 
   }
 }
 
-__global__ void rmsNormDxKernel(const float *dy, const float *x, const float *w,
-                                const float *stats, float *dx, int64_t n, int64_t D) {
+__global__ void rmsNormDxKernel(const float *dy, const float *x, const float *w, const float *stats,
+                                float *dx, int64_t n, int64_t D) {
   FSDP_GRID_LOOP(e, n * D) {
     const int64_t i = e / D, c = e - i * D;
     const float r = stats[2 * i], k = stats[2 * i + 1];
@@ -330,8 +330,8 @@ float invFreqHost(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scal
 }
 
 // One thread per (row, head, i in the chunk): rotates the pair (i, i + half).
-__global__ void ropeKernel(const float *x, float *y, int64_t rows, int64_t S, int64_t H,
-                           int64_t Dh, int64_t i0, int w, InvFreqChunk inv, bool inverse) {
+__global__ void ropeKernel(const float *x, float *y, int64_t rows, int64_t S, int64_t H, int64_t Dh,
+                           int64_t i0, int w, InvFreqChunk inv, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
   FSDP_GRID_LOOP(e, rows * H * w) {
     const int64_t i = e % w, rh = e / w, h = rh % H, r = rh / H;
@@ -511,9 +511,9 @@ __global__ void attentionRowDotKernel(const float *dout, const float *out, float
 // P = exp(S - lse) (masked: 0), dP = dO Vᵀ, dS = P (dP - D), in place in
 // Ps / dSs. Rows from i0, keys from j0.
 __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, const float *Ks,
-                                          const float *Vs, float *Ps, float *dSs,
-                                          const float *lseS, const float *DS, int64_t i0,
-                                          int64_t j0, int64_t S, int ld, int Dh, float scale) {
+                                          const float *Vs, float *Ps, float *dSs, const float *lseS,
+                                          const float *DS, int64_t i0, int64_t j0, int64_t S,
+                                          int ld, int Dh, float scale) {
   tileScores(Qs, Ks, ld, Dh, scale, Ps);
   tileScores(dOs, Vs, ld, Dh, 1.0f, dSs);
   __syncthreads();
@@ -653,9 +653,8 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 size_t attentionSmemBytes(int Dh, int bigTiles, int smallTiles) {
-  return sizeof(float) *
-         (size_t(bigTiles) * kTile * (Dh + 1) + size_t(smallTiles) * kTile * (kTile + 1) +
-          4 * kTile);
+  return sizeof(float) * (size_t(bigTiles) * kTile * (Dh + 1) +
+                          size_t(smallTiles) * kTile * (kTile + 1) + 4 * kTile);
 }
 
 template <class K> void setSmem(K kernel, size_t bytes) {
@@ -665,9 +664,9 @@ template <class K> void setSmem(K kernel, size_t bytes) {
 }
 
 template <int MaxDh>
-void attentionForwardLaunch(const float *q, const float *k, const float *v, float *out,
-                            float *lse, int64_t B, int64_t S, int64_t H, int64_t KV, int Dh,
-                            bool statsOnly, cudaStream_t stream) {
+void attentionForwardLaunch(const float *q, const float *k, const float *v, float *out, float *lse,
+                            int64_t B, int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly,
+                            cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 3, 1);
   setSmem(attentionForwardKernel<MaxDh>, smem);
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
@@ -1002,8 +1001,7 @@ void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w,
 }
 
 void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
-                          int64_t n, int64_t in, int64_t out, Layout layout,
-                          cudaStream_t stream) {
+                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
   if (in <= 0 || out <= 0)
     return;
   if (n <= 0) {
@@ -1123,20 +1121,20 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
                                       cudaMemcpyDeviceToDevice, stream));
 }
 
-#define FSDP_DH_DISPATCH(Dh, CALL)                                                                \
-  do {                                                                                            \
-    if ((Dh) <= 64) {                                                                             \
-      constexpr int kMaxDh = 64;                                                                  \
-      CALL;                                                                                       \
-    } else if ((Dh) <= 128) {                                                                     \
-      constexpr int kMaxDh = 128;                                                                 \
-      CALL;                                                                                       \
-    } else if ((Dh) <= 256) {                                                                     \
-      constexpr int kMaxDh = 256;                                                                 \
-      CALL;                                                                                       \
-    } else {                                                                                      \
-      throw Error("causal attention: head dim " + std::to_string(Dh) + " > 256");                \
-    }                                                                                             \
+#define FSDP_DH_DISPATCH(Dh, CALL)                                                                 \
+  do {                                                                                             \
+    if ((Dh) <= 64) {                                                                              \
+      constexpr int kMaxDh = 64;                                                                   \
+      CALL;                                                                                        \
+    } else if ((Dh) <= 128) {                                                                      \
+      constexpr int kMaxDh = 128;                                                                  \
+      CALL;                                                                                        \
+    } else if ((Dh) <= 256) {                                                                      \
+      constexpr int kMaxDh = 256;                                                                  \
+      CALL;                                                                                        \
+    } else {                                                                                       \
+      throw Error("causal attention: head dim " + std::to_string(Dh) + " > 256");                  \
+    }                                                                                              \
   } while (0)
 
 // The attention kernels put a (batch, head) in grid.y: B * H of them (B * KV
@@ -1147,14 +1145,13 @@ static void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
                 " heads = " + std::to_string(B * H) + " blocks in grid.y, over CUDA's 65535");
 }
 
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                            cudaStream_t stream) {
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
   checkAttentionGrid(B, H, "causalAttentionForward");
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, out, nullptr, B, S, H, KV, int(Dh),
-                                                        false, stream)));
+                                                       false, stream)));
 }
 
 int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
@@ -1169,14 +1166,14 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
     return;
   checkAttentionGrid(B, H, "causalAttentionBackward");
   float *lse = scratch, *Dv = scratch + B * H * S;
-  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV,
-                                                        int(Dh), true, stream)));
+  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV, int(Dh),
+                                                       true, stream)));
   const int64_t rows = B * H * S;
   FSDP_LAUNCH(attentionRowDotKernel, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B, S,
               H, int(Dh));
   FSDP_LAUNCH_CHECK();
-  FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S,
-                                                         H, KV, int(Dh), stream)));
+  FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S, H,
+                                                        KV, int(Dh), stream)));
 }
 
 // One thread an element: the launch of every element-wise kernel.
@@ -1196,13 +1193,12 @@ void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStr
   launchElementwise(geluBackwardKernel, n, stream, dy, x, dx, n);
 }
 
-void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
-                    cudaStream_t stream) {
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream) {
   launchElementwise(siluMulForwardKernel, n, stream, gate, up, y, n);
 }
 
-void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                     float *dup, int64_t n, cudaStream_t stream) {
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
+                     int64_t n, cudaStream_t stream) {
   launchElementwise(siluMulBackwardKernel, n, stream, dy, gate, up, dgate, dup, n);
 }
 

@@ -54,8 +54,8 @@ struct Error : std::runtime_error {
 void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
                       cudaStream_t stream);
 // dtable[V, D] = sum over i with ids[i] == v of dout[i, :] (zeroed, then atomicAdd)
-void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n,
-                       int64_t V, int64_t D, cudaStream_t stream);
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                       int64_t D, cudaStream_t stream);
 
 // positions[b, s] = s
 void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
@@ -69,8 +69,7 @@ void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w,
                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
 // dW (shape of W) = xᵀ dy (in_out) or dyᵀ x (out_in)
 void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
-                          int64_t n, int64_t in, int64_t out, Layout layout,
-                          cudaStream_t stream);
+                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
 // db[out] = sum over rows of dy (in double, deterministic)
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream);
 
@@ -109,9 +108,8 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 // memory, online softmax, no S x S matrix). q, out [B, S, H*Dh]; k, v
 // [B, S, KV*Dh]; scale 1/sqrt(Dh); query head h reads kv head h / (H / KV).
 // Dh <= 256.
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                            int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                            cudaStream_t stream);
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream);
 // Recomputes the row log-sum-exps (one forward pass without v) and
 // D_i = dout_i · out_i into scratch, then dk/dv (one block per kv tile and kv
 // head, looping over its query heads: deterministic) and dq (one block per
@@ -128,10 +126,9 @@ void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream);
 void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream);
 
 // y = silu(gate) * up, elementwise
-void siluMulForward(const float *gate, const float *up, float *y, int64_t n,
-                    cudaStream_t stream);
-void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                     float *dup, int64_t n, cudaStream_t stream);
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream);
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
+                     int64_t n, cudaStream_t stream);
 
 // y = a + b elementwise; y may be a or b (in place).
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream);

@@ -453,7 +453,7 @@ void installFaultHandler() {
   ss.ss_sp = faultStack;
   ss.ss_size = sizeof faultStack;
   sigaltstack(&ss, nullptr);
-  struct sigaction sa {};
+  struct sigaction sa{};
   sa.sa_handler = onFault;
   sa.sa_flags = SA_ONSTACK;
   sigaction(SIGSEGV, &sa, nullptr);

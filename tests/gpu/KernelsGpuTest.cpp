@@ -136,8 +136,8 @@ void expectClose(const std::vector<float> &got, const std::vector<float> &ref, d
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size()
-                     << " out of tolerance; worst at " << worst << ": gpu " << got[worst]
-                     << " cpu " << ref[worst] << " (" << worstErr << "x tol)";
+                     << " out of tolerance; worst at " << worst << ": gpu " << got[worst] << " cpu "
+                     << ref[worst] << " (" << worstErr << "x tol)";
 }
 
 struct Cublas {
@@ -189,13 +189,12 @@ TEST(KernelsGpu, Linear) {
       auto x = randn(n * in, 10), w = randn(in * out, 11), bias = randn(out, 12),
            dy = randn(n * out, 13);
       std::vector<float> y(n * out), dx(n * in), dw(in * out), db(out);
-      cpu::linearForward(x.data(), w.data(), withBias ? bias.data() : nullptr, y.data(), n, in,
-                         out, layout);
+      cpu::linearForward(x.data(), w.data(), withBias ? bias.data() : nullptr, y.data(), n, in, out,
+                         layout);
       cpu::linearBackwardInput(dy.data(), w.data(), dx.data(), n, in, out, layout);
       cpu::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, in, out, layout);
       cpu::biasBackward(dy.data(), db.data(), n, out);
-      Dev<float> dX(x), dW(w), dB(bias), dY(n * out), dDY(dy), dDX(n * in), dDW(in * out),
-          dDB(out);
+      Dev<float> dX(x), dW(w), dB(bias), dY(n * out), dDY(dy), dDX(n * in), dDW(in * out), dDB(out);
       gpu::linearForward(cb.h, dX.p, dW.p, withBias ? dB.p : nullptr, dY.p, n, in, out, layout,
                          nullptr);
       gpu::linearBackwardInput(cb.h, dDY.p, dW.p, dDX.p, n, in, out, layout, nullptr);
@@ -305,26 +304,25 @@ TEST(KernelsGpu, CausalAttention) {
   REQUIRE_GPU();
   struct Case {
     int64_t B, S, H, KV, Dh;
-  } cases[] = {{1, 1, 1, 1, 16},  {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
+  } cases[] = {{1, 1, 1, 1, 16},    {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
                {1, 130, 4, 1, 128}, {1, 65, 2, 2, 256}, {2, 64, 3, 3, 32}};
   for (const Case &c : cases) {
     const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
     auto q = randn(nq, 60), k = randn(nk, 61), v = randn(nk, 62), dout = randn(nq, 63);
     std::vector<float> out(nq), dq(nq), dk(nk), dv(nk);
     std::vector<float> scratch(cpu::causalAttentionScratchFloats(c.S, true));
-    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV,
-                                c.Dh, scratch.data());
+    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
+                                scratch.data());
     cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
-                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh,
-                                 scratch.data());
+                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, scratch.data());
     Dev<float> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk),
         dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
     gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, nullptr);
     expectClose(dO.get(), out, kMat, "attention forward");
     // The backward reads the CPU's forward output (same D_i on both sides).
     Dev<float> dOutRef(out);
-    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B,
-                                 c.S, c.H, c.KV, c.Dh, dS.p, nullptr);
+    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
+                                 c.H, c.KV, c.Dh, dS.p, nullptr);
     const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh);
     // dq and dk are sums of dS = P (dout·v - D) times k or q; with one key
     // (S = 1) dS is exactly zero and both sides are noise of order

@@ -7,8 +7,8 @@
 // missing element shows which.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Backend.h"
 #include "runtime/io/Checkpoint.h"
+#include "runtime/Backend.h"
 
 #include <gtest/gtest.h>
 
@@ -174,15 +174,14 @@ TEST_P(Reshard, EveryElementLandsWhereTheNewLayoutPutsIt) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Reshard,
-    ::testing::Values(
-        Case{"same", {1, 2, 1, 1}, 2, 2, {1, 2, 1, 1}, 2, 2},
-        Case{"fewer_ranks", {1, 2, 1, 1}, 4, 4, {1, 2, 1, 1}, 2, 2},
-        Case{"more_ranks", {1, 2, 1, 1}, 1, 1, {1, 2, 1, 1}, 3, 3},
-        Case{"three_to_four", {1, 2, 2}, 3, 3, {1, 2, 2}, 4, 4},
-        Case{"one_unit_to_units", {5}, 4, 4, {1, 1, 1, 1, 1}, 3, 3},
-        Case{"units_to_one_unit", {1, 1, 1, 1, 1}, 2, 4, {5}, 4, 4},
-        Case{"hybrid_to_full", {2, 3}, 2, 4, {1, 4}, 4, 4},
-        Case{"no_shard_to_hybrid", {1, 2, 2}, 1, 4, {4, 1}, 2, 4}),
+    ::testing::Values(Case{"same", {1, 2, 1, 1}, 2, 2, {1, 2, 1, 1}, 2, 2},
+                      Case{"fewer_ranks", {1, 2, 1, 1}, 4, 4, {1, 2, 1, 1}, 2, 2},
+                      Case{"more_ranks", {1, 2, 1, 1}, 1, 1, {1, 2, 1, 1}, 3, 3},
+                      Case{"three_to_four", {1, 2, 2}, 3, 3, {1, 2, 2}, 4, 4},
+                      Case{"one_unit_to_units", {5}, 4, 4, {1, 1, 1, 1, 1}, 3, 3},
+                      Case{"units_to_one_unit", {1, 1, 1, 1, 1}, 2, 4, {5}, 4, 4},
+                      Case{"hybrid_to_full", {2, 3}, 2, 4, {1, 4}, 4, 4},
+                      Case{"no_shard_to_hybrid", {1, 2, 2}, 1, 4, {4, 1}, 2, 4}),
     [](const ::testing::TestParamInfo<Case> &i) { return std::string(i.param.name); });
 
 TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {

@@ -28,8 +28,7 @@ TEST(CostModel, CollectivesFollowNcclTestsBusBandwidth) {
       double ag = bytes / (busbw * n / (n - 1.0));
       double ar = bytes / (busbw * n / (2.0 * (n - 1)));
       EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllGather, bytes, n, link), ag, ag * 1e-12);
-      EXPECT_NEAR(collectiveSeconds(CollectiveKind::ReduceScatter, bytes, n, link), ag,
-                  ag * 1e-12);
+      EXPECT_NEAR(collectiveSeconds(CollectiveKind::ReduceScatter, bytes, n, link), ag, ag * 1e-12);
       EXPECT_NEAR(collectiveSeconds(CollectiveKind::AllReduce, bytes, n, link), ar, ar * 1e-12);
     }
   EXPECT_EQ(collectiveSeconds(CollectiveKind::AllGather, 1e9, 1, link), 0);

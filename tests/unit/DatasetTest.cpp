@@ -5,9 +5,9 @@
 // ((t·G + g)·S) mod (n − S − 1) (DESIGN.md), at every step a run can reach.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/io/Dataset.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
-#include "runtime/io/Dataset.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 #include <unistd.h>
+#include <vector>
 
 using namespace fsdp;
 
@@ -27,8 +27,10 @@ namespace {
 program::Program shapeOnly(int64_t B, int64_t S, int64_t W, int64_t V) {
   program::Program p;
   p.microBatch = B, p.seqLen = S, p.worldSize = W, p.shardSize = W;
-  p.tensors = {{0, {B, S}, program::DType::I64}, {0, {B, S}, program::DType::I64},
-               {0, {}, program::DType::F32}, {0, {B, S, V}, program::DType::F32}};
+  p.tensors = {{0, {B, S}, program::DType::I64},
+               {0, {B, S}, program::DType::I64},
+               {0, {}, program::DType::F32},
+               {0, {B, S, V}, program::DType::F32}};
   program::Instruction ce{};
   ce.op = program::Op::CrossEntropy;
   ce.in = {3, 1};
@@ -69,8 +71,8 @@ TEST(FillTokens, LateStepsReadTheDocumentedSample) {
   ASSERT_EQ(d.open(path, p), "");
   std::remove(path.c_str());
   const int64_t w = (int64_t)file.size() - S - 1, G = B * W * A;
-  for (int64_t step : {int64_t(0), int64_t(3), int64_t(5136152271503443783),
-                       INT64_MAX / 2, INT64_MAX - 1}) {
+  for (int64_t step :
+       {int64_t(0), int64_t(3), int64_t(5136152271503443783), INT64_MAX / 2, INT64_MAX - 1}) {
     for (int64_t micro = 0; micro < A; ++micro)
       for (int rank = 0; rank < W; ++rank) {
         std::vector<int64_t> tokens(B * S, -1), targets(B * S, -1);

@@ -134,13 +134,16 @@ const std::vector<std::string> kBaseLines = {
     /*14*/ "    {\"name\": \"wte\", \"shape\": [16, 4], \"dtype\": \"f32\"}",
     /*15*/ "  ],",
     /*16*/ "  \"ops\": [",
-    /*17*/ "    {\"op\": \"embedding\", \"module\": \"wte\", \"operands\": [\"tokens\", \"wte\"], "
-           "\"results\": [{\"name\": \"h\", \"shape\": [-1, -1, 4], \"dtype\": \"f32\"}]},",
-    /*18*/ "    {\"op\": \"linear\", \"module\": \"lm_head\", \"layout\": \"out_in\", "
-           "\"operands\": [\"h\", \"wte\"], "
-           "\"results\": [{\"name\": \"logits\", \"shape\": [-1, -1, 16], \"dtype\": \"f32\"}]},",
-    /*19*/ "    {\"op\": \"cross_entropy\", \"operands\": [\"logits\", \"targets\"], "
-           "\"results\": [{\"name\": \"loss\", \"shape\": [], \"dtype\": \"f32\"}]}",
+    /*17*/
+    "    {\"op\": \"embedding\", \"module\": \"wte\", \"operands\": [\"tokens\", \"wte\"], "
+    "\"results\": [{\"name\": \"h\", \"shape\": [-1, -1, 4], \"dtype\": \"f32\"}]},",
+    /*18*/
+    "    {\"op\": \"linear\", \"module\": \"lm_head\", \"layout\": \"out_in\", "
+    "\"operands\": [\"h\", \"wte\"], "
+    "\"results\": [{\"name\": \"logits\", \"shape\": [-1, -1, 16], \"dtype\": \"f32\"}]},",
+    /*19*/
+    "    {\"op\": \"cross_entropy\", \"operands\": [\"logits\", \"targets\"], "
+    "\"results\": [{\"name\": \"loss\", \"shape\": [], \"dtype\": \"f32\"}]}",
     /*20*/ "  ],",
     /*21*/ "  \"output\": \"loss\"",
     /*22*/ "}",
@@ -173,15 +176,15 @@ Imported import(const std::string &text, mlir::MLIRContext &ctx) {
   return r;
 }
 
-#define EXPECT_GRAPH_ERROR(imported, LINE, COL, ...)                                      \
-  do {                                                                                    \
-    EXPECT_FALSE((imported).module);                                                      \
-    EXPECT_EQ((imported).error.file, "bad.json");                                         \
-    EXPECT_EQ((imported).error.line, (LINE)) << (imported).error.str();                   \
-    EXPECT_EQ((imported).error.col, (COL)) << (imported).error.str();                     \
-    for (const char *needle : {__VA_ARGS__})                                              \
-      EXPECT_NE((imported).error.message.find(needle), std::string::npos)                 \
-          << "'" << needle << "' not in: " << (imported).error.str();                     \
+#define EXPECT_GRAPH_ERROR(imported, LINE, COL, ...)                                               \
+  do {                                                                                             \
+    EXPECT_FALSE((imported).module);                                                               \
+    EXPECT_EQ((imported).error.file, "bad.json");                                                  \
+    EXPECT_EQ((imported).error.line, (LINE)) << (imported).error.str();                            \
+    EXPECT_EQ((imported).error.col, (COL)) << (imported).error.str();                              \
+    for (const char *needle : {__VA_ARGS__})                                                       \
+      EXPECT_NE((imported).error.message.find(needle), std::string::npos)                          \
+          << "'" << needle << "' not in: " << (imported).error.str();                              \
   } while (0)
 
 TEST(GraphJSONErrors, BaseGraphImports) {
@@ -214,8 +217,7 @@ TEST(GraphJSONErrors, WrongFormat) {
 TEST(GraphJSONErrors, UnsupportedVersion) {
   mlir::MLIRContext ctx;
   auto r = import(graphWith(3, "  \"version\": 2,"), ctx);
-  EXPECT_GRAPH_ERROR(r, 3u, 14u, "graph format version 2 is not supported",
-                     "reads version 1");
+  EXPECT_GRAPH_ERROR(r, 3u, 14u, "graph format version 2 is not supported", "reads version 1");
 }
 
 TEST(GraphJSONErrors, UndefinedOperand) {
@@ -255,8 +257,8 @@ TEST(GraphJSONErrors, UnknownOp) {
 
 TEST(GraphJSONErrors, UnknownKey) {
   mlir::MLIRContext ctx;
-  auto r = import(graphWith(18, lineWith(18, "\"layout\"", "\"layout\": \"out_in\", \"bias\"")),
-                  ctx);
+  auto r =
+      import(graphWith(18, lineWith(18, "\"layout\"", "\"layout\": \"out_in\", \"bias\"")), ctx);
   // , "bias": "out_in" -- the error points at the value of the unknown key.
   EXPECT_GRAPH_ERROR(r, 18u, 71u, "unknown key 'bias' for op 'linear'");
 }
@@ -326,7 +328,8 @@ TEST(GraphJSONErrors, TooManyBlocks) {
 TEST(GraphJSONErrors, TooLongSequences) {
   mlir::MLIRContext ctx;
   auto r = import(graphWith(8, "  \"max_seq_len\": 128000000000,"), ctx);
-  EXPECT_GRAPH_ERROR(r, 8u, 18u, "max_seq_len = 128000000000 is more than fsdp plans (at most 1073741824)");
+  EXPECT_GRAPH_ERROR(r, 8u, 18u,
+                     "max_seq_len = 128000000000 is more than fsdp plans (at most 1073741824)");
 }
 
 /// The diagnostics of importing `text`, as "line:col: message".
@@ -358,29 +361,29 @@ TEST(GraphJSONErrors, ActivationsAreBatchBySequence) {
   mlir::MLIRContext ctx;
   auto tokens = importDiagnostics(graphWith(10, lineWith(10, "[-1, -1]", "[2, 3]")), ctx);
   expectOneDiagnostic(tokens, "'nn.graph' op argument 0 is 'tensor<2x3xi64>', but the token ids "
-                           "and targets are [?, ?] (batch, sequence)");
+                              "and targets are [?, ?] (batch, sequence)");
   auto h = importDiagnostics(graphWith(17, lineWith(17, "[-1, -1, 4]", "[2, 3, 4]")), ctx);
   expectOneDiagnostic(h, "17:5: 'nn.embedding' op result 0 is 'tensor<2x3x4xf32>', but an "
-                      "activation is [batch, sequence, features...], batch and sequence "
-                      "dynamic (?) and the features static");
-  auto logits = importDiagnostics(graphWith(18, lineWith(18, "[-1, -1, 16]", "[-1, -1, -1]")),
-                                  ctx);
+                         "activation is [batch, sequence, features...], batch and sequence "
+                         "dynamic (?) and the features static");
+  auto logits = importDiagnostics(graphWith(18, lineWith(18, "[-1, -1, 16]", "[-1, -1, -1]")), ctx);
   expectOneDiagnostic(logits, "18:5: 'nn.linear' op result 0 is 'tensor<?x?x?xf32>', but an "
-                           "activation is");
+                              "activation is");
 }
 
 TEST(GraphJSONErrors, TooManyParameters) {
   mlir::MLIRContext ctx;
-  auto one = importDiagnostics(graphWith(14, lineWith(14, "[16, 4]", "[4294967296, 4294967296]")),
-                               ctx);
+  auto one =
+      importDiagnostics(graphWith(14, lineWith(14, "[16, 4]", "[4294967296, 4294967296]")), ctx);
   expectOneDiagnostic(one, "14:5: 'nn.param' op parameter 'wte' of shape [4294967296, 4294967296] "
-                        "has more elements than fsdp plans");
+                           "has more elements than fsdp plans");
   auto all = importDiagnostics(
-      graphWith(14, kBaseLines[13] +
-                        ",\n    {\"name\": \"big\", \"shape\": [281474976710656], \"dtype\": \"f32\"}"),
+      graphWith(14,
+                kBaseLines[13] +
+                    ",\n    {\"name\": \"big\", \"shape\": [281474976710656], \"dtype\": \"f32\"}"),
       ctx);
   expectOneDiagnostic(all, "15:5: 'nn.param' op brings the graph's parameters to more than fsdp "
-                        "plans");
+                           "plans");
 }
 
 TEST(GraphJSONErrors, InconsistentShapesFailVerification) {

@@ -69,10 +69,9 @@ TEST_P(PublishedModel, ParameterCountMatchesPublished) {
   nn::GraphOp graph = getGraph(*module);
   ASSERT_TRUE(graph);
   ModelSummary s = summarize(graph);
-  EXPECT_EQ(s.parameters, p.parameters)
-      << p.folder << ": " << withCommas(s.parameters) << " vs published "
-      << withCommas(p.parameters);
-  EXPECT_EQ(s.name, p.folder); // the folder names the graph
+  EXPECT_EQ(s.parameters, p.parameters) << p.folder << ": " << withCommas(s.parameters)
+                                        << " vs published " << withCommas(p.parameters);
+  EXPECT_EQ(s.name, p.folder);               // the folder names the graph
   EXPECT_EQ(s.paramBytes, 4 * p.parameters); // f32 master weights
 }
 
@@ -82,19 +81,18 @@ std::string paramName(const ::testing::TestParamInfo<Published> &info) {
   return n;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HFConfig, PublishedModel,
-    ::testing::Values(Published{"gpt2", 124439808, true},
-                      Published{"gpt2-medium", 354823168, true},
-                      Published{"gpt2-large", 774030080, true},
-                      Published{"gpt2-xl", 1557611200, true},
-                      Published{"Llama-2-7b", 6738415616, false},
-                      Published{"Llama-2-13b", 13015864320, false},
-                      Published{"Llama-2-70b", 68976648192, false},
-                      Published{"Meta-Llama-3-8B", 8030261248, false},
-                      Published{"Meta-Llama-3-70B", 70553706496, false},
-                      Published{"Llama-3.1-405B", 405853388800, false}),
-    paramName);
+INSTANTIATE_TEST_SUITE_P(HFConfig, PublishedModel,
+                         ::testing::Values(Published{"gpt2", 124439808, true},
+                                           Published{"gpt2-medium", 354823168, true},
+                                           Published{"gpt2-large", 774030080, true},
+                                           Published{"gpt2-xl", 1557611200, true},
+                                           Published{"Llama-2-7b", 6738415616, false},
+                                           Published{"Llama-2-13b", 13015864320, false},
+                                           Published{"Llama-2-70b", 68976648192, false},
+                                           Published{"Meta-Llama-3-8B", 8030261248, false},
+                                           Published{"Meta-Llama-3-70B", 70553706496, false},
+                                           Published{"Llama-3.1-405B", 405853388800, false}),
+                         paramName);
 
 TEST(HFConfig, PublishedGPT2NeedsNoDropout) {
   // Published GPT-2 configs set dropout 0.1: an error unless noDropout, at the
@@ -134,8 +132,8 @@ TEST(HFConfig, TinyModelParameterCounts) {
   mlir::MLIRContext ctx;
   // gpt2-tiny: V=503, D=64, L=2, T=128, tied head.
   int64_t V = 503, D = 64, T = 128;
-  int64_t gptBlock = 2 * D + (D * 3 * D + 3 * D) + (D * D + D) + 2 * D +
-                     (D * 4 * D + 4 * D) + (4 * D * D + D);
+  int64_t gptBlock =
+      2 * D + (D * 3 * D + 3 * D) + (D * D + D) + 2 * D + (D * 4 * D + 4 * D) + (4 * D * D + D);
   auto gpt = load("gpt2-tiny", ctx, false);
   ASSERT_TRUE(gpt);
   EXPECT_EQ(summarize(getGraph(*gpt)).parameters, V * D + T * D + 2 * gptBlock + 2 * D);
@@ -170,7 +168,8 @@ TEST(HFConfig, GPT2HeadIsTiedToWte) {
 
   // The summary reports the sharing.
   ModelSummary s = summarize(graph);
-  auto row = llvm::find_if(s.modules, [](const ModuleRow &r) { return r.module == "transformer.wte"; });
+  auto row =
+      llvm::find_if(s.modules, [](const ModuleRow &r) { return r.module == "transformer.wte"; });
   ASSERT_NE(row, s.modules.end());
   EXPECT_NE(llvm::find(row->alsoUsedBy, "lm_head"), row->alsoUsedBy.end());
   EXPECT_EQ(llvm::find_if(s.modules, [](const ModuleRow &r) { return r.module == "lm_head"; }),
@@ -269,19 +268,20 @@ Parsed parse(const std::string &text, bool noDropout = false) {
   return p;
 }
 
-#define EXPECT_IMPORT_ERROR(parsed, LINE, COL, ...)                                       \
-  do {                                                                                    \
-    EXPECT_FALSE((parsed).config);                                                        \
-    EXPECT_EQ((parsed).error.file, "test/config.json");                                   \
-    EXPECT_EQ((parsed).error.line, (LINE)) << (parsed).error.str();                       \
-    EXPECT_EQ((parsed).error.col, (COL)) << (parsed).error.str();                         \
-    for (const char *needle : {__VA_ARGS__})                                              \
-      EXPECT_NE((parsed).error.message.find(needle), std::string::npos)                   \
-          << "'" << needle << "' not in: " << (parsed).error.str();                       \
+#define EXPECT_IMPORT_ERROR(parsed, LINE, COL, ...)                                                \
+  do {                                                                                             \
+    EXPECT_FALSE((parsed).config);                                                                 \
+    EXPECT_EQ((parsed).error.file, "test/config.json");                                            \
+    EXPECT_EQ((parsed).error.line, (LINE)) << (parsed).error.str();                                \
+    EXPECT_EQ((parsed).error.col, (COL)) << (parsed).error.str();                                  \
+    for (const char *needle : {__VA_ARGS__})                                                       \
+      EXPECT_NE((parsed).error.message.find(needle), std::string::npos)                            \
+          << "'" << needle << "' not in: " << (parsed).error.str();                                \
   } while (0)
 
 // Line 4 carries the variable part of these GPT-2 configs.
-std::string gpt2Config(const std::string &line4, const std::string &nLayer = "  \"n_layer\": 2,\n") {
+std::string gpt2Config(const std::string &line4,
+                       const std::string &nLayer = "  \"n_layer\": 2,\n") {
   return "{\n"
          "  \"model_type\": \"gpt2\",\n"
          "  \"vocab_size\": 100,\n" +
@@ -347,8 +347,7 @@ TEST(HFConfigErrors, DropoutUnlessNoDropout) {
                      "  \"resid_pdrop\": 0.1\n"
                      "}\n";
   auto p = parse(text);
-  EXPECT_IMPORT_ERROR(p, 5u, 18u, "resid_pdrop = 0.1", "dropout is not supported",
-                      "--no-dropout");
+  EXPECT_IMPORT_ERROR(p, 5u, 18u, "resid_pdrop = 0.1", "dropout is not supported", "--no-dropout");
   auto ok = parse(text, /*noDropout=*/true);
   EXPECT_TRUE(ok.config) << ok.error.str();
 }
@@ -471,7 +470,8 @@ TEST(HFConfigErrors, RopeScalingLlama3) {
   EXPECT_FALSE(null.config->ropeScaling);
 
   // A missing field is reported at the rope_scaling object.
-  auto missing = parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0},"));
+  auto missing =
+      parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0},"));
   EXPECT_IMPORT_ERROR(missing, 3u, 19u, "missing key 'rope_scaling.low_freq_factor'");
 }
 
@@ -519,8 +519,8 @@ TEST(HFConfigErrors, ImportErrorStr) {
 TEST(HFConfigErrors, LoadModelMissingFile) {
   mlir::MLIRContext ctx;
   ImportError err;
-  auto module = loadModel(std::string(FSDP_SOURCE_DIR) + "/models/no-such-model/config.json",
-                          &ctx, ImportOptions(), err);
+  auto module = loadModel(std::string(FSDP_SOURCE_DIR) + "/models/no-such-model/config.json", &ctx,
+                          ImportOptions(), err);
   EXPECT_FALSE(module);
   EXPECT_EQ(err.line, 0u);
   EXPECT_NE(err.message.find("cannot read"), std::string::npos) << err.str();

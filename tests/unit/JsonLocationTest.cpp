@@ -12,20 +12,20 @@ using namespace fsdp;
 namespace {
 
 // Line numbers in the comments are 1-based, as lineCol reports them.
-const std::string kDoc = "{\n"                                            // 1
-                         "  \"name\": \"mini\",\n"                        // 2
-                         "  \"tricky\": \"a, b} ] \\\" {\",\n"            // 3
-                         "  \"esc\\\"key\": 7,\n"                         // 4
+const std::string kDoc = "{\n"                                             // 1
+                         "  \"name\": \"mini\",\n"                         // 2
+                         "  \"tricky\": \"a, b} ] \\\" {\",\n"             // 3
+                         "  \"esc\\\"key\": 7,\n"                          // 4
                          "  \"nested\": {\"a\": {\"b\": [10, 20, 30]}},\n" // 5
-                         "  \"list\": [\n"                                // 6
-                         "    {\"x\": 1},\n"                              // 7
-                         "    \"two, three\",\n"                          // 8
-                         "    [4, [5]],\n"                                // 9
-                         "    true,\n"                                    // 10
-                         "    -1.5e3\n"                                   // 11
-                         "  ],\n"                                         // 12
-                         "  \"empty\": [],\n"                             // 13
-                         "  \"last\": null\n"                             // 14
+                         "  \"list\": [\n"                                 // 6
+                         "    {\"x\": 1},\n"                               // 7
+                         "    \"two, three\",\n"                           // 8
+                         "    [4, [5]],\n"                                 // 9
+                         "    true,\n"                                     // 10
+                         "    -1.5e3\n"                                    // 11
+                         "  ],\n"                                          // 12
+                         "  \"empty\": [],\n"                              // 13
+                         "  \"last\": null\n"                              // 14
                          "}\n";
 
 using LineCol = std::pair<unsigned, unsigned>;
@@ -110,9 +110,9 @@ TEST(JsonLocation, Elements) {
   EXPECT_EQ(kDoc.substr(b[1], 2), "20");
 
   EXPECT_TRUE(loc.elements({"empty"}).empty());
-  EXPECT_TRUE(loc.elements({"name"}).empty());        // a string
-  EXPECT_TRUE(loc.elements({"nested"}).empty());      // an object
-  EXPECT_EQ(loc.elements({"list", "2"}).size(), 2u);  // [4, [5]]
+  EXPECT_TRUE(loc.elements({"name"}).empty());       // a string
+  EXPECT_TRUE(loc.elements({"nested"}).empty());     // an object
+  EXPECT_EQ(loc.elements({"list", "2"}).size(), 2u); // [4, [5]]
 }
 
 TEST(JsonLocation, ElementsOfTopLevelArray) {

@@ -632,10 +632,7 @@ TEST(Kernels, Gelu) {
   geluForward(x.data(), y.data(), n);
   EXPECT_TRUE(close("gelu y", y, ref(), kTol));
   geluBackward(dy.data(), x.data(), dx.data(), n);
-  EXPECT_TRUE(close("gelu dx", dx,
-                    numGrad(
-                        xd, [&] { return dotD(dyd, ref()); }, 1e-6),
-                    kTol));
+  EXPECT_TRUE(close("gelu dx", dx, numGrad(xd, [&] { return dotD(dyd, ref()); }, 1e-6), kTol));
 }
 
 TEST(Kernels, SiluMul) {
@@ -775,8 +772,7 @@ void checkCrossEntropy(const VecF &logits, const std::vector<int64_t> &t, int64_
     std::printf("  [err] %s loss: error %g (loss %g)\n", what, std::fabs(loss - want), want);
 
   // Mean reduction: scale 1/n gives d(mean loss)/dlogits.
-  VecD g = numGrad(
-      ld, [&] { return refCrossEntropy(ld, t, n, V); }, 1e-6);
+  VecD g = numGrad(ld, [&] { return refCrossEntropy(ld, t, n, V); }, 1e-6);
   VecF d(n * V, 99.0f);
   crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, 1.0f / float(n));
   EXPECT_TRUE(close("cross_entropy dlogits", d, g, kTol));

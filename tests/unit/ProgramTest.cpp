@@ -118,8 +118,8 @@ TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
     std::string out = ::testing::TempDir() + "/program-" + strategy + ".json";
     std::string cmd = bin + " " FSDP_SOURCE_DIR "/models/llama-tiny/config.json --world-size 4 " +
                       "--micro-batch 2 --seq-len 16 --strategy " + strategy +
-                      (std::string(strategy) == "hybrid-shard" ? " --shard-size 2" : "") +
-                      " -o " + out + " > /dev/null";
+                      (std::string(strategy) == "hybrid-shard" ? " --shard-size 2" : "") + " -o " +
+                      out + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Program p;
     ASSERT_EQ(loadProgram(out, p), "") << strategy;
@@ -153,11 +153,10 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
   };
   for (const Case &c : cases) {
     std::string out = ::testing::TempDir() + "/roundtrip.json";
-    std::string cmd = bin + " " FSDP_SOURCE_DIR "/models/" + c.model + "/config.json " + c.flags +
-                      (std::string(c.flags).find("--seq-len") == std::string::npos
-                           ? " --seq-len 16"
-                           : "") +
-                      " --no-dropout -o " + out + " > /dev/null 2>&1";
+    std::string cmd =
+        bin + " " FSDP_SOURCE_DIR "/models/" + c.model + "/config.json " + c.flags +
+        (std::string(c.flags).find("--seq-len") == std::string::npos ? " --seq-len 16" : "") +
+        " --no-dropout -o " + out + " > /dev/null 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Program p, q;
     ASSERT_EQ(loadProgram(out, p), "") << cmd;

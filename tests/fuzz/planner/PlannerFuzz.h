@@ -168,8 +168,7 @@ inline void planAndLower(mlir::ModuleOp module, const Cluster &cluster,
   PlanFigures figures = planFigures(module, cluster, /*gradAccum=*/2);
   if (verbose())
     llvm::errs() << "planned: " << options.strategy << ", seq " << options.seqLen << ", peak "
-                 << figures.peakBytes << " bytes, step " << figures.predicted->stepTimeS
-                 << " s\n";
+                 << figures.peakBytes << " bytes, step " << figures.predicted->stepTimeS << " s\n";
   checkPrediction(*figures.predicted, "a planned model");
   (void)predictedTrace(*figures.predicted, options.worldSize);
   std::string program;

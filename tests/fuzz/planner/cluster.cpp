@@ -32,8 +32,8 @@ mlir::OwningOpRef<mlir::ModuleOp> plannedTinyModel(llvm::StringRef type, const P
   c.maxSeqLen = 16;
   c.tieWordEmbeddings = type == "gpt2";
   mlir::MLIRContext &ctx = fuzz::context();
-  auto module = mlir::OwningOpRef<mlir::ModuleOp>(
-      mlir::ModuleOp::create(mlir::UnknownLoc::get(&ctx)));
+  auto module =
+      mlir::OwningOpRef<mlir::ModuleOp>(mlir::ModuleOp::create(mlir::UnknownLoc::get(&ctx)));
   buildGraph(c, *module);
   if (mlir::failed(runPlanPipeline(*module, o)))
     fuzz::violation("the harness's own tiny model does not plan");

@@ -62,8 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       std::string againDiagnostics;
       llvm::raw_string_ostream againOS(againDiagnostics);
       if (!importMLIR(printed, "printed.mlir", &ctx, again, againOS))
-        fuzz::violation("the printed form of an accepted model does not load: " +
-                        againDiagnostics + again.str() + "\n" + printed);
+        fuzz::violation("the printed form of an accepted model does not load: " + againDiagnostics +
+                        again.str() + "\n" + printed);
     }
 
     fuzz::summarise(*module);

@@ -13,8 +13,8 @@
 #include "runtime/io/Checkpoint.h"
 
 #include <cstring>
-#include <sys/stat.h>
 #include <exception>
+#include <sys/stat.h>
 #include <vector>
 
 using namespace fsdp;

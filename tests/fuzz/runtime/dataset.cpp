@@ -68,17 +68,20 @@ std::string programJson(const Shape &s) {
   };
   return R"({"format": "fsdp-program", "version": 1,
   "model": {"name": "fuzz", "model_type": "gpt2", "parameters": 0},
-  "world_size": )" + std::to_string(s.worldSize) +
-         R"(, "strategy": "full-shard", "shard_size": )" + std::to_string(s.worldSize) +
-         R"(, "micro_batch": )" + std::to_string(s.microBatch) +
-         R"(, "seq_len": )" + std::to_string(s.seqLen) +
-         R"(, "arena_bytes": )" + std::to_string(arena) + R"(, "events": 0,
+  "world_size": )" +
+         std::to_string(s.worldSize) + R"(, "strategy": "full-shard", "shard_size": )" +
+         std::to_string(s.worldSize) + R"(, "micro_batch": )" + std::to_string(s.microBatch) +
+         R"(, "seq_len": )" + std::to_string(s.seqLen) + R"(, "arena_bytes": )" +
+         std::to_string(arena) + R"(, "events": 0,
   "inputs": {"tokens": 0, "targets": 1}, "loss": 2,
-  "tensors": [{"id": 0, "offset": 0, "shape": )" + shape(false) + R"(, "dtype": "i64"},
-              {"id": 1, "offset": )" + std::to_string(targets) + R"(, "shape": )" +
+  "tensors": [{"id": 0, "offset": 0, "shape": )" +
          shape(false) + R"(, "dtype": "i64"},
-              {"id": 2, "offset": )" + std::to_string(loss) + R"(, "shape": [], "dtype": "f32"},
-              {"id": 3, "offset": )" + std::to_string(logits) + R"(, "shape": )" + shape(true) +
+              {"id": 1, "offset": )" +
+         std::to_string(targets) + R"(, "shape": )" + shape(false) + R"(, "dtype": "i64"},
+              {"id": 2, "offset": )" +
+         std::to_string(loss) + R"(, "shape": [], "dtype": "f32"},
+              {"id": 3, "offset": )" +
+         std::to_string(logits) + R"(, "shape": )" + shape(true) +
          R"(, "dtype": "f32"}],
   "units": [],
   "micro_step": {"compute": [{"op": "cross_entropy", "in": [3, 1], "out": [2]}], "comm": []},
@@ -147,10 +150,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int64_t i = 0; i < S; ++i) {
               int64_t tok = tokens[b * S + i], tgt = targets[b * S + i];
               if (tok < 0 || tok >= s.vocab || tgt < 0 || tgt >= s.vocab)
-                violation("step " + std::to_string(t) + ", rank " + std::to_string(r) +
-                          ": token " + std::to_string(tok) + " or target " +
-                          std::to_string(tgt) + " outside the vocabulary of " +
-                          std::to_string(s.vocab));
+                violation("step " + std::to_string(t) + ", rank " + std::to_string(r) + ": token " +
+                          std::to_string(tok) + " or target " + std::to_string(tgt) +
+                          " outside the vocabulary of " + std::to_string(s.vocab));
               if (tok != fileToken(start + i) || tgt != fileToken(start + i + 1))
                 violation("step " + std::to_string(t) + ", micro-step " + std::to_string(a) +
                           ", rank " + std::to_string(r) + ", sample " + std::to_string(g) +

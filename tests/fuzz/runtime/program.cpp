@@ -63,8 +63,7 @@ private:
   }
   int64_t dim(int64_t id, size_t k) {
     if (t(id).shape.size() <= k)
-      bad("the executor reads dimension " + std::to_string(k) + " of tensor " +
-          std::to_string(id));
+      bad("the executor reads dimension " + std::to_string(k) + " of tensor " + std::to_string(id));
     return t(id).shape[k];
   }
   int64_t last(int64_t id) {
@@ -101,8 +100,8 @@ private:
     if (positionOutputs.count(id)) {
       for (int64_t s : positionLimit)
         if (s > rows)
-          bad("positions up to " + std::to_string(s) + " index a table of " +
-              std::to_string(rows) + " rows");
+          bad("positions up to " + std::to_string(s) + " index a table of " + std::to_string(rows) +
+              " rows");
       return;
     }
     bad("indices in tensor " + std::to_string(id) + " come from neither the tokens nor positions");

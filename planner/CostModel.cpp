@@ -2,6 +2,7 @@
 #include "planner/CostModel.h"
 #include "planner/Buffers.h"
 #include "planner/Import/JsonReader.h"
+#include "runtime/TraceFormat.h"
 #include "support/InputFile.h"
 
 #include <cmath>
@@ -465,20 +466,7 @@ nlohmann::ordered_json fsdp::predictedTrace(const Prediction &p, int64_t worldSi
   ojson events = ojson::array();
   int64_t ranks = std::min(worldSize, maxRanks);
   for (int64_t r = 0; r < ranks; ++r) {
-    events.push_back({{"name", "process_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"args", {{"name", "rank " + std::to_string(r) + " (predicted)"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 0},
-                      {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 1},
-                      {"args", {{"name", "comm"}}}});
+    trace::addRankHeader(events, r, "predicted");
     for (const TraceEvent &e : p.events) {
       ojson ev = {{"name", e.name},
                   {"cat", e.phase},

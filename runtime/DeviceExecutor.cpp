@@ -132,6 +132,7 @@ private:
   void copyShards(bool toDevice);
   void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
   void runPhase(const Stream &s, const char *phase, bool optimizer);
+  void microStep(const io::Dataset &from, int64_t index, int64_t a, const char *phase);
   double evaluate();
   void enqueue(const Instruction &inst, int stream, bool optimizer);
   void computeOne(const Instruction &inst);
@@ -637,6 +638,18 @@ void DeviceRank::optimizerStep(const Unit &u) {
     cuda(cudaMemsetAsync(grad, 0, size_t(u.shardNumel * 4), compute), "cudaMemsetAsync");
 }
 
+// Micro-step `a` of step (or eval batch) `index` on `from`'s tokens, its
+// loss queued into lossHost[a].
+void DeviceRank::microStep(const io::Dataset &from, int64_t index, int64_t a, const char *phase) {
+  curPhase = phase;
+  fillInputs(from, index, a);
+  runPhase(p.microStep, phase, false);
+  curInst = nullptr;
+  cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
+                       compute),
+       "cudaMemcpyAsync (loss)");
+}
+
 // The held-out loss, as the CPU executor computes it (Executor.cpp,
 // Rank::evaluate): each eval batch through the micro-step, the gradients it
 // leaves zeroed.
@@ -644,14 +657,8 @@ double DeviceRank::evaluate() {
   recording = false;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
-    for (int64_t a = 0; a < o.gradAccum; ++a) {
-      fillInputs(data.eval, b, a);
-      runPhase(p.microStep, "eval", false);
-      curInst = nullptr;
-      cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
-                           compute),
-           "cudaMemcpyAsync (eval loss)");
-    }
+    for (int64_t a = 0; a < o.gradAccum; ++a)
+      microStep(data.eval, b, a, "eval");
     cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
     waitFor(stepDone, "eval batch " + std::to_string(b + 1));
     for (int64_t a = 0; a < o.gradAccum; ++a)
@@ -699,15 +706,8 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
       auto start = std::chrono::steady_clock::now();
-      for (int64_t a = 0; a < o.gradAccum; ++a) {
-        curPhase = "micro_step";
-        fillInputs(data.train, t, a);
-        runPhase(p.microStep, "micro_step", false);
-        curInst = nullptr;
-        cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
-                             compute),
-             "cudaMemcpyAsync (loss)");
-      }
+      for (int64_t a = 0; a < o.gradAccum; ++a)
+        microStep(data.train, t, a, "micro_step");
       ++step;
       runPhase(p.optimizer, "optimizer", true);
       curInst = nullptr;

@@ -498,13 +498,19 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
   return result;
 }
 
+std::string fsdp::runtime::threadsBackendRefuses(const Program &program, const std::string &plan) {
+  if (program.worldSize <= kMaxThreadRanks)
+    return "";
+  return "the plan is for " + std::to_string(program.worldSize) +
+         " ranks, more than the threads backend runs in one process (" +
+         std::to_string(kMaxThreadRanks) + "); run one process a rank: mpirun -np " +
+         std::to_string(program.worldSize) + " fsdp-run " + plan + " --backend mpi";
+}
+
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
                                       const StepCallback &onStep) {
-  if (program.worldSize > kMaxThreadRanks)
-    return "the plan is for " + std::to_string(program.worldSize) +
-           " ranks, more than the threads backend runs in one process (" +
-           std::to_string(kMaxThreadRanks) + "); run one process a rank: mpirun -np " +
-           std::to_string(program.worldSize) + " fsdp-run PLAN --backend mpi";
+  if (std::string why = threadsBackendRefuses(program, "PLAN"); !why.empty())
+    return why;
   detail::Inputs data;
   std::string err = data.open(program, options);
   if (!err.empty())

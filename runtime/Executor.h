@@ -67,6 +67,9 @@ using StepCallback = std::function<std::string(const StepReport &)>;
 /// while other tests loaded the machine, so past 2048 a program needs
 /// --backend mpi.
 inline constexpr int64_t kMaxThreadRanks = 2048;
+/// "" when the threads backend runs `program`, else the refusal, pointing to
+/// MPI (`plan` names the program in the command it suggests).
+std::string threadsBackendRefuses(const program::Program &program, const std::string &plan);
 
 /// Runs `program` with every rank a thread of this process. Calls `onStep`
 /// once per optimizer step (from rank 0). Returns "" or the first error,

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
+#include "runtime/TraceFormat.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/io/Files.h"
@@ -232,20 +233,7 @@ std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Pro
   nlohmann::ordered_json events = nlohmann::ordered_json::array();
   for (const RankTrace &rank : ranks) {
     int r = rank.rank;
-    events.push_back({{"name", "process_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"args", {{"name", "rank " + std::to_string(r) + " (measured)"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 0},
-                      {"args", {{"name", "compute"}}}});
-    events.push_back({{"name", "thread_name"},
-                      {"ph", "M"},
-                      {"pid", r},
-                      {"tid", 1},
-                      {"args", {{"name", "comm"}}}});
+    trace::addRankHeader(events, r, "measured");
     // Memory as a counter: the unit buffers that come and go (gathered
     // parameters, unsharded gradients), in the order they did.
     std::vector<std::pair<double, int64_t>> changes;

@@ -442,12 +442,9 @@ int main(int argc, char **argv) {
                              std::to_string(o.gradAccum) +
                              " micro-steps, more tokens than fsdp-run counts (2^62)")
                       : 1);
-  if (backend == "threads" && p.worldSize > runtime::kMaxThreadRanks)
-    return fail("the plan is for " + std::to_string(p.worldSize) +
-                " ranks, more than the threads backend runs in one process (" +
-                std::to_string(runtime::kMaxThreadRanks) +
-                "); run one process a rank: mpirun -np " + std::to_string(p.worldSize) +
-                " fsdp-run " + planPath + " --backend mpi");
+  if (std::string why = runtime::threadsBackendRefuses(p, planPath);
+      backend == "threads" && !why.empty())
+    return fail(why);
   if (backend == "mpi" && mpiSize != p.worldSize)
     return finish(mpiRank == 0
                       ? fail("the plan is for " + std::to_string(p.worldSize) +
@@ -530,7 +527,7 @@ int main(int argc, char **argv) {
   // --metrics is opened (and truncated) at the first step: only once the
   // inputs have been read and checked.
   std::ofstream metrics;
-  int64_t G = p.microBatch * p.worldSize * o.gradAccum;
+  int64_t G = runtime::detail::globalBatch(p, o);
   if (!quiet) {
     std::string kernels = backend == "nccl"
                               ? std::string("CUDA kernels")

@@ -188,6 +188,10 @@ static std::string lowerMlir(const std::string &plan, const char *argv0, std::st
 
 int main(int argc, char **argv) {
   chooseBlasKernels(argv);
+  if (std::string why = io::faultInjectionError(); !why.empty()) {
+    fail(why);
+    return 2;
+  }
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -24,6 +24,7 @@ struct FaultConfig {
   long long target = 0;
   enum Action { Kill, Fail } action = Kill;
   int error = 0;
+  std::string invalid; // why FSDP_FAULT is not understood (then: off)
 };
 
 const FaultConfig &faultConfig() {
@@ -43,11 +44,9 @@ const FaultConfig &faultConfig() {
     std::string action = colon == std::string::npos ? "" : s.substr(colon + 1);
     if (colon == std::string::npos || end != s.c_str() + colon || n < 1 ||
         (action != "kill" && action != "enospc" && action != "eio")) {
-      std::fprintf(stderr,
-                   "fsdp-run: error: FSDP_FAULT must be 'list' or N:kill, N:enospc or "
-                   "N:eio (N from 1), not '%s'\n",
-                   v);
-      std::exit(2);
+      c.invalid =
+          "FSDP_FAULT must be 'list' or N:kill, N:enospc or N:eio (N from 1), not '" + s + "'";
+      return c;
     }
     c.mode = 2;
     c.target = n;
@@ -65,6 +64,8 @@ std::string failure(const std::string &what, const std::string &path, int err) {
 }
 
 } // namespace
+
+std::string fsdp::io::faultInjectionError() { return faultConfig().invalid; }
 
 int fsdp::io::faultPoint(const char *what, const std::string &path) {
   const FaultConfig &c = faultConfig();

@@ -21,6 +21,10 @@
 
 namespace fsdp::io {
 
+/// "" when FSDP_FAULT is unset or understood, else why not: a tool checks it
+/// before anything runs (a fault point ignores what it does not understand).
+std::string faultInjectionError();
+
 /// A fault point: returns 0, or the errno the operation must fail with.
 /// May not return (kill).
 int faultPoint(const char *what, const std::string &path);

@@ -132,6 +132,110 @@ void fromBf16(const uint16_t *h, float *out, int64_t n);
 // out[i] = float(bf16(x[i])): what a bf16 copy of x would hold
 void roundToBf16(const float *x, float *out, int64_t n);
 
+//===----------------------------------------------------------------------===//
+// bf16 storage (--compute-dtype bf16): the same ops over bf16 tensors
+//===----------------------------------------------------------------------===//
+//
+// Each reads bf16, computes in f32 and rounds what it stores to bf16 (round
+// to nearest even) once: matmuls multiply f32 copies of the bf16 operands and
+// accumulate in f32 (OpenBLAS sgemm on converted panels), norm statistics,
+// softmax and the loss are f32, sums over rows (weight, bias and embedding
+// gradients) accumulate in f32 and are rounded once at the end. Same
+// semantics and argument order as the f32 kernels above; where a kernel needs
+// memory beyond its operands it takes `scratch` last (from the plan's arena,
+// 64-byte aligned), sized by the *Bf16ScratchFloats function beside it, which
+// is inline so that the planner sizes the plan's scratch with it and the
+// program loader checks it without linking the kernels. None allocates.
+
+/// A bf16 value: the top half of an f32 (the storage type of bf16 tensors).
+struct bf16 {
+  uint16_t bits;
+};
+static_assert(sizeof(bf16) == 2, "bf16 is two bytes");
+
+void embeddingForward(const int64_t *ids, const bf16 *table, bf16 *out, int64_t n, int64_t D);
+void embeddingBackward(const bf16 *dout, const int64_t *ids, bf16 *dtable, int64_t n, int64_t V,
+                       int64_t D, float *scratch);
+// A counting sort of the rows by id (V + 1 + n int64 counts and indices,
+// two floats each) and one f32 row accumulator.
+inline int64_t embeddingBackwardBf16ScratchFloats(int64_t n, int64_t V, int64_t D) {
+  return 2 * (V + 1 + n) + D;
+}
+
+void linearForward(const bf16 *x, const bf16 *w, const bf16 *bias, bf16 *y, int64_t n, int64_t in,
+                   int64_t out, Layout layout, float *scratch);
+void linearBackwardInput(const bf16 *dy, const bf16 *w, bf16 *dx, int64_t n, int64_t in,
+                         int64_t out, Layout layout, float *scratch);
+void linearBackwardWeight(const bf16 *dy, const bf16 *x, bf16 *dw, int64_t n, int64_t in,
+                          int64_t out, Layout layout, float *scratch);
+// Panels of at most kBf16Panel rows or columns of each operand, converted to
+// f32, and the f32 result tile: one bound for the three linear kernels.
+inline constexpr int64_t kBf16Panel = 256;
+inline int64_t linearBf16ScratchFloats(int64_t n, int64_t in, int64_t out) {
+  (void)n;
+  int64_t k = in > out ? in : out;
+  if (k < kBf16Panel)
+    k = kBf16Panel;
+  return 2 * kBf16Panel * k + kBf16Panel * kBf16Panel;
+}
+void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, float *scratch);
+// The f32 column sums.
+inline int64_t biasBackwardBf16ScratchFloats(int64_t n, int64_t out) {
+  (void)n;
+  return out;
+}
+
+void layerNormForward(const bf16 *x, const bf16 *w, const bf16 *b, bf16 *y, int64_t n, int64_t D,
+                      double eps);
+void layerNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, bf16 *db,
+                       int64_t n, int64_t D, double eps, float *scratch);
+void rmsNormForward(const bf16 *x, const bf16 *w, bf16 *y, int64_t n, int64_t D, double eps);
+void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, int64_t n,
+                     int64_t D, double eps, float *scratch);
+// f32 sums of dw and db over the rows, and one f32 row: one bound for both
+// norm backward kernels.
+inline int64_t normBackwardBf16ScratchFloats(int64_t n, int64_t D) {
+  (void)n;
+  return 3 * D;
+}
+
+void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse);
+void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W);
+void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W);
+
+void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                             int64_t H, int64_t KV, int64_t Dh, float *scratch);
+// The f32 kernels' tile (causalAttentionScratchFloats), plus a tile's f32
+// output rows forward, or one kv head's f32 dk and dv over the sequence
+// backward.
+inline int64_t causalAttentionBf16ScratchFloats(int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                                                bool backward) {
+  (void)H;
+  (void)KV;
+  int64_t t = S < kAttentionTile ? S : kAttentionTile;
+  return backward ? 2 * t * S + 2 * S * Dh : t * S + t * Dh;
+}
+
+void geluForward(const bf16 *x, bf16 *y, int64_t n);
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n);
+void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n);
+void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dgate, bf16 *dup,
+                     int64_t n);
+void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n);
+
+// logits bf16, the loss f32 (upcast inside)
+float crossEntropyForward(const bf16 *logits, const int64_t *targets, int64_t n, int64_t V);
+void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
+                          int64_t V, float scale);
+
+// Casts between the dtypes: out[i] = bf16(x[i]) / float(h[i]).
+void toBf16(const float *x, bf16 *out, int64_t n);
+void fromBf16(const bf16 *h, float *out, int64_t n);
+
 // Sum of squares, accumulated in double.
 double sumOfSquares(const float *x, int64_t n);
 

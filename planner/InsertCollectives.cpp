@@ -32,7 +32,7 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
       return signalPassFailure();
     }
     // The strategies are hybrid sharding with particular group sizes.
-    int64_t group = shardGroupSize(strategy, worldSize, shardSize);
+    int64_t group = shardSizeOf(strategy, worldSize, shardSize);
     StringRef name = plan::strategyFlagName(strategy);
     if (worldSize < 1 || group < 1 || worldSize % group != 0) {
       module.emitError() << "strategy " << name << " shards over groups of " << group
@@ -40,10 +40,9 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
       return signalPassFailure();
     }
     for (plan::UnitOp u : units)
-      if (u.getShardCount() != (uint64_t)group) {
-        u.emitOpError() << "is sharded over " << u.getShardCount() << " ranks, but strategy "
-                        << name << " at world size " << (int64_t)worldSize << " shards over "
-                        << group;
+      if (u.getShardSize() != (uint64_t)group) {
+        u.emitOpError() << "is sharded over " << u.getShardSize() << " ranks, but strategy " << name
+                        << " at world size " << (int64_t)worldSize << " shards over " << group;
         return signalPassFailure();
       }
     Builder attrs(module.getContext());

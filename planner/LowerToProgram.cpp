@@ -92,7 +92,7 @@ FailureOr<int64_t> Lowering::operand(Value v, Operation *user) {
     return p.emitOpError() << "is in no unit";
   int64_t base, elem = 4;
   std::string dtype = dtypeName(p.getType());
-  if (u.getShardCount() == 1) {
+  if (u.getShardSize() == 1) {
     base = *u.getShardOffset();
   } else {
     if (gatheredBf16.count(u)) {
@@ -194,7 +194,7 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
   return success();
 }
 
-/// The dtypes of a program's tensors (docs/plan-format.md): what fsdp-run
+/// The dtypes of a program's tensors (docs/program-format.md): what fsdp-run
 /// executes. A model may hold others (f16, f64, i32) to be summarised and
 /// planned, but not lowered.
 bool isProgramDtype(Type t) {
@@ -325,7 +325,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
     pu.module = u.getModule().str();
     pu.numel = u.getNumel();
     pu.paddedNumel = u.getPaddedNumel();
-    pu.shardCount = u.getShardCount();
+    pu.shardSize = u.getShardSize();
     pu.shardNumel = u.getShardNumel();
     pu.shardOffset = *u.getShardOffset();
     pu.gradShardOffset = *u.getGradShardOffset();
@@ -352,7 +352,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
         tensorId(concreteShape(arg.getType(), B, S), dtypeName(arg.getType()),
                  arg.getArgNumber() == 0 ? *step.getTokensOffset() : *step.getTargetsOffset());
 
-  program::Stream *phases[2] = {&prog.microStep, &prog.optimizer};
+  program::Phase *phases[2] = {&prog.microStep, &prog.optimizer};
   int phase = 0;
   Value loss;
   auto byName = unitsByName(module);
@@ -497,7 +497,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.tokens = valueTensor[block.getArgument(0)];
   prog.targets = valueTensor[block.getArgument(1)];
   prog.loss = valueTensor.lookup(loss);
-  for (program::Stream *s : phases)
+  for (program::Phase *s : phases)
     for (auto *list : {&s->compute, &s->comm})
       for (auto [k, inst] : llvm::enumerate(*list))
         inst.index = k;

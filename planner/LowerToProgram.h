@@ -7,7 +7,7 @@
 
 namespace fsdp {
 
-/// Writes the program (docs/plan-format.md) of a module on which the whole
+/// Writes the program (docs/program-format.md) of a module on which the whole
 /// pipeline, memory plan included, has run. Errors are emitted at the op.
 mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, llvm::raw_ostream &os);
 

@@ -53,12 +53,12 @@ def WrapUnits : Pass<"fsdp-wrap-units", "mlir::ModuleOp"> {
     `block`: one unit per transformer block and a root unit for everything
     else (embeddings, final norm, head), as FSDP wraps; `size:N`: contiguous
     units of at least N parameters in declaration order; `none`: one unit.
-    Each unit's flat size is padded to a multiple of `shard-count`.
+    Each unit's flat size is padded to a multiple of `shard-size`.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"block\"",
            "block, size:N or none">,
-    Option<"shardCount", "shard-count", "int64_t", /*default=*/"1",
+    Option<"shardSize", "shard-size", "int64_t", /*default=*/"1",
            "ranks a unit is sharded over (the shard group's size)">,
   ];
   let statistics = [Statistic<"numUnits", "units", "Wrap units formed">];
@@ -92,7 +92,7 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
                           "full-shard within groups of shard-size, all-reduce across"))}]>,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks">,
     Option<"shardSize", "shard-size", "int64_t", /*default=*/"0",
-           "hybrid-shard's group size (0: the world)">,
+           "the shard group's size under hybrid-shard (0: the world); the other strategies fix it">,
   ];
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }

@@ -12,9 +12,9 @@
 using namespace mlir;
 using namespace fsdp;
 
-int64_t PlanOptions::shardGroup() const {
+int64_t PlanOptions::resolvedShardSize() const {
   std::optional<plan::Strategy> s = plan::parseStrategyFlagName(strategy);
-  return s ? shardGroupSize(*s, worldSize, shardSize) : worldSize;
+  return s ? shardSizeOf(*s, worldSize, shardSize) : worldSize;
 }
 
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
@@ -43,8 +43,8 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
-  pm.addPass(createWrapUnits({o.wrap, o.shardGroup()}));
-  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.shardSize}));
+  pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
+  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize()}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
@@ -75,7 +75,7 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
     plan::UnitOp u = unitOfOp(&op, byName);
     if (isa<plan::AllGatherOp>(op))
       f.allGatherBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
-    else if (isa<plan::ReduceScatterOp>(op) && u.getShardCount() > 1)
+    else if (isa<plan::ReduceScatterOp>(op) && u.getShardSize() > 1)
       f.reduceScatterBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;
@@ -98,7 +98,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["parameters"] = model.parameters;
   r["world_size"] = o.worldSize;
   r["strategy"] = o.strategy;
-  r["shard_size"] = o.shardGroup();
+  r["shard_size"] = o.resolvedShardSize();
   r["wrap"] = o.wrap;
   r["micro_batch"] = o.microBatch;
   r["seq_len"] = o.seqLen;
@@ -149,7 +149,7 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   os << "model " << model.name << " (" << model.modelType << "): " << withCommas(model.parameters)
      << " parameters, " << humanBytes(model.paramBytes) << "\n";
   os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
-     << o.shardGroup() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
+     << o.resolvedShardSize() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
      << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "

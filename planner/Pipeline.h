@@ -17,7 +17,7 @@ struct PlanOptions {
   int64_t microBatch = 1;
   int64_t seqLen = 0; // 0: the model's maximum
   std::string strategy = "full-shard";
-  int64_t shardSize = 0; // hybrid-shard's group size
+  int64_t shardSize = 0; // the shard group's; 0: the strategy's (shardSizeOf)
   std::string wrap = "block";
   int64_t forwardPrefetch = 1;
   std::string backwardPrefetch = "pre";
@@ -26,8 +26,8 @@ struct PlanOptions {
   int64_t checkpointedBlocks = -1; // with "blocks": the first N (-1: all)
   std::string paramDtype = "f32", reduceDtype = "f32";
 
-  /// Ranks one copy of the model is sharded over.
-  int64_t shardGroup() const;
+  /// The shard group's size: shardSize, or the strategy's where it is 0.
+  int64_t resolvedShardSize() const;
 };
 
 /// Runs training-step, wrap-units, insert-collectives, prefetch,
@@ -52,7 +52,7 @@ PlanFigures planFigures(mlir::ModuleOp module);
 /// The same, with the step time predicted on `cluster`.
 PlanFigures planFigures(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAccum);
 
-/// The report of docs/plan-format.md's `--report`.
+/// The report of docs/program-format.md's `--report`.
 nlohmann::ordered_json planReport(const ModelSummary &model, const PlanOptions &options,
                                   const PlanFigures &figures, std::optional<int64_t> budget);
 

@@ -82,7 +82,7 @@ DenseMap<Operation *, int64_t> fsdp::positions(plan::StepOp step) {
   return pos;
 }
 
-int64_t fsdp::shardGroupSize(plan::Strategy strategy, int64_t worldSize, int64_t shardSize) {
+int64_t fsdp::shardSizeOf(plan::Strategy strategy, int64_t worldSize, int64_t shardSize) {
   switch (strategy) {
   case plan::Strategy::FullShard:
   case plan::Strategy::ShardGradOp:
@@ -90,7 +90,7 @@ int64_t fsdp::shardGroupSize(plan::Strategy strategy, int64_t worldSize, int64_t
   case plan::Strategy::NoShard:
     return 1;
   case plan::Strategy::HybridShard:
-    return shardSize;
+    return shardSize > 0 ? shardSize : worldSize;
   }
   llvm_unreachable("a strategy without a shard group");
 }

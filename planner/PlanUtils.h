@@ -44,8 +44,8 @@ mlir::Operation *backwardStart(plan::StepOp step);
 llvm::DenseMap<mlir::Operation *, int64_t> positions(plan::StepOp step);
 
 /// Ranks one copy of the model is sharded over: the world for full_shard and
-/// shard_grad_op, one for no_shard, `shardSize` for hybrid_shard.
-int64_t shardGroupSize(plan::Strategy strategy, int64_t worldSize, int64_t shardSize);
+/// shard_grad_op, one for no_shard, `shardSize` for hybrid_shard (0: the world).
+int64_t shardSizeOf(plan::Strategy strategy, int64_t worldSize, int64_t shardSize);
 
 /// Bytes of one element an all_gather or reduce_scatter sends and its buffer
 /// holds: 2 in bf16 (mixed precision), else 4.

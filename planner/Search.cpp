@@ -35,6 +35,7 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
         PlanOptions o = base;
         o.strategy = strategy;
         o.shardSize = shardSize;
+        o.shardSize = o.resolvedShardSize();
         o.wrap = wrap;
         o.forwardPrefetch = prefetch;
         o.activationCheckpointing = "none";

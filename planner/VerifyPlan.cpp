@@ -46,8 +46,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     int64_t group = step.getShardSizeOr1();
     if (step.getShardSize())
       for (plan::UnitOp u : getUnits(module))
-        if (u.getShardCount() != group) {
-          u.emitOpError() << "is sharded over " << u.getShardCount()
+        if (u.getShardSize() != group) {
+          u.emitOpError() << "is sharded over " << u.getShardSize()
                           << " ranks, but the step's shard groups are of " << group;
           return signalPassFailure();
         }
@@ -191,7 +191,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       // A compute op: its parameters must be gathered and waited for.
       for (Value v : op.getOperands()) {
         plan::UnitOp u = unitOfValue(v, byParam);
-        if (!u || u.getShardCount() == 1)
+        if (!u || u.getShardSize() == 1)
           continue;
         UnitState &s = state[u];
         StringRef name = v.getDefiningOp<nn::ParamOp>().getName();

@@ -32,8 +32,8 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       module.emitError() << "the module already has wrap units";
       return signalPassFailure();
     }
-    if (shardCount < 1) {
-      module.emitError() << "shard-count must be at least 1, but is " << (int64_t)shardCount;
+    if (shardSize < 1) {
+      module.emitError() << "shard-size must be at least 1, but is " << (int64_t)shardSize;
       return signalPassFailure();
     }
     std::vector<nn::ParamOp> params;
@@ -74,9 +74,9 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
         offset += p.getNumElements();
       }
       // Padding makes the flat size divide evenly into shards.
-      int64_t padded = (offset + shardCount - 1) / shardCount * shardCount;
+      int64_t padded = (offset + shardSize - 1) / shardSize * shardSize;
       b.create<plan::UnitOp>(step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names),
-                             offsets, sizes, offset, padded, shardCount,
+                             offsets, sizes, offset, padded, shardSize,
                              /*arena offsets, which the memory plan sets:*/ IntegerAttr(),
                              IntegerAttr(), IntegerAttr(), IntegerAttr());
       ++numUnits;

@@ -131,7 +131,7 @@ private:
   void initShards(bool resume, int64_t *first);
   void copyShards(bool toDevice);
   void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
-  void runPhase(const Stream &s, const char *phase, bool optimizer);
+  void runPhase(const Phase &s, const char *phase, bool optimizer);
   void microStep(const io::Dataset &from, int64_t index, int64_t a, const char *phase);
   double evaluate();
   void enqueue(const Instruction &inst, int stream, bool optimizer);
@@ -221,7 +221,7 @@ void DeviceRank::planWorkspace() {
   int64_t staging = 0; // comm stream: the reduce-scatter's sum
   auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
   auto last = [&](int64_t id) { return p.tensors[id].shape.back(); };
-  for (const Stream *s : {&p.microStep, &p.optimizer}) {
+  for (const Phase *s : {&p.microStep, &p.optimizer}) {
     for (const Instruction &i : s->compute) {
       switch (i.op) {
       case Op::LayerNormGrad:
@@ -274,7 +274,7 @@ void DeviceRank::setUp() {
   const char *sync = std::getenv("FSDP_CUDA_SYNC");
   syncEach = sync && *sync && std::strcmp(sync, "0") != 0;
   // Head dims the attention kernels take, checked before anything runs.
-  for (const Stream *s : {&p.microStep, &p.optimizer})
+  for (const Phase *s : {&p.microStep, &p.optimizer})
     for (const Instruction &i : s->compute)
       if (i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad) {
         int64_t q = i.op == Op::CausalAttention ? i.in[0] : i.in[1];
@@ -378,7 +378,7 @@ void DeviceRank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t 
   cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
 }
 
-void DeviceRank::runPhase(const Stream &s, const char *phase, bool optimizer) {
+void DeviceRank::runPhase(const Phase &s, const char *phase, bool optimizer) {
   curPhase = phase;
   normEnqueued = normFetched = false;
   phaseHasNorm = std::any_of(s.comm.begin(), s.comm.end(),

@@ -74,7 +74,7 @@ private:
 
   void initWeights();
   void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
-  void runPhase(const Stream &s, const char *name);
+  void runPhase(const Phase &s, const char *name);
   double evaluate();
   void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
   void computeOne(const Instruction &inst);
@@ -123,7 +123,7 @@ void Rank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro)
 
 // One execution of a phase: its comm list on the comm thread, its compute
 // list here, joined by the program's events.
-void Rank::runPhase(const Stream &s, const char *name) {
+void Rank::runPhase(const Phase &s, const char *name) {
   ++epoch;
   {
     std::lock_guard<std::mutex> lock(jobMu);

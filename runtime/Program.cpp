@@ -131,7 +131,7 @@ int64_t Program::vocabSize() const {
   return 0;
 }
 
-std::string fsdp::program::issueOrder(const Stream &s, std::vector<Slot> &order) {
+std::string fsdp::program::issueOrder(const Phase &s, std::vector<Slot> &order) {
   order.clear();
   const std::vector<Instruction> *lists[2] = {&s.compute, &s.comm};
   size_t next[2] = {0, 0};
@@ -293,7 +293,7 @@ std::string fsdp::program::writeProgram(const Program &p) {
                      {"module", u.module},
                      {"numel", u.numel},
                      {"padded_numel", u.paddedNumel},
-                     {"shard_count", u.shardCount},
+                     {"shard_size", u.shardSize},
                      {"shard_numel", u.shardNumel},
                      {"shard_offset", u.shardOffset},
                      {"grad_shard_offset", u.gradShardOffset},
@@ -311,8 +311,8 @@ std::string fsdp::program::writeProgram(const Program &p) {
     out += "  \"" + k + "\": " + v.dump() + ",\n";
   out += "  \"units\": " + lines(units, "  ") + ",\n";
   out += "  \"tensors\": " + lines(tensors, "  ") + ",\n";
-  const std::pair<const char *, const Stream *> phases[2] = {{"micro_step", &p.microStep},
-                                                             {"optimizer", &p.optimizer}};
+  const std::pair<const char *, const Phase *> phases[2] = {{"micro_step", &p.microStep},
+                                                            {"optimizer", &p.optimizer}};
   for (int k = 0; k < 2; ++k) {
     std::vector<ojson> compute, comm;
     for (const Instruction &i : phases[k].second->compute)
@@ -336,7 +336,7 @@ bool fsdp::program::operator==(const Param &a, const Param &b) {
 }
 bool fsdp::program::operator==(const Unit &a, const Unit &b) {
   return a.name == b.name && a.module == b.module && a.numel == b.numel &&
-         a.paddedNumel == b.paddedNumel && a.shardCount == b.shardCount &&
+         a.paddedNumel == b.paddedNumel && a.shardSize == b.shardSize &&
          a.shardNumel == b.shardNumel && a.shardOffset == b.shardOffset &&
          a.gradShardOffset == b.gradShardOffset && a.expAvgOffset == b.expAvgOffset &&
          a.expAvgSqOffset == b.expAvgSqOffset && a.params == b.params;
@@ -352,7 +352,7 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
          a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&
          a.phase == b.phase && a.index == b.index;
 }
-bool fsdp::program::operator==(const Stream &a, const Stream &b) {
+bool fsdp::program::operator==(const Phase &a, const Phase &b) {
   return a.compute == b.compute && a.comm == b.comm;
 }
 bool fsdp::program::operator==(const Program &a, const Program &b) {

@@ -1,7 +1,7 @@
 //===- Program.h - the runtime's program format ------------------*- C++ -*-===//
 //
 // The versioned JSON program that fsdp-plan lowers a plan to and fsdp-run
-// executes (docs/plan-format.md). The runtime owns the format; the planner
+// executes (docs/program-format.md). The runtime owns the format; the planner
 // includes this header for the constants and never the reverse. Plain C++:
 // nothing here knows MLIR.
 //
@@ -43,7 +43,7 @@ struct Param {
 
 struct Unit {
   std::string name, module;
-  int64_t numel = 0, paddedNumel = 0, shardCount = 1, shardNumel = 0;
+  int64_t numel = 0, paddedNumel = 0, shardSize = 1, shardNumel = 0;
   int64_t shardOffset = 0, gradShardOffset = 0, expAvgOffset = 0, expAvgSqOffset = 0;
   std::vector<Param> params;
 };
@@ -104,7 +104,9 @@ struct Instruction {
   Call call;         // decoded by the loader (decodeCall)
 };
 
-struct Stream {
+/// A phase of the step (the micro-step, or the optimizer's): its two
+/// instruction lists, one a stream, joined by the program's events.
+struct Phase {
   std::vector<Instruction> compute, comm;
 };
 
@@ -114,7 +116,7 @@ struct Program {
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32";
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
-  // The plan's memory figures (docs/plan-format.md), for people reading the
+  // The plan's memory figures (docs/program-format.md), for people reading the
   // program; the runtime reads peak_bytes (predictedPeakBytes).
   std::vector<std::pair<std::string, int64_t>> memory;
   // The planner's predicted times (0: none in the program).
@@ -122,7 +124,7 @@ struct Program {
   int64_t tokens = -1, targets = -1, loss = -1;
   std::vector<Unit> units;
   std::vector<Tensor> tensors;
-  Stream microStep, optimizer;
+  Phase microStep, optimizer;
 
   int64_t replicas() const { return worldSize / shardSize; }
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
@@ -147,13 +149,13 @@ struct Slot {
 /// issued, then the other. Such an order exists exactly when the two lists
 /// run side by side cannot deadlock. Returns "" and fills `order`, or why not:
 /// the waits that can never be satisfied, as "compute[i] waits for event e".
-std::string issueOrder(const Stream &s, std::vector<Slot> &order);
+std::string issueOrder(const Phase &s, std::vector<Slot> &order);
 
 bool operator==(const Tensor &a, const Tensor &b);
 bool operator==(const Param &a, const Param &b);
 bool operator==(const Unit &a, const Unit &b);
 bool operator==(const Instruction &a, const Instruction &b);
-bool operator==(const Stream &a, const Stream &b);
+bool operator==(const Phase &a, const Phase &b);
 bool operator==(const Program &a, const Program &b);
 
 /// The program as fsdp-plan writes it and fsdp-run reads it (one JSON

@@ -92,7 +92,7 @@ private:
       fail(where, "bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
                       ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
   }
-  void loadStream(const json &j, const std::string &phase, Stream &s);
+  void loadPhase(const json &j, const std::string &phase, Phase &s);
   Instruction loadInstruction(const json &j, const std::string &where, bool comm);
   void checkInstruction(Instruction &inst, const std::string &where) {
     try {
@@ -101,7 +101,7 @@ private:
       fail(where, e.what);
     }
   }
-  void checkIndices(const std::string &phase, const Stream &s);
+  void checkIndices(const std::string &phase, const Phase &s);
   const Tensor &tensor(int64_t id, const std::string &where) {
     if (id < 0 || id >= (int64_t)p.tensors.size())
       fail(where, "tensor " + std::to_string(id) + " does not exist");
@@ -201,17 +201,17 @@ void Loader::run(const std::string &text) {
     u.module = get<std::string>(uj, "module", where);
     u.numel = get<int64_t>(uj, "numel", where);
     u.paddedNumel = get<int64_t>(uj, "padded_numel", where);
-    u.shardCount = get<int64_t>(uj, "shard_count", where);
+    u.shardSize = get<int64_t>(uj, "shard_size", where);
     u.shardNumel = get<int64_t>(uj, "shard_numel", where);
     u.shardOffset = get<int64_t>(uj, "shard_offset", where);
     u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
     u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
     u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
-    if (u.shardCount != p.shardSize || u.numel < 0 || u.shardNumel < 0 ||
-        (i128)u.shardNumel * u.shardCount != u.paddedNumel || u.paddedNumel < u.numel)
+    if (u.shardSize != p.shardSize || u.numel < 0 || u.shardNumel < 0 ||
+        (i128)u.shardNumel * u.shardSize != u.paddedNumel || u.paddedNumel < u.numel)
       fail(where, "unit '" + u.name + "' has an inconsistent layout (numel " +
                       std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) + ", " +
-                      std::to_string(u.shardCount) + " shards of " + std::to_string(u.shardNumel) +
+                      std::to_string(u.shardSize) + " shards of " + std::to_string(u.shardNumel) +
                       ")");
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       checkRange(where, off, (i128)u.shardNumel * 4);
@@ -250,11 +250,11 @@ void Loader::run(const std::string &text) {
   if (tensor(p.loss, "loss").numel() != 1)
     fail("loss", "the loss must be a scalar");
 
-  loadStream(at(j, "micro_step", "top level"), "micro_step", p.microStep);
-  loadStream(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
+  loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
+  loadPhase(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
 }
 
-void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
+void Loader::loadPhase(const json &j, const std::string &phase, Phase &s) {
   std::set<int64_t> recorded;
   for (const char *name : {"compute", "comm"}) {
     bool comm = std::string(name) == "comm";
@@ -292,7 +292,7 @@ void Loader::loadStream(const json &j, const std::string &phase, Stream &s) {
 // reader holds below the vocabulary (the first cross_entropy's last
 // dimension), or the positions a position_ids of the phase writes, below its
 // sequence length; and the table must have that many rows.
-void Loader::checkIndices(const std::string &phase, const Stream &s) {
+void Loader::checkIndices(const std::string &phase, const Phase &s) {
   std::map<int64_t, int64_t> positions; // position_ids output -> its sequence length
   for (const Instruction &inst : s.compute)
     if (inst.op == Op::PositionIds) {

@@ -14,11 +14,11 @@ run() { echo; echo "== $*"; "$@"; }
 # This machine's rates, so that the plan can predict the step time.
 run build/bin/fsdp-calibrate -o build/demo/cluster.json --quick
 run build/bin/fsdp-plan models/gpt2-tiny/config.json --world-size 4 --micro-batch 4 --seq-len 64 \
-  --strategy full-shard --cluster build/demo/cluster.json --summary -o build/demo/plan.json \
+  --strategy full-shard --cluster build/demo/cluster.json --summary -o build/demo/program.json \
   --report build/demo/report.json
 build/bin/fsdp-plan models/gpt2-tiny/config.json --world-size 4 --micro-batch 4 --seq-len 64 \
   --strategy no-shard --report build/demo/ddp-report.json
-run build/bin/fsdp-run build/demo/plan.json --data build/demo/gpl3.bin --steps 400 --lr 2e-3 \
+run build/bin/fsdp-run build/demo/program.json --data build/demo/gpl3.bin --steps 400 --lr 2e-3 \
   --clip-grad-norm 1.0 --log-every 50 --metrics build/demo/metrics.jsonl --save-weights build/demo/final.safetensors
 
 /usr/bin/python3 - <<'PY'

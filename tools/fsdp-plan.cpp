@@ -34,8 +34,9 @@ static cl::OptionCategory category("fsdp-plan options");
 static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::desc("<config.json|graph.json|model.mlir>"), cl::Required,
                                       cl::cat(category));
-static cl::opt<std::string> outputPath("o", cl::desc("write the plan: .mlir or .json (program)"),
-                                       cl::value_desc("PLAN"), cl::cat(category));
+static cl::opt<std::string>
+    outputPath("o", cl::desc("write the plan (.mlir) or its program (.json, what fsdp-run runs)"),
+               cl::value_desc("PLAN"), cl::cat(category));
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("ranks, 1 to 1048576 (required to write a plan; "
                                            "without it, the model is described)"),
@@ -254,7 +255,6 @@ int main(int argc, char **argv) {
                 " makes a micro-step's tokens alone more than 2^60 "
                 "bytes a rank");
   o.strategy = strategy;
-  o.shardSize = shardSize;
   o.wrap = wrap;
   o.forwardPrefetch = forwardPrefetch;
   o.backwardPrefetch = backwardPrefetch;
@@ -265,8 +265,13 @@ int main(int argc, char **argv) {
   if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
     return fail("hybrid-shard needs --shard-size G dividing --world-size " +
                 std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
-  if (o.strategy != "hybrid-shard" && shardSize != 0)
-    return fail("--shard-size applies to hybrid-shard only");
+  // The other strategies fix the shard size; given, it must be theirs.
+  o.shardSize = o.strategy == "hybrid-shard" ? int64_t(shardSize) : 0;
+  o.shardSize = o.resolvedShardSize();
+  if (o.strategy != "hybrid-shard" && shardSize.getNumOccurrences() && shardSize != o.shardSize)
+    return fail("--shard-size " + std::to_string(shardSize) + ": " + o.strategy + " shards over " +
+                std::to_string(o.shardSize) + (o.shardSize == 1 ? " rank" : " ranks (the world)") +
+                "; a shard size of its own is hybrid-shard's");
   std::optional<int64_t> budget;
   if (!memoryBudget.empty()) {
     budget = parseSize(memoryBudget);

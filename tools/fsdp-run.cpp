@@ -1,6 +1,6 @@
 //===- fsdp-run.cpp - execute a lowered plan and train --------------------===//
 //
-// fsdp-run PLAN [options]: runs the program fsdp-plan wrote, on N ranks as
+// fsdp-run PROGRAM.json [options]: runs the program fsdp-plan wrote, on N ranks as
 // threads of this process (the default backend), as MPI processes (--backend
 // mpi) or on one GPU a rank with NCCL (--backend nccl, where built), and
 // reports each step's loss, throughput and measured peak memory beside the
@@ -40,7 +40,7 @@ using runtime::chooseBlasKernels;
 
 static void usage(FILE *to) {
   std::fprintf(
-      to, "usage: fsdp-run PLAN.json|PLAN.mlir [options]\n"
+      to, "usage: fsdp-run PROGRAM.json|PLAN.mlir [options]\n"
           "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
           "\n"
           "Launch:\n"

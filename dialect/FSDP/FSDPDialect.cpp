@@ -105,14 +105,14 @@ LogicalResult UnitOp::verify() {
     expected += getSizes()[i];
   }
   int64_t numel = getNumelAttr().getInt(), padded = getPaddedNumelAttr().getInt();
-  int64_t count = getShardCountAttr().getInt();
+  int64_t count = getShardSizeAttr().getInt();
   if (numel != expected)
     return emitOpError() << "numel = " << numel << " but its parameters hold " << expected;
   if (count <= 0)
-    return emitOpError() << "shard_count must be positive, but is " << count;
+    return emitOpError() << "shard_size must be positive, but is " << count;
   if (padded < numel || padded % count != 0 || padded - numel >= count)
     return emitOpError() << "padded_numel = " << padded
-                         << " must be the least multiple of shard_count = " << count
+                         << " must be the least multiple of shard_size = " << count
                          << " that holds numel = " << numel;
   return success();
 }

@@ -42,7 +42,7 @@ public:
   }
 };
 
-/// The names the command line, the program (docs/plan-format.md) and the
+/// The names the command line, the program (docs/program-format.md) and the
 /// report use: `full-shard`, `shard-grad-op`, `no-shard`, `hybrid-shard`.
 llvm::StringRef strategyFlagName(Strategy strategy);
 std::optional<Strategy> parseStrategyFlagName(llvm::StringRef name);

@@ -151,7 +151,7 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
   let description = [{
     The unit's parameters are laid out one after another in a flat buffer of
     `numel` elements (`offsets[i]`, `sizes[i]` for `params[i]`), padded to
-    `padded_numel`, a multiple of `shard_count`; rank r of a shard group owns
+    `padded_numel`, a multiple of `shard_size`; rank r of a shard group owns
     elements `[r * shard_numel, (r + 1) * shard_numel)`. The memory plan adds
     the arena offsets of the rank's persistent buffers: its parameter shard
     (`shard_offset`), gradient shard (`grad_shard_offset`) and Adam's moments
@@ -160,13 +160,13 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
       sizes = array<i64: 64, 64, ...>, numel = 49984 : i64,
-      padded_numel = 49984 : i64, shard_count = 4 : i64}
+      padded_numel = 49984 : i64, shard_size = 4 : i64}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FSDP_I64Attr:$index, StrAttr:$module,
                        StrArrayAttr:$params, DenseI64ArrayAttr:$offsets,
                        DenseI64ArrayAttr:$sizes, FSDP_I64Attr:$numel,
-                       FSDP_I64Attr:$padded_numel, FSDP_I64Attr:$shard_count,
+                       FSDP_I64Attr:$padded_numel, FSDP_I64Attr:$shard_size,
                        OptionalAttr<FSDP_NonNegativeI64>:$shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$grad_shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_offset,
@@ -174,7 +174,7 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    int64_t getShardNumel() { return getPaddedNumel() / getShardCount(); }
+    int64_t getShardNumel() { return getPaddedNumel() / getShardSize(); }
   }];
 }
 

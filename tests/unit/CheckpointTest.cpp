@@ -72,7 +72,7 @@ program::Program layout(const std::vector<int> &groups, int64_t shardSize, int64
       u.numel += prm.numel;
       u.params.push_back(prm);
     }
-    u.shardCount = shardSize;
+    u.shardSize = shardSize;
     u.shardNumel = (u.numel + shardSize - 1) / shardSize;
     u.paddedNumel = u.shardNumel * shardSize;
     u.shardOffset = arena;

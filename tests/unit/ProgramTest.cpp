@@ -31,8 +31,8 @@ Instruction inst(Op op, int64_t event = -1) {
 
 // compute and comm from short codes: "r3" records event 3, "w3" waits for
 // it, "x" is any other instruction.
-Stream stream(const std::vector<std::string> &compute, const std::vector<std::string> &comm) {
-  Stream s;
+Phase phaseOf(const std::vector<std::string> &compute, const std::vector<std::string> &comm) {
+  Phase s;
   auto fill = [](const std::vector<std::string> &codes, std::vector<Instruction> &out) {
     for (const std::string &c : codes) {
       Instruction i = c[0] == 'r'   ? inst(Op::Record, std::stoi(c.substr(1)))
@@ -49,7 +49,7 @@ Stream stream(const std::vector<std::string> &compute, const std::vector<std::st
 
 // The order keeps each list's own order, holds every instruction once, and
 // issues each record before every wait on its event.
-void expectValid(const Stream &s, const std::vector<Slot> &order) {
+void expectValid(const Phase &s, const std::vector<Slot> &order) {
   ASSERT_EQ(order.size(), s.compute.size() + s.comm.size());
   size_t next[2] = {0, 0};
   std::map<int64_t, bool> issued;
@@ -67,14 +67,14 @@ void expectValid(const Stream &s, const std::vector<Slot> &order) {
 TEST(IssueOrder, GatherPrefetchPattern) {
   // comm: gather unit 0, record 0; wait for compute's record 1, gather unit
   // 1, record 2. compute: wait 0, forward 0, record 1 (frees), wait 2, ...
-  Stream s = stream({"w0", "x", "r1", "w2", "x", "r3"}, {"x", "r0", "w1", "x", "r2", "w3", "x"});
+  Phase s = phaseOf({"w0", "x", "r1", "w2", "x", "r3"}, {"x", "r0", "w1", "x", "r2", "w3", "x"});
   std::vector<Slot> order;
   ASSERT_EQ(issueOrder(s, order), "");
   expectValid(s, order);
 }
 
 TEST(IssueOrder, CommWaitsForComputeFirst) {
-  Stream s = stream({"x", "x", "r0", "x", "w1"}, {"w0", "x", "r1"});
+  Phase s = phaseOf({"x", "x", "r0", "x", "w1"}, {"w0", "x", "r1"});
   std::vector<Slot> order;
   ASSERT_EQ(issueOrder(s, order), "");
   expectValid(s, order);
@@ -88,16 +88,16 @@ TEST(IssueOrder, CommWaitsForComputeFirst) {
 
 TEST(IssueOrder, EmptyAndOneSidedLists) {
   std::vector<Slot> order;
-  EXPECT_EQ(issueOrder(stream({}, {}), order), "");
+  EXPECT_EQ(issueOrder(phaseOf({}, {}), order), "");
   EXPECT_TRUE(order.empty());
-  Stream s = stream({"x", "r0", "w0", "x"}, {});
+  Phase s = phaseOf({"x", "r0", "w0", "x"}, {});
   ASSERT_EQ(issueOrder(s, order), "");
   expectValid(s, order);
 }
 
 TEST(IssueOrder, CrossedWaitsDeadlock) {
   // Each list waits for what the other records only after its own wait.
-  Stream s = stream({"x", "w1", "r0"}, {"w0", "r1"});
+  Phase s = phaseOf({"x", "w1", "r0"}, {"w0", "r1"});
   std::vector<Slot> order;
   EXPECT_EQ(issueOrder(s, order),
             "deadlock: compute[1] waits for event 1 while comm[0] waits for event 0; no record "
@@ -105,7 +105,7 @@ TEST(IssueOrder, CrossedWaitsDeadlock) {
 }
 
 TEST(IssueOrder, WaitBeforeItsOwnRecord) {
-  Stream s = stream({"w0", "r0"}, {"x"});
+  Phase s = phaseOf({"w0", "r0"}, {"x"});
   std::vector<Slot> order;
   EXPECT_EQ(issueOrder(s, order), "deadlock: compute[0] waits for event 0; no record of these "
                                   "events can be issued before these waits");
@@ -123,7 +123,7 @@ TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     Program p;
     ASSERT_EQ(loadProgram(out, p), "") << strategy;
-    for (const Stream *s : {&p.microStep, &p.optimizer}) {
+    for (const Phase *s : {&p.microStep, &p.optimizer}) {
       std::vector<Slot> order;
       ASSERT_EQ(issueOrder(*s, order), "");
       expectValid(*s, order);

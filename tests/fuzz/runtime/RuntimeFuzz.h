@@ -71,7 +71,7 @@ inline const char *smallProgramJson() {
   "tensors": [{"id": 0, "offset": 0, "shape": [1, 2], "dtype": "i64"},
               {"id": 1, "offset": 16, "shape": [1, 2], "dtype": "i64"},
               {"id": 2, "offset": 32, "shape": [], "dtype": "f32"}],
-  "units": [{"name": "u0", "module": "m", "numel": 9, "padded_numel": 10, "shard_count": 2,
+  "units": [{"name": "u0", "module": "m", "numel": 9, "padded_numel": 10, "shard_size": 2,
              "shard_numel": 5, "shard_offset": 36, "grad_shard_offset": 56,
              "exp_avg_offset": 76, "exp_avg_sq_offset": 96,
              "params": [{"name": "w", "shape": [2, 3], "dtype": "f32", "offset": 0, "numel": 6, "decay": true},

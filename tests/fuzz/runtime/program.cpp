@@ -1,4 +1,4 @@
-//===- program.cpp - fuzz the program loader (fsdp-run PLAN.json) ---------===//
+//===- program.cpp - fuzz the program loader (fsdp-run PROGRAM.json) ------===//
 //
 // The input is a program file. loadProgram must reject it with a message
 // naming the file, or accept a program that the executor can run without
@@ -107,7 +107,7 @@ private:
     bad("indices in tensor " + std::to_string(id) + " come from neither the tokens nor positions");
   }
   void instruction(const Instruction &i);
-  void phase(const Stream &s, const char *name);
+  void phase(const Phase &s, const char *name);
 };
 
 void Checker::instruction(const Instruction &i) {
@@ -318,7 +318,7 @@ void Checker::instruction(const Instruction &i) {
   }
 }
 
-void Checker::phase(const Stream &s, const char *name) {
+void Checker::phase(const Phase &s, const char *name) {
   for (int stream : {0, 1}) {
     const auto &list = stream ? s.comm : s.compute;
     for (size_t k = 0; k < list.size(); ++k) {
@@ -349,7 +349,7 @@ void Checker::run() {
   for (size_t k = 0; k < p.units.size(); ++k) {
     const Unit &u = p.units[k];
     std::string w = "units[" + std::to_string(k) + "]";
-    if (u.shardCount != p.shardSize || (i128)u.shardNumel * u.shardCount != u.paddedNumel ||
+    if (u.shardSize != p.shardSize || (i128)u.shardNumel * u.shardSize != u.paddedNumel ||
         u.numel > u.paddedNumel || u.numel < 0 || u.shardNumel < 0)
       violation("accepted an inconsistent layout in " + w);
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})

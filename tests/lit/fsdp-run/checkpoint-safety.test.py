@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checkpoint safety of fsdp-run --save, driven by fault injection (FSDP_FAULT).
 
-usage: checkpoint-safety.test.py PLAN.json DATA.bin WORK_DIR CASE
+usage: checkpoint-safety.test.py PROGRAM.json DATA.bin WORK_DIR CASE
 
 CASE is one of:
   kill     SIGKILL at every fault point of a run that saves after steps 2 and 4

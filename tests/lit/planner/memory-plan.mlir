@@ -5,9 +5,9 @@
 // RUN: not fsdp-opt %s --fsdp-memory-plan="seq-len=9" 2>&1 | FileCheck %s --check-prefix=SEQ
 
 module {
-  fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_count = 2 : i64, sizes = array<i64: 128, 128>}
-  fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_count = 2 : i64, sizes = array<i64: 64>}
-  fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_count = 2 : i64, sizes = array<i64: 64>}
+  fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 128>}
+  fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
+  fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
   fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> attributes {backward_prefetch = #fsdp<backward_prefetch none>, block_prefix = "blocks", forward_prefetch = 0 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 8 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, world_size = 2 : i64} {
     %emb.weight = nn.param "emb.weight" : tensor<16x8xf32>
     %blocks.0.fc.weight = nn.param "blocks.0.fc.weight" : tensor<8x8xf32>
@@ -68,9 +68,9 @@ module {
   }
 }
 
-// CHECK: fsdp.unit @root {exp_avg_offset = 1024 : i64, exp_avg_sq_offset = 1536 : i64, grad_shard_offset = 512 : i64, index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_count = 2 : i64, shard_offset = 0 : i64, sizes = array<i64: 128, 128>}
-// CHECK: fsdp.unit @block0 {exp_avg_offset = 2304 : i64, exp_avg_sq_offset = 2432 : i64, grad_shard_offset = 2176 : i64, index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_count = 2 : i64, shard_offset = 2048 : i64, sizes = array<i64: 64>}
-// CHECK: fsdp.unit @block1 {exp_avg_offset = 2816 : i64, exp_avg_sq_offset = 2944 : i64, grad_shard_offset = 2688 : i64, index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_count = 2 : i64, shard_offset = 2560 : i64, sizes = array<i64: 64>}
+// CHECK: fsdp.unit @root {exp_avg_offset = 1024 : i64, exp_avg_sq_offset = 1536 : i64, grad_shard_offset = 512 : i64, index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_offset = 0 : i64, shard_size = 2 : i64, sizes = array<i64: 128, 128>}
+// CHECK: fsdp.unit @block0 {exp_avg_offset = 2304 : i64, exp_avg_sq_offset = 2432 : i64, grad_shard_offset = 2176 : i64, index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_offset = 2048 : i64, shard_size = 2 : i64, sizes = array<i64: 64>}
+// CHECK: fsdp.unit @block1 {exp_avg_offset = 2816 : i64, exp_avg_sq_offset = 2944 : i64, grad_shard_offset = 2688 : i64, index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_offset = 2560 : i64, shard_size = 2 : i64, sizes = array<i64: 64>}
 // CHECK-LABEL: fsdp.step @train_step(
 // CHECK-SAME: arena_bytes = 6276 : i64, backward_prefetch = #fsdp<backward_prefetch none>, block_prefix = "blocks", forward_prefetch = 0 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 8 : i64, memory = #fsdp.memory<peak_bytes = 6276, live_peak_bytes = 6276, params_bytes = 768, grads_bytes = 768, optimizer_bytes = 1536, unsharded_bytes = 1024, activations_bytes = 2180, fragmentation_bytes = 0>, micro_batch = 2 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, seq_len = 4 : i64, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, targets_offset = 6208 : i64, tokens_offset = 6144 : i64, world_size = 2 : i64
 // CHECK-NEXT: %emb.weight = nn.param "emb.weight"

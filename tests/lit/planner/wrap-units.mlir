@@ -1,10 +1,10 @@
 // fsdp-wrap-units alone, on a training step of two blocks: a unit per block
 // and a root for the rest (FSDP's transformer wrapping), contiguous units of
 // at least N parameters, or one unit; each unit's flat size padded to a
-// multiple of the shard count.
-// RUN: fsdp-opt %s --fsdp-wrap-units="policy=block shard-count=3" | FileCheck %s --check-prefix=BLOCK
-// RUN: fsdp-opt %s --fsdp-wrap-units="policy=size:200 shard-count=2" | FileCheck %s --check-prefix=SIZE
-// RUN: fsdp-opt %s --fsdp-wrap-units="policy=none shard-count=7" | FileCheck %s --check-prefix=NONE
+// multiple of the shard size.
+// RUN: fsdp-opt %s --fsdp-wrap-units="policy=block shard-size=3" | FileCheck %s --check-prefix=BLOCK
+// RUN: fsdp-opt %s --fsdp-wrap-units="policy=size:200 shard-size=2" | FileCheck %s --check-prefix=SIZE
+// RUN: fsdp-opt %s --fsdp-wrap-units="policy=none shard-size=7" | FileCheck %s --check-prefix=NONE
 // RUN: not fsdp-opt %s --fsdp-wrap-units="policy=layers" 2>&1 | FileCheck %s --check-prefix=BAD
 
 module {
@@ -39,16 +39,16 @@ module {
 
 // One unit per block, the root first; 256 and 64 elements padded to
 // multiples of 3.
-// BLOCK-LABEL: fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 258 : i64, params = ["emb.weight", "head.weight"], shard_count = 3 : i64, sizes = array<i64: 128, 128>}
-// BLOCK-NEXT: fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 66 : i64, params = ["blocks.0.fc.weight"], shard_count = 3 : i64, sizes = array<i64: 64>}
-// BLOCK-NEXT: fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 66 : i64, params = ["blocks.1.fc.weight"], shard_count = 3 : i64, sizes = array<i64: 64>}
+// BLOCK-LABEL: fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 258 : i64, params = ["emb.weight", "head.weight"], shard_size = 3 : i64, sizes = array<i64: 128, 128>}
+// BLOCK-NEXT: fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 66 : i64, params = ["blocks.0.fc.weight"], shard_size = 3 : i64, sizes = array<i64: 64>}
+// BLOCK-NEXT: fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 66 : i64, params = ["blocks.1.fc.weight"], shard_size = 3 : i64, sizes = array<i64: 64>}
 // BLOCK-NEXT: fsdp.step @train_step(
 
 // Units close once they reach 200 elements; the short tail joins the last.
-// SIZE-LABEL: fsdp.unit @unit0 {index = 0 : i64, module = "emb", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 384 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_count = 2 : i64, sizes = array<i64: 128, 64, 64, 128>}
+// SIZE-LABEL: fsdp.unit @unit0 {index = 0 : i64, module = "emb", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 384 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 64, 64, 128>}
 // SIZE-NEXT: fsdp.step @train_step(
 
-// NONE-LABEL: fsdp.unit @all {index = 0 : i64, module = "", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 385 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_count = 7 : i64, sizes = array<i64: 128, 64, 64, 128>}
+// NONE-LABEL: fsdp.unit @all {index = 0 : i64, module = "", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 385 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 7 : i64, sizes = array<i64: 128, 64, 64, 128>}
 // NONE-NEXT: fsdp.step @train_step(
 
 // BAD: error: unknown wrap policy 'layers'; expected block, size:N or none

@@ -12,7 +12,7 @@
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -21,7 +21,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -30,7 +30,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 4, 12>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -39,7 +39,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 12>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -48,7 +48,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 4>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -57,7 +57,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 8, 0>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -66,7 +66,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 0>,
-                   numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -75,7 +75,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: -8>,
-                   numel = -8 : i64, padded_numel = 0 : i64, shard_count = 2 : i64}
+                   numel = -8 : i64, padded_numel = 0 : i64, shard_size = 2 : i64}
 
 // -----
 
@@ -84,66 +84,66 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 20 : i64, padded_numel = 20 : i64, shard_count = 2 : i64}
+                   numel = 20 : i64, padded_numel = 20 : i64, shard_size = 2 : i64}
 
 // -----
 
 // A unit is sharded over at least one rank...
-// expected-error @+1 {{'fsdp.unit' op shard_count must be positive, but is 0}}
+// expected-error @+1 {{'fsdp.unit' op shard_size must be positive, but is 0}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 0 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 0 : i64}
 
 // -----
 
 // ... never a negative number of them.
-// expected-error @+1 {{shard_count must be positive, but is -2}}
+// expected-error @+1 {{shard_size must be positive, but is -2}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = -2 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = -2 : i64}
 
 // -----
 
 // The padded buffer holds every element...
-// expected-error @+1 {{'fsdp.unit' op padded_numel = 14 must be the least multiple of shard_count = 2 that holds numel = 16}}
+// expected-error @+1 {{'fsdp.unit' op padded_numel = 14 must be the least multiple of shard_size = 2 that holds numel = 16}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 14 : i64, shard_count = 2 : i64}
+                   numel = 16 : i64, padded_numel = 14 : i64, shard_size = 2 : i64}
 
 // -----
 
 // ... splits into equal shards...
-// expected-error @+1 {{padded_numel = 17 must be the least multiple of shard_count = 3 that holds numel = 16}}
+// expected-error @+1 {{padded_numel = 17 must be the least multiple of shard_size = 3 that holds numel = 16}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 17 : i64, shard_count = 3 : i64}
+                   numel = 16 : i64, padded_numel = 17 : i64, shard_size = 3 : i64}
 
 // -----
 
 // ... even when numel is already the size asked for...
-// expected-error @+1 {{padded_numel = 16 must be the least multiple of shard_count = 3 that holds numel = 16}}
+// expected-error @+1 {{padded_numel = 16 must be the least multiple of shard_size = 3 that holds numel = 16}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 16 : i64, shard_count = 3 : i64}
+                   numel = 16 : i64, padded_numel = 16 : i64, shard_size = 3 : i64}
 
 // -----
 
 // ... and pads by less than a whole shard.
-// expected-error @+1 {{padded_numel = 21 must be the least multiple of shard_count = 3 that holds numel = 16}}
+// expected-error @+1 {{padded_numel = 21 must be the least multiple of shard_size = 3 that holds numel = 16}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 21 : i64, shard_count = 3 : i64}
+                   numel = 16 : i64, padded_numel = 21 : i64, shard_size = 3 : i64}
 
 // -----
 
 // Every layout attribute is required.
-// expected-error @+1 {{'fsdp.unit' op requires attribute 'shard_count'}}
+// expected-error @+1 {{'fsdp.unit' op requires attribute 'shard_size'}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64}
 
@@ -152,7 +152,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["trans
 // Offsets are i64 element counts.
 // expected-error @+1 {{'fsdp.unit' op attribute 'offsets' failed to satisfy constraint: i64 dense array attribute}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i32: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 1 : i64}
+                   offsets = array<i32: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 1 : i64}
 
 // -----
 
@@ -162,7 +162,7 @@ fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["trans
 
 // Parameters are not allocated: the all_gather brings them to life.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   %g = fsdp.all_gather @block0
   fsdp.wait %g
@@ -176,7 +176,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // Not even with an arena offset.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{only gradient buffers are allocated explicitly}}
   fsdp.alloc params @block0 {offset = 1024 : i64}
@@ -188,7 +188,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // A buffer is params or grads.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [params, grads]}}
   fsdp.alloc weights @block0
@@ -204,7 +204,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // A gradient belongs to a training step, not to a model graph.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   %w = nn.param "transformer.wte.weight" : tensor<16x8xf32>
@@ -235,7 +235,7 @@ fsdp.return %loss : tensor<f32>
 
 // Collectives are issued from a step.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.all_gather' op expects parent op 'fsdp.step'}}
@@ -247,7 +247,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 // -----
 
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.reduce_scatter' op expects parent op 'fsdp.step'}}
@@ -259,7 +259,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 // -----
 
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.all_reduce' op expects parent op 'fsdp.step'}}
@@ -271,7 +271,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 // -----
 
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.grad_norm' op expects parent op 'fsdp.step'}}
@@ -284,7 +284,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 
 // So are waits...
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   %e = builtin.unrealized_conversion_cast to !fsdp.event
@@ -298,7 +298,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 
 // ... buffer lifetimes...
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.alloc' op expects parent op 'fsdp.step'}}
@@ -310,7 +310,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 // -----
 
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   // expected-error @+1 {{'fsdp.free' op expects parent op 'fsdp.step'}}
@@ -323,7 +323,7 @@ nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f3
 
 // ... and optimizer updates.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 // expected-error @+1 {{'fsdp.optimizer_step' op expects parent op 'fsdp.step'}}
 fsdp.optimizer_step @block0
 
@@ -342,7 +342,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // A wait waits for an event.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 // expected-note @+1 {{prior use here}}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{use of value '%tokens' expects different type than prior uses: '!fsdp.event' vs 'tensor<?x?xi64>'}}
@@ -355,7 +355,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // A collective yields an event.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{'fsdp.all_gather' op result #0 must be completion of a collective on the communication stream, but got 'tensor<f32>'}}
   %g = "fsdp.all_gather"() <{unit = @block0}> : () -> tensor<f32>
@@ -368,7 +368,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 // Every rank runs every op (SPMD): an op for some ranks only (`ranks`, which
 // no lowering reads) is no attribute of a collective.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{'fsdp.all_gather' op has attribute 'ranks', which it does not declare (another dialect's attributes are named 'dialect.name')}}
   %g = fsdp.all_gather @block0 {ranks = array<i32: 0, 1>}
@@ -380,7 +380,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // The arena offset is an i64.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{'fsdp.all_gather' op attribute 'offset' failed to satisfy constraint: 64-bit signless integer attribute}}
   %g = fsdp.all_gather @block0 {offset = 1.0 : f64}
@@ -392,7 +392,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // A gradient has a shape (in the generic form, which parses any type).
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   %x = builtin.unrealized_conversion_cast to tensor<*xf32>
   // expected-error @+1 {{'fsdp.grad' op operand #0 must be ranked tensor of any type values, but got 'tensor<*xf32>'}}
@@ -406,7 +406,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 // A collective's dtype is bf16 (mixed precision) or none (f32): lowering
 // gathers any other into a bf16 buffer, and fsdp-run refuses it.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+1 {{'fsdp.all_gather' op runs in bf16 or, without a dtype, in f32; 'in f32' is not written}}
   %0 = fsdp.all_gather @block0 in f32
@@ -417,7 +417,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 // -----
 
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64}
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   // expected-error @+2 {{expected ::fsdp::plan::Dtype to be one of: f32, bf16}}
   // expected-error @+2 {{failed to parse FSDP_DtypeAttr parameter 'value'}}
@@ -549,5 +549,5 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attri
 // A unit's arena offsets are never negative.
 // expected-error @+1 {{'fsdp.unit' op attribute 'grad_shard_offset' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
-                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_count = 2 : i64,
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64,
                    grad_shard_offset = -8 : i64}

@@ -9,8 +9,8 @@
 // Every attribute of a unit and of the step is declared: a property, the
 // arena offsets the memory plan adds (shard_offset, ...) and the plan's
 // settings (strategy, world_size, ...) included.
-// GENERIC: "fsdp.unit"() <{exp_avg_offset = 144 : i64, exp_avg_sq_offset = 216 : i64, grad_shard_offset = 72 : i64, index = 0 : i64, module = "", numel = 144 : i64, offsets = array<i64: 0, 128, 136>, padded_numel = 144 : i64, params = ["transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"], shard_count = 2 : i64, shard_offset = 0 : i64, sizes = array<i64: 128, 8, 8>, sym_name = "root"}> : () -> ()
-// GENERIC: "fsdp.unit"() <{exp_avg_offset = 300 : i64, exp_avg_sq_offset = 306 : i64, grad_shard_offset = 294 : i64, index = 1 : i64, module = "transformer.h.0", numel = 16 : i64, offsets = array<i64: 0, 8>, padded_numel = 18 : i64, params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"], shard_count = 3 : i64, shard_offset = 288 : i64, sizes = array<i64: 8, 8>, sym_name = "block0"}> : () -> ()
+// GENERIC: "fsdp.unit"() <{exp_avg_offset = 144 : i64, exp_avg_sq_offset = 216 : i64, grad_shard_offset = 72 : i64, index = 0 : i64, module = "", numel = 144 : i64, offsets = array<i64: 0, 128, 136>, padded_numel = 144 : i64, params = ["transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"], shard_offset = 0 : i64, shard_size = 2 : i64, sizes = array<i64: 128, 8, 8>, sym_name = "root"}> : () -> ()
+// GENERIC: "fsdp.unit"() <{exp_avg_offset = 300 : i64, exp_avg_sq_offset = 306 : i64, grad_shard_offset = 294 : i64, index = 1 : i64, module = "transformer.h.0", numel = 16 : i64, offsets = array<i64: 0, 8>, padded_numel = 18 : i64, params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"], shard_offset = 288 : i64, shard_size = 3 : i64, sizes = array<i64: 8, 8>, sym_name = "block0"}> : () -> ()
 // GENERIC: "fsdp.step"() <{backward_prefetch = #fsdp<backward_prefetch post>, function_type = (tensor<?x?xi64>, tensor<?x?xi64>) -> tensor<f32>, memory = #fsdp.memory<peak_bytes = 4096, live_peak_bytes = 4000, params_bytes = 720, grads_bytes = 720, optimizer_bytes = 1440, unsharded_bytes = 600, activations_bytes = 520, fragmentation_bytes = 96>, model = "gpt2-tiny", param_dtype = #fsdp<dtype bf16>, shard_size = 3 : i64, strategy = #fsdp<strategy hybrid_shard>, sym_name = "train_step", world_size = 6 : i64}> ({
 // GENERIC-NEXT: ^bb0(%{{.*}}: tensor<?x?xi64>, %{{.*}}: tensor<?x?xi64>):
 // GENERIC: %[[G:.*]] = "fsdp.all_gather"() <{offset = 1024 : i64, unit = @root}> : () -> !fsdp.event
@@ -40,18 +40,18 @@
 // its 3 shards.
 
 // CHECK-LABEL: module {
-// CHECK-NEXT: fsdp.unit @root {exp_avg_offset = 144 : i64, exp_avg_sq_offset = 216 : i64, grad_shard_offset = 72 : i64, index = 0 : i64, module = "", numel = 144 : i64, offsets = array<i64: 0, 128, 136>, padded_numel = 144 : i64, params = ["transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"], shard_count = 2 : i64, shard_offset = 0 : i64, sizes = array<i64: 128, 8, 8>}
-// CHECK-NEXT: fsdp.unit @block0 {exp_avg_offset = 300 : i64, exp_avg_sq_offset = 306 : i64, grad_shard_offset = 294 : i64, index = 1 : i64, module = "transformer.h.0", numel = 16 : i64, offsets = array<i64: 0, 8>, padded_numel = 18 : i64, params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"], shard_count = 3 : i64, shard_offset = 288 : i64, sizes = array<i64: 8, 8>}
+// CHECK-NEXT: fsdp.unit @root {exp_avg_offset = 144 : i64, exp_avg_sq_offset = 216 : i64, grad_shard_offset = 72 : i64, index = 0 : i64, module = "", numel = 144 : i64, offsets = array<i64: 0, 128, 136>, padded_numel = 144 : i64, params = ["transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"], shard_offset = 0 : i64, shard_size = 2 : i64, sizes = array<i64: 128, 8, 8>}
+// CHECK-NEXT: fsdp.unit @block0 {exp_avg_offset = 300 : i64, exp_avg_sq_offset = 306 : i64, grad_shard_offset = 294 : i64, index = 1 : i64, module = "transformer.h.0", numel = 16 : i64, offsets = array<i64: 0, 8>, padded_numel = 18 : i64, params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"], shard_offset = 288 : i64, shard_size = 3 : i64, sizes = array<i64: 8, 8>}
 fsdp.unit @root {index = 0 : i64, module = "",
                  params = ["transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"],
                  offsets = array<i64: 0, 128, 136>, sizes = array<i64: 128, 8, 8>,
-                 numel = 144 : i64, padded_numel = 144 : i64, shard_count = 2 : i64,
+                 numel = 144 : i64, padded_numel = 144 : i64, shard_size = 2 : i64,
                  shard_offset = 0 : i64, grad_shard_offset = 72 : i64,
                  exp_avg_offset = 144 : i64, exp_avg_sq_offset = 216 : i64}
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
                    params = ["transformer.h.0.ln_1.weight", "transformer.h.0.ln_1.bias"],
                    offsets = array<i64: 0, 8>, sizes = array<i64: 8, 8>,
-                   numel = 16 : i64, padded_numel = 18 : i64, shard_count = 3 : i64,
+                   numel = 16 : i64, padded_numel = 18 : i64, shard_size = 3 : i64,
                    shard_offset = 288 : i64, grad_shard_offset = 294 : i64,
                    exp_avg_offset = 300 : i64, exp_avg_sq_offset = 306 : i64}
 

@@ -4,7 +4,7 @@ lock; the second must be refused at once, naming it; once the first is killed
 (SIGKILL: its lock is released by the kernel, whatever it left), a third run
 saves there.
 
-usage: lock-holder.py PLAN.json DATA.bin DIR
+usage: lock-holder.py PROGRAM.json DATA.bin DIR
 """
 import os
 import signal

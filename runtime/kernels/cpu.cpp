@@ -208,10 +208,11 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
                                      float *scratch) {
-  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+  const AttentionDims d(B, S, H, KV, Dh);
+  if (d.empty)
     return;
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
-  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  const int64_t qStride = d.qStride, kStride = d.kStride, group = d.group, T = d.T;
+  const float scale = d.scale;
   float *p = scratch; // [t, i1] <= [T, S]
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
@@ -232,10 +233,11 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
                                       const float *v, const float *out, float *dq, float *dk,
                                       float *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
                                       int64_t Dh, float *scratch) {
-  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+  const AttentionDims d(B, S, H, KV, Dh);
+  if (d.empty)
     return;
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
-  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  const int64_t qStride = d.qStride, kStride = d.kStride, group = d.group, T = d.T;
+  const float scale = d.scale;
   // dk, dv are sums over query rows (and, with KV < H, over the query heads
   // sharing a kv head): zeroed once, then accumulated tile by tile.
   std::memset(dk, 0, sizeof(float) * B * S * kStride);

@@ -209,26 +209,25 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
                                      float *scratch) {
-  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+  const AttentionDims d(B, S, H, KV, Dh);
+  if (d.empty)
     return;
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
-  const float scale = float(1.0 / std::sqrt(double(Dh)));
-  float *p = scratch;                       // [t, i1] <= [T, S]
-  float *kf = p + T * S, *vf = kf + S * Dh; // [S, Dh] each
-  float *qf = vf + S * Dh;                  // [T, Dh]: q tile, then out tile
+  float *p = scratch;                         // [t, i1] <= [T, S]
+  float *kf = p + d.T * S, *vf = kf + S * Dh; // [S, Dh] each
+  float *qf = vf + S * Dh;                    // [T, Dh]: q tile, then out tile
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KV; ++g) {
-      const int64_t kvOff = b * S * kStride + g * Dh;
-      toFloatBlock(k + kvOff, kStride, S, Dh, kf);
-      toFloatBlock(v + kvOff, kStride, S, Dh, vf);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i0 = 0; i0 < S; i0 += T) {
-          const int64_t t = std::min(T, S - i0), i1 = i0 + t;
-          const int64_t qOff = (b * S + i0) * qStride + h * Dh;
-          toFloatBlock(q + qOff, qStride, t, Dh, qf);
-          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, scale, p);
+      const int64_t kvOff = b * S * d.kStride + g * Dh;
+      toFloatBlock(k + kvOff, d.kStride, S, Dh, kf);
+      toFloatBlock(v + kvOff, d.kStride, S, Dh, vf);
+      for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
+        for (int64_t i0 = 0; i0 < S; i0 += d.T) {
+          const int64_t t = std::min(d.T, S - i0), i1 = i0 + t;
+          const int64_t qOff = (b * S + i0) * d.qStride + h * Dh;
+          toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
+          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, d.scale, p);
           sgemm(CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vf, Dh, 0.0f, qf, Dh);
-          fromFloatBlock(qf, t, Dh, nullptr, out + qOff, qStride);
+          fromFloatBlock(qf, t, Dh, nullptr, out + qOff, d.qStride);
         }
     }
 }
@@ -237,33 +236,32 @@ FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf1
                                       const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B,
                                       int64_t S, int64_t H, int64_t KV, int64_t Dh,
                                       float *scratch) {
-  if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
+  const AttentionDims d(B, S, H, KV, Dh);
+  if (d.empty)
     return;
-  const int64_t qStride = H * Dh, kStride = KV * Dh, group = H / KV, T = attentionTile(S);
-  const float scale = float(1.0 / std::sqrt(double(Dh)));
-  float *p = scratch, *ds = p + T * S;           // [t, i1] <= [T, S] each
-  float *kf = ds + T * S, *vf = kf + S * Dh;     // [S, Dh] each
-  float *dkf = vf + S * Dh, *dvf = dkf + S * Dh; // [S, Dh] each
-  float *qf = dvf + S * Dh, *dyf = qf + T * Dh;  // [T, Dh] each; qf then dq
+  float *p = scratch, *ds = p + d.T * S;          // [t, i1] <= [T, S] each
+  float *kf = ds + d.T * S, *vf = kf + S * Dh;    // [S, Dh] each
+  float *dkf = vf + S * Dh, *dvf = dkf + S * Dh;  // [S, Dh] each
+  float *qf = dvf + S * Dh, *dyf = qf + d.T * Dh; // [T, Dh] each; qf then dq
   for (int64_t b = 0; b < B; ++b)
     for (int64_t g = 0; g < KV; ++g) {
-      const int64_t kvOff = b * S * kStride + g * Dh;
-      toFloatBlock(k + kvOff, kStride, S, Dh, kf);
-      toFloatBlock(v + kvOff, kStride, S, Dh, vf);
+      const int64_t kvOff = b * S * d.kStride + g * Dh;
+      toFloatBlock(k + kvOff, d.kStride, S, Dh, kf);
+      toFloatBlock(v + kvOff, d.kStride, S, Dh, vf);
       std::fill(dkf, dkf + 2 * S * Dh, 0.0f); // dkf and dvf
-      for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t i0 = 0; i0 < S; i0 += T) {
-          const int64_t t = std::min(T, S - i0);
-          const int64_t qOff = (b * S + i0) * qStride + h * Dh;
-          toFloatBlock(q + qOff, qStride, t, Dh, qf);
-          toFloatBlock(dout + qOff, qStride, t, Dh, dyf);
-          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, scale, p);
-          attentionBackwardTile(p, ds, qf, Dh, dyf, Dh, out + qOff, qStride, kf, vf, Dh, dkf, dvf,
-                                qf, Dh, i0, t, Dh, scale);
-          fromFloatBlock(qf, t, Dh, nullptr, dq + qOff, qStride);
+      for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
+        for (int64_t i0 = 0; i0 < S; i0 += d.T) {
+          const int64_t t = std::min(d.T, S - i0);
+          const int64_t qOff = (b * S + i0) * d.qStride + h * Dh;
+          toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
+          toFloatBlock(dout + qOff, d.qStride, t, Dh, dyf);
+          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, d.scale, p);
+          attentionBackwardTile(p, ds, qf, Dh, dyf, Dh, out + qOff, d.qStride, kf, vf, Dh, dkf, dvf,
+                                qf, Dh, i0, t, Dh, d.scale);
+          fromFloatBlock(qf, t, Dh, nullptr, dq + qOff, d.qStride);
         }
-      fromFloatBlock(dkf, S, Dh, nullptr, dk + kvOff, kStride);
-      fromFloatBlock(dvf, S, Dh, nullptr, dv + kvOff, kStride);
+      fromFloatBlock(dkf, S, Dh, nullptr, dk + kvOff, d.kStride);
+      fromFloatBlock(dvf, S, Dh, nullptr, dv + kvOff, d.kStride);
     }
 }
 

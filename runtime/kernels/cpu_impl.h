@@ -337,6 +337,19 @@ FSDP_INLINE void concatT(const T *const *ins, T *y, int64_t parts, int64_t n, in
 // S x S matrix for a whole head ever exists.
 inline int64_t attentionTile(int64_t S) { return std::min(S, kAttentionTile); }
 
+// What every attention kernel derives from its shape: the row strides of q
+// (and out) and of k (and v), the query heads per kv head, the query tile,
+// the score scale 1/sqrt(Dh); empty when there is nothing to compute.
+struct AttentionDims {
+  int64_t qStride, kStride, group, T;
+  float scale;
+  bool empty;
+  AttentionDims(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh)
+      : qStride(H * Dh), kStride(KV * Dh), group(KV > 0 ? H / KV : 0), T(attentionTile(S)),
+        scale(float(1.0 / std::sqrt(double(Dh)))),
+        empty(B <= 0 || S <= 0 || H <= 0 || KV <= 0 || Dh <= 0) {}
+};
+
 // p[t, i1] (row stride i1) = the softmax over keys j <= i0 + r of row r of
 // (q_tile k[0:i1]ᵀ) * scale, for the t query rows i0..i0+t-1 (i1 = i0 + t);
 // masked entries (j > i0 + r) are 0. Scores in float, softmax as PyTorch's:

@@ -339,11 +339,19 @@ TEST(KernelsGpu, CausalAttention) {
 TEST(KernelsGpu, CausalAttentionGridLimit) {
   REQUIRE_GPU();
   const int64_t B = 2, S = 1, H = 32768, KV = 1, Dh = 16;
-  EXPECT_THROW(
-      gpu::causalAttentionForward(nullptr, nullptr, nullptr, nullptr, B, S, H, KV, Dh, nullptr),
-      gpu::Error);
-  EXPECT_THROW(gpu::causalAttentionBackward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                            nullptr, nullptr, B, S, H, KV, Dh, nullptr, nullptr),
+  float *none = nullptr;
+  cpu::bf16 *noneBf16 = nullptr;
+  EXPECT_THROW(gpu::causalAttentionForward(none, none, none, none, B, S, H, KV, Dh, nullptr),
+               gpu::Error);
+  EXPECT_THROW(gpu::causalAttentionBackward(none, none, none, none, none, none, none, none, B, S, H,
+                                            KV, Dh, nullptr, nullptr),
+               gpu::Error);
+  EXPECT_THROW(gpu::causalAttentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh,
+                                           nullptr),
+               gpu::Error);
+  EXPECT_THROW(gpu::causalAttentionBackward(noneBf16, noneBf16, noneBf16, noneBf16, noneBf16,
+                                            noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, nullptr,
+                                            nullptr),
                gpu::Error);
 }
 

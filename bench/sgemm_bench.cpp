@@ -11,6 +11,11 @@
 //     layouts, each timed alone with warm caches (best of 7), summed. No
 //     step that makes these products with OpenBLAS can be faster; attention's
 //     products and every other op come on top.
+//   fsdp-sgemm-bench --bf16 [N IN OUT]
+//     the linear kernels over f32 and over bf16 storage (sgemm on f32 copies
+//     of panels) at one shape (default 1024 768 3072, GPT-2 small's c_fc),
+//     and what converting the bf16 operands to f32 costs alone: once each,
+//     and as often as the panels convert them.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu.h"
@@ -96,6 +101,57 @@ int gpt2Floor(int64_t layers, int64_t d, int64_t vocab, int64_t n) {
   return 0;
 }
 
+int bf16Linear(int64_t n, int64_t in, int64_t out) {
+  namespace k = fsdp::kernels;
+  using k::bf16;
+  using k::Layout;
+  std::vector<float> x(size_t(n * in), 0.01f), w(size_t(in * out), 0.02f), y(size_t(n * out)),
+      dy(size_t(n * out), 0.03f), dx(size_t(n * in)), dw(size_t(in * out));
+  std::vector<bf16> xb(x.size()), wb(w.size()), yb(y.size()), dyb(dy.size()), dxb(dx.size()),
+      dwb(dw.size());
+  k::toBf16(x.data(), xb.data(), int64_t(x.size()));
+  k::toBf16(w.data(), wb.data(), int64_t(w.size()));
+  k::toBf16(dy.data(), dyb.data(), int64_t(dy.size()));
+  std::vector<float> scratch(size_t(k::linearBf16ScratchFloats(n, in, out)));
+  std::vector<float> xf(x.size()), wf(w.size());
+  const Layout l = Layout::InOut;
+  const double f = 2.0 * n * in * out;
+  std::printf("linear [%lld x %lld] x [%lld x %lld] (in_out), one thread, best of 7; bf16 scratch "
+              "%.1f MiB:\n",
+              static_cast<long long>(n), static_cast<long long>(in), static_cast<long long>(in),
+              static_cast<long long>(out), scratch.size() * 4.0 / (1 << 20));
+  auto row = [&](const char *what, double f32, double b16) {
+    std::printf("  %-12s f32 %7.2f ms %6.1f GFLOP/s | bf16 %7.2f ms %6.1f GFLOP/s (%.2fx)\n", what,
+                f32 * 1e3, f / f32 / 1e9, b16 * 1e3, f / b16 / 1e9, b16 / f32);
+  };
+  row("forward",
+      bestOf(7, [&] { k::linearForward(x.data(), w.data(), nullptr, y.data(), n, in, out, l); }),
+      bestOf(7, [&] {
+        k::linearForward(xb.data(), wb.data(), nullptr, yb.data(), n, in, out, l, scratch.data());
+      }));
+  row("grad input",
+      bestOf(7, [&] { k::linearBackwardInput(dy.data(), w.data(), dx.data(), n, in, out, l); }),
+      bestOf(7, [&] {
+        k::linearBackwardInput(dyb.data(), wb.data(), dxb.data(), n, in, out, l, scratch.data());
+      }));
+  row("grad weight",
+      bestOf(7, [&] { k::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, in, out, l); }),
+      bestOf(7, [&] {
+        k::linearBackwardWeight(dyb.data(), xb.data(), dwb.data(), n, in, out, l, scratch.data());
+      }));
+  // Forward converts x once and W once per 256 rows of x.
+  const double once = bestOf(7, [&] {
+    k::fromBf16(xb.data(), xf.data(), n * in);
+    k::fromBf16(wb.data(), wf.data(), in * out);
+  });
+  const int64_t panels = (n + k::kBf16Panel - 1) / k::kBf16Panel;
+  const double wOnly = bestOf(7, [&] { k::fromBf16(wb.data(), wf.data(), in * out); });
+  std::printf("  converting x and W to f32 alone: %.2f ms once; as the forward's panels do (W %lld "
+              "times): ~%.2f ms\n",
+              once * 1e3, static_cast<long long>(panels), (once + (panels - 1) * wOnly) * 1e3);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -111,8 +167,21 @@ int main(int argc, char **argv) {
       }
     return gpt2Floor(v[0], v[1], v[2], v[3]);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "--bf16") == 0 && (argc == 2 || argc == 5)) {
+    int64_t v[3] = {1024, 768, 3072};
+    for (int i = 0; i < 3 && argc == 5; ++i)
+      v[i] = std::atoll(argv[2 + i]);
+    for (int64_t x : v)
+      if (x <= 0 || x > (int64_t(1) << 16)) {
+        std::fprintf(stderr, "fsdp-sgemm-bench: --bf16 N IN OUT: each a positive integer up to "
+                             "2^16\n");
+        return 1;
+      }
+    return bf16Linear(v[0], v[1], v[2]);
+  }
   if (argc > 2 || (argc == 2 && std::atoi(argv[1]) <= 0)) {
-    std::fprintf(stderr, "usage: fsdp-sgemm-bench [N] | --gpt2 LAYERS D VOCAB TOKENS\n");
+    std::fprintf(
+        stderr, "usage: fsdp-sgemm-bench [N] | --gpt2 LAYERS D VOCAB TOKENS | --bf16 [N IN OUT]\n");
     return 1;
   }
   return square(argc > 1 ? std::atoi(argv[1]) : 1024);

@@ -168,21 +168,29 @@ void linearBackwardInput(const bf16 *dy, const bf16 *w, bf16 *dx, int64_t n, int
                          int64_t out, Layout layout, float *scratch);
 void linearBackwardWeight(const bf16 *dy, const bf16 *x, bf16 *dw, int64_t n, int64_t in,
                           int64_t out, Layout layout, float *scratch);
-// Panels of at most kBf16Panel rows or columns of each operand, converted to
-// f32, and the f32 result tile: one bound for the three linear kernels.
+// Tiles of the result of kBf16Panel x kBf16Panel accumulate in f32 over
+// chunks of the contraction of at most linearBf16PanelDepth(in, out) =
+// max(in, out, kBf16Panel) (one chunk forward and for the input gradient;
+// rows of n for the weight gradient); scratch: the chunk's f32 copies of
+// kBf16Panel rows of one operand and kBf16Panel columns of the other, and the
+// tile. One bound for the three linear kernels.
 inline constexpr int64_t kBf16Panel = 256;
+inline int64_t linearBf16PanelDepth(int64_t in, int64_t out) {
+  int64_t k = in > out ? in : out;
+  return k < kBf16Panel ? kBf16Panel : k;
+}
 inline int64_t linearBf16ScratchFloats(int64_t n, int64_t in, int64_t out) {
   (void)n;
-  int64_t k = in > out ? in : out;
-  if (k < kBf16Panel)
-    k = kBf16Panel;
-  return 2 * kBf16Panel * k + kBf16Panel * kBf16Panel;
+  return 2 * kBf16Panel * linearBf16PanelDepth(in, out) + kBf16Panel * kBf16Panel;
 }
+// scratch is not used (the column sums are double, on the stack): the bound
+// is 0 and scratch may be null. The parameter stays for the executor's one
+// calling convention.
 void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, float *scratch);
-// The f32 column sums.
 inline int64_t biasBackwardBf16ScratchFloats(int64_t n, int64_t out) {
   (void)n;
-  return out;
+  (void)out;
+  return 0;
 }
 
 void layerNormForward(const bf16 *x, const bf16 *w, const bf16 *b, bf16 *y, int64_t n, int64_t D,
@@ -192,11 +200,11 @@ void layerNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, b
 void rmsNormForward(const bf16 *x, const bf16 *w, bf16 *y, int64_t n, int64_t D, double eps);
 void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, int64_t n,
                      int64_t D, double eps, float *scratch);
-// f32 sums of dw and db over the rows, and one f32 row: one bound for both
-// norm backward kernels.
+// The f32 sums of dw and db over the rows (rms norm: dw only): one bound for
+// both norm backward kernels.
 inline int64_t normBackwardBf16ScratchFloats(int64_t n, int64_t D) {
   (void)n;
-  return 3 * D;
+  return 2 * D;
 }
 
 void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
@@ -209,15 +217,17 @@ void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *o
 void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
                              const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
                              int64_t H, int64_t KV, int64_t Dh, float *scratch);
-// The f32 kernels' tile (causalAttentionScratchFloats), plus a tile's f32
-// output rows forward, or one kv head's f32 dk and dv over the sequence
-// backward.
+// The f32 kernels' tiles (causalAttentionScratchFloats: T*S forward, 2*T*S
+// backward, T = min(S, 64)), plus f32 copies of one kv head's k and v over
+// the sequence (2*S*Dh) and of a query tile's q, which then holds its output
+// (T*Dh); backward also that kv head's f32 dk and dv sums (2*S*Dh) and the
+// tile's dout (T*Dh).
 inline int64_t causalAttentionBf16ScratchFloats(int64_t S, int64_t H, int64_t KV, int64_t Dh,
                                                 bool backward) {
   (void)H;
   (void)KV;
-  int64_t t = S < kAttentionTile ? S : kAttentionTile;
-  return backward ? 2 * t * S + 2 * S * Dh : t * S + t * Dh;
+  const int64_t t = S < kAttentionTile ? S : kAttentionTile;
+  return backward ? 2 * t * S + 4 * S * Dh + 2 * t * Dh : t * S + 2 * S * Dh + t * Dh;
 }
 
 void geluForward(const bf16 *x, bf16 *y, int64_t n);

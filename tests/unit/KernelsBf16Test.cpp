@@ -1,0 +1,594 @@
+//===- KernelsBf16Test.cpp - bf16-storage CPU kernels ---------------------===//
+//
+// Every bf16 kernel against its f32 counterpart (KernelsTest.cpp checks those
+// against double references) run on the same values: the inputs drawn, rounded
+// to bf16, and given to the f32 kernel upcast. A bf16 output may differ from
+// the f32 one by its one rounding, half an ulp, at most 2^-8 relative, plus
+// what another order of the same f32 sums changes (the panels' sgemms, the
+// tiles of attention): kOrderTol of the output's scale (max(1, max |ref|));
+// errors seen are ~1e-7 of it. Each gradient is also checked against central
+// differences of L = sum(dy * f32 forward(x)) in x, at bf16 tolerance.
+// Last, each kernel with scratch runs on shapes larger than a panel with
+// exactly its *Bf16ScratchFloats bound and canaries after it.
+// FSDP_KERNELS_VERBOSE=1 prints every check's error.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+using namespace fsdp::kernels;
+
+namespace {
+
+using VecF = std::vector<float>;
+using VecB = std::vector<bf16>;
+
+constexpr double kRoundTol = 1.0 / 256; // one bf16 rounding: half an ulp, 2^-8 relative
+constexpr double kOrderTol = 1e-5;      // f32 sums in another order, of the scale
+constexpr double kFdTol = 1.0 / 128;    // FD against a gradient rounded to bf16
+
+bool verbose() {
+  static const bool v = std::getenv("FSDP_KERNELS_VERBOSE") != nullptr;
+  return v;
+}
+
+// Values drawn in [lo, hi] and rounded to bf16: b holds them, f upcast.
+struct Tensor {
+  VecB b;
+  VecF f;
+};
+
+Tensor randomT(size_t n, std::mt19937 &rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t{VecB(n), VecF(n)};
+  for (size_t i = 0; i < n; ++i) {
+    t.b[i].bits = floatToBf16(dist(rng));
+    t.f[i] = bf16ToFloat(t.b[i].bits);
+  }
+  return t;
+}
+
+VecF up(const VecB &b) {
+  VecF f(b.size());
+  fromBf16(b.data(), f.data(), int64_t(b.size()));
+  return f;
+}
+
+// Each |got - ref| <= kRoundTol |ref| + orderTol max(1, max |ref|).
+::testing::AssertionResult closeBf16(const char *what, const VecB &got, const VecF &ref,
+                                     double orderTol = kOrderTol) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
+  double scale = 1;
+  for (float r : ref)
+    scale = std::max(scale, double(std::fabs(r)));
+  double worst = 0; // error / allowed
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = bf16ToFloat(got[i].bits), r = ref[i];
+    const double e = std::fabs(g - r) / (kRoundTol * std::fabs(r) + orderTol * scale);
+    if (!(e <= worst)) { // also catches NaN
+      worst = e;
+      at = i;
+    }
+  }
+  std::ostringstream msg;
+  msg << what << ": worst error / allowed " << worst << " at [" << at << "] (got "
+      << (got.empty() ? 0.0f : bf16ToFloat(got[at].bits)) << ", want "
+      << (ref.empty() ? 0.0f : ref[at]) << "), scale " << scale;
+  if (verbose())
+    std::printf("  [err] %s\n", msg.str().c_str());
+  if (worst <= 1)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+// max |got - ref| <= tol max(1, max |ref|).
+::testing::AssertionResult closeFd(const char *what, const VecB &got,
+                                   const std::vector<double> &ref, double tol = kFdTol) {
+  double maxErr = 0, scale = 1;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(double(bf16ToFloat(got[i].bits)) - ref[i]);
+    if (!(e <= maxErr)) {
+      maxErr = e;
+      at = i;
+    }
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  std::ostringstream msg;
+  msg << what << " against finite differences: max abs error " << maxErr << " at [" << at
+      << "], scale " << scale << ", tolerance " << tol;
+  if (verbose())
+    std::printf("  [err] %s\n", msg.str().c_str());
+  if (maxErr <= tol * scale)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << msg.str();
+}
+
+double dotDy(const VecF &dy, const VecF &y) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i)
+    s += double(dy[i]) * double(y[i]);
+  return s;
+}
+
+// Central differences, in x, of L = sum(dy * forward()), forward() the f32
+// kernel reading x by reference; the step is what float makes of it.
+std::vector<double> numGrad(VecF &x, const VecF &dy, const std::function<VecF()> &forward) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float keep = x[i], step = 1e-3f * std::max(1.0f, std::fabs(keep));
+    const float xp = keep + step, xm = keep - step;
+    x[i] = xp;
+    const double lp = dotDy(dy, forward());
+    x[i] = xm;
+    const double lm = dotDy(dy, forward());
+    x[i] = keep;
+    g[i] = (lp - lm) / (double(xp) - double(xm));
+  }
+  return g;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Casts, embedding
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsBf16, Casts) {
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1); 1 + 3 * 2^-8 to
+  // 1 + 2^-6 (even); just above halfway rounds up.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const VecF x = {
+      1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, INFINITY, nan};
+  const VecF want = {1.0f, 1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -2.5f, INFINITY};
+  VecB b(x.size());
+  toBf16(x.data(), b.data(), int64_t(x.size()));
+  const VecF back = up(b);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(back[i], want[i]) << "element " << i;
+  EXPECT_TRUE(std::isnan(back.back()));
+}
+
+TEST(KernelsBf16, Embedding) {
+  std::mt19937 rng(101);
+  const int64_t n = 9, V = 13, D = 7;
+  const std::vector<int64_t> ids = {3, 0, 12, 3, 7, 3, 0, 11, 3}; // repeats accumulate
+  Tensor table = randomT(V * D, rng), dy = randomT(n * D, rng);
+  VecB out(n * D);
+  embeddingForward(ids.data(), table.b.data(), out.data(), n, D);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < D; ++c)
+      ASSERT_EQ(out[i * D + c].bits, table.b[ids[i] * D + c].bits);
+
+  VecF scratch(embeddingBackwardBf16ScratchFloats(n, V, D)), want(V * D);
+  VecB dtable(V * D, bf16{0x4000}); // overwritten, not accumulated into
+  embeddingBackward(dy.b.data(), ids.data(), dtable.data(), n, V, D, scratch.data());
+  embeddingBackward(dy.f.data(), ids.data(), want.data(), n, V, D);
+  EXPECT_TRUE(closeBf16("embedding dtable", dtable, want));
+  auto fwd = [&] {
+    VecF y(n * D);
+    embeddingForward(ids.data(), table.f.data(), y.data(), n, D);
+    return y;
+  };
+  EXPECT_TRUE(closeFd("embedding dtable", dtable, numGrad(table.f, dy.f, fwd)));
+}
+
+//===----------------------------------------------------------------------===//
+// Linear
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkLinear(Layout layout, bool withBias, int64_t n, int64_t in, int64_t out, unsigned seed,
+                 bool fd) {
+  SCOPED_TRACE(::testing::Message() << (layout == Layout::InOut ? "in_out" : "out_in")
+                                    << (withBias ? " bias" : " no bias") << " n=" << n
+                                    << " in=" << in << " out=" << out);
+  std::mt19937 rng(seed);
+  Tensor x = randomT(n * in, rng), w = randomT(in * out, rng), b = randomT(out, rng),
+         dy = randomT(n * out, rng);
+  VecF scratch(linearBf16ScratchFloats(n, in, out));
+  VecB y(n * out), dx(n * in), dw(in * out), db(out);
+  VecF yf(n * out), dxf(n * in), dwf(in * out), dbf(out);
+  linearForward(x.b.data(), w.b.data(), withBias ? b.b.data() : nullptr, y.data(), n, in, out,
+                layout, scratch.data());
+  linearForward(x.f.data(), w.f.data(), withBias ? b.f.data() : nullptr, yf.data(), n, in, out,
+                layout);
+  EXPECT_TRUE(closeBf16("linear y", y, yf));
+  linearBackwardInput(dy.b.data(), w.b.data(), dx.data(), n, in, out, layout, scratch.data());
+  linearBackwardInput(dy.f.data(), w.f.data(), dxf.data(), n, in, out, layout);
+  EXPECT_TRUE(closeBf16("linear dx", dx, dxf));
+  linearBackwardWeight(dy.b.data(), x.b.data(), dw.data(), n, in, out, layout, scratch.data());
+  linearBackwardWeight(dy.f.data(), x.f.data(), dwf.data(), n, in, out, layout);
+  EXPECT_TRUE(closeBf16("linear dw", dw, dwf));
+  biasBackward(dy.b.data(), db.data(), n, out, nullptr);
+  biasBackward(dy.f.data(), dbf.data(), n, out);
+  EXPECT_TRUE(closeBf16("linear db", db, dbf));
+  if (!fd)
+    return;
+  auto fwd = [&] {
+    VecF r(n * out);
+    linearForward(x.f.data(), w.f.data(), withBias ? b.f.data() : nullptr, r.data(), n, in, out,
+                  layout);
+    return r;
+  };
+  EXPECT_TRUE(closeFd("linear dx", dx, numGrad(x.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("linear dw", dw, numGrad(w.f, dy.f, fwd)));
+  if (withBias)
+    EXPECT_TRUE(closeFd("linear db", db, numGrad(b.f, dy.f, fwd)));
+}
+} // namespace
+
+TEST(KernelsBf16, Linear) {
+  checkLinear(Layout::InOut, true, 5, 7, 11, 102, true);
+  checkLinear(Layout::OutIn, true, 9, 17, 4, 103, true);
+  checkLinear(Layout::OutIn, false, 1, 3, 1, 104, true);
+  checkLinear(Layout::InOut, false, 3, 0, 5, 105, false); // in = 0: y is the bias or 0
+}
+
+TEST(KernelsBf16, LinearPanels) {
+  // Past one 256 panel in every dimension, partial panels last; n > max(in,
+  // out): the weight gradient sums n in two chunks.
+  checkLinear(Layout::InOut, true, 600, 300, 270, 106, false);
+  checkLinear(Layout::OutIn, true, 600, 270, 300, 107, false);
+}
+
+//===----------------------------------------------------------------------===//
+// Norms
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsBf16, LayerNorm) {
+  std::mt19937 rng(110);
+  const int64_t n = 5, D = 37;
+  const double eps = 1e-5;
+  Tensor x = randomT(n * D, rng, 2.0f, 5.0f), w = randomT(D, rng, 0.5f, 1.5f), b = randomT(D, rng),
+         dy = randomT(n * D, rng);
+  VecB y(n * D), dx(n * D), dw(D), db(D);
+  VecF yf(n * D), dxf(n * D), dwf(D), dbf(D), scratch(normBackwardBf16ScratchFloats(n, D));
+  layerNormForward(x.b.data(), w.b.data(), b.b.data(), y.data(), n, D, eps);
+  layerNormForward(x.f.data(), w.f.data(), b.f.data(), yf.data(), n, D, eps);
+  EXPECT_TRUE(closeBf16("layer_norm y", y, yf));
+  layerNormBackward(dy.b.data(), x.b.data(), w.b.data(), dx.data(), dw.data(), db.data(), n, D, eps,
+                    scratch.data());
+  layerNormBackward(dy.f.data(), x.f.data(), w.f.data(), dxf.data(), dwf.data(), dbf.data(), n, D,
+                    eps);
+  EXPECT_TRUE(closeBf16("layer_norm dx", dx, dxf));
+  EXPECT_TRUE(closeBf16("layer_norm dw", dw, dwf));
+  EXPECT_TRUE(closeBf16("layer_norm db", db, dbf));
+  auto fwd = [&] {
+    VecF r(n * D);
+    layerNormForward(x.f.data(), w.f.data(), b.f.data(), r.data(), n, D, eps);
+    return r;
+  };
+  EXPECT_TRUE(closeFd("layer_norm dx", dx, numGrad(x.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("layer_norm dw", dw, numGrad(w.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("layer_norm db", db, numGrad(b.f, dy.f, fwd)));
+}
+
+TEST(KernelsBf16, RmsNorm) {
+  std::mt19937 rng(111);
+  const int64_t n = 5, D = 37;
+  const double eps = 1e-6;
+  Tensor x = randomT(n * D, rng, -2.0f, 2.0f), w = randomT(D, rng, 0.5f, 1.5f),
+         dy = randomT(n * D, rng);
+  VecB y(n * D), dx(n * D), dw(D);
+  VecF yf(n * D), dxf(n * D), dwf(D), scratch(normBackwardBf16ScratchFloats(n, D));
+  rmsNormForward(x.b.data(), w.b.data(), y.data(), n, D, eps);
+  rmsNormForward(x.f.data(), w.f.data(), yf.data(), n, D, eps);
+  EXPECT_TRUE(closeBf16("rms_norm y", y, yf));
+  rmsNormBackward(dy.b.data(), x.b.data(), w.b.data(), dx.data(), dw.data(), n, D, eps,
+                  scratch.data());
+  rmsNormBackward(dy.f.data(), x.f.data(), w.f.data(), dxf.data(), dwf.data(), n, D, eps);
+  EXPECT_TRUE(closeBf16("rms_norm dx", dx, dxf));
+  EXPECT_TRUE(closeBf16("rms_norm dw", dw, dwf));
+  auto fwd = [&] {
+    VecF r(n * D);
+    rmsNormForward(x.f.data(), w.f.data(), r.data(), n, D, eps);
+    return r;
+  };
+  EXPECT_TRUE(closeFd("rms_norm dx", dx, numGrad(x.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("rms_norm dw", dw, numGrad(w.f, dy.f, fwd)));
+}
+
+//===----------------------------------------------------------------------===//
+// RoPE, split, concat, add
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsBf16, Rope) {
+  std::mt19937 rng(112);
+  const int64_t B = 2, S = 9, H = 3, Dh = 17, N = B * S * H * Dh; // odd Dh: one unrotated
+  const Llama3Scaling sc{8.0, 1.0, 4.0, 8};
+  for (const Llama3Scaling *scaling : {(const Llama3Scaling *)nullptr, &sc}) {
+    SCOPED_TRACE(scaling ? "llama3 scaling" : "no scaling");
+    Tensor x = randomT(N, rng), dy = randomT(N, rng);
+    VecB y(N), dx(N);
+    VecF yf(N), dxf(N);
+    rope(x.b.data(), y.data(), B, S, H, Dh, 1e4, scaling, false);
+    rope(x.f.data(), yf.data(), B, S, H, Dh, 1e4, scaling, false);
+    EXPECT_TRUE(closeBf16("rope y", y, yf));
+    rope(dy.b.data(), dx.data(), B, S, H, Dh, 1e4, scaling, true);
+    rope(dy.f.data(), dxf.data(), B, S, H, Dh, 1e4, scaling, true);
+    EXPECT_TRUE(closeBf16("rope dx", dx, dxf));
+    auto fwd = [&] {
+      VecF r(N);
+      rope(x.f.data(), r.data(), B, S, H, Dh, 1e4, scaling, false);
+      return r;
+    };
+    EXPECT_TRUE(closeFd("rope dx", dx, numGrad(x.f, dy.f, fwd)));
+  }
+}
+
+TEST(KernelsBf16, SplitConcatAdd) {
+  std::mt19937 rng(113);
+  const int64_t parts = 3, n = 5, W = 7;
+  Tensor x = randomT(n * parts * W, rng);
+  std::vector<VecB> outs(parts, VecB(n * W));
+  bf16 *outPtrs[parts] = {outs[0].data(), outs[1].data(), outs[2].data()};
+  split(x.b.data(), outPtrs, parts, n, W);
+  for (int64_t p = 0; p < parts; ++p)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < W; ++c)
+        ASSERT_EQ(outs[p][i * W + c].bits, x.b[i * parts * W + p * W + c].bits);
+  const bf16 *inPtrs[parts] = {outs[0].data(), outs[1].data(), outs[2].data()};
+  VecB y(x.b.size());
+  concat(inPtrs, y.data(), parts, n, W);
+  EXPECT_EQ(up(y), x.f);
+
+  Tensor a = randomT(45, rng), b = randomT(45, rng);
+  VecB sum(45);
+  add(a.b.data(), b.b.data(), sum.data(), 45);
+  for (int i = 0; i < 45; ++i) // one rounding of the float sum, exactly
+    EXPECT_EQ(sum[i].bits, floatToBf16(a.f[i] + b.f[i])) << "element " << i;
+  add(a.b.data(), b.b.data(), a.b.data(), 45); // in place
+  EXPECT_EQ(up(a.b), up(sum));
+}
+
+//===----------------------------------------------------------------------===//
+// Causal attention
+//===----------------------------------------------------------------------===//
+
+namespace {
+void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed,
+                    bool fd) {
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV << " Dh=" << Dh);
+  std::mt19937 rng(seed);
+  const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
+  Tensor q = randomT(nq, rng, -2, 2), k = randomT(nk, rng, -2, 2), v = randomT(nk, rng),
+         dy = randomT(nq, rng);
+  VecF scratch(causalAttentionBf16ScratchFloats(S, H, KV, Dh, true));
+  VecF f32Scratch(causalAttentionScratchFloats(S, true));
+  VecB out(nq), dq(nq), dk(nk), dv(nk);
+  VecF outf(nq), dqf(nq), dkf(nk), dvf(nk);
+  causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh,
+                         scratch.data());
+  causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), outf.data(), B, S, H, KV, Dh,
+                         f32Scratch.data());
+  EXPECT_TRUE(closeBf16("attention out", out, outf));
+  // The f32 backward on the stored (bf16) output, as the bf16 one sees it.
+  const VecF outUp = up(out);
+  causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(), dq.data(),
+                          dk.data(), dv.data(), B, S, H, KV, Dh, scratch.data());
+  causalAttentionBackward(dy.f.data(), q.f.data(), k.f.data(), v.f.data(), outUp.data(), dqf.data(),
+                          dkf.data(), dvf.data(), B, S, H, KV, Dh, f32Scratch.data());
+  EXPECT_TRUE(closeBf16("attention dq", dq, dqf));
+  EXPECT_TRUE(closeBf16("attention dk", dk, dkf));
+  EXPECT_TRUE(closeBf16("attention dv", dv, dvf));
+  if (!fd)
+    return;
+  auto fwd = [&] {
+    VecF r(nq);
+    causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), r.data(), B, S, H, KV, Dh,
+                           f32Scratch.data());
+    return r;
+  };
+  EXPECT_TRUE(closeFd("attention dq", dq, numGrad(q.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("attention dk", dk, numGrad(k.f, dy.f, fwd)));
+  EXPECT_TRUE(closeFd("attention dv", dv, numGrad(v.f, dy.f, fwd)));
+}
+} // namespace
+
+TEST(KernelsBf16, Attention) {
+  checkAttention(2, 5, 4, 2, 8, 120, true);  // GQA
+  checkAttention(1, 6, 3, 3, 5, 121, true);  // MHA, odd Dh
+  checkAttention(1, 6, 4, 1, 24, 122, true); // MQA
+  // Three query tiles, the last partial; two query heads into one kv head's
+  // f32 dk, dv sums; a realistic head dim.
+  checkAttention(2, 130, 4, 2, 64, 123, false);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise, cross-entropy
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsBf16, GeluSiluMul) {
+  std::mt19937 rng(130);
+  const int64_t n = 301;
+  Tensor x = randomT(n, rng, -6, 6), u = randomT(n, rng, -2, 2), dy = randomT(n, rng);
+  VecB y(n), dx(n), dg(n), du(n);
+  VecF yf(n), dxf(n), dgf(n), duf(n);
+  geluForward(x.b.data(), y.data(), n);
+  geluForward(x.f.data(), yf.data(), n);
+  EXPECT_TRUE(closeBf16("gelu y", y, yf));
+  geluBackward(dy.b.data(), x.b.data(), dx.data(), n);
+  geluBackward(dy.f.data(), x.f.data(), dxf.data(), n);
+  EXPECT_TRUE(closeBf16("gelu dx", dx, dxf));
+  auto gelu = [&] {
+    VecF r(n);
+    geluForward(x.f.data(), r.data(), n);
+    return r;
+  };
+  EXPECT_TRUE(closeFd("gelu dx", dx, numGrad(x.f, dy.f, gelu)));
+
+  siluMulForward(x.b.data(), u.b.data(), y.data(), n);
+  siluMulForward(x.f.data(), u.f.data(), yf.data(), n);
+  EXPECT_TRUE(closeBf16("silu_mul y", y, yf));
+  siluMulBackward(dy.b.data(), x.b.data(), u.b.data(), dg.data(), du.data(), n);
+  siluMulBackward(dy.f.data(), x.f.data(), u.f.data(), dgf.data(), duf.data(), n);
+  EXPECT_TRUE(closeBf16("silu_mul dgate", dg, dgf));
+  EXPECT_TRUE(closeBf16("silu_mul dup", du, duf));
+  auto silu = [&] {
+    VecF r(n);
+    siluMulForward(x.f.data(), u.f.data(), r.data(), n);
+    return r;
+  };
+  EXPECT_TRUE(closeFd("silu_mul dgate", dg, numGrad(x.f, dy.f, silu)));
+  EXPECT_TRUE(closeFd("silu_mul dup", du, numGrad(u.f, dy.f, silu)));
+}
+
+TEST(KernelsBf16, CrossEntropy) {
+  std::mt19937 rng(140);
+  const int64_t n = 5, V = 37;
+  const std::vector<int64_t> t = {0, 36, 3, 3, 7};
+  Tensor logits = randomT(n * V, rng, -4, 4);
+  logits.b[2 * V + 4].bits = floatToBf16(1000.0f); // exp overflows without the max
+  logits.f[2 * V + 4] = 1000.0f;
+  // The loss is f32 from the same (upcast) logits: the same up to sum order.
+  const float loss = crossEntropyForward(logits.b.data(), t.data(), n, V);
+  const float want = crossEntropyForward(logits.f.data(), t.data(), n, V);
+  EXPECT_NEAR(loss, want, 1e-6 * std::max(1.0f, std::fabs(want)));
+  const float scale = 0.37f;
+  VecB d(n * V);
+  VecF df(n * V);
+  crossEntropyBackward(logits.b.data(), t.data(), d.data(), n, V, scale);
+  crossEntropyBackward(logits.f.data(), t.data(), df.data(), n, V, scale);
+  EXPECT_TRUE(closeBf16("cross_entropy dlogits", d, df));
+  // d(scale * n * mean loss) / dlogits, the loss in double here: a float
+  // loss near 200 (the large logit) has too few digits for the differences.
+  auto lossD = [&] {
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float *x = &logits.f[i * V];
+      const double mx = *std::max_element(x, x + V);
+      double sum = 0;
+      for (int64_t c = 0; c < V; ++c)
+        sum += std::exp(double(x[c]) - mx);
+      total += mx + std::log(sum) - x[t[i]];
+    }
+    return total * scale; // n * scale * the mean
+  };
+  std::vector<double> g(n * V);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float keep = logits.f[i], step = 1e-3f * std::max(1.0f, std::fabs(keep));
+    logits.f[i] = keep + step;
+    const double lp = lossD();
+    logits.f[i] = keep - step;
+    const double lm = lossD();
+    logits.f[i] = keep;
+    g[i] = (lp - lm) / (double(keep + step) - double(keep - step));
+  }
+  EXPECT_TRUE(closeFd("cross_entropy dlogits", d, g));
+  crossEntropyBackward(logits.b.data(), t.data(), logits.b.data(), n, V, scale); // in place
+  EXPECT_EQ(up(logits.b), up(d));
+}
+
+//===----------------------------------------------------------------------===//
+// Scratch bounds
+//===----------------------------------------------------------------------===//
+
+namespace {
+// A scratch of exactly `floats`, then kGuard canaries: run(scratch) must leave
+// the canaries and (when `tight`) have written the bound's last float.
+constexpr float kCanary = -7.25f;
+constexpr int64_t kGuard = 64;
+void expectWithin(const char *what, int64_t floats, bool tight,
+                  const std::function<void(float *)> &run) {
+  VecF scratch(floats + kGuard, kCanary);
+  run(scratch.data());
+  for (int64_t i = floats; i < floats + kGuard; ++i)
+    ASSERT_EQ(scratch[i], kCanary) << what << " wrote past its " << floats << " floats of scratch";
+  if (tight)
+    EXPECT_NE(scratch[floats - 1], kCanary) << what << ": the bound " << floats << " is not tight";
+}
+} // namespace
+
+TEST(KernelsBf16, ScratchBounds) {
+  std::mt19937 rng(150);
+  {
+    // Linear, every dimension past one panel, partial panels; n > max(in,
+    // out): the weight gradient in two chunks of n.
+    const int64_t n = 700, in = 300, out = 270;
+    const int64_t floats = linearBf16ScratchFloats(n, in, out);
+    EXPECT_EQ(floats, 2 * 256 * 300 + 256 * 256);
+    Tensor x = randomT(n * in, rng), w = randomT(in * out, rng), b = randomT(out, rng),
+           dy = randomT(n * out, rng);
+    for (Layout layout : {Layout::InOut, Layout::OutIn}) {
+      SCOPED_TRACE(layout == Layout::InOut ? "in_out" : "out_in");
+      VecB y(n * out), dx(n * in), dw(in * out);
+      expectWithin("linear forward", floats, true, [&](float *s) {
+        linearForward(x.b.data(), w.b.data(), b.b.data(), y.data(), n, in, out, layout, s);
+      });
+      expectWithin("linear grad input", floats, false, [&](float *s) {
+        linearBackwardInput(dy.b.data(), w.b.data(), dx.data(), n, in, out, layout, s);
+      });
+      expectWithin("linear grad weight", floats, true, [&](float *s) {
+        linearBackwardWeight(dy.b.data(), x.b.data(), dw.data(), n, in, out, layout, s);
+      });
+      VecF yf(n * out), dwf(in * out);
+      linearForward(x.f.data(), w.f.data(), b.f.data(), yf.data(), n, in, out, layout);
+      linearBackwardWeight(dy.f.data(), x.f.data(), dwf.data(), n, in, out, layout);
+      EXPECT_TRUE(closeBf16("linear y (panels)", y, yf));
+      EXPECT_TRUE(closeBf16("linear dw (panels)", dw, dwf));
+    }
+  }
+  {
+    // Embedding, a large vocabulary.
+    const int64_t n = 300, V = 5000, D = 40;
+    std::vector<int64_t> ids(n);
+    for (int64_t i = 0; i < n; ++i)
+      ids[i] = (i * 7919) % V;
+    ids[5] = ids[9] = V - 1;
+    Tensor dy = randomT(n * D, rng);
+    VecB dtable(V * D);
+    VecF want(V * D);
+    expectWithin(
+        "embedding backward", embeddingBackwardBf16ScratchFloats(n, V, D), true,
+        [&](float *s) { embeddingBackward(dy.b.data(), ids.data(), dtable.data(), n, V, D, s); });
+    embeddingBackward(dy.f.data(), ids.data(), want.data(), n, V, D);
+    EXPECT_TRUE(closeBf16("embedding dtable (large V)", dtable, want));
+  }
+  {
+    const int64_t n = 4, D = 300;
+    Tensor x = randomT(n * D, rng), w = randomT(D, rng), dy = randomT(n * D, rng);
+    VecB dx(n * D), dw(D), db(D);
+    const int64_t floats = normBackwardBf16ScratchFloats(n, D);
+    expectWithin("layer_norm backward", floats, true, [&](float *s) {
+      layerNormBackward(dy.b.data(), x.b.data(), w.b.data(), dx.data(), dw.data(), db.data(), n, D,
+                        1e-5, s);
+    });
+    expectWithin("rms_norm backward", floats, false, [&](float *s) {
+      rmsNormBackward(dy.b.data(), x.b.data(), w.b.data(), dx.data(), dw.data(), n, D, 1e-6, s);
+    });
+  }
+  {
+    // Attention: three query tiles, GQA.
+    const int64_t B = 2, S = 150, H = 4, KV = 2, Dh = 32;
+    Tensor q = randomT(B * S * H * Dh, rng), k = randomT(B * S * KV * Dh, rng),
+           v = randomT(B * S * KV * Dh, rng), dy = randomT(B * S * H * Dh, rng);
+    VecB out(q.b.size()), dq(q.b.size()), dk(k.b.size()), dv(k.b.size());
+    expectWithin("attention forward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, false), true,
+                 [&](float *s) {
+                   causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H,
+                                          KV, Dh, s);
+                 });
+    expectWithin("attention backward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, true), true,
+                 [&](float *s) {
+                   causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(),
+                                           out.data(), dq.data(), dk.data(), dv.data(), B, S, H, KV,
+                                           Dh, s);
+                 });
+  }
+  EXPECT_EQ(biasBackwardBf16ScratchFloats(10, 300), 0); // sums on the stack
+}

@@ -1123,8 +1123,7 @@ void rmsNormBackwardT(const T *dy, const T *x, const T *w, T *dx, T *dw, int64_t
     FSDP_LAUNCH_CHECK();
   }
   const auto sums = columnSumKernel<2, T>;
-  FSDP_LAUNCH(sums, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw,
-              static_cast<T *>(nullptr), n, D, 2);
+  FSDP_LAUNCH(sums, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, nullptr, n, D, 2);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
     FSDP_LAUNCH(rmsNormDxKernel<T>, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,

@@ -2,7 +2,9 @@
 //
 // See cuda.h. Elementwise formulas as cpu.cpp (expf/tanhf from CUDA's libm,
 // ~1-2 ulp, instead of cpu.cpp's polynomials); row statistics in double with
-// block reductions; matmuls through cuBLAS (f32, CUBLAS_COMPUTE_32F).
+// block reductions; matmuls through cuBLAS (f32 or bf16 operands,
+// CUBLAS_COMPUTE_32F). Each kernel over activations is one template over its
+// storage type (float or bf16: load/store below), instantiated for both.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cuda.h"
@@ -134,22 +136,47 @@ __device__ float blockMax(float v, float *shm) {
 }
 
 //===----------------------------------------------------------------------===//
+// Storage types. A kernel over activations is a template over T, float or
+// bf16 (--compute-dtype bf16): it reads through load, computes in f32 (or
+// double), and writes through store, which rounds to bf16 once (nearest even;
+// NaN stays NaN, as cpu.h's floatToBf16).
+//===----------------------------------------------------------------------===//
+
+__device__ inline uint16_t toBf16Dev(float f) {
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return uint16_t(bits >> 16);
+}
+
+__device__ inline float fromBf16Dev(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+__device__ inline float load(float v) { return v; }
+__device__ inline float load(bf16 v) { return fromBf16Dev(v.bits); }
+__device__ inline void store(float &dst, float v) { dst = v; }
+__device__ inline void store(bf16 &dst, float v) { dst.bits = toBf16Dev(v); }
+
+//===----------------------------------------------------------------------===//
 // Embedding, positions, split/concat
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingForwardKernel(const int64_t *ids, const float *table, float *out,
-                                       int64_t n, int64_t D) {
+template <class T>
+__global__ void embeddingForwardKernel(const int64_t *ids, const T *table, T *out, int64_t n,
+                                       int64_t D) {
   FSDP_GRID_LOOP(e, n * D) {
     const int64_t i = e / D, c = e - i * D;
     out[e] = table[ids[i] * D + c];
   }
 }
 
-__global__ void embeddingBackwardKernel(const float *dout, const int64_t *ids, float *dtable,
-                                        int64_t n, int64_t D) {
+// dtable is f32: the table itself, or a bf16 table's f32 accumulator.
+template <class T>
+__global__ void embeddingBackwardKernel(const T *dout, const int64_t *ids, float *dtable, int64_t n,
+                                        int64_t D) {
   FSDP_GRID_LOOP(e, n * D) {
     const int64_t i = e / D, c = e - i * D;
-    atomicAdd(dtable + ids[i] * D + c, dout[e]);
+    atomicAdd(dtable + ids[i] * D + c, load(dout[e]));
   }
 }
 
@@ -165,9 +192,9 @@ __global__ void positionIdsKernel(int64_t *out, int64_t B, int64_t S) {
 // Generic column reducer: value(i, c) summed over rows i, for up to two
 // outputs. Mode 0: dy (bias). Mode 1: layer norm (dw += dy * xhat, db += dy).
 // Mode 2: rms norm (dw += dy * x * rstd).
-template <int Mode>
-__global__ void columnSumKernel(const float *dy, const float *x, const float *stats, float *out0,
-                                float *out1, int64_t n, int64_t D, int statStride) {
+template <int Mode, class T>
+__global__ void columnSumKernel(const T *dy, const T *x, const float *stats, T *out0, T *out1,
+                                int64_t n, int64_t D, int statStride) {
   FSDP_SHARED(double, s0, [8][33]);
   FSDP_SHARED(double, s1, [8][33]);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
@@ -175,17 +202,17 @@ __global__ void columnSumKernel(const float *dy, const float *x, const float *st
   double a0 = 0, a1 = 0;
   if (c < D) {
     for (int64_t i = ty; i < n; i += 8) {
-      const float g = dy[i * D + c];
+      const float g = load(dy[i * D + c]);
       if (Mode == 0) {
         a0 += double(g);
       } else if (Mode == 1) {
         const float mean = stats[i * statStride], rstd = stats[i * statStride + 1];
-        const float xhat = (x[i * D + c] - mean) * rstd;
+        const float xhat = (load(x[i * D + c]) - mean) * rstd;
         a0 += double(g * xhat);
         a1 += double(g);
       } else {
         const float rstd = stats[i * statStride];
-        a0 += double(g * (x[i * D + c] * rstd));
+        a0 += double(g * (load(x[i * D + c]) * rstd));
       }
     }
   }
@@ -195,11 +222,11 @@ __global__ void columnSumKernel(const float *dy, const float *x, const float *st
   if (ty == 0 && c < D) {
     double r0 = ((s0[0][tx] + s0[4][tx]) + (s0[1][tx] + s0[5][tx])) +
                 ((s0[2][tx] + s0[6][tx]) + (s0[3][tx] + s0[7][tx]));
-    out0[c] = float(r0);
+    store(out0[c], float(r0));
     if (Mode == 1) {
       double r1 = ((s1[0][tx] + s1[4][tx]) + (s1[1][tx] + s1[5][tx])) +
                   ((s1[2][tx] + s1[6][tx]) + (s1[3][tx] + s1[7][tx]));
-      out1[c] = float(r1);
+      store(out1[c], float(r1));
     }
   }
 }
@@ -208,15 +235,16 @@ __global__ void columnSumKernel(const float *dy, const float *x, const float *st
 // Norms: a block per row
 //===----------------------------------------------------------------------===//
 
-__device__ void rowMoments(const float *xr, int64_t D, double eps, double *shm, double &mean,
+template <class T>
+__device__ void rowMoments(const T *xr, int64_t D, double eps, double *shm, double &mean,
                            double &rstd) {
   double s = 0;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-    s += double(xr[c]);
+    s += double(load(xr[c]));
   const double m = blockSum(s, shm) / double(D);
   double v = 0;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    const double d = double(xr[c]) - m;
+    const double d = double(load(xr[c])) - m;
     v += d * d;
   }
   const double var = blockSum(v, shm) / double(D);
@@ -224,32 +252,35 @@ __device__ void rowMoments(const float *xr, int64_t D, double eps, double *shm, 
   rstd = 1.0 / sqrt(var + eps);
 }
 
-__global__ void layerNormForwardKernel(const float *x, const float *w, const float *b, float *y,
-                                       int64_t D, double eps) {
+template <class T>
+__global__ void layerNormForwardKernel(const T *x, const T *w, const T *b, T *y, int64_t D,
+                                       double eps) {
   FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
-  const float *xr = x + i * D;
-  float *yr = y + i * D;
+  const T *xr = x + i * D;
+  T *yr = y + i * D;
   double mean, rstd;
   rowMoments(xr, D, eps, shm, mean, rstd);
   const float m = float(mean), r = float(rstd);
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-    yr[c] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(xr[c], m), r), w[c]), b[c]);
+    store(yr[c],
+          __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(load(xr[c]), m), r), load(w[c])), load(b[c])));
 }
 
 // stats[i] = {mean, rstd, mean(g), mean(g * xhat)} with g = dy * w.
-__global__ void layerNormStatsKernel(const float *dy, const float *x, const float *w, float *stats,
-                                     int64_t D, double eps) {
+template <class T>
+__global__ void layerNormStatsKernel(const T *dy, const T *x, const T *w, float *stats, int64_t D,
+                                     double eps) {
   FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
-  const float *xr = x + i * D, *gr = dy + i * D;
+  const T *xr = x + i * D, *gr = dy + i * D;
   double mean, rstd;
   rowMoments(xr, D, eps, shm, mean, rstd);
   double sg = 0, sgx = 0;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    const double g = double(gr[c]) * double(w[c]);
+    const double g = double(load(gr[c])) * double(load(w[c]));
     sg += g;
-    sgx += g * ((double(xr[c]) - mean) * rstd);
+    sgx += g * ((double(load(xr[c])) - mean) * rstd);
   }
   sg = blockSum(sg, shm);
   sgx = blockSum(sgx, shm);
@@ -261,41 +292,45 @@ __global__ void layerNormStatsKernel(const float *dy, const float *x, const floa
   }
 }
 
-__global__ void layerNormDxKernel(const float *dy, const float *x, const float *w,
-                                  const float *stats, float *dx, int64_t n, int64_t D) {
+template <class T>
+__global__ void layerNormDxKernel(const T *dy, const T *x, const T *w, const float *stats, T *dx,
+                                  int64_t n, int64_t D) {
   FSDP_GRID_LOOP(e, n * D) {
     const int64_t i = e / D, c = e - i * D;
     const float mean = stats[4 * i], rstd = stats[4 * i + 1], mg = stats[4 * i + 2],
                 mgx = stats[4 * i + 3];
-    const float xhat = __fmul_rn(__fsub_rn(x[e], mean), rstd);
-    dx[e] = __fmul_rn(rstd, __fsub_rn(__fsub_rn(__fmul_rn(dy[e], w[c]), mg), __fmul_rn(xhat, mgx)));
+    const float xhat = __fmul_rn(__fsub_rn(load(x[e]), mean), rstd);
+    const float g = __fmul_rn(load(dy[e]), load(w[c]));
+    store(dx[e], __fmul_rn(rstd, __fsub_rn(__fsub_rn(g, mg), __fmul_rn(xhat, mgx))));
   }
 }
 
-__global__ void rmsNormForwardKernel(const float *x, const float *w, float *y, int64_t D,
-                                     double eps) {
+template <class T>
+__global__ void rmsNormForwardKernel(const T *x, const T *w, T *y, int64_t D, double eps) {
   FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
-  const float *xr = x + i * D;
-  float *yr = y + i * D;
+  const T *xr = x + i * D;
+  T *yr = y + i * D;
   double s = 0;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-    s += double(xr[c]) * double(xr[c]);
+    s += double(load(xr[c])) * double(load(xr[c]));
   const float r = float(1.0 / sqrt(blockSum(s, shm) / double(D) + eps));
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x)
-    yr[c] = __fmul_rn(w[c], __fmul_rn(xr[c], r));
+    store(yr[c], __fmul_rn(load(w[c]), __fmul_rn(load(xr[c]), r)));
 }
 
 // stats[i] = {rstd, k = rstd^3 * mean(g * x)}
-__global__ void rmsNormStatsKernel(const float *dy, const float *x, const float *w, float *stats,
-                                   int64_t D, double eps) {
+template <class T>
+__global__ void rmsNormStatsKernel(const T *dy, const T *x, const T *w, float *stats, int64_t D,
+                                   double eps) {
   FSDP_SHARED(double, shm, [32]);
   const int64_t i = blockIdx.x;
-  const float *xr = x + i * D, *gr = dy + i * D;
+  const T *xr = x + i * D, *gr = dy + i * D;
   double s = 0, sgx = 0;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    s += double(xr[c]) * double(xr[c]);
-    sgx += double(gr[c]) * double(w[c]) * double(xr[c]);
+    const double xv = load(xr[c]);
+    s += xv * xv;
+    sgx += double(load(gr[c])) * double(load(w[c])) * xv;
   }
   s = blockSum(s, shm);
   sgx = blockSum(sgx, shm);
@@ -306,12 +341,14 @@ __global__ void rmsNormStatsKernel(const float *dy, const float *x, const float 
   }
 }
 
-__global__ void rmsNormDxKernel(const float *dy, const float *x, const float *w, const float *stats,
-                                float *dx, int64_t n, int64_t D) {
+template <class T>
+__global__ void rmsNormDxKernel(const T *dy, const T *x, const T *w, const float *stats, T *dx,
+                                int64_t n, int64_t D) {
   FSDP_GRID_LOOP(e, n * D) {
     const int64_t i = e / D, c = e - i * D;
     const float r = stats[2 * i], k = stats[2 * i + 1];
-    dx[e] = __fsub_rn(__fmul_rn(r, __fmul_rn(dy[e], w[c])), __fmul_rn(x[e], k));
+    store(dx[e],
+          __fsub_rn(__fmul_rn(r, __fmul_rn(load(dy[e]), load(w[c]))), __fmul_rn(load(x[e]), k)));
   }
 }
 
@@ -330,7 +367,8 @@ float invFreqHost(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scal
 }
 
 // One thread per (row, head, i in the chunk): rotates the pair (i, i + half).
-__global__ void ropeKernel(const float *x, float *y, int64_t rows, int64_t S, int64_t H, int64_t Dh,
+template <class T>
+__global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t S, int64_t H, int64_t Dh,
                            int64_t i0, int w, InvFreqChunk inv, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
   FSDP_GRID_LOOP(e, rows * H * w) {
@@ -341,13 +379,14 @@ __global__ void ropeKernel(const float *x, float *y, int64_t rows, int64_t S, in
     sincos(double(angle), &sd, &cd);
     const float cs = float(cd), sv = float(sd), sn = inverse ? -sv : sv;
     const int64_t o1 = r * width + h * Dh + i0 + i, o2 = o1 + half;
-    const float a = x[o1], c = x[o2];
-    y[o1] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
-    y[o2] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+    const float a = load(x[o1]), c = load(x[o2]);
+    store(y[o1], __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn)));
+    store(y[o2], __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn)));
   }
 }
 
-__global__ void ropeOddTailKernel(const float *x, float *y, int64_t rows, int64_t H, int64_t Dh) {
+template <class T>
+__global__ void ropeOddTailKernel(const T *x, T *y, int64_t rows, int64_t H, int64_t Dh) {
   FSDP_GRID_LOOP(e, rows * H) {
     const int64_t o = e * Dh + Dh - 1; // row-major [rows, H, Dh]
     y[o] = x[o];
@@ -380,22 +419,23 @@ __device__ inline void tileScores(const float *A, const float *Bm, int ld, int D
 }
 
 // Loads rows [row0, row0 + 32) of a [*, stride] matrix (columns off..off+Dh)
-// into sh[32][ld]; rows >= S are zero.
-__device__ inline void loadTile(const float *g, int64_t stride, int64_t row0, int64_t S, int Dh,
-                                int ld, float *sh) {
+// into sh[32][ld] as f32; rows >= S are zero.
+template <class T>
+__device__ inline void loadTile(const T *g, int64_t stride, int64_t row0, int64_t S, int Dh, int ld,
+                                float *sh) {
   for (int e = threadIdx.x; e < kTile * Dh; e += blockDim.x) {
     const int r = e / Dh, d = e - r * Dh;
     const int64_t row = row0 + r;
-    sh[r * ld + d] = row < S ? g[row * stride + d] : 0.0f;
+    sh[r * ld + d] = row < S ? load(g[row * stride + d]) : 0.0f;
   }
 }
 
 // Forward: grid (query tiles, B * H). With statsOnly, v/out are unused and
 // the row log-sum-exp goes to lse[(b * H + h) * S + i].
-template <int MaxDh>
+template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionForwardKernel(const float *q, const float *k, const float *v, float *out, float *lse,
-                           int64_t S, int64_t H, int64_t KV, int Dh, float scale, bool statsOnly) {
+    attentionForwardKernel(const T *q, const T *k, const T *v, T *out, float *lse, int64_t S,
+                           int64_t H, int64_t KV, int Dh, float scale, bool statsOnly) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *Ks = Qs + kTile * ld, *Vs = Ks + kTile * ld, *Ss = Vs + kTile * ld;
@@ -403,8 +443,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
   const int64_t qStride = H * Dh, kStride = KV * Dh;
   const int64_t i0 = int64_t(blockIdx.x) * kTile;
-  const float *qb = q + b * S * qStride + h * Dh;
-  const float *kb = k + b * S * kStride + kvh * Dh, *vb = v + b * S * kStride + kvh * Dh;
+  const T *qb = q + b * S * qStride + h * Dh;
+  const T *kb = k + b * S * kStride + kvh * Dh, *vb = v + b * S * kStride + kvh * Dh;
   loadTile(qb, qStride, i0, S, Dh, ld, Qs);
   if (threadIdx.x < kTile) {
     mS[threadIdx.x] = -INFINITY;
@@ -475,12 +515,12 @@ __global__ void __launch_bounds__(kAttnThreads)
         lse[bh * S + i] = mS[orow] + logf(lS[orow]);
     } else {
       const float inv = 1.0f / lS[orow];
-      float *orow_ = out + (b * S + i) * qStride + h * Dh;
+      T *orow_ = out + (b * S + i) * qStride + h * Dh;
 #pragma unroll
       for (int u = 0; u < kPer; ++u) {
         const int d = ocol + 8 * u;
         if (d < Dh)
-          orow_[d] = acc[u] * inv;
+          store(orow_[d], acc[u] * inv);
       }
     }
   }
@@ -489,8 +529,9 @@ __global__ void __launch_bounds__(kAttnThreads)
 // D[(b * H + h) * S + i] = dout_i · out_i (a warp per row, grid-stride over
 // rows: the grid is capped, B * H * S is not). The 32 lanes of a warp take
 // the same rows, so the shuffles see the whole warp.
-__global__ void attentionRowDotKernel(const float *dout, const float *out, float *Dv, int64_t B,
-                                      int64_t S, int64_t H, int Dh) {
+template <class T>
+__global__ void attentionRowDotKernel(const T *dout, const T *out, float *Dv, int64_t B, int64_t S,
+                                      int64_t H, int Dh) {
   const int64_t rows = B * H * S;
   const int64_t warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -500,7 +541,7 @@ __global__ void attentionRowDotKernel(const float *dout, const float *out, float
     const int64_t off = (b * S + i) * H * Dh + h * Dh;
     float s = 0;
     for (int d = lane; d < Dh; d += 32)
-      s += dout[off + d] * out[off + d];
+      s += load(dout[off + d]) * load(out[off + d]);
     for (int o = 16; o > 0; o >>= 1)
       s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0)
@@ -531,12 +572,13 @@ __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, con
 }
 
 // dk, dv: grid (key tiles, B * KV); loops over the group's query heads and
-// the query tiles at or after the key tile.
-template <int MaxDh>
+// the query tiles at or after the key tile. dk and dv accumulate in f32
+// registers over the whole group and are stored (rounded) once.
+template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionBackwardKVKernel(const float *dout, const float *q, const float *k, const float *v,
-                              const float *lse, const float *Dv, float *dk, float *dv, int64_t S,
-                              int64_t H, int64_t KV, int Dh, float scale) {
+    attentionBackwardKVKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
+                              const float *Dv, T *dk, T *dv, int64_t S, int64_t H, int64_t KV,
+                              int Dh, float scale) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Ks = smem, *Vs = Ks + kTile * ld, *Qs = Vs + kTile * ld, *dOs = Qs + kTile * ld;
@@ -584,24 +626,24 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
   const int64_t j = j0 + orow;
   if (j < S) {
-    float *dkr = dk + kvOff + j * kStride, *dvr = dv + kvOff + j * kStride;
+    T *dkr = dk + kvOff + j * kStride, *dvr = dv + kvOff + j * kStride;
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
       const int d = ocol + 8 * u;
       if (d < Dh) {
-        dkr[d] = accK[u] * scale;
-        dvr[d] = accV[u];
+        store(dkr[d], accK[u] * scale);
+        store(dvr[d], accV[u]);
       }
     }
   }
 }
 
 // dq: grid (query tiles, B * H); loops over key tiles up to the diagonal.
-template <int MaxDh>
+template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
-    attentionBackwardQKernel(const float *dout, const float *q, const float *k, const float *v,
-                             const float *lse, const float *Dv, float *dq, int64_t S, int64_t H,
-                             int64_t KV, int Dh, float scale) {
+    attentionBackwardQKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
+                             const float *Dv, T *dq, int64_t S, int64_t H, int64_t KV, int Dh,
+                             float scale) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *dOs = Qs + kTile * ld, *Ks = dOs + kTile * ld, *Vs = Ks + kTile * ld;
@@ -642,12 +684,12 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
   const int64_t i = i0 + orow;
   if (i < S) {
-    float *dqr = dq + qOff + i * qStride;
+    T *dqr = dq + qOff + i * qStride;
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
       const int d = ocol + 8 * u;
       if (d < Dh)
-        dqr[d] = acc[u] * scale;
+        store(dqr[d], acc[u] * scale);
     }
   }
 }
@@ -663,34 +705,38 @@ template <class K> void setSmem(K kernel, size_t bytes) {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-template <int MaxDh>
-void attentionForwardLaunch(const float *q, const float *k, const float *v, float *out, float *lse,
-                            int64_t B, int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly,
+// (The kernels are named through a local pointer: a template argument list
+// with a comma would split FSDP_LAUNCH's arguments.)
+template <int MaxDh, class T>
+void attentionForwardLaunch(const T *q, const T *k, const T *v, T *out, float *lse, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly,
                             cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 3, 1);
-  setSmem(attentionForwardKernel<MaxDh>, smem);
+  const auto kernel = attentionForwardKernel<MaxDh, T>;
+  setSmem(kernel, smem);
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
   const float scale = float(1.0 / std::sqrt(double(Dh)));
-  FSDP_LAUNCH(attentionForwardKernel<MaxDh>, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S,
-              H, KV, Dh, scale, statsOnly);
+  FSDP_LAUNCH(kernel, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S, H, KV, Dh, scale,
+              statsOnly);
   FSDP_LAUNCH_CHECK();
 }
 
-template <int MaxDh>
-void attentionBackwardLaunch(const float *dout, const float *q, const float *k, const float *v,
-                             const float *lse, const float *Dv, float *dq, float *dk, float *dv,
-                             int64_t B, int64_t S, int64_t H, int64_t KV, int Dh,
-                             cudaStream_t stream) {
+template <int MaxDh, class T>
+void attentionBackwardLaunch(const T *dout, const T *q, const T *k, const T *v, const float *lse,
+                             const float *Dv, T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H,
+                             int64_t KV, int Dh, cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 4, 2);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const unsigned tiles = unsigned((S + kTile - 1) / kTile);
-  setSmem(attentionBackwardKVKernel<MaxDh>, smem);
-  FSDP_LAUNCH(attentionBackwardKVKernel<MaxDh>, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem,
-              stream, dout, q, k, v, lse, Dv, dk, dv, S, H, KV, Dh, scale);
+  const auto kvKernel = attentionBackwardKVKernel<MaxDh, T>;
+  setSmem(kvKernel, smem);
+  FSDP_LAUNCH(kvKernel, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream, dout, q, k, v,
+              lse, Dv, dk, dv, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
-  setSmem(attentionBackwardQKernel<MaxDh>, smem);
-  FSDP_LAUNCH(attentionBackwardQKernel<MaxDh>, dim3(tiles, unsigned(B * H)), kAttnThreads, smem,
-              stream, dout, q, k, v, lse, Dv, dq, S, H, KV, Dh, scale);
+  const auto qKernel = attentionBackwardQKernel<MaxDh, T>;
+  setSmem(qKernel, smem);
+  FSDP_LAUNCH(qKernel, dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream, dout, q, k, v, lse,
+              Dv, dq, S, H, KV, Dh, scale);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -698,44 +744,47 @@ void attentionBackwardLaunch(const float *dout, const float *q, const float *k, 
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-__global__ void geluForwardKernel(const float *x, float *y, int64_t n) {
+template <class T> __global__ void geluForwardKernel(const T *x, T *y, int64_t n) {
   FSDP_GRID_LOOP(i, n) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * (v * v * v))));
+    const float v = load(x[i]);
+    store(y[i], 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * (v * v * v)))));
   }
 }
 
-__global__ void geluBackwardKernel(const float *dy, const float *x, float *dx, int64_t n) {
+template <class T> __global__ void geluBackwardKernel(const T *dy, const T *x, T *dx, int64_t n) {
   FSDP_GRID_LOOP(i, n) {
-    const float v = x[i];
+    const float v = load(x[i]);
     const float t = tanhf(kGeluC * (v + kGeluA * (v * v * v)));
     const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    store(dx[i], load(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
   }
 }
 
-__global__ void siluMulForwardKernel(const float *gate, const float *up, float *y, int64_t n) {
+template <class T>
+__global__ void siluMulForwardKernel(const T *gate, const T *up, T *y, int64_t n) {
   FSDP_GRID_LOOP(i, n) {
-    const float g = gate[i];
-    y[i] = g / (1.0f + expf(-g)) * up[i];
+    const float g = load(gate[i]);
+    store(y[i], g / (1.0f + expf(-g)) * load(up[i]));
   }
 }
 
-__global__ void siluMulBackwardKernel(const float *dy, const float *gate, const float *up,
-                                      float *dgate, float *dup, int64_t n) {
+template <class T>
+__global__ void siluMulBackwardKernel(const T *dy, const T *gate, const T *up, T *dgate, T *dup,
+                                      int64_t n) {
   FSDP_GRID_LOOP(i, n) {
-    const float g = gate[i], e = expf(-g), s = 1.0f / (1.0f + e);
-    const float d = dy[i], u = up[i];
-    dup[i] = d * (g / (1.0f + e));
-    dgate[i] = (d * u) * s * (1.0f + g * (1.0f - s));
+    const float g = load(gate[i]), e = expf(-g), s = 1.0f / (1.0f + e);
+    const float d = load(dy[i]), u = load(up[i]);
+    store(dup[i], d * (g / (1.0f + e)));
+    store(dgate[i], (d * u) * s * (1.0f + g * (1.0f - s)));
   }
 }
 
-__global__ void addKernel(const float *a, const float *b, float *y, int64_t n) {
-  FSDP_GRID_LOOP(i, n) { y[i] = a[i] + b[i]; }
+template <class T> __global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
+  FSDP_GRID_LOOP(i, n) { store(y[i], load(a[i]) + load(b[i])); }
 }
 
-__global__ void biasBroadcastKernel(const float *bias, float *y, int64_t n, int64_t out) {
+template <class T>
+__global__ void biasBroadcastKernel(const T *bias, T *y, int64_t n, int64_t out) {
   FSDP_GRID_LOOP(e, n * out) { y[e] = bias[e % out]; }
 }
 
@@ -743,30 +792,31 @@ __global__ void biasBroadcastKernel(const float *bias, float *y, int64_t n, int6
 // Cross-entropy: a block per row
 //===----------------------------------------------------------------------===//
 
-__device__ void rowLse(const float *x, int64_t V, float *fshm, double *dshm, float &mx,
-                       double &sum) {
+template <class T>
+__device__ void rowLse(const T *x, int64_t V, float *fshm, double *dshm, float &mx, double &sum) {
   float m = -INFINITY;
   for (int64_t c = threadIdx.x; c < V; c += blockDim.x)
-    m = fmaxf(m, x[c]);
+    m = fmaxf(m, load(x[c]));
   m = blockMax(m, fshm);
   double s = 0;
   for (int64_t c = threadIdx.x; c < V; c += blockDim.x)
-    s += double(expf(x[c] - m));
+    s += double(expf(load(x[c]) - m));
   sum = blockSum(s, dshm);
   mx = m;
 }
 
-__global__ void crossEntropyRowKernel(const float *logits, const int64_t *targets, double *rowLoss,
+template <class T>
+__global__ void crossEntropyRowKernel(const T *logits, const int64_t *targets, double *rowLoss,
                                       int64_t V) {
   FSDP_SHARED(float, fshm, [32]);
   FSDP_SHARED(double, dshm, [32]);
   const int64_t i = blockIdx.x;
-  const float *x = logits + i * V;
+  const T *x = logits + i * V;
   float mx;
   double sum;
   rowLse(x, V, fshm, dshm, mx, sum);
   if (threadIdx.x == 0)
-    rowLoss[i] = double(mx) + log(sum) - double(x[targets[i]]);
+    rowLoss[i] = double(mx) + log(sum) - double(load(x[targets[i]]));
 }
 
 __global__ void meanKernel(const double *v, float *out, int64_t n) {
@@ -779,23 +829,24 @@ __global__ void meanKernel(const double *v, float *out, int64_t n) {
     *out = n > 0 ? float(s / double(n)) : 0.0f;
 }
 
-__global__ void crossEntropyBackwardKernel(const float *logits, const int64_t *targets,
-                                           float *dlogits, int64_t V, float scale) {
+template <class T>
+__global__ void crossEntropyBackwardKernel(const T *logits, const int64_t *targets, T *dlogits,
+                                           int64_t V, float scale) {
   FSDP_SHARED(float, fshm, [32]);
   FSDP_SHARED(double, dshm, [32]);
   const int64_t i = blockIdx.x;
-  const float *x = logits + i * V;
-  float *d = dlogits + i * V;
+  const T *x = logits + i * V;
+  T *d = dlogits + i * V;
   float mx;
   double sum;
   rowLse(x, V, fshm, dshm, mx, sum);
   const float k = float(double(scale) / sum);
   const int64_t t = targets[i];
   for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
-    float g = __fmul_rn(expf(x[c] - mx), k);
+    float g = __fmul_rn(expf(load(x[c]) - mx), k);
     if (c == t)
       g = __fsub_rn(g, scale);
-    d[c] = g;
+    store(d[c], g);
   }
 }
 
@@ -824,16 +875,6 @@ __global__ void adamwKernel(float *param, const float *grad, float *expAvg, floa
     expAvgSq[i] = v;
   }
 }
-
-__device__ inline uint16_t toBf16Dev(float f) {
-  uint32_t bits = __float_as_uint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1);
-  return uint16_t(bits >> 16);
-}
-
-__device__ inline float fromBf16Dev(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
 __global__ void toBf16Kernel(const float *x, uint16_t *out, int64_t n) {
   FSDP_GRID_LOOP(i, n) { out[i] = toBf16Dev(x[i]); }
@@ -913,9 +954,15 @@ __global__ void addBf16IntoKernel(float *dst, const uint16_t *src, int64_t n) {
 // Row-major C[M, N] = alpha op(A) op(B) + beta C. cuBLAS is column-major, in
 // which a row-major matrix reads as its transpose: compute Cᵀ = op(B)ᵀ op(A)ᵀ,
 // i.e. swap the operands and M/N and keep the transposition flags.
+// T float: f32 operands and result; bf16: CUDA_R_16BF operands and result
+// (tensor cores), f32 accumulation and alpha/beta, the result rounded once.
+inline cudaDataType_t cudaType(const float *) { return CUDA_R_32F; }
+inline cudaDataType_t cudaType(const bf16 *) { return CUDA_R_16BF; }
+
+template <class T>
 void gemmRowMajor(cublasHandle_t handle, cudaStream_t stream, bool transA, bool transB, int64_t M,
-                  int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, float beta, float *C, int64_t ldc) {
+                  int64_t N, int64_t K, float alpha, const T *A, int64_t lda, const T *B,
+                  int64_t ldb, float beta, T *C, int64_t ldc) {
   // cublasSetStream resets the handle's workspace to cuBLAS's own pool
   // (unconditionally, even for the same stream), dropping a workspace the
   // caller set with cublasSetWorkspace: set it only when it changes.
@@ -926,58 +973,57 @@ void gemmRowMajor(cublasHandle_t handle, cudaStream_t stream, bool transA, bool 
   const int64_t kMax = 0x7fffffff;
   if (M > kMax || N > kMax || K > kMax || lda > kMax || ldb > kMax || ldc > kMax)
     throw Error("cublasGemmEx: a dimension over 2^31 - 1");
+  const cudaDataType_t type = cudaType(C);
   FSDP_CUBLAS_CHECK(cublasGemmEx(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K), &alpha,
-                                 B, CUDA_R_32F, int(ldb), A, CUDA_R_32F, int(lda), &beta, C,
-                                 CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                 B, type, int(ldb), A, type, int(lda), &beta, C, type, int(ldc),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-} // namespace
-
 //===----------------------------------------------------------------------===//
-// Entry points
+// The entry points' bodies, one template over the storage type T (float or
+// bf16) each; the overloads below forward to them.
 //===----------------------------------------------------------------------===//
 
-void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
-                      cudaStream_t stream) {
+template <class T>
+void embeddingForwardT(const int64_t *ids, const T *table, T *out, int64_t n, int64_t D,
+                       cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(embeddingForwardKernel, gridFor(n * D), kThreads, 0, stream, ids, table, out, n, D);
-  FSDP_LAUNCH_CHECK();
-}
-
-void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
-                       int64_t D, cudaStream_t stream) {
-  if (V > 0 && D > 0)
-    FSDP_CUDA_CHECK(cudaMemsetAsync(dtable, 0, sizeof(float) * V * D, stream));
-  if (n <= 0 || D <= 0)
-    return;
-  FSDP_LAUNCH(embeddingBackwardKernel, gridFor(n * D), kThreads, 0, stream, dout, ids, dtable, n,
+  FSDP_LAUNCH(embeddingForwardKernel<T>, gridFor(n * D), kThreads, 0, stream, ids, table, out, n,
               D);
   FSDP_LAUNCH_CHECK();
 }
 
-void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
-  if (B <= 0 || S <= 0)
+// acc (f32 [V, D]) = 0, then += the rows of dout by id.
+template <class T>
+void embeddingAccumulate(const T *dout, const int64_t *ids, float *acc, int64_t n, int64_t V,
+                         int64_t D, cudaStream_t stream) {
+  if (V > 0 && D > 0)
+    FSDP_CUDA_CHECK(cudaMemsetAsync(acc, 0, sizeof(float) * V * D, stream));
+  if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(positionIdsKernel, gridFor(B * S), kThreads, 0, stream, out, B, S);
+  FSDP_LAUNCH(embeddingBackwardKernel<T>, gridFor(n * D), kThreads, 0, stream, dout, ids, acc, n,
+              D);
   FSDP_LAUNCH_CHECK();
 }
 
-void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,
-                   float *y, int64_t n, int64_t in, int64_t out, Layout layout,
-                   cudaStream_t stream) {
+template <class T>
+void linearForwardT(cublasHandle_t handle, const T *x, const T *w, const T *bias, T *y, int64_t n,
+                    int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
   if (n <= 0 || out <= 0)
     return;
+  // The bias is broadcast into y and added by the GEMM (beta 1), in f32
+  // before its one rounding.
   float beta = 0.0f;
   if (bias) {
-    FSDP_LAUNCH(biasBroadcastKernel, gridFor(n * out), kThreads, 0, stream, bias, y, n, out);
+    FSDP_LAUNCH(biasBroadcastKernel<T>, gridFor(n * out), kThreads, 0, stream, bias, y, n, out);
     FSDP_LAUNCH_CHECK();
     beta = 1.0f;
   }
   if (in <= 0) {
     if (!bias)
-      FSDP_CUDA_CHECK(cudaMemsetAsync(y, 0, sizeof(float) * n * out, stream));
+      FSDP_CUDA_CHECK(cudaMemsetAsync(y, 0, sizeof(T) * n * out, stream));
     return;
   }
   if (layout == Layout::InOut)
@@ -986,12 +1032,13 @@ void linearForward(cublasHandle_t handle, const float *x, const float *w, const 
     gemmRowMajor(handle, stream, false, true, n, out, in, 1.0f, x, in, w, in, beta, y, out);
 }
 
-void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w, float *dx,
-                         int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+template <class T>
+void linearBackwardInputT(cublasHandle_t handle, const T *dy, const T *w, T *dx, int64_t n,
+                          int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
   if (n <= 0 || in <= 0)
     return;
   if (out <= 0) {
-    FSDP_CUDA_CHECK(cudaMemsetAsync(dx, 0, sizeof(float) * n * in, stream));
+    FSDP_CUDA_CHECK(cudaMemsetAsync(dx, 0, sizeof(T) * n * in, stream));
     return;
   }
   if (layout == Layout::InOut)
@@ -1000,12 +1047,13 @@ void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w,
     gemmRowMajor(handle, stream, false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
-void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
-                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+template <class T>
+void linearBackwardWeightT(cublasHandle_t handle, const T *dy, const T *x, T *dw, int64_t n,
+                           int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
   if (in <= 0 || out <= 0)
     return;
   if (n <= 0) {
-    FSDP_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(float) * in * out, stream));
+    FSDP_CUDA_CHECK(cudaMemsetAsync(dw, 0, sizeof(T) * in * out, stream));
     return;
   }
   if (layout == Layout::InOut)
@@ -1014,75 +1062,79 @@ void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x
     gemmRowMajor(handle, stream, true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
 }
 
-void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream) {
+template <class T>
+void biasBackwardT(const T *dy, T *db, int64_t n, int64_t out, cudaStream_t stream) {
   if (out <= 0)
     return;
-  FSDP_LAUNCH(columnSumKernel<0>, unsigned((out + 31) / 32), 256, 0, stream, dy, nullptr, nullptr,
-              db, nullptr, n, out, 0);
+  const auto kernel = columnSumKernel<0, T>;
+  FSDP_LAUNCH(kernel, unsigned((out + 31) / 32), 256, 0, stream, dy, nullptr, nullptr, db, nullptr,
+              n, out, 0);
   FSDP_LAUNCH_CHECK();
 }
 
-int64_t layerNormBackwardScratchFloats(int64_t n) { return 4 * n; }
-int64_t rmsNormBackwardScratchFloats(int64_t n) { return 2 * n; }
-
-void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                      int64_t D, double eps, cudaStream_t stream) {
+template <class T>
+void layerNormForwardT(const T *x, const T *w, const T *b, T *y, int64_t n, int64_t D, double eps,
+                       cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(layerNormForwardKernel, rowGrid(n, "layerNormForward"), kThreads, 0, stream, x, w, b,
-              y, D, eps);
+  FSDP_LAUNCH(layerNormForwardKernel<T>, rowGrid(n, "layerNormForward"), kThreads, 0, stream, x, w,
+              b, y, D, eps);
   FSDP_LAUNCH_CHECK();
 }
 
-void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                       float *db, int64_t n, int64_t D, double eps, float *scratch,
-                       cudaStream_t stream) {
+template <class T>
+void layerNormBackwardT(const T *dy, const T *x, const T *w, T *dx, T *dw, T *db, int64_t n,
+                        int64_t D, double eps, float *scratch, cudaStream_t stream) {
   if (D <= 0)
     return;
   if (n > 0) {
-    FSDP_LAUNCH(layerNormStatsKernel, rowGrid(n, "layerNormBackward"), kThreads, 0, stream, dy, x,
-                w, scratch, D, eps);
+    FSDP_LAUNCH(layerNormStatsKernel<T>, rowGrid(n, "layerNormBackward"), kThreads, 0, stream, dy,
+                x, w, scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(columnSumKernel<1>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, db,
-              n, D, 4);
+  const auto sums = columnSumKernel<1, T>;
+  FSDP_LAUNCH(sums, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, db, n, D, 4);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
-    FSDP_LAUNCH(layerNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,
+    FSDP_LAUNCH(layerNormDxKernel<T>, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,
                 D);
     FSDP_LAUNCH_CHECK();
   }
 }
 
-void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps,
-                    cudaStream_t stream) {
+template <class T>
+void rmsNormForwardT(const T *x, const T *w, T *y, int64_t n, int64_t D, double eps,
+                     cudaStream_t stream) {
   if (n <= 0 || D <= 0)
     return;
-  FSDP_LAUNCH(rmsNormForwardKernel, rowGrid(n, "rmsNormForward"), kThreads, 0, stream, x, w, y, D,
-              eps);
+  FSDP_LAUNCH(rmsNormForwardKernel<T>, rowGrid(n, "rmsNormForward"), kThreads, 0, stream, x, w, y,
+              D, eps);
   FSDP_LAUNCH_CHECK();
 }
 
-void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                     int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream) {
+template <class T>
+void rmsNormBackwardT(const T *dy, const T *x, const T *w, T *dx, T *dw, int64_t n, int64_t D,
+                      double eps, float *scratch, cudaStream_t stream) {
   if (D <= 0)
     return;
   if (n > 0) {
-    FSDP_LAUNCH(rmsNormStatsKernel, rowGrid(n, "rmsNormBackward"), kThreads, 0, stream, dy, x, w,
+    FSDP_LAUNCH(rmsNormStatsKernel<T>, rowGrid(n, "rmsNormBackward"), kThreads, 0, stream, dy, x, w,
                 scratch, D, eps);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(columnSumKernel<2>, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw,
-              nullptr, n, D, 2);
+  const auto sums = columnSumKernel<2, T>;
+  FSDP_LAUNCH(sums, unsigned((D + 31) / 32), 256, 0, stream, dy, x, scratch, dw, nullptr, n, D, 2);
   FSDP_LAUNCH_CHECK();
   if (n > 0) {
-    FSDP_LAUNCH(rmsNormDxKernel, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n, D);
+    FSDP_LAUNCH(rmsNormDxKernel<T>, gridFor(n * D), kThreads, 0, stream, dy, x, w, scratch, dx, n,
+                D);
     FSDP_LAUNCH_CHECK();
   }
 }
 
-void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+template <class T>
+void ropeT(const T *x, T *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+           const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
   const int64_t rows = B * S, half = Dh / 2;
   if (rows <= 0 || H <= 0 || Dh <= 0)
     return;
@@ -1091,34 +1143,32 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
     InvFreqChunk inv{};
     for (int i = 0; i < w; ++i)
       inv.v[i] = invFreqHost(i0 + i, Dh, theta, scaling);
-    FSDP_LAUNCH(ropeKernel, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0, w,
-                inv, inverse);
+    FSDP_LAUNCH(ropeKernel<T>, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0,
+                w, inv, inverse);
     FSDP_LAUNCH_CHECK();
   }
   if (Dh % 2) {
-    FSDP_LAUNCH(ropeOddTailKernel, gridFor(rows * H), kThreads, 0, stream, x, y, rows, H, Dh);
+    FSDP_LAUNCH(ropeOddTailKernel<T>, gridFor(rows * H), kThreads, 0, stream, x, y, rows, H, Dh);
     FSDP_LAUNCH_CHECK();
   }
 }
 
-void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W,
-           cudaStream_t stream) {
+template <class T>
+void splitT(const T *x, T *const *outs, int64_t parts, int64_t n, int64_t W, cudaStream_t stream) {
   if (n <= 0 || W <= 0)
     return;
   for (int64_t p = 0; p < parts; ++p)
-    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(outs[p], sizeof(float) * W, x + p * W,
-                                      sizeof(float) * parts * W, sizeof(float) * W, size_t(n),
-                                      cudaMemcpyDeviceToDevice, stream));
+    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(outs[p], sizeof(T) * W, x + p * W, sizeof(T) * parts * W,
+                                      sizeof(T) * W, size_t(n), cudaMemcpyDeviceToDevice, stream));
 }
 
-void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W,
-            cudaStream_t stream) {
+template <class T>
+void concatT(const T *const *ins, T *y, int64_t parts, int64_t n, int64_t W, cudaStream_t stream) {
   if (n <= 0 || W <= 0)
     return;
   for (int64_t p = 0; p < parts; ++p)
-    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(y + p * W, sizeof(float) * parts * W, ins[p],
-                                      sizeof(float) * W, sizeof(float) * W, size_t(n),
-                                      cudaMemcpyDeviceToDevice, stream));
+    FSDP_CUDA_CHECK(cudaMemcpy2DAsync(y + p * W, sizeof(T) * parts * W, ins[p], sizeof(T) * W,
+                                      sizeof(T) * W, size_t(n), cudaMemcpyDeviceToDevice, stream));
 }
 
 #define FSDP_DH_DISPATCH(Dh, CALL)                                                                 \
@@ -1139,14 +1189,15 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 
 // The attention kernels put a (batch, head) in grid.y: B * H of them (B * KV
 // for dk/dv, KV <= H).
-static void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
+void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
   if (B * H > kMaxGridY)
     throw Error(std::string(call) + ": batch " + std::to_string(B) + " x " + std::to_string(H) +
                 " heads = " + std::to_string(B * H) + " blocks in grid.y, over CUDA's 65535");
 }
 
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
+template <class T>
+void causalAttentionForwardT(const T *q, const T *k, const T *v, T *out, int64_t B, int64_t S,
+                             int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
   checkAttentionGrid(B, H, "causalAttentionForward");
@@ -1154,23 +1205,19 @@ void causalAttentionForward(const float *q, const float *k, const float *v, floa
                                                        false, stream)));
 }
 
-int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
-  return 2 * B * H * S;
-}
-
-void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                             const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
-                             cudaStream_t stream) {
+template <class T>
+void causalAttentionBackwardT(const T *dout, const T *q, const T *k, const T *v, const T *out,
+                              T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
+                              int64_t Dh, float *scratch, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
   checkAttentionGrid(B, H, "causalAttentionBackward");
   float *lse = scratch, *Dv = scratch + B * H * S;
-  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, nullptr, lse, B, S, H, KV, int(Dh),
-                                                       true, stream)));
+  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, static_cast<T *>(nullptr), lse, B,
+                                                       S, H, KV, int(Dh), true, stream)));
   const int64_t rows = B * H * S;
-  FSDP_LAUNCH(attentionRowDotKernel, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B, S,
-              H, int(Dh));
+  FSDP_LAUNCH(attentionRowDotKernel<T>, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B,
+              S, H, int(Dh));
   FSDP_LAUNCH_CHECK();
   FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S, H,
                                                         KV, int(Dh), stream)));
@@ -1185,31 +1232,11 @@ void launchElementwise(void (*kernel)(Params...), int64_t n, cudaStream_t stream
   FSDP_LAUNCH_CHECK();
 }
 
-void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluForwardKernel, n, stream, x, y, n);
-}
-
-void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluBackwardKernel, n, stream, dy, x, dx, n);
-}
-
-void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream) {
-  launchElementwise(siluMulForwardKernel, n, stream, gate, up, y, n);
-}
-
-void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
-                     int64_t n, cudaStream_t stream) {
-  launchElementwise(siluMulBackwardKernel, n, stream, dy, gate, up, dgate, dup, n);
-}
-
-void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream) {
-  launchElementwise(addKernel, n, stream, a, b, y, n);
-}
-
-void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
-                         int64_t V, double *scratch, cudaStream_t stream) {
+template <class T>
+void crossEntropyForwardT(const T *logits, const int64_t *targets, float *loss, int64_t n,
+                          int64_t V, double *scratch, cudaStream_t stream) {
   if (n > 0) {
-    FSDP_LAUNCH(crossEntropyRowKernel, rowGrid(n, "crossEntropyForward"), kThreads, 0, stream,
+    FSDP_LAUNCH(crossEntropyRowKernel<T>, rowGrid(n, "crossEntropyForward"), kThreads, 0, stream,
                 logits, targets, scratch, V);
     FSDP_LAUNCH_CHECK();
   }
@@ -1217,13 +1244,229 @@ void crossEntropyForward(const float *logits, const int64_t *targets, float *los
   FSDP_LAUNCH_CHECK();
 }
 
-void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
-                          int64_t V, float scale, cudaStream_t stream) {
+template <class T>
+void crossEntropyBackwardT(const T *logits, const int64_t *targets, T *dlogits, int64_t n,
+                           int64_t V, float scale, cudaStream_t stream) {
   if (n <= 0 || V <= 0)
     return;
-  FSDP_LAUNCH(crossEntropyBackwardKernel, rowGrid(n, "crossEntropyBackward"), kThreads, 0, stream,
-              logits, targets, dlogits, V, scale);
+  FSDP_LAUNCH(crossEntropyBackwardKernel<T>, rowGrid(n, "crossEntropyBackward"), kThreads, 0,
+              stream, logits, targets, dlogits, V, scale);
   FSDP_LAUNCH_CHECK();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points, f32 and bf16
+//===----------------------------------------------------------------------===//
+
+void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
+                      cudaStream_t stream) {
+  embeddingForwardT(ids, table, out, n, D, stream);
+}
+void embeddingForward(const int64_t *ids, const bf16 *table, bf16 *out, int64_t n, int64_t D,
+                      cudaStream_t stream) {
+  embeddingForwardT(ids, table, out, n, D, stream);
+}
+
+void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
+                       int64_t D, cudaStream_t stream) {
+  embeddingAccumulate(dout, ids, dtable, n, V, D, stream);
+}
+void embeddingBackward(const bf16 *dout, const int64_t *ids, bf16 *dtable, int64_t n, int64_t V,
+                       int64_t D, float *scratch, cudaStream_t stream) {
+  embeddingAccumulate(dout, ids, scratch, n, V, D, stream);
+  toBf16(scratch, dtable, V * D, stream);
+}
+
+void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
+  if (B <= 0 || S <= 0)
+    return;
+  FSDP_LAUNCH(positionIdsKernel, gridFor(B * S), kThreads, 0, stream, out, B, S);
+  FSDP_LAUNCH_CHECK();
+}
+
+void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,
+                   float *y, int64_t n, int64_t in, int64_t out, Layout layout,
+                   cudaStream_t stream) {
+  linearForwardT(handle, x, w, bias, y, n, in, out, layout, stream);
+}
+void linearForward(cublasHandle_t handle, const bf16 *x, const bf16 *w, const bf16 *bias, bf16 *y,
+                   int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  linearForwardT(handle, x, w, bias, y, n, in, out, layout, stream);
+}
+
+void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w, float *dx,
+                         int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  linearBackwardInputT(handle, dy, w, dx, n, in, out, layout, stream);
+}
+void linearBackwardInput(cublasHandle_t handle, const bf16 *dy, const bf16 *w, bf16 *dx, int64_t n,
+                         int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  linearBackwardInputT(handle, dy, w, dx, n, in, out, layout, stream);
+}
+
+void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
+                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  linearBackwardWeightT(handle, dy, x, dw, n, in, out, layout, stream);
+}
+void linearBackwardWeight(cublasHandle_t handle, const bf16 *dy, const bf16 *x, bf16 *dw, int64_t n,
+                          int64_t in, int64_t out, Layout layout, cudaStream_t stream) {
+  linearBackwardWeightT(handle, dy, x, dw, n, in, out, layout, stream);
+}
+
+void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream) {
+  biasBackwardT(dy, db, n, out, stream);
+}
+void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, cudaStream_t stream) {
+  biasBackwardT(dy, db, n, out, stream);
+}
+
+int64_t layerNormBackwardScratchFloats(int64_t n) { return 4 * n; }
+int64_t rmsNormBackwardScratchFloats(int64_t n) { return 2 * n; }
+
+void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
+                      int64_t D, double eps, cudaStream_t stream) {
+  layerNormForwardT(x, w, b, y, n, D, eps, stream);
+}
+void layerNormForward(const bf16 *x, const bf16 *w, const bf16 *b, bf16 *y, int64_t n, int64_t D,
+                      double eps, cudaStream_t stream) {
+  layerNormForwardT(x, w, b, y, n, D, eps, stream);
+}
+
+void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                       float *db, int64_t n, int64_t D, double eps, float *scratch,
+                       cudaStream_t stream) {
+  layerNormBackwardT(dy, x, w, dx, dw, db, n, D, eps, scratch, stream);
+}
+void layerNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, bf16 *db,
+                       int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream) {
+  layerNormBackwardT(dy, x, w, dx, dw, db, n, D, eps, scratch, stream);
+}
+
+void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps,
+                    cudaStream_t stream) {
+  rmsNormForwardT(x, w, y, n, D, eps, stream);
+}
+void rmsNormForward(const bf16 *x, const bf16 *w, bf16 *y, int64_t n, int64_t D, double eps,
+                    cudaStream_t stream) {
+  rmsNormForwardT(x, w, y, n, D, eps, stream);
+}
+
+void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
+                     int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream) {
+  rmsNormBackwardT(dy, x, w, dx, dw, n, D, eps, scratch, stream);
+}
+void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, int64_t n,
+                     int64_t D, double eps, float *scratch, cudaStream_t stream) {
+  rmsNormBackwardT(dy, x, w, dx, dw, n, D, eps, scratch, stream);
+}
+
+void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+  ropeT(x, y, B, S, H, Dh, theta, scaling, inverse, stream);
+}
+void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+  ropeT(x, y, B, S, H, Dh, theta, scaling, inverse, stream);
+}
+
+void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W,
+           cudaStream_t stream) {
+  splitT(x, outs, parts, n, W, stream);
+}
+void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W,
+           cudaStream_t stream) {
+  splitT(x, outs, parts, n, W, stream);
+}
+
+void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W,
+            cudaStream_t stream) {
+  concatT(ins, y, parts, n, W, stream);
+}
+void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W,
+            cudaStream_t stream) {
+  concatT(ins, y, parts, n, W, stream);
+}
+
+void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
+  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, stream);
+}
+void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
+  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, stream);
+}
+
+int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
+  return 2 * B * H * S;
+}
+
+void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                             const float *out, float *dq, float *dk, float *dv, int64_t B,
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             cudaStream_t stream) {
+  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, stream);
+}
+void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                             int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             cudaStream_t stream) {
+  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, stream);
+}
+
+void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(geluForwardKernel<float>, n, stream, x, y, n);
+}
+void geluForward(const bf16 *x, bf16 *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(geluForwardKernel<bf16>, n, stream, x, y, n);
+}
+
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream) {
+  launchElementwise(geluBackwardKernel<float>, n, stream, dy, x, dx, n);
+}
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, cudaStream_t stream) {
+  launchElementwise(geluBackwardKernel<bf16>, n, stream, dy, x, dx, n);
+}
+
+void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(siluMulForwardKernel<float>, n, stream, gate, up, y, n);
+}
+void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(siluMulForwardKernel<bf16>, n, stream, gate, up, y, n);
+}
+
+void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
+                     int64_t n, cudaStream_t stream) {
+  launchElementwise(siluMulBackwardKernel<float>, n, stream, dy, gate, up, dgate, dup, n);
+}
+void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dgate, bf16 *dup,
+                     int64_t n, cudaStream_t stream) {
+  launchElementwise(siluMulBackwardKernel<bf16>, n, stream, dy, gate, up, dgate, dup, n);
+}
+
+void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(addKernel<float>, n, stream, a, b, y, n);
+}
+void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream) {
+  launchElementwise(addKernel<bf16>, n, stream, a, b, y, n);
+}
+
+void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+                         int64_t V, double *scratch, cudaStream_t stream) {
+  crossEntropyForwardT(logits, targets, loss, n, V, scratch, stream);
+}
+void crossEntropyForward(const bf16 *logits, const int64_t *targets, float *loss, int64_t n,
+                         int64_t V, double *scratch, cudaStream_t stream) {
+  crossEntropyForwardT(logits, targets, loss, n, V, scratch, stream);
+}
+
+void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale, cudaStream_t stream) {
+  crossEntropyBackwardT(logits, targets, dlogits, n, V, scale, stream);
+}
+void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
+                          int64_t V, float scale, cudaStream_t stream) {
+  crossEntropyBackwardT(logits, targets, dlogits, n, V, scale, stream);
 }
 
 void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,
@@ -1266,9 +1509,15 @@ void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream) {
     FSDP_LAUNCH_CHECK();
   }
 }
+void toBf16(const float *x, bf16 *out, int64_t n, cudaStream_t stream) {
+  toBf16(x, reinterpret_cast<uint16_t *>(out), n, stream);
+}
 
 void fromBf16(const uint16_t *h, float *out, int64_t n, cudaStream_t stream) {
   launchElementwise(fromBf16Kernel, n, stream, h, out, n);
+}
+void fromBf16(const bf16 *h, float *out, int64_t n, cudaStream_t stream) {
+  fromBf16(reinterpret_cast<const uint16_t *>(h), out, n, stream);
 }
 
 void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream) {

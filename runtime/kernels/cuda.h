@@ -20,6 +20,15 @@
 //   * the reductions (dw, db, bias grads, losses, sums of squares) are
 //     deterministic: fixed-shape trees in double, no atomics. Only
 //     embeddingBackward uses float atomicAdd (order of equal ids varies);
+//   * every kernel over activations has a bf16 overload (--compute-dtype
+//     bf16; the same name and argument order, kernels::bf16 pointers): it
+//     reads bf16, computes in f32 exactly as the f32 kernel does (row
+//     statistics, softmax, the loss and the column sums in f32 or double),
+//     and rounds what it stores to bf16 once, as cpu.h's bf16 kernels; its
+//     matmuls run cublasGemmEx on CUDA_R_16BF operands and result with
+//     CUBLAS_COMPUTE_32F (tensor cores, f32 accumulation). The bf16
+//     overloads take the f32 ones' scratch (same bounds), and the embedding
+//     backward an f32 accumulator (embeddingBackwardBf16ScratchFloats);
 //   * a call that CUDA or cuBLAS refuses (a bad launch, an asynchronous error
 //     that surfaces, a dimension cuBLAS cannot take) throws Error naming the
 //     call; nothing here aborts the process. Errors of a kernel's execution
@@ -42,6 +51,7 @@ typedef struct cublasContext *cublasHandle_t;
 
 namespace fsdp::cuda_kernels {
 
+using kernels::bf16;
 using kernels::Layout;
 using kernels::Llama3Scaling;
 
@@ -53,9 +63,20 @@ struct Error : std::runtime_error {
 // ids[n] in [0, V); out[n, D] = table[ids[i], :]
 void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D,
                       cudaStream_t stream);
+void embeddingForward(const int64_t *ids, const bf16 *table, bf16 *out, int64_t n, int64_t D,
+                      cudaStream_t stream);
 // dtable[V, D] = sum over i with ids[i] == v of dout[i, :] (zeroed, then atomicAdd)
 void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
                        int64_t D, cudaStream_t stream);
+// bf16: the sums go to an f32 [V, D] accumulator in scratch (zeroed, then
+// f32 atomicAdd, as above), then dtable = bf16(scratch), rounded once. Not
+// deterministic in the last f32 bit (order of equal ids), so neither in the
+// rare bf16 rounding that bit decides.
+void embeddingBackward(const bf16 *dout, const int64_t *ids, bf16 *dtable, int64_t n, int64_t V,
+                       int64_t D, float *scratch, cudaStream_t stream);
+// Floats of scratch the bf16 embeddingBackward uses: V * D. Inline, as
+// cpu.h's bounds, so that a planner can size scratch without the kernels.
+inline int64_t embeddingBackwardBf16ScratchFloats(int64_t V, int64_t D) { return V * D; }
 
 // positions[b, s] = s
 void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
@@ -64,51 +85,90 @@ void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
 void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,
                    float *y, int64_t n, int64_t in, int64_t out, Layout layout,
                    cudaStream_t stream);
+// bf16: y = bf16(x W + bias), the bias added in f32 by the GEMM (beta 1 over
+// the broadcast bias), one rounding.
+void linearForward(cublasHandle_t handle, const bf16 *x, const bf16 *w, const bf16 *bias, bf16 *y,
+                   int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
 // dx[n, in] = dy[n, out] Wᵀ
 void linearBackwardInput(cublasHandle_t handle, const float *dy, const float *w, float *dx,
                          int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
+void linearBackwardInput(cublasHandle_t handle, const bf16 *dy, const bf16 *w, bf16 *dx, int64_t n,
+                         int64_t in, int64_t out, Layout layout, cudaStream_t stream);
 // dW (shape of W) = xᵀ dy (in_out) or dyᵀ x (out_in)
 void linearBackwardWeight(cublasHandle_t handle, const float *dy, const float *x, float *dw,
                           int64_t n, int64_t in, int64_t out, Layout layout, cudaStream_t stream);
+void linearBackwardWeight(cublasHandle_t handle, const bf16 *dy, const bf16 *x, bf16 *dw, int64_t n,
+                          int64_t in, int64_t out, Layout layout, cudaStream_t stream);
 // db[out] = sum over rows of dy (in double, deterministic)
 void biasBackward(const float *dy, float *db, int64_t n, int64_t out, cudaStream_t stream);
+void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, cudaStream_t stream);
 
-// Floats of scratch layerNormBackward / rmsNormBackward use for n rows.
+// Floats of scratch layerNormBackward / rmsNormBackward use for n rows (f32
+// and bf16: the row statistics are f32 in both).
 int64_t layerNormBackwardScratchFloats(int64_t n); // 4 * n
 int64_t rmsNormBackwardScratchFloats(int64_t n);   // 2 * n
 
 // y = (x - mean) / sqrt(var + eps) * w + b, per row of D (biased variance)
 void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
                       int64_t D, double eps, cudaStream_t stream);
+void layerNormForward(const bf16 *x, const bf16 *w, const bf16 *b, bf16 *y, int64_t n, int64_t D,
+                      double eps, cudaStream_t stream);
 // dx may be dy (in place): dw, db are reduced before dx is written.
 void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
                        float *db, int64_t n, int64_t D, double eps, float *scratch,
                        cudaStream_t stream);
+void layerNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, bf16 *db,
+                       int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream);
 
 // y = x * rsqrt(mean(x^2) + eps) * w, per row of D
 void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps,
                     cudaStream_t stream);
+void rmsNormForward(const bf16 *x, const bf16 *w, bf16 *y, int64_t n, int64_t D, double eps,
+                    cudaStream_t stream);
 void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
                      int64_t n, int64_t D, double eps, float *scratch, cudaStream_t stream);
+void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, int64_t n,
+                     int64_t D, double eps, float *scratch, cudaStream_t stream);
 
 // x, y [B, S, H*Dh]; HF rotate-half RoPE; inverse rotates by the negated
 // angle. inv_freq is computed on the host in float32 exactly as cpu.cpp does.
 // scaling (a host pointer) may be null. y may be x.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
           const Llama3Scaling *scaling, bool inverse, cudaStream_t stream);
+void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
+          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream);
 
 // x [n, parts*W] -> parts outputs [n, W]; concat is the inverse. `outs` /
 // `ins` are host arrays of `parts` device pointers.
 void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W,
            cudaStream_t stream);
+void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W,
+           cudaStream_t stream);
 void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W,
+            cudaStream_t stream);
+void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W,
             cudaStream_t stream);
 
 // Fused causal attention (flash-attention style: 32x32 tiles in shared
 // memory, online softmax, no S x S matrix). q, out [B, S, H*Dh]; k, v
 // [B, S, KV*Dh]; scale 1/sqrt(Dh); query head h reads kv head h / (H / KV).
 // Dh <= 256.
+//
+// bf16: the same kernels over bf16 q, k, v, out (and dout, dq, dk, dv): tiles
+// are loaded into shared memory as f32, scores, the online softmax, the
+// log-sum-exps and every accumulator are f32 (dk and dv over a kv head's
+// whole group, in registers), and each output is rounded once when stored.
+// Our own kernels rather than cuDNN's fused attention (cudnnGraph / SDPA,
+// installed with the toolkit): the CPU emulator cannot run cuDNN, so its
+// kernels would be the one part of the step that CI never checks against
+// the CPU's attention; the f32 and bf16 paths stay one template, with the
+// same tiles, masking and grouped-query layout; and no workspace or
+// per-shape plan to build. cuDNN's kernel is faster (tensor-core MMAs on
+// bf16 P and V): a measured win on a GPU would be the reason to add it,
+// behind the same entry points, tested on the GPU against these.
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream);
+void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
                             int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream);
 // Recomputes the row log-sum-exps (one forward pass without v) and
 // D_i = dout_i · out_i into scratch, then dk/dv (one block per kv tile and kv
@@ -118,20 +178,30 @@ void causalAttentionBackward(const float *dout, const float *q, const float *k, 
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
                              cudaStream_t stream);
-// Floats of scratch causalAttentionBackward uses: 2 * B * H * S.
+void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                             int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             cudaStream_t stream);
+// Floats of scratch causalAttentionBackward uses (f32 and bf16): 2 * B * H * S.
 int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H);
 
 // GELU, tanh approximation (HF gelu_new), elementwise over n
 void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream);
+void geluForward(const bf16 *x, bf16 *y, int64_t n, cudaStream_t stream);
 void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream);
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, cudaStream_t stream);
 
 // y = silu(gate) * up, elementwise
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream);
+void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n, cudaStream_t stream);
 void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate, float *dup,
+                     int64_t n, cudaStream_t stream);
+void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dgate, bf16 *dup,
                      int64_t n, cudaStream_t stream);
 
 // y = a + b elementwise; y may be a or b (in place).
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream);
+void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream);
 // dst[i] += float(src[i]) for bf16 src (a bf16 reduction added to f32, as the
 // CPU backends' reduceScatterAddBf16 does).
 void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream);
@@ -140,8 +210,13 @@ void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream
 // scratch: n doubles (the per-row losses, then summed by one block).
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
                          int64_t V, double *scratch, cudaStream_t stream);
+// bf16 logits, the loss f32 (upcast inside; same scratch).
+void crossEntropyForward(const bf16 *logits, const int64_t *targets, float *loss, int64_t n,
+                         int64_t V, double *scratch, cudaStream_t stream);
 // dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale
 void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
+                          int64_t V, float scale, cudaStream_t stream);
+void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
                           int64_t V, float scale, cudaStream_t stream);
 
 // AdamW as cpu.h's adamw (torch.optim.AdamW, decoupled decay, bias
@@ -154,6 +229,9 @@ void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, cons
 // (exactly: out == x); other partial overlaps are not supported.
 void toBf16(const float *x, uint16_t *out, int64_t n, cudaStream_t stream);
 void fromBf16(const uint16_t *h, float *out, int64_t n, cudaStream_t stream);
+// The casts between the compute dtypes (cpu.h's bf16 toBf16 / fromBf16).
+void toBf16(const float *x, bf16 *out, int64_t n, cudaStream_t stream);
+void fromBf16(const bf16 *h, float *out, int64_t n, cudaStream_t stream);
 void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream);
 
 // *out (device) = sum of squares of x, accumulated in double, deterministic.

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -194,6 +195,66 @@ TEST(CudaEmulator, GemmIsColumnMajorAndRefusesBadLeadingDimensions) {
                          CUDA_R_32F, 4, &zero, dC.p, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cuda_emu::takeFailures().size(), 1u);
+  cuda_emu::resetDevice();
+  cublasDestroy(h);
+}
+
+// CUDA_R_16BF operands and result with CUBLAS_COMPUTE_32F: f32 accumulation
+// in order, alpha and beta in f32, the result rounded once to nearest even;
+// other type combinations are refused.
+TEST(CudaEmulator, GemmBf16RoundsOnceToNearestEvenAndRefusesMixedTypes) {
+  auto bf = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return uint16_t(bits >> 16); // exact for the values below
+  };
+  cublasHandle_t h;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  const float one = 1, zero = 0;
+  auto gemm = [&](int m, int n, int k, const void *A, int lda, const void *B, int ldb, float beta,
+                  void *C, cudaDataType_t ab = CUDA_R_16BF, cudaDataType_t c = CUDA_R_16BF,
+                  cublasComputeType_t compute = CUBLAS_COMPUTE_32F) {
+    return cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, ab, lda, B, ab, ldb, &beta,
+                        C, c, m, compute, CUBLAS_GEMM_DEFAULT);
+  };
+  // A (2 x 3) = [1 2 3; 4 5 6], B (3 x 2) = [1 0; 0 1; 1 1]: C = [4 5; 10 11].
+  const std::vector<uint16_t> a = {bf(1), bf(4), bf(2), bf(5), bf(3), bf(6)},
+                              b = {bf(1), bf(0), bf(1), bf(0), bf(1), bf(1)};
+  Buf<uint16_t> dA(6), dB(6), dC(4);
+  cudaMemcpy(dA.p, a.data(), 12, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB.p, b.data(), 12, cudaMemcpyHostToDevice);
+  ASSERT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 3, zero, dC.p), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(dC.get(), (std::vector<uint16_t>{bf(4), bf(10), bf(5), bf(11)}));
+  // beta 1 adds C (read as bf16) in f32 before the rounding: [5 5; 10 12].
+  const std::vector<uint16_t> c0 = {bf(1), bf(0), bf(0), bf(1)};
+  cudaMemcpy(dC.p, c0.data(), 8, cudaMemcpyHostToDevice);
+  ASSERT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 3, one, dC.p), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(dC.get(), (std::vector<uint16_t>{bf(5), bf(10), bf(5), bf(12)}));
+  // Ties: 1 + 2^-8 rounds down to 1 (even), 1 + 3 * 2^-8 up to 1 + 2^-6.
+  // f32 accumulation in order: 2^24 + 1 - 2^24 is 0, not 1.
+  const std::vector<uint16_t> x = {bf(1), bf(1), bf(1)},
+                              y = {bf(1), bf(0.00390625f), bf(1), bf(0.01171875f), bf(16777216.0f),
+                                   bf(1), bf(-16777216.0f)};
+  Buf<uint16_t> dX(3), dY(7), dZ(3);
+  cudaMemcpy(dX.p, x.data(), 6, cudaMemcpyHostToDevice);
+  cudaMemcpy(dY.p, y.data(), 14, cudaMemcpyHostToDevice);
+  ASSERT_EQ(gemm(1, 2, 2, dX.p, 1, dY.p, 2, zero, dZ.p), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(gemm(1, 1, 3, dX.p, 1, dY.p + 4, 3, zero, dZ.p + 2), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(dZ.get(), (std::vector<uint16_t>{bf(1), bf(1.015625f), bf(0)}));
+  // Mixed or other types, another compute type: refused, C untouched.
+  Buf<float> dF(4);
+  EXPECT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 3, zero, dF.p, CUDA_R_16BF, CUDA_R_32F),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 3, zero, dC.p, CUDA_R_16F, CUDA_R_16F),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 3, zero, dC.p, CUDA_R_16BF, CUDA_R_16BF,
+                 CUBLAS_COMPUTE_32F_FAST_TF32),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(dC.get(), (std::vector<uint16_t>{bf(5), bf(10), bf(5), bf(12)}));
+  // Extents count two-byte elements: ldb 4 reads 7 of B's 6.
+  EXPECT_EQ(gemm(2, 2, 3, dA.p, 2, dB.p, 4, zero, dC.p), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
   EXPECT_EQ(cuda_emu::takeFailures().size(), 1u);
   cuda_emu::resetDevice();

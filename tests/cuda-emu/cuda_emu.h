@@ -19,9 +19,12 @@
 //   * Shared memory, static and dynamic, is filled with NaN bytes (0xff)
 //     before each block; so is cudaMalloc'ed memory: a value read before it
 //     is written shows.
-//   * cublasGemmEx is a reference column-major GEMM (double accumulation)
-//     that refuses what cuBLAS refuses (leading dimensions, types) and checks
-//     that every operand it reads or writes lies inside one allocation.
+//   * cublasGemmEx is a reference column-major GEMM (f32 operands: double
+//     accumulation; CUDA_R_16BF operands and result: f32 accumulation, the
+//     result rounded to bf16 to nearest even) that refuses what cuBLAS
+//     refuses (leading dimensions) and every type combination it does not
+//     implement, and checks that every operand it reads or writes lies
+//     inside one allocation.
 //
 // Nothing runs concurrently: a fiber runs until it waits, so an atomic is a
 // plain read-modify-write.

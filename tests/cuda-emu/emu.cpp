@@ -754,11 +754,42 @@ cublasStatus_t refuse(cublasStatus_t status, const std::string &why) {
   std::fprintf(stderr, "cuda-emu: cublasGemmEx refused: %s\n", why.c_str());
   return status;
 }
-// A column-major rows x cols operand with leading dimension ld, read or
-// written by the GEMM, must lie inside one allocation.
-bool operandInDevice(const void *p, int64_t rows, int64_t cols, int64_t ld) {
-  return inDevice(p, sizeof(float) * size_t((cols - 1) * ld + rows));
+// A column-major rows x cols operand of `bytes`-byte elements with leading
+// dimension ld, read or written by the GEMM, must lie inside one allocation.
+bool operandInDevice(const void *p, size_t bytes, int64_t rows, int64_t cols, int64_t ld) {
+  return inDevice(p, bytes * size_t((cols - 1) * ld + rows));
 }
+// bf16 (the top half of an f32): to f32 exactly, from f32 rounded to nearest
+// even (NaN stays NaN), as cuBLAS stores a CUDA_R_16BF result.
+float bf16Value(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t bf16Rounded(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return uint16_t(bits >> 16);
+}
+// The GEMM's inner loop over k, for one element type: f32 operands
+// accumulate in double (a reference for cuBLAS's f32 GEMM, whose order is
+// unspecified), bf16 ones in f32 (as the tensor cores do), in order.
+template <class E, class Acc>
+Acc dotColumn(const E *a, const E *b, int64_t i, int64_t j, int64_t k, int64_t lda, int64_t ldb,
+              bool ta, bool tb, float (*value)(E)) {
+  Acc acc = 0;
+  for (int64_t p = 0; p < k; ++p) {
+    const float av = value(ta ? a[p + i * lda] : a[i + p * lda]);
+    const float bv = value(tb ? b[j + p * ldb] : b[p + j * ldb]);
+    acc += Acc(av) * Acc(bv);
+  }
+  return acc;
+}
+float f32Value(float v) { return v; }
 } // namespace
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
@@ -811,9 +842,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasGemmAlgo_t) {
   if (!handles().count(handle))
     return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "no such handle");
-  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
-      computeType != CUBLAS_COMPUTE_32F)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "only f32 operands and CUBLAS_COMPUTE_32F");
+  // What is implemented: A, B and C all CUDA_R_32F, or all CUDA_R_16BF,
+  // with CUBLAS_COMPUTE_32F. Every other combination (cuBLAS takes some,
+  // e.g. bf16 A and B with an f32 C) is refused, never computed otherwise.
+  const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F;
+  const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF && Ctype == CUDA_R_16BF;
+  if (!(f32 || bf16) || computeType != CUBLAS_COMPUTE_32F)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "only A, B and C all CUDA_R_32F or all CUDA_R_16BF, with CUBLAS_COMPUTE_32F");
+  const size_t bytes = f32 ? sizeof(float) : sizeof(uint16_t);
   if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
       (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "transposition other than N or T");
@@ -835,9 +872,9 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   const float alpha = *static_cast<const float *>(alphaPtr);
   const float beta = *static_cast<const float *>(betaPtr);
   const bool readAB = alpha != 0.0f && k > 0;
-  if ((readAB &&
-       (!operandInDevice(A, aRows, aCols, lda) || !operandInDevice(B, bRows, bCols, ldb))) ||
-      !operandInDevice(C, m, n, ldc)) {
+  if ((readAB && (!operandInDevice(A, bytes, aRows, aCols, lda) ||
+                  !operandInDevice(B, bytes, bRows, bCols, ldb))) ||
+      !operandInDevice(C, bytes, m, n, ldc)) {
     cuda_emu::fail(cudaErrorLaunchFailure,
                    "cublasGemmEx: an operand reaches outside its allocation (m " +
                        std::to_string(m) + ", n " + std::to_string(n) + ", k " + std::to_string(k) +
@@ -845,21 +882,33 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                        std::to_string(ldc) + ")");
     return CUBLAS_STATUS_SUCCESS; // on a GPU: a fault, seen at the next synchronization
   }
-  const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);
-  float *c = static_cast<float *>(C);
+  const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (f32) {
+    const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);
+    float *c = static_cast<float *>(C);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        const double acc =
+            readAB ? dotColumn<float, double>(a, b, i, j, k, lda, ldb, ta, tb, f32Value) : 0.0;
+        double r = double(alpha) * acc;
+        if (beta != 0.0f)
+          r += double(beta) * double(c[i + j * ldc]);
+        c[i + j * ldc] = float(r);
+      }
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  // bf16: f32 accumulation and epilogue (alpha acc + beta C, C read as f32),
+  // the result rounded to bf16 once.
+  const uint16_t *a = static_cast<const uint16_t *>(A), *b = static_cast<const uint16_t *>(B);
+  uint16_t *c = static_cast<uint16_t *>(C);
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) {
-      double acc = 0;
-      if (readAB)
-        for (int64_t p = 0; p < k; ++p) {
-          const float av = transa == CUBLAS_OP_N ? a[i + p * lda] : a[p + i * lda];
-          const float bv = transb == CUBLAS_OP_N ? b[p + j * ldb] : b[j + p * ldb];
-          acc += double(av) * double(bv);
-        }
-      double r = double(alpha) * acc;
+      const float acc =
+          readAB ? dotColumn<uint16_t, float>(a, b, i, j, k, lda, ldb, ta, tb, bf16Value) : 0.0f;
+      float r = alpha * acc;
       if (beta != 0.0f)
-        r += double(beta) * double(c[i + j * ldc]);
-      c[i + j * ldc] = float(r);
+        r += beta * bf16Value(c[i + j * ldc]);
+      c[i + j * ldc] = bf16Rounded(r);
     }
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -339,11 +339,19 @@ TEST(KernelsGpu, CausalAttention) {
 TEST(KernelsGpu, CausalAttentionGridLimit) {
   REQUIRE_GPU();
   const int64_t B = 2, S = 1, H = 32768, KV = 1, Dh = 16;
+  float *none = nullptr;
+  cpu::bf16 *noneBf16 = nullptr;
+  EXPECT_THROW(gpu::causalAttentionForward(none, none, none, none, B, S, H, KV, Dh, nullptr),
+               gpu::Error);
+  EXPECT_THROW(gpu::causalAttentionBackward(none, none, none, none, none, none, none, none, B, S, H,
+                                            KV, Dh, nullptr, nullptr),
+               gpu::Error);
   EXPECT_THROW(
-      gpu::causalAttentionForward(nullptr, nullptr, nullptr, nullptr, B, S, H, KV, Dh, nullptr),
+      gpu::causalAttentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, nullptr),
       gpu::Error);
-  EXPECT_THROW(gpu::causalAttentionBackward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                            nullptr, nullptr, B, S, H, KV, Dh, nullptr, nullptr),
+  EXPECT_THROW(gpu::causalAttentionBackward(noneBf16, noneBf16, noneBf16, noneBf16, noneBf16,
+                                            noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, nullptr,
+                                            nullptr),
                gpu::Error);
 }
 
@@ -477,4 +485,328 @@ TEST(KernelsGpu, SumOfSquares) {
     const double got = dOut.get()[0];
     EXPECT_NEAR(got, ref, 1e-12 * std::max(1.0, std::fabs(ref))) << "n=" << n;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 storage: each bf16 CUDA kernel against the bf16 CPU kernel (cpu.h's
+// bf16 overloads) on the same bf16 inputs.
+//===----------------------------------------------------------------------===//
+//
+// Tolerance: both sides read the same bf16 values and compute in f32 (or
+// double), so before the final rounding their results differ as the f32
+// kernels' do (the same rtol and floors as above: accumulation order, CUDA's
+// libm against cpu.cpp's polynomials); each side then rounds to the nearest
+// bf16, which moves them apart by at most one bf16 ulp more:
+// |round(a) - round(b)| <= |a - b| + ulp(max(|a|, |b|)). Where the f32 result
+// is the same on both sides (copies, casts, one f32 addition) the bits must
+// match.
+
+namespace {
+
+using bf16 = cpu::bf16;
+
+std::vector<bf16> toBf16(const std::vector<float> &v) {
+  std::vector<bf16> h(v.size());
+  cpu::toBf16(v.data(), h.data(), int64_t(v.size()));
+  return h;
+}
+
+std::vector<float> toF32(const std::vector<bf16> &h) {
+  std::vector<float> v(h.size());
+  cpu::fromBf16(h.data(), v.data(), int64_t(h.size()));
+  return v;
+}
+
+std::vector<uint16_t> bits(const std::vector<bf16> &h) {
+  std::vector<uint16_t> b(h.size());
+  for (size_t i = 0; i < h.size(); ++i)
+    b[i] = h[i].bits;
+  return b;
+}
+
+std::vector<bf16> randnBf16(size_t n, uint32_t seed, float sd = 1.0f) {
+  return toBf16(randn(n, seed, sd));
+}
+
+// The distance between adjacent bf16 values at |x| (8 significant bits).
+double bf16Ulp(double x) {
+  if (x == 0 || !std::isfinite(x))
+    return 0;
+  int e = 0;
+  std::frexp(std::fabs(x), &e); // |x| = m 2^e, m in [0.5, 1)
+  return std::ldexp(1.0, e - 8);
+}
+
+// expectClose plus one bf16 ulp (see above).
+void expectCloseBf16(const std::vector<bf16> &gotH, const std::vector<bf16> &refH, double rtol,
+                     const char *what, double atol = 0) {
+  const std::vector<float> got = toF32(gotH), ref = toF32(refH);
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  const double refMeanAbs = meanAbs(ref);
+  size_t bad = 0, worst = 0;
+  double worstErr = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - double(ref[i]));
+    const double tol = rtol * (std::fabs(double(ref[i])) + refMeanAbs) + atol +
+                       bf16Ulp(std::max(std::fabs(got[i]), std::fabs(ref[i]))) + 1e-30;
+    if (!(err <= tol) && !(std::isnan(got[i]) && std::isnan(ref[i]))) {
+      if (err / tol > worstErr || bad == 0) {
+        worstErr = err / tol;
+        worst = i;
+      }
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << ref.size()
+                     << " out of tolerance; worst at " << worst << ": gpu " << got[worst] << " cpu "
+                     << ref[worst] << " (" << worstErr << "x tol)";
+}
+
+} // namespace
+
+TEST(KernelsGpuBf16, Embedding) {
+  REQUIRE_GPU();
+  const int64_t n = 300, V = 50, D = 77;
+  auto table = randnBf16(V * D, 1), dout = randnBf16(n * D, 2);
+  auto ids = randIds(n, V, 3);
+  std::vector<bf16> out(n * D), dtable(V * D);
+  std::vector<float> cpuScratch(cpu::embeddingBackwardBf16ScratchFloats(n, V, D));
+  cpu::embeddingForward(ids.data(), table.data(), out.data(), n, D);
+  cpu::embeddingBackward(dout.data(), ids.data(), dtable.data(), n, V, D, cpuScratch.data());
+  Dev<bf16> dT(table), dO(n * D), dG(dout), dDT(V * D);
+  Dev<float> scratch(gpu::embeddingBackwardBf16ScratchFloats(V, D));
+  Dev<int64_t> dIds(ids);
+  gpu::embeddingForward(dIds.p, dT.p, dO.p, n, D, nullptr);
+  gpu::embeddingBackward(dG.p, dIds.p, dDT.p, n, V, D, scratch.p, nullptr);
+  EXPECT_EQ(bits(dO.get()), bits(out));
+  expectCloseBf16(dDT.get(), dtable, kElem, "embeddingBackward bf16");
+}
+
+TEST(KernelsGpuBf16, Linear) {
+  REQUIRE_GPU();
+  Cublas cb;
+  ASSERT_NE(cb.h, nullptr);
+  // n above the CPU's 256-row panel: its weight gradient takes two chunks.
+  const int64_t n = 300, in = 129, out = 95;
+  for (auto layout : {cpu::Layout::InOut, cpu::Layout::OutIn})
+    for (bool withBias : {false, true}) {
+      auto x = randnBf16(n * in, 10), w = randnBf16(in * out, 11), bias = randnBf16(out, 12),
+           dy = randnBf16(n * out, 13);
+      std::vector<bf16> y(n * out), dx(n * in), dw(in * out), db(out);
+      std::vector<float> s(cpu::linearBf16ScratchFloats(n, in, out));
+      cpu::linearForward(x.data(), w.data(), withBias ? bias.data() : nullptr, y.data(), n, in, out,
+                         layout, s.data());
+      cpu::linearBackwardInput(dy.data(), w.data(), dx.data(), n, in, out, layout, s.data());
+      cpu::linearBackwardWeight(dy.data(), x.data(), dw.data(), n, in, out, layout, s.data());
+      std::vector<float> sb(std::max<int64_t>(1, cpu::biasBackwardBf16ScratchFloats(n, out)));
+      cpu::biasBackward(dy.data(), db.data(), n, out, sb.data());
+      Dev<bf16> dX(x), dW(w), dB(bias), dY(n * out), dDY(dy), dDX(n * in), dDW(in * out), dDB(out);
+      gpu::linearForward(cb.h, dX.p, dW.p, withBias ? dB.p : nullptr, dY.p, n, in, out, layout,
+                         nullptr);
+      gpu::linearBackwardInput(cb.h, dDY.p, dW.p, dDX.p, n, in, out, layout, nullptr);
+      gpu::linearBackwardWeight(cb.h, dDY.p, dX.p, dDW.p, n, in, out, layout, nullptr);
+      gpu::biasBackward(dDY.p, dDB.p, n, out, nullptr);
+      const std::string tag = std::string(layout == cpu::Layout::InOut ? "in_out" : "out_in") +
+                              (withBias ? " bias" : "");
+      expectCloseBf16(dY.get(), y, kMat, ("linearForward bf16 " + tag).c_str());
+      expectCloseBf16(dDX.get(), dx, kMat, ("linearBackwardInput bf16 " + tag).c_str());
+      expectCloseBf16(dDW.get(), dw, kMat, ("linearBackwardWeight bf16 " + tag).c_str());
+      expectCloseBf16(dDB.get(), db, kMat, "biasBackward bf16");
+    }
+}
+
+TEST(KernelsGpuBf16, LayerNorm) {
+  REQUIRE_GPU();
+  for (int64_t D : {7, 256, 1000}) {
+    const int64_t n = 53;
+    const double eps = 1e-5;
+    auto xf = randn(n * D, 20, 2.0f);
+    for (auto &v : xf)
+      v += 0.5f;
+    auto x = toBf16(xf), w = randnBf16(D, 21), b = randnBf16(D, 22), dy = randnBf16(n * D, 23);
+    std::vector<bf16> y(n * D), dx(n * D), dw(D), db(D);
+    std::vector<float> s(cpu::normBackwardBf16ScratchFloats(n, D));
+    cpu::layerNormForward(x.data(), w.data(), b.data(), y.data(), n, D, eps);
+    cpu::layerNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), n, D,
+                           eps, s.data());
+    Dev<bf16> dX(x), dW(w), dB(b), dY(n * D), dDY(dy), dDX(n * D), dDW(D), dDB(D);
+    Dev<float> scratch(gpu::layerNormBackwardScratchFloats(n));
+    gpu::layerNormForward(dX.p, dW.p, dB.p, dY.p, n, D, eps, nullptr);
+    gpu::layerNormBackward(dDY.p, dX.p, dW.p, dDX.p, dDW.p, dDB.p, n, D, eps, scratch.p, nullptr);
+    expectCloseBf16(dY.get(), y, kElem, "layerNormForward bf16");
+    expectCloseBf16(dDX.get(), dx, kMat, "layerNormBackward bf16 dx");
+    expectCloseBf16(dDW.get(), dw, kMat, "layerNormBackward bf16 dw");
+    expectCloseBf16(dDB.get(), db, kMat, "layerNormBackward bf16 db");
+    // In place: dx == dy.
+    gpu::layerNormBackward(dDY.p, dX.p, dW.p, dDY.p, dDW.p, dDB.p, n, D, eps, scratch.p, nullptr);
+    expectCloseBf16(dDY.get(), dx, kMat, "layerNormBackward bf16 in place dx");
+    expectCloseBf16(dDW.get(), dw, kMat, "layerNormBackward bf16 in place dw");
+  }
+}
+
+TEST(KernelsGpuBf16, RmsNorm) {
+  REQUIRE_GPU();
+  for (int64_t D : {5, 512, 999}) {
+    const int64_t n = 61;
+    const double eps = 1e-6;
+    auto x = randnBf16(n * D, 30), w = randnBf16(D, 31), dy = randnBf16(n * D, 32);
+    std::vector<bf16> y(n * D), dx(n * D), dw(D);
+    std::vector<float> s(cpu::normBackwardBf16ScratchFloats(n, D));
+    cpu::rmsNormForward(x.data(), w.data(), y.data(), n, D, eps);
+    cpu::rmsNormBackward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), n, D, eps, s.data());
+    Dev<bf16> dX(x), dW(w), dY(n * D), dDY(dy), dDX(n * D), dDW(D);
+    Dev<float> scratch(gpu::rmsNormBackwardScratchFloats(n));
+    gpu::rmsNormForward(dX.p, dW.p, dY.p, n, D, eps, nullptr);
+    gpu::rmsNormBackward(dDY.p, dX.p, dW.p, dDX.p, dDW.p, n, D, eps, scratch.p, nullptr);
+    expectCloseBf16(dY.get(), y, kElem, "rmsNormForward bf16");
+    expectCloseBf16(dDX.get(), dx, kMat, "rmsNormBackward bf16 dx");
+    expectCloseBf16(dDW.get(), dw, kMat, "rmsNormBackward bf16 dw");
+  }
+}
+
+TEST(KernelsGpuBf16, Rope) {
+  REQUIRE_GPU();
+  const cpu::Llama3Scaling llama3{8.0, 1.0, 4.0, 8192};
+  struct Case {
+    int64_t B, S, H, Dh;
+    double theta;
+    const cpu::Llama3Scaling *scaling;
+  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},
+               {1, 300, 2, 128, 500000.0, &llama3},
+               {2, 9, 2, 7, 10000.0, nullptr},
+               {1, 5, 1, 600, 10000.0, nullptr}};
+  for (const Case &c : cases)
+    for (bool inverse : {false, true}) {
+      const int64_t n = c.B * c.S * c.H * c.Dh;
+      auto x = randnBf16(n, 40);
+      std::vector<bf16> y(n);
+      cpu::rope(x.data(), y.data(), c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse);
+      Dev<bf16> dX(x), dY(n);
+      gpu::rope(dX.p, dY.p, c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse, nullptr);
+      expectCloseBf16(dY.get(), y, kElem, "rope bf16");
+      gpu::rope(dX.p, dX.p, c.B, c.S, c.H, c.Dh, c.theta, c.scaling, inverse, nullptr);
+      expectCloseBf16(dX.get(), y, kElem, "rope bf16 in place");
+    }
+}
+
+TEST(KernelsGpuBf16, SplitConcat) {
+  REQUIRE_GPU();
+  const int64_t parts = 3, n = 17, W = 33;
+  auto x = randnBf16(n * parts * W, 50);
+  std::vector<std::vector<bf16>> outs(parts, std::vector<bf16>(n * W));
+  std::vector<bf16 *> outPtrs;
+  for (auto &o : outs)
+    outPtrs.push_back(o.data());
+  cpu::split(x.data(), outPtrs.data(), parts, n, W);
+  Dev<bf16> dX(x), d0(n * W), d1(n * W), d2(n * W), dY(n * parts * W);
+  bf16 *dOuts[3] = {d0.p, d1.p, d2.p};
+  gpu::split(dX.p, dOuts, parts, n, W, nullptr);
+  EXPECT_EQ(bits(d0.get()), bits(outs[0]));
+  EXPECT_EQ(bits(d1.get()), bits(outs[1]));
+  EXPECT_EQ(bits(d2.get()), bits(outs[2]));
+  const bf16 *dIns[3] = {d0.p, d1.p, d2.p};
+  gpu::concat(dIns, dY.p, parts, n, W, nullptr);
+  EXPECT_EQ(bits(dY.get()), bits(x));
+}
+
+TEST(KernelsGpuBf16, CausalAttention) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t B, S, H, KV, Dh;
+  } cases[] = {{1, 1, 1, 1, 16},    {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
+               {1, 130, 4, 1, 128}, {1, 65, 2, 2, 256}, {2, 64, 3, 3, 32}};
+  for (const Case &c : cases) {
+    const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
+    auto q = randnBf16(nq, 60), k = randnBf16(nk, 61), v = randnBf16(nk, 62),
+         dout = randnBf16(nq, 63);
+    std::vector<bf16> out(nq), dq(nq), dk(nk), dv(nk);
+    std::vector<float> s(cpu::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, true));
+    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
+                                s.data());
+    cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
+                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, s.data());
+    Dev<bf16> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk), dOutRef(out);
+    Dev<float> dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
+    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, nullptr);
+    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh);
+    expectCloseBf16(dO.get(), out, kMat, ("attention bf16 forward" + tag).c_str());
+    // The backward reads the CPU's forward output (same D_i on both sides).
+    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
+                                 c.H, c.KV, c.Dh, dS.p, nullptr);
+    // The f32 test's floor for dq and dk where they are exactly zero (S = 1).
+    const std::vector<float> qf = toF32(q), kf = toF32(k), vf = toF32(v), df = toF32(dout);
+    const double floor = kMat * meanAbs(df) * meanAbs(vf) * std::max(meanAbs(qf), meanAbs(kf));
+    expectCloseBf16(dDQ.get(), dq, kMat, ("attention bf16 dq" + tag).c_str(), floor);
+    expectCloseBf16(dDK.get(), dk, kMat, ("attention bf16 dk" + tag).c_str(), floor);
+    expectCloseBf16(dDV.get(), dv, kMat, ("attention bf16 dv" + tag).c_str());
+  }
+}
+
+TEST(KernelsGpuBf16, Elementwise) {
+  REQUIRE_GPU();
+  const int64_t n = 100003;
+  auto a = randnBf16(n, 70, 3.0f), b = randnBf16(n, 71), dy = randnBf16(n, 72);
+  std::vector<bf16> y(n), dx(n), dg(n), du(n);
+  Dev<bf16> dA(a), dB(b), dDY(dy), dY(n), dDX(n), dDG(n), dDU(n);
+
+  cpu::geluForward(a.data(), y.data(), n);
+  gpu::geluForward(dA.p, dY.p, n, nullptr);
+  expectCloseBf16(dY.get(), y, kElem, "geluForward bf16");
+  cpu::geluBackward(dy.data(), a.data(), dx.data(), n);
+  gpu::geluBackward(dDY.p, dA.p, dDX.p, n, nullptr);
+  expectCloseBf16(dDX.get(), dx, kElem, "geluBackward bf16");
+
+  cpu::siluMulForward(a.data(), b.data(), y.data(), n);
+  gpu::siluMulForward(dA.p, dB.p, dY.p, n, nullptr);
+  expectCloseBf16(dY.get(), y, kElem, "siluMulForward bf16");
+  cpu::siluMulBackward(dy.data(), a.data(), b.data(), dg.data(), du.data(), n);
+  gpu::siluMulBackward(dDY.p, dA.p, dB.p, dDG.p, dDU.p, n, nullptr);
+  expectCloseBf16(dDG.get(), dg, kElem, "siluMulBackward bf16 dgate");
+  expectCloseBf16(dDU.get(), du, kElem, "siluMulBackward bf16 dup");
+
+  // One f32 addition, rounded once: the same bits.
+  cpu::add(a.data(), b.data(), y.data(), n);
+  gpu::add(dA.p, dB.p, dY.p, n, nullptr);
+  EXPECT_EQ(bits(dY.get()), bits(y));
+}
+
+TEST(KernelsGpuBf16, CrossEntropy) {
+  REQUIRE_GPU();
+  const int64_t n = 37, V = 5003;
+  auto logits = randnBf16(n * V, 80, 2.0f);
+  auto targets = randIds(n, V, 81);
+  const float ref = cpu::crossEntropyForward(logits.data(), targets.data(), n, V);
+  std::vector<bf16> dl(n * V);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), dl.data(), n, V, 1.0f / float(n));
+  Dev<bf16> dL(logits), dDL(n * V);
+  Dev<float> dLoss(1);
+  Dev<int64_t> dT(targets);
+  Dev<double> scratch(n);
+  gpu::crossEntropyForward(dL.p, dT.p, dLoss.p, n, V, scratch.p, nullptr);
+  gpu::crossEntropyBackward(dL.p, dT.p, dDL.p, n, V, 1.0f / float(n), nullptr);
+  expectClose(dLoss.get(), {ref}, kElem, "crossEntropyForward bf16 (f32 loss)");
+  expectCloseBf16(dDL.get(), dl, kElem, "crossEntropyBackward bf16");
+}
+
+// The casts between the compute dtypes: bit for bit (NaN, infinity, -0 and a
+// tie included).
+TEST(KernelsGpuBf16, Casts) {
+  REQUIRE_GPU();
+  const int64_t n = 70001;
+  auto x = randn(n, 100, 5.0f);
+  x[0] = NAN;
+  x[1] = INFINITY;
+  x[2] = -0.0f;
+  x[3] = 1.00390625f; // a tie: 1 + 2^-8
+  std::vector<bf16> h(n);
+  std::vector<float> back(n);
+  cpu::toBf16(x.data(), h.data(), n);
+  cpu::fromBf16(h.data(), back.data(), n);
+  Dev<float> dX(x), dBack(n);
+  Dev<bf16> dH(n);
+  gpu::toBf16(dX.p, dH.p, n, nullptr);
+  EXPECT_EQ(bits(dH.get()), bits(h));
+  gpu::fromBf16(dH.p, dBack.p, n, nullptr);
+  std::vector<float> got = dBack.get();
+  EXPECT_EQ(0, std::memcmp(got.data(), back.data(), sizeof(float) * n));
 }

@@ -3,8 +3,8 @@
 # machine with an NVIDIA GPU. The build is standalone (the repository's main
 # CMake project does not know these files): a small CMake project is written
 # into the build directory, compiling runtime/kernels/cuda.cu, the CPU
-# kernels (runtime/kernels/cpu.cpp, same flags as runtime/CMakeLists.txt) and
-# the test. Results: GoogleTest JSON plus a summary, under $OUT (or
+# kernels (runtime/kernels/cpu.cpp and cpu_bf16.cpp, same flags as
+# runtime/CMakeLists.txt) and the test. Results: GoogleTest JSON plus a summary, under $OUT (or
 # ./gpu-results). With FSDP_REQUIRE_GPU=1: no usable GPU fails the tests.
 #
 #   tests/gpu/run.sh                  # sm_90 (H100/H200)
@@ -32,7 +32,8 @@ add_library(FSDPCudaKernels STATIC ${FSDP_ROOT}/runtime/kernels/cuda.cu)
 target_include_directories(FSDPCudaKernels PUBLIC ${FSDP_ROOT})
 target_link_libraries(FSDPCudaKernels PUBLIC CUDA::cudart CUDA::cublas)
 target_compile_options(FSDPCudaKernels PRIVATE -O3 -Xcompiler=-Wall)
-add_library(FSDPKernelsCpu STATIC ${FSDP_ROOT}/runtime/kernels/cpu.cpp)
+add_library(FSDPKernelsCpu STATIC ${FSDP_ROOT}/runtime/kernels/cpu.cpp
+            ${FSDP_ROOT}/runtime/kernels/cpu_bf16.cpp)
 target_include_directories(FSDPKernelsCpu PUBLIC ${FSDP_ROOT})
 target_link_libraries(FSDPKernelsCpu PUBLIC ${FSDP_OPENBLAS_LIBRARY})
 target_compile_options(FSDPKernelsCpu PRIVATE -O3 -fno-trapping-math -fno-math-errno)

@@ -1,6 +1,7 @@
 // The emulator's stand-in for cuBLAS (tests/cuda-emu): what cuda.cu and the
-// kernel tests call. cublasGemmEx is a reference column-major GEMM that
-// refuses what cuBLAS refuses and checks its operands' extents.
+// kernel tests call. cublasGemmEx is a reference column-major GEMM over f32
+// or bf16 (CUDA_R_16BF) operands with CUBLAS_COMPUTE_32F that refuses what
+// cuBLAS refuses, and any other combination, and checks its operands' extents.
 #ifndef FSDP_TESTS_CUDA_EMU_CUBLAS_V2_H
 #define FSDP_TESTS_CUDA_EMU_CUBLAS_V2_H
 #include "../cuda_emu.h"

@@ -22,6 +22,8 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
   case BufferRole::Input:
     return b.index == 0 ? step.getTokensOffset() : step.getTargetsOffset();
   case BufferRole::Scratch:
+    if (auto rs = dyn_cast<plan::ReduceScatterOp>(b.owner))
+      return rs.getScratchOffset();
     if (auto a = b.owner->getAttrOfType<IntegerAttr>("scratch_offset"))
       return a.getInt();
     return std::nullopt;
@@ -68,17 +70,78 @@ int64_t fsdp::tensorBytes(Type type, int64_t B, int64_t S) {
 }
 
 int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
+  auto dims = [&](Value v) { return concreteShape(v.getType(), B, S); };
+  auto numel = [&](Value v) {
+    int64_t n = 1;
+    for (int64_t d : dims(v))
+      n *= d;
+    return n;
+  };
+  auto last = [&](Value v) { return dims(v).back(); };
+  bool bf16 = op->getNumResults() &&
+              cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16();
+  bool attention = isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op);
   // Attention works on tiles of up to 64 query rows against every key: the
   // tile's probabilities forward, and their gradients too backward; the
-  // kernels' own formula.
-  if (isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op))
+  // kernels' own formulas (runtime/kernels/cpu.h), as are the rest.
+  if (attention && !bf16)
     return kernels::causalAttentionScratchFloats(S, isa<nn::CausalAttentionGradOp>(op)) * 4;
+  if (!bf16)
+    return 0;
+  if (attention) {
+    int64_t H = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
+    auto kv = op->getAttrOfType<IntegerAttr>("num_kv_heads");
+    Value q = op->getOperand(isa<nn::CausalAttentionOp>(op) ? 0 : 1);
+    int64_t Dh = last(q) / H;
+    return kernels::causalAttentionBf16ScratchFloats(dims(q)[1], H, kv ? kv.getInt() : H, Dh,
+                                                     isa<nn::CausalAttentionGradOp>(op)) *
+           4;
+  }
+  // Linear: x (or dy) and the weight (or its gradient); the bound takes its
+  // two dimensions in either order.
+  if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp>(op)) {
+    Value w = isa<nn::LinearGradWeightOp>(op) ? op->getResult(0) : op->getOperand(1);
+    auto wd = dims(w);
+    return kernels::linearBf16ScratchFloats(numel(op->getOperand(0)) / last(op->getOperand(0)),
+                                            wd[0], wd[1]) *
+           4;
+  }
+  if (isa<nn::EmbeddingGradOp>(op)) {
+    auto t = dims(op->getResult(0));
+    return kernels::embeddingBackwardBf16ScratchFloats(numel(op->getOperand(1)), t[0], t[1]) * 4;
+  }
+  if (isa<nn::BiasGradOp>(op))
+    return kernels::biasBackwardBf16ScratchFloats(numel(op->getOperand(0)) / last(op->getResult(0)),
+                                                  last(op->getResult(0))) *
+           4;
+  if (isa<nn::LayerNormGradOp, nn::RMSNormGradOp>(op)) {
+    Value x = op->getOperand(1);
+    return kernels::normBackwardBf16ScratchFloats(numel(x) / last(x), last(x)) * 4;
+  }
   return 0;
 }
 
 bool fsdp::producesTensors(Operation *op) {
-  return isa<plan::UpcastOp>(op) ||
+  return isa<plan::CastOp>(op) ||
          (op->getDialect() && op->getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op));
+}
+
+bool fsdp::castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitOp> &byParam) {
+  plan::UnitOp u = unitOfValue(c.getParam(), byParam);
+  auto step = c->getParentOfType<plan::StepOp>();
+  return u && u.getShardSize() > 1 && step.getParamDtypeOrF32() == plan::Dtype::BF16 &&
+         cast<ShapedType>(c.getType()).getElementType().isBF16();
+}
+
+int64_t fsdp::reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u) {
+  auto step = rs->getParentOfType<plan::StepOp>();
+  bool widen = gradElementBytes(step) == 2 && rs.getDtype().value_or(plan::Dtype::F32) ==
+                                                  plan::Dtype::F32;
+  return widen ? u.getPaddedNumel() * 4 : 0;
+}
+
+int64_t fsdp::gradElementBytes(plan::StepOp step) {
+  return step.getComputeDtypeOrF32() == plan::Dtype::BF16 ? 2 : 4;
 }
 
 namespace {
@@ -163,6 +226,7 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   // A unit's gathered parameters live from the gather to the next free of
   // its parameters; its unsharded gradients from the alloc to the next free.
   auto byName = unitsByName(module);
+  auto byParamMap = unitsByParam(module);
   llvm::StringMap<size_t> openParams, openGrads;
   for (Operation &op : block) {
     int64_t p = pos[&op];
@@ -171,13 +235,26 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       if (!u)
         return op.emitOpError() << "names unknown unit " << op.getAttr("unit");
       bool gather = isa<plan::AllGatherOp>(op);
-      // Gathered parameters are bf16 under mixed precision; gradients f32.
-      int64_t elem = gather ? collectiveElementBytes(&op) : 4;
+      // Gathered parameters are bf16 under mixed precision; gradients are
+      // in the compute dtype.
+      int64_t elem = gather ? collectiveElementBytes(&op) : gradElementBytes(step);
       (gather ? openParams : openGrads)[u.getSymName()] = model.buffers.size();
       model.buffers.push_back({(u.getSymName() + (gather ? ".params" : ".grads")).str(),
                                BufferCategory::Unsharded,
                                gather ? BufferRole::Gathered : BufferRole::GradsFull,
                                u.getPaddedNumel() * elem, p, last, &op, 0});
+      continue;
+    }
+    if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      if (int64_t bytes = u ? reduceScatterStagingBytes(rs, u) : 0) {
+        // The comm stream's, until the compute stream waits for the reduction.
+        int64_t end = p;
+        for (Operation *user : rs.getEvent().getUsers())
+          end = std::max(end, pos[user]);
+        model.buffers.push_back(
+            {"", BufferCategory::Unsharded, BufferRole::Scratch, bytes, p, end, &op, 0});
+      }
       continue;
     }
     if (auto f = dyn_cast<plan::FreeOp>(op)) {
@@ -191,9 +268,11 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
     }
     if (isa<nn::ParamOp>(op) || !producesTensors(&op))
       continue;
+    if (auto c = dyn_cast<plan::CastOp>(op); c && castIsGatheredValue(c, byParamMap))
+      continue;
     // A widened bf16 parameter is parameter memory, if short-lived.
     BufferCategory cat =
-        isa<plan::UpcastOp>(op) ? BufferCategory::Unsharded : BufferCategory::Activations;
+        isa<plan::CastOp>(op) ? BufferCategory::Unsharded : BufferCategory::Activations;
     for (OpResult r : op.getResults()) {
       if (inGradBuffer.contains(r))
         continue;

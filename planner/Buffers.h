@@ -74,6 +74,17 @@ llvm::SmallVector<int64_t> concreteShape(mlir::Type type, int64_t B, int64_t S);
 /// Scratch bytes a kernel needs beyond its operands and results.
 int64_t scratchBytes(mlir::Operation *op, int64_t B, int64_t S);
 
+/// Whether cast `c` is its gathered parameter itself (a bf16 cast of a
+/// parameter gathered in bf16): no buffer and no instruction of its own.
+bool castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitOp> &byParam);
+
+/// Bytes of an element of the unsharded gradient buffers: the compute dtype's.
+int64_t gradElementBytes(plan::StepOp step);
+
+/// Bytes of staging a reduce_scatter needs: bf16 gradients reduced in f32
+/// are widened into the unit's padded size first; otherwise none.
+int64_t reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u);
+
 constexpr int64_t kAlignment = 64;
 inline int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 

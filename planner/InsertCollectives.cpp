@@ -180,7 +180,7 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
                               plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
                               ref(u), IntegerAttr());
       b.setInsertionPointAfter(s.lastGrad);
-      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), plan::DtypeAttr());
+      auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), plan::DtypeAttr(), IntegerAttr());
       ++numCollectives;
       SmallVector<Value> events = {rs.getEvent()};
       if (replicas > 1) {

@@ -175,7 +175,7 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
       if (!u || !gradOffset.count(u))
         return op.emitOpError() << "writes a gradient with no gradient buffer";
       int64_t idx = llvm::find(u.getParams(), g.getParamAttr()) - u.getParams().begin();
-      offset = gradOffset[u] + u.getOffsets()[idx] * 4;
+      offset = gradOffset[u] + u.getOffsets()[idx] * elementBytes(r.getType());
     }
     int64_t id = tensorId(concreteShape(r.getType(), B, S), dtypeName(r.getType()), offset);
     valueTensor[r] = id;
@@ -418,6 +418,12 @@ LogicalResult Lowering::run(raw_ostream &os) {
       Instruction inst = forUnit(POp::ReduceScatter, u);
       inst.src = gradOffset[u];
       inst.bf16 = rs.getDtype() == plan::Dtype::BF16;
+      if (int64_t bytes = reduceScatterStagingBytes(rs, u)) {
+        if (!rs.getScratchOffset())
+          return rs.emitOpError() << "has no staging offset (run fsdp-memory-plan)";
+        inst.scratch = *rs.getScratchOffset();
+        inst.scratchBytes = bytes;
+      }
       issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
       issue(&op, forUnit(POp::AllReduce, unitOf(ar)));
@@ -460,6 +466,12 @@ LogicalResult Lowering::run(raw_ostream &os) {
       loss = r.getOperand(0);
     } else if (isa<nn::ParamOp, plan::GradOp>(op)) {
       continue;
+    } else if (auto c = dyn_cast<plan::CastOp>(op); c && castIsGatheredValue(c, byParam)) {
+      // The gathered bf16 parameter is already what compute reads.
+      auto id = operand(c.getParam(), &op);
+      if (failed(id))
+        return failure();
+      valueTensor[c.getResult()] = *id;
     } else if (failed(lowerCompute(op, compute))) {
       return failure();
     }
@@ -473,6 +485,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.shardSize = step.getShardSizeOr1();
   prog.paramDtype = plan::stringifyDtype(step.getParamDtypeOrF32()).str();
   prog.reduceDtype = plan::stringifyDtype(step.getReduceDtypeOrF32()).str();
+  prog.computeDtype = plan::stringifyDtype(step.getComputeDtypeOrF32()).str();
   prog.microBatch = B;
   prog.seqLen = S;
   prog.arenaBytes = *step.getArenaBytes();

@@ -224,7 +224,10 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
         break;
       }
       case BufferRole::Scratch:
-        buf.owner->setAttr("scratch_offset", b.getI64IntegerAttr(buf.offset));
+        if (auto rs = dyn_cast<plan::ReduceScatterOp>(buf.owner))
+          rs.setScratchOffset(buf.offset);
+        else
+          buf.owner->setAttr("scratch_offset", b.getI64IntegerAttr(buf.offset));
         break;
       }
     }

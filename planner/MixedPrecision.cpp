@@ -1,4 +1,4 @@
-//===- MixedPrecision.cpp - bf16 parameters, f32 master state -------------===//
+//===- MixedPrecision.cpp - bf16 parameters and compute, f32 master state -===//
 #include "planner/Passes.h"
 #include "planner/PlanUtils.h"
 
@@ -12,6 +12,15 @@ using namespace fsdp;
 
 namespace {
 
+/// `t` with an f32 element type made bf16; any other type as it is.
+Type toBf16(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt || !rt.getElementType().isF32())
+    return t;
+  return RankedTensorType::get(rt.getShape(), BFloat16Type::get(t.getContext()),
+                               rt.getEncoding());
+}
+
 struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecisionPass> {
   using MixedPrecisionBase::MixedPrecisionBase;
 
@@ -24,27 +33,41 @@ struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecision
     }
     step.setParamDtype(paramDtype);
     step.setReduceDtype(reduceDtype);
+    step.setComputeDtype(computeDtype);
     if (reduceDtype == plan::Dtype::BF16)
       step.walk([&](plan::ReduceScatterOp rs) { rs.setDtype(plan::Dtype::BF16); });
-    if (paramDtype != plan::Dtype::BF16)
+    if (paramDtype == plan::Dtype::BF16)
+      step.walk([&](plan::AllGatherOp g) { g.setDtype(plan::Dtype::BF16); });
+    bool bf16 = computeDtype == plan::Dtype::BF16;
+    if (paramDtype != plan::Dtype::BF16 && !bf16)
       return;
-    step.walk([&](plan::AllGatherOp g) { g.setDtype(plan::Dtype::BF16); });
-    // Every compute use of a parameter reads its bf16 value, widened.
-    auto byParam = unitsByParam(module);
+
     SmallVector<Operation *> users;
     for (Operation &op : step.getBody().front())
       if (op.getDialect() && op.getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op))
         users.push_back(&op);
+    // bf16 compute: every value an nn op makes is bf16 but the loss, which
+    // the loss op computes in f32 from bf16 logits.
+    if (bf16)
+      for (Operation *op : users)
+        if (!isa<nn::CrossEntropyOp>(op))
+          for (OpResult r : op->getResults())
+            r.setType(toBf16(r.getType()));
+    // Every compute use of a parameter reads it through a cast, right
+    // before the op: the bf16 value in the compute dtype.
+    auto byParam = unitsByParam(module);
     for (Operation *op : users) {
       OpBuilder b(op);
-      DenseMap<Value, Value> upcast;
+      DenseMap<Value, Value> casts;
       for (OpOperand &use : op->getOpOperands()) {
         if (!unitOfValue(use.get(), byParam))
           continue;
-        Value &u = upcast[use.get()];
-        if (!u)
-          u = b.create<plan::UpcastOp>(op->getLoc(), use.get().getType(), use.get());
-        use.set(u);
+        Value &c = casts[use.get()];
+        if (!c) {
+          Type t = bf16 ? toBf16(use.get().getType()) : use.get().getType();
+          c = b.create<plan::CastOp>(op->getLoc(), t, use.get());
+        }
+        use.set(c);
       }
     }
   }

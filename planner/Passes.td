@@ -101,9 +101,14 @@ def MixedPrecision : Pass<"fsdp-mixed-precision", "mlir::ModuleOp"> {
   let summary = "bf16 parameters for compute and communication, f32 master state";
   let description = [{
     `param-dtype=bf16`: gathers send and keep bf16, and every compute use of a
-    parameter reads it through an `fsdp.upcast` placed right before the op;
+    parameter reads it through an `fsdp.cast` placed right before the op;
     shards, master weights and optimizer state stay f32. `reduce-dtype=bf16`:
     gradients are reduced in bf16 and accumulated into the f32 shard.
+    `compute-dtype=bf16`: every activation and activation gradient, and each
+    parameter gradient, is a bf16 value (the loss stays f32); every compute
+    use of a parameter reads it through an `fsdp.cast` to bf16 (which is the
+    gathered value itself where gathers are bf16); the unsharded gradient
+    buffers hold bf16.
   }];
   let options = [
     Option<"paramDtype", "param-dtype", "::fsdp::plan::Dtype",
@@ -116,6 +121,12 @@ def MixedPrecision : Pass<"fsdp-mixed-precision", "mlir::ModuleOp"> {
            [{::llvm::cl::values(
                clEnumValN(::fsdp::plan::Dtype::F32, "f32", "f32 reductions"),
                clEnumValN(::fsdp::plan::Dtype::BF16, "bf16", "bf16 reductions"))}]>,
+    Option<"computeDtype", "compute-dtype", "::fsdp::plan::Dtype",
+           /*default=*/"::fsdp::plan::Dtype::F32", "f32 or bf16",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Dtype::F32, "f32", "f32 matmuls and activations"),
+               clEnumValN(::fsdp::plan::Dtype::BF16, "bf16",
+                          "bf16 matmul operands and activations"))}]>,
   ];
 }
 

@@ -36,16 +36,20 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
                               << o.backwardPrefetch << "'";
   std::optional<plan::Dtype> paramDtype = plan::symbolizeDtype(o.paramDtype);
   std::optional<plan::Dtype> reduceDtype = plan::symbolizeDtype(o.reduceDtype);
-  if (!paramDtype || !reduceDtype)
+  std::optional<plan::Dtype> computeDtype = plan::symbolizeDtype(o.resolvedComputeDtype());
+  if (!paramDtype || !reduceDtype || !computeDtype)
     return module.emitError() << "mixed precision dtypes are f32 or bf16, not '"
-                              << (paramDtype ? o.reduceDtype : o.paramDtype) << "'";
+                              << (!paramDtype    ? o.paramDtype
+                                  : !reduceDtype ? o.reduceDtype
+                                                 : o.resolvedComputeDtype())
+                              << "'";
 
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
   pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize()}));
-  pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype}));
+  pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
   pm.addPass(createVerifyPlan());
@@ -108,6 +112,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["activation_checkpointing"] = o.activationCheckpointing;
   r["param_dtype"] = o.paramDtype;
   r["reduce_dtype"] = o.reduceDtype;
+  r["compute_dtype"] = o.resolvedComputeDtype();
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name},
@@ -153,8 +158,9 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
      << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
-     << o.activationCheckpointing << "; parameters " << o.paramDtype << ", reductions "
-     << o.reduceDtype << " (master weights and optimizer f32)\n\n";
+     << o.activationCheckpointing << "; parameters " << o.paramDtype << ", compute "
+     << o.resolvedComputeDtype() << ", reductions " << o.reduceDtype
+     << " (master weights and optimizer f32)\n\n";
 
   size_t w = 4;
   for (const auto &u : f.units)

@@ -25,9 +25,14 @@ struct PlanOptions {
   std::string activationCheckpointing = "none";
   int64_t checkpointedBlocks = -1; // with "blocks": the first N (-1: all)
   std::string paramDtype = "f32", reduceDtype = "f32";
+  std::string computeDtype; // "": paramDtype's
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;
+  /// The compute dtype: computeDtype, or paramDtype where it is "".
+  const std::string &resolvedComputeDtype() const {
+    return computeDtype.empty() ? paramDtype : computeDtype;
+  }
 };
 
 /// Runs training-step, wrap-units, insert-collectives, prefetch,

@@ -52,7 +52,7 @@ std::string fsdp::unitNameOf(Operation *op, const llvm::StringMap<plan::UnitOp> 
                              StringRef blockPrefix) {
   for (Value v : op->getOperands()) {
     Value p = v;
-    if (auto up = v.getDefiningOp<plan::UpcastOp>())
+    if (auto up = v.getDefiningOp<plan::CastOp>())
       p = up.getParam();
     if (plan::UnitOp u = unitOfValue(p, byParam))
       return u.getSymName().str();

@@ -241,6 +241,11 @@ void DeviceRank::planWorkspace() {
       case Op::CrossEntropy:
         scratch = std::max(scratch, 8 * numel(i.in[1]));
         break;
+      case Op::EmbeddingGrad: // bf16: an f32 accumulator of the table
+        if (p.tensors[i.out[0]].dtype == DType::BF16)
+          scratch = std::max(scratch, 4 * ck::embeddingBackwardBf16ScratchFloats(
+                                              p.tensors[i.out[0]].shape[0], last(i.out[0])));
+        break;
       default:
         break;
       }
@@ -450,6 +455,7 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
 // stream (the linears through cuBLAS); memory is the device arena, and what
 // the kernels need beyond the plan's buffers is the workspace's scratch.
 struct CudaKernels {
+  static constexpr bool kBf16 = true;
   DeviceRank &r;
   cudaStream_t s;
   template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
@@ -468,85 +474,60 @@ struct CudaKernels {
   }
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
-  void positionIds(int64_t *out, int64_t B, int64_t S) { ck::positionIds(out, B, S, s); }
-  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D) {
-    ck::embeddingForward(ids, table, out, n, D, s);
+  // Each kernel forwards to ck:: (cuda.h), whose f32 and bf16 overloads the
+  // storage type picks, with the stream (and the cuBLAS handle); where a
+  // CUDA kernel takes no scratch, the one Dispatch passes is dropped.
+#define FSDP_CUDA_KERNEL(name)                                                                     \
+  template <typename... A> void name(A... a) { ck::name(a..., s); }
+#define FSDP_CUDA_KERNEL_NO_SCRATCH(name)                                                          \
+  template <typename... A> void name(A... a) {                                                     \
+    dropLast([&](auto... x) { ck::name(x..., s); }, a...);                                         \
   }
-  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
-                         int64_t D) {
-    ck::embeddingBackward(dout, ids, dtable, n, V, D, s);
+#define FSDP_CUDA_GEMM(name)                                                                       \
+  template <typename... A> void name(A... a) {                                                     \
+    dropLast([&](auto... x) { ck::name(r.cublas, x..., s); }, a...);                               \
   }
-  void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                     int64_t in, int64_t out, kernels::Layout layout) {
-    ck::linearForward(r.cublas, x, w, b, y, n, in, out, layout, s);
+  FSDP_CUDA_KERNEL(positionIds)
+  FSDP_CUDA_KERNEL(embeddingForward)
+  FSDP_CUDA_GEMM(linearForward)
+  FSDP_CUDA_GEMM(linearBackwardInput)
+  FSDP_CUDA_GEMM(linearBackwardWeight)
+  FSDP_CUDA_KERNEL_NO_SCRATCH(biasBackward)
+  FSDP_CUDA_KERNEL(layerNormForward)
+  FSDP_CUDA_KERNEL(layerNormBackward)
+  FSDP_CUDA_KERNEL(rmsNormForward)
+  FSDP_CUDA_KERNEL(rmsNormBackward)
+  FSDP_CUDA_KERNEL(rope)
+  FSDP_CUDA_KERNEL(split)
+  FSDP_CUDA_KERNEL(concat)
+  FSDP_CUDA_KERNEL_NO_SCRATCH(causalAttentionForward)
+  FSDP_CUDA_KERNEL(causalAttentionBackward)
+  FSDP_CUDA_KERNEL(geluForward)
+  FSDP_CUDA_KERNEL(geluBackward)
+  FSDP_CUDA_KERNEL(siluMulForward)
+  FSDP_CUDA_KERNEL(siluMulBackward)
+  FSDP_CUDA_KERNEL(add)
+  FSDP_CUDA_KERNEL(crossEntropyBackward)
+  FSDP_CUDA_KERNEL(fromBf16)
+  FSDP_CUDA_KERNEL(toBf16)
+  FSDP_CUDA_KERNEL(roundToBf16)
+#undef FSDP_CUDA_KERNEL
+#undef FSDP_CUDA_KERNEL_NO_SCRATCH
+#undef FSDP_CUDA_GEMM
+  // The f32 kernel sums with atomics in place; the bf16 one in f32 scratch.
+  template <typename T>
+  void embeddingBackward(const T *dout, const int64_t *ids, T *dtable, int64_t n, int64_t V,
+                         int64_t D, float *scratch) {
+    if constexpr (std::is_same_v<T, float>)
+      ck::embeddingBackward(dout, ids, dtable, n, V, D, s);
+    else
+      ck::embeddingBackward(dout, ids, dtable, n, V, D, scratch, s);
   }
-  void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
-                           int64_t out, kernels::Layout layout) {
-    ck::linearBackwardInput(r.cublas, dy, w, dx, n, in, out, layout, s);
-  }
-  void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
-                            int64_t out, kernels::Layout layout) {
-    ck::linearBackwardWeight(r.cublas, dy, x, dw, n, in, out, layout, s);
-  }
-  void biasBackward(const float *dy, float *db, int64_t n, int64_t D) {
-    ck::biasBackward(dy, db, n, D, s);
-  }
-  void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                        int64_t D, double eps) {
-    ck::layerNormForward(x, w, b, y, n, D, eps, s);
-  }
-  void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                         float *db, int64_t n, int64_t D, double eps, float *scratch) {
-    ck::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps, scratch, s);
-  }
-  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
-    ck::rmsNormForward(x, w, y, n, D, eps, s);
-  }
-  void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                       int64_t n, int64_t D, double eps, float *scratch) {
-    ck::rmsNormBackward(dy, x, w, dx, dw, n, D, eps, scratch, s);
-  }
-  void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-            const kernels::Llama3Scaling *scaling, bool inverse) {
-    ck::rope(x, y, B, S, H, Dh, theta, scaling, inverse, s);
-  }
-  void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W) {
-    ck::split(x, outs, parts, n, W, s);
-  }
-  void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
-    ck::concat(ins, y, parts, n, W, s);
-  }
-  void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *) {
-    ck::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, s);
-  }
-  void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                               const float *out, float *dq, float *dk, float *dv, int64_t B,
-                               int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
-    ck::causalAttentionBackward(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, s);
-  }
-  void geluForward(const float *x, float *y, int64_t n) { ck::geluForward(x, y, n, s); }
-  void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
-    ck::geluBackward(dy, x, dx, n, s);
-  }
-  void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {
-    ck::siluMulForward(gate, up, y, n, s);
-  }
-  void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                       float *dup, int64_t n) {
-    ck::siluMulBackward(dy, gate, up, dgate, dup, n, s);
-  }
-  void add(const float *a, const float *b, float *y, int64_t n) { ck::add(a, b, y, n, s); }
-  void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+  template <typename T>
+  void crossEntropyForward(const T *logits, const int64_t *targets, float *loss, int64_t n,
                            int64_t V, float *scratch) {
     ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch), s);
   }
-  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
-                            int64_t V, float scale) {
-    ck::crossEntropyBackward(logits, targets, dlogits, n, V, scale, s);
-  }
-  void fromBf16(const uint16_t *h, float *out, int64_t n) { ck::fromBf16(h, out, n, s); }
-  void roundToBf16(const float *x, float *out, int64_t n) { ck::roundToBf16(x, out, n, s); }
 };
 
 void DeviceRank::computeOne(const Instruction &i) {
@@ -577,7 +558,20 @@ void DeviceRank::commOne(const Instruction &inst) {
     // The sum over the group lands in the staging buffer, then is added to
     // the gradient shard (accumulated over micro-steps).
     const Unit &u = p.units[inst.unit];
-    if (inst.bf16) {
+    if (p.gradElementBytes() == 2 && inst.bf16) {
+      // bf16 gradients (bf16 compute), reduced as they are.
+      uint16_t *part = reinterpret_cast<uint16_t *>(commStaging);
+      nccl(comms.reduceScatter(Group::Shard, at<uint16_t>(inst.src), part, u.shardNumel, T::BF16,
+                               comm));
+      ck::addBf16Into(at(u.gradShardOffset), part, u.shardNumel, comm);
+    } else if (p.gradElementBytes() == 2) {
+      // bf16 gradients reduced in f32: widened into the plan's staging.
+      touch(inst.scratch, inst.scratchBytes);
+      float *part = reinterpret_cast<float *>(commStaging);
+      ck::fromBf16(at<kernels::bf16>(inst.src), at(inst.scratch), u.paddedNumel, comm);
+      nccl(comms.reduceScatter(Group::Shard, at(inst.scratch), part, u.shardNumel, T::F32, comm));
+      ck::add(at(u.gradShardOffset), part, at(u.gradShardOffset), u.shardNumel, comm);
+    } else if (inst.bf16) {
       // The gradient buffer is rounded to bf16 in place, in its first half.
       uint16_t *half = at<uint16_t>(inst.src);
       uint16_t *part = reinterpret_cast<uint16_t *>(commStaging);

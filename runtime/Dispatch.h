@@ -10,14 +10,17 @@
 //   float *scratch(const Instruction &)            the op's kernel scratch
 //   void zero(char *at, int64_t bytes)             alloc: zero a buffer
 //   void optimizerStep(const Unit &)               AdamW over the unit's shard
-// and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h):
+//   static constexpr bool kBf16                    has the bf16 kernels
+// and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
+// for float and, where kBf16, for kernels::bf16 storage; the linear, bias,
+// embedding and norm gradient kernels also take the op's scratch last:
 //   positionIds, embeddingForward, embeddingBackward, linearForward,
 //   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
 //   layerNormBackward, rmsNormForward, rmsNormBackward, rope, split, concat,
 //   causalAttentionForward, causalAttentionBackward, geluForward, geluBackward,
 //   siluMulForward, siluMulBackward, add, crossEntropyForward (writing the
 //   loss to its output tensor), crossEntropyBackward (with the loss scale),
-//   fromBf16, roundToBf16.
+//   fromBf16, toBf16, roundToBf16.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_DISPATCH_H
@@ -26,19 +29,33 @@
 #include "runtime/Program.h"
 #include "runtime/kernels/cpu.h"
 
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fsdp::runtime {
 
-/// The kernel that compute instruction `i` runs, through the kernel set `k`.
-/// Returns false for an op that is not the compute stream's (record and wait,
-/// which the executors handle themselves, and the comm ops).
-template <typename K>
-bool dispatchCompute(const program::Program &p, const program::Instruction &i, K &k,
-                     float lossScale) {
+namespace detail {
+template <typename F, typename Tuple, size_t... I>
+void applyPrefix(F f, const Tuple &t, std::index_sequence<I...>) {
+  f(std::get<I>(t)...);
+}
+} // namespace detail
+
+/// f(a...) without the last argument: a kernel set's wrapper for a kernel
+/// that takes no scratch where Dispatch passes one.
+template <typename F, typename... A> void dropLast(F f, A... a) {
+  detail::applyPrefix(f, std::make_tuple(a...), std::make_index_sequence<sizeof...(A) - 1>());
+}
+
+/// The kernel that compute instruction `i` runs on storage type T (float or
+/// kernels::bf16: the dtype of its float tensors), through the kernel set `k`.
+template <typename T, typename K>
+bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &k,
+                   float lossScale) {
   using program::Op;
   const program::Call &c = i.call;
-  auto f = [&](int64_t id) { return k.template tensor<float>(id); };
+  auto f = [&](int64_t id) { return k.template tensor<T>(id); };
   auto ids = [&](int64_t id) { return k.template tensor<int64_t>(id); };
   auto layout = c.layoutInOut ? kernels::Layout::InOut : kernels::Layout::OutIn;
   switch (i.op) {
@@ -49,20 +66,22 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
     k.embeddingForward(ids(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.D);
     return true;
   case Op::EmbeddingGrad:
-    k.embeddingBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, c.D);
+    k.embeddingBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, c.D, k.scratch(i));
     return true;
   case Op::Linear:
     k.linearForward(f(i.in[0]), f(i.in[1]), c.bias ? f(i.in[2]) : nullptr, f(i.out[0]), c.n, c.in,
-                    c.out, layout);
+                    c.out, layout, k.scratch(i));
     return true;
   case Op::LinearGradInput:
-    k.linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout);
+    k.linearBackwardInput(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout,
+                          k.scratch(i));
     return true;
   case Op::LinearGradWeight:
-    k.linearBackwardWeight(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout);
+    k.linearBackwardWeight(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.in, c.out, layout,
+                           k.scratch(i));
     return true;
   case Op::BiasGrad:
-    k.biasBackward(f(i.in[0]), f(i.out[0]), c.n, c.D);
+    k.biasBackward(f(i.in[0]), f(i.out[0]), c.n, c.D, k.scratch(i));
     return true;
   case Op::LayerNorm:
     k.layerNormForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.n, c.D, i.eps);
@@ -89,7 +108,7 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
   case Op::Split:
   case Op::Concat: {
     bool split = i.op == Op::Split;
-    std::vector<float *> parts;
+    std::vector<T *> parts;
     for (int64_t id : split ? i.out : i.in)
       parts.push_back(f(id));
     if (split)
@@ -123,22 +142,32 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
     k.add(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
     return true;
   case Op::CrossEntropy:
-    k.crossEntropyForward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, k.scratch(i));
+    k.crossEntropyForward(f(i.in[0]), ids(i.in[1]), k.template tensor<float>(i.out[0]), c.n, c.V,
+                          k.scratch(i));
     return true;
   case Op::CrossEntropyGrad:
     k.crossEntropyBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.V, lossScale);
     return true;
-  case Op::Upcast:
-    if (c.fromBf16)
-      k.fromBf16(k.template tensor<uint16_t>(i.in[0]), f(i.out[0]), c.n);
-    else // an unsharded unit keeps f32: round as a bf16 copy would
-      k.roundToBf16(f(i.in[0]), f(i.out[0]), c.n);
+  case Op::Cast: {
+    // The parameter as compute reads it: from a bf16 gather widened, or
+    // from f32 (an unsharded unit's shard, an f32 gather) rounded to bf16,
+    // kept as bf16 or as the f32 value of the bf16.
+    auto f32 = [&](int64_t id) { return k.template tensor<float>(id); };
+    auto b16 = [&](int64_t id) { return k.template tensor<kernels::bf16>(id); };
+    if (c.castFrom == program::DType::BF16)
+      k.fromBf16(b16(i.in[0]), f32(i.out[0]), c.n);
+    else if (c.dtype == program::DType::BF16)
+      k.toBf16(f32(i.in[0]), b16(i.out[0]), c.n);
+    else
+      k.roundToBf16(f32(i.in[0]), f32(i.out[0]), c.n);
     return true;
+  }
   case Op::Alloc: {
-    // The unit's unsharded gradient buffer; what lowering knows is written
-    // before it is read (from zero_from on) is not zeroed.
-    int64_t bytes = p.units[i.unit].paddedNumel * 4;
-    k.zero(i.dst, i.zeroFrom * 4, bytes);
+    // The unit's unsharded gradient buffer, in the compute dtype; what
+    // lowering knows is written before it is read (from zero_from on) is
+    // not zeroed.
+    int64_t elem = p.gradElementBytes();
+    k.zero(i.dst, i.zeroFrom * elem, p.units[i.unit].paddedNumel * elem);
     return true;
   }
   case Op::OptimizerStep:
@@ -149,6 +178,21 @@ bool dispatchCompute(const program::Program &p, const program::Instruction &i, K
   default:
     return false;
   }
+}
+
+/// The kernel that compute instruction `i` runs, through the kernel set `k`.
+/// Returns false for an op that is not the compute stream's (record and wait,
+/// which the executors handle themselves, and the comm ops), and for a bf16
+/// instruction where `k` has no bf16 kernels (the loader's target check
+/// keeps such programs away).
+template <typename K>
+bool dispatchCompute(const program::Program &p, const program::Instruction &i, K &k,
+                     float lossScale) {
+  if (i.call.dtype != program::DType::BF16 || i.op == program::Op::Cast)
+    return dispatchTyped<float>(p, i, k, lossScale);
+  if constexpr (K::kBf16)
+    return dispatchTyped<kernels::bf16>(p, i, k, lossScale);
+  return false;
 }
 
 } // namespace fsdp::runtime

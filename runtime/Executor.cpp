@@ -15,6 +15,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -171,8 +172,22 @@ void Rank::initWeights() {
 }
 
 // The CPU kernels as Dispatch.h calls them: memory is the rank's arena,
-// and every tensor a kernel touches counts toward the measured peak.
+// and every tensor a kernel touches counts toward the measured peak. Each
+// kernel forwards to kernels:: (cpu.h), whose f32 and bf16 overloads the
+// storage type picks; the f32 kernels that need no scratch drop the one
+// Dispatch passes.
+#define FSDP_CPU_KERNEL(name)                                                                      \
+  template <typename... A> void name(A... a) { kernels::name(a...); }
+#define FSDP_CPU_KERNEL_SCRATCH(name)                                                              \
+  template <typename T, typename... A> void name(const T *first, A... a) {                         \
+    if constexpr (std::is_same_v<T, float>)                                                        \
+      dropLast([](auto... x) { kernels::name(x...); }, first, a...);                               \
+    else                                                                                           \
+      kernels::name(first, a...);                                                                  \
+  }
+
 struct CpuKernels {
+  static constexpr bool kBf16 = true;
   Rank &r;
   template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
   float *scratch(const Instruction &i) {
@@ -187,86 +202,39 @@ struct CpuKernels {
   }
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
-  void positionIds(int64_t *out, int64_t B, int64_t S) { kernels::positionIds(out, B, S); }
-  void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D) {
-    kernels::embeddingForward(ids, table, out, n, D);
-  }
-  void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int64_t n, int64_t V,
-                         int64_t D) {
-    kernels::embeddingBackward(dout, ids, dtable, n, V, D);
-  }
-  void linearForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                     int64_t in, int64_t out, kernels::Layout layout) {
-    kernels::linearForward(x, w, b, y, n, in, out, layout);
-  }
-  void linearBackwardInput(const float *dy, const float *w, float *dx, int64_t n, int64_t in,
-                           int64_t out, kernels::Layout layout) {
-    kernels::linearBackwardInput(dy, w, dx, n, in, out, layout);
-  }
-  void linearBackwardWeight(const float *dy, const float *x, float *dw, int64_t n, int64_t in,
-                            int64_t out, kernels::Layout layout) {
-    kernels::linearBackwardWeight(dy, x, dw, n, in, out, layout);
-  }
-  void biasBackward(const float *dy, float *db, int64_t n, int64_t D) {
-    kernels::biasBackward(dy, db, n, D);
-  }
-  void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
-                        int64_t D, double eps) {
-    kernels::layerNormForward(x, w, b, y, n, D, eps);
-  }
-  void layerNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                         float *db, int64_t n, int64_t D, double eps, float *) {
-    kernels::layerNormBackward(dy, x, w, dx, dw, db, n, D, eps);
-  }
-  void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t D, double eps) {
-    kernels::rmsNormForward(x, w, y, n, D, eps);
-  }
-  void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
-                       int64_t n, int64_t D, double eps, float *) {
-    kernels::rmsNormBackward(dy, x, w, dx, dw, n, D, eps);
-  }
-  void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-            const kernels::Llama3Scaling *scaling, bool inverse) {
-    kernels::rope(x, y, B, S, H, Dh, theta, scaling, inverse);
-  }
-  void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W) {
-    kernels::split(x, outs, parts, n, W);
-  }
-  void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W) {
-    kernels::concat(ins, y, parts, n, W);
-  }
-  void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                              int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
-    kernels::causalAttentionForward(q, k, v, out, B, S, H, KV, Dh, scratch);
-  }
-  void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                               const float *out, float *dq, float *dk, float *dv, int64_t B,
-                               int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch) {
-    kernels::causalAttentionBackward(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch);
-  }
-  void geluForward(const float *x, float *y, int64_t n) { kernels::geluForward(x, y, n); }
-  void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
-    kernels::geluBackward(dy, x, dx, n);
-  }
-  void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {
-    kernels::siluMulForward(gate, up, y, n);
-  }
-  void siluMulBackward(const float *dy, const float *gate, const float *up, float *dgate,
-                       float *dup, int64_t n) {
-    kernels::siluMulBackward(dy, gate, up, dgate, dup, n);
-  }
-  void add(const float *a, const float *b, float *y, int64_t n) { kernels::add(a, b, y, n); }
-  void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
+  FSDP_CPU_KERNEL(positionIds)
+  FSDP_CPU_KERNEL(embeddingForward)
+  FSDP_CPU_KERNEL_SCRATCH(embeddingBackward)
+  FSDP_CPU_KERNEL_SCRATCH(linearForward)
+  FSDP_CPU_KERNEL_SCRATCH(linearBackwardInput)
+  FSDP_CPU_KERNEL_SCRATCH(linearBackwardWeight)
+  FSDP_CPU_KERNEL_SCRATCH(biasBackward)
+  FSDP_CPU_KERNEL(layerNormForward)
+  FSDP_CPU_KERNEL_SCRATCH(layerNormBackward)
+  FSDP_CPU_KERNEL(rmsNormForward)
+  FSDP_CPU_KERNEL_SCRATCH(rmsNormBackward)
+  FSDP_CPU_KERNEL(rope)
+  FSDP_CPU_KERNEL(split)
+  FSDP_CPU_KERNEL(concat)
+  FSDP_CPU_KERNEL(causalAttentionForward)
+  FSDP_CPU_KERNEL(causalAttentionBackward)
+  FSDP_CPU_KERNEL(geluForward)
+  FSDP_CPU_KERNEL(geluBackward)
+  FSDP_CPU_KERNEL(siluMulForward)
+  FSDP_CPU_KERNEL(siluMulBackward)
+  FSDP_CPU_KERNEL(add)
+  FSDP_CPU_KERNEL(crossEntropyBackward)
+  FSDP_CPU_KERNEL(fromBf16)
+  FSDP_CPU_KERNEL(toBf16)
+  FSDP_CPU_KERNEL(roundToBf16)
+  template <typename T>
+  void crossEntropyForward(const T *logits, const int64_t *targets, float *loss, int64_t n,
                            int64_t V, float *) {
     *loss = kernels::crossEntropyForward(logits, targets, n, V);
   }
-  void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
-                            int64_t V, float scale) {
-    kernels::crossEntropyBackward(logits, targets, dlogits, n, V, scale);
-  }
-  void fromBf16(const uint16_t *h, float *out, int64_t n) { kernels::fromBf16(h, out, n); }
-  void roundToBf16(const float *x, float *out, int64_t n) { kernels::roundToBf16(x, out, n); }
 };
+#undef FSDP_CPU_KERNEL
+#undef FSDP_CPU_KERNEL_SCRATCH
 
 void Rank::computeOne(const Instruction &i) {
   CpuKernels k{*this};
@@ -331,7 +299,17 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
     }
     case Op::ReduceScatter: {
       const Unit &u = p.units[inst.unit];
-      if (inst.bf16) {
+      if (p.gradElementBytes() == 2 && inst.bf16) {
+        // bf16 gradients (bf16 compute), reduced as they are.
+        ok = comm.reduceScatterAddBf16(Group::Shard, at<uint16_t>(inst.src),
+                                       at(u.gradShardOffset), u.shardNumel);
+      } else if (p.gradElementBytes() == 2) {
+        // bf16 gradients reduced in f32: widened into the plan's staging.
+        touch(inst.scratch, inst.scratchBytes);
+        kernels::fromBf16(at<kernels::bf16>(inst.src), at(inst.scratch), u.paddedNumel);
+        ok = comm.reduceScatterAdd(Group::Shard, at(inst.scratch), at(u.gradShardOffset),
+                                   u.shardNumel);
+      } else if (inst.bf16) {
         // The gradient buffer is rounded to bf16 in place, in its first half.
         uint16_t *half = at<uint16_t>(inst.src);
         kernels::toBf16(at(inst.src), half, u.paddedNumel);

@@ -61,6 +61,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (t(id).dtype != DType::F32)
       fail("tensor " + std::to_string(id) + " must be f32");
   };
+  auto isFloat = [&](int64_t id) { return t(id).dtype != DType::I64; };
   auto sameShape = [&](int64_t a, int64_t b) {
     if (t(a).shape != t(b).shape)
       fail("tensors " + std::to_string(a) + " and " + std::to_string(b) + " must have one shape");
@@ -78,9 +79,11 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       fail("tensor " + std::to_string(id) + " has rows of " + str(by) +
            " elements; the kernel needs at least 1");
   };
-  // What the kernel reads or writes of a tensor: `count` elements of f32
-  // (or i64) from its start, which must lie within it.
-  auto touches = [&](int64_t id, i128 count, i128 esize = 4) {
+  // What the kernel reads or writes of a tensor: `count` elements of its
+  // dtype (or of `esize` bytes) from its start, which must lie within it.
+  auto touches = [&](int64_t id, i128 count, i128 esize = 0) {
+    if (esize == 0)
+      esize = elementBytes(t(id).dtype);
     i128 have = n(id) * elementBytes(t(id).dtype);
     if (count * esize > have)
       fail("the kernel touches " + str(count * esize) + " bytes of tensor " + std::to_string(id) +
@@ -119,6 +122,23 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
          count(info.minOut, info.maxOut) + " outputs, not " + std::to_string(inst.in.size()) +
          " and " + std::to_string(inst.out.size()));
 
+  // A kernel runs on one storage type: every float tensor of a compute
+  // instruction has one dtype, but the loss (f32 from logits of either) and
+  // a cast's input.
+  if (info.stream == OpStream::Compute && inst.op != Op::Cast) {
+    int64_t first = -1;
+    for (const auto *ids : {&inst.in, &inst.out})
+      for (int64_t id : *ids) {
+        if (!isFloat(id) || (inst.op == Op::CrossEntropy && ids == &inst.out))
+          continue;
+        if (first < 0)
+          first = id;
+        else if (t(id).dtype != t(first).dtype)
+          fail("tensors " + std::to_string(first) + " and " + std::to_string(id) +
+               " must have one dtype (the kernel's)");
+      }
+  }
+
   // First what the call is decoded from (shapes, dtypes, attributes); then
   // the decoded call (the executors' very arguments) proves that the
   // kernel's reads and writes lie within its tensors.
@@ -127,8 +147,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     rank(inst.in[0], 2);
     break;
   case Op::Embedding:
-    f32(inst.in[1]);
-    if (t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
+    if (!isFloat(inst.in[1]) || t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
         last(inst.out[0]) != t(inst.in[1]).shape[1] ||
         n(inst.out[0]) != n(inst.in[0]) * last(inst.out[0]))
       fail("embedding shapes do not match");
@@ -224,10 +243,11 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   case Op::Gelu:
     sameShape(inst.in[0], inst.out[0]);
     break;
-  case Op::Upcast:
-    f32(inst.out[0]);
-    if (n(inst.in[0]) != n(inst.out[0]) || t(inst.in[0]).dtype == DType::I64)
-      fail("upcast reads a bf16 or f32 parameter of the output's size");
+  case Op::Cast:
+    if (n(inst.in[0]) != n(inst.out[0]) || !isFloat(inst.in[0]) || !isFloat(inst.out[0]))
+      fail("cast reads a bf16 or f32 parameter of the output's size");
+    if (t(inst.out[0]).dtype == DType::BF16 && t(inst.in[0]).dtype == DType::BF16)
+      fail("a bf16 parameter needs no cast to bf16");
     break;
   case Op::GeluGrad:
   case Op::SiluMul:
@@ -238,6 +258,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       fail("output size does not match");
     break;
   case Op::CrossEntropy:
+    f32(inst.out[0]);
+    [[fallthrough]];
   case Op::CrossEntropyGrad:
     if (t(inst.in[1]).dtype != DType::I64 || t(inst.in[0]).shape.empty() ||
         n(inst.in[0]) != n(inst.in[1]) * last(inst.in[0]))
@@ -248,7 +270,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     event();
     return;
   case Op::Alloc:
-    checkRange(inst.dst, (i128)unit().paddedNumel * 4);
+    checkRange(inst.dst, (i128)unit().paddedNumel * p.gradElementBytes());
     if (inst.zeroFrom < 0 || inst.zeroFrom > unit().paddedNumel)
       fail("zero_from " + std::to_string(inst.zeroFrom) + " lies outside the unit");
     return;
@@ -256,7 +278,10 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     checkRange(inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
     return;
   case Op::ReduceScatter:
-    checkRange(inst.src, (i128)unit().paddedNumel * 4);
+    checkRange(inst.src, (i128)unit().paddedNumel * p.gradElementBytes());
+    // bf16 gradients reduced in f32 are widened into staging first.
+    if (p.gradElementBytes() == 2 && !inst.bf16)
+      scratch((i128)unit().paddedNumel * 4);
     return;
   case Op::Free:
   case Op::OptimizerStep:
@@ -271,6 +296,11 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   const Call &c = inst.call;
   const auto &in = inst.in, &out = inst.out;
   i128 nD = (i128)c.n * c.D;
+  // The scratch a bf16 kernel needs (runtime/kernels/cpu.h), in floats.
+  auto bf16Scratch = [&](int64_t floats) {
+    if (c.dtype == DType::BF16 && floats > 0)
+      scratch((i128)floats * 4);
+  };
   switch (inst.op) {
   case Op::PositionIds:
     touches(out[0], (i128)c.B * c.S, 8);
@@ -284,6 +314,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[0], nD);
     touches(in[1], c.n, 8);
     touches(out[0], (i128)c.V * c.D);
+    bf16Scratch(fsdp::kernels::embeddingBackwardBf16ScratchFloats(c.n, c.V, c.D));
     break;
   case Op::Linear:
     touches(in[0], (i128)c.n * c.in);
@@ -291,20 +322,24 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (c.bias)
       touches(in[2], c.out);
     touches(out[0], (i128)c.n * c.out);
+    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::LinearGradInput: // dy, w -> dx
     touches(in[0], (i128)c.n * c.out);
     touches(in[1], (i128)c.in * c.out);
     touches(out[0], (i128)c.n * c.in);
+    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::LinearGradWeight: // dy, x -> dw
     touches(in[0], (i128)c.n * c.out);
     touches(in[1], (i128)c.n * c.in);
     touches(out[0], (i128)c.in * c.out);
+    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::BiasGrad:
     touches(in[0], nD);
     touches(out[0], c.D);
+    bf16Scratch(fsdp::kernels::biasBackwardBf16ScratchFloats(c.n, c.D));
     break;
   case Op::LayerNorm:
   case Op::RMSNorm:
@@ -320,6 +355,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[2], c.D);
     for (size_t k = 1; k < out.size(); ++k)
       touches(out[k], c.D);
+    bf16Scratch(fsdp::kernels::normBackwardBf16ScratchFloats(c.n, c.D));
     break;
   case Op::Rope:
     for (int64_t id : {in[0], out[0]})
@@ -349,7 +385,10 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       for (int64_t id : {in[2], in[3], out[1], out[2]})
         touches(id, kvn);
     }
-    scratch((i128)fsdp::kernels::causalAttentionScratchFloats(c.S, !fwd) * 4);
+    if (c.dtype == DType::BF16)
+      bf16Scratch(fsdp::kernels::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, !fwd));
+    else
+      scratch((i128)fsdp::kernels::causalAttentionScratchFloats(c.S, !fwd) * 4);
     break;
   }
   case Op::Gelu:
@@ -368,8 +407,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[1], c.n, 8);
     touches(out[0], inst.op == Op::CrossEntropy ? 1 : (i128)c.n * c.V);
     break;
-  case Op::Upcast:
-    touches(in[0], c.n, c.fromBf16 ? 2 : 4);
+  case Op::Cast:
+    touches(in[0], c.n);
     touches(out[0], c.n);
     break;
   default:

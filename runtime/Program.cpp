@@ -114,12 +114,22 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::CrossEntropyGrad: // logits, targets
     c.n = numel(1, In), c.V = last(0, In);
     break;
-  case Op::Upcast:
-    c.n = numel(0, In), c.fromBf16 = p.tensors[i.in[0]].dtype == DType::BF16;
+  case Op::Cast:
+    c.n = numel(0, In), c.castFrom = p.tensors[i.in[0]].dtype;
     break;
   default:
     break;
   }
+  // The kernel's storage type: that of its float tensors, which the loader
+  // has checked are of one dtype (the loss aside).
+  for (const auto *ids : {&i.out, &i.in})
+    for (int64_t id : *ids)
+      if (p.tensors[id].dtype != DType::I64 && !(i.op == Op::CrossEntropy)) {
+        c.dtype = p.tensors[id].dtype;
+        return c;
+      }
+  if (i.op == Op::CrossEntropy)
+    c.dtype = p.tensors[i.in[0]].dtype;
   return c;
 }
 
@@ -265,6 +275,7 @@ std::string fsdp::program::writeProgram(const Program &p) {
   top["shard_size"] = p.shardSize;
   top["param_dtype"] = p.paramDtype;
   top["reduce_dtype"] = p.reduceDtype;
+  top["compute_dtype"] = p.computeDtype;
   top["micro_batch"] = p.microBatch;
   top["seq_len"] = p.seqLen;
   top["arena_bytes"] = p.arenaBytes;
@@ -359,7 +370,8 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
   return a.modelName == b.modelName && a.modelType == b.modelType && a.strategy == b.strategy &&
          a.parameters == b.parameters && a.worldSize == b.worldSize && a.shardSize == b.shardSize &&
          a.microBatch == b.microBatch && a.seqLen == b.seqLen && a.paramDtype == b.paramDtype &&
-         a.reduceDtype == b.reduceDtype && a.arenaBytes == b.arenaBytes &&
+         a.reduceDtype == b.reduceDtype && a.computeDtype == b.computeDtype &&
+         a.arenaBytes == b.arenaBytes &&
          a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
          a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
          a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&

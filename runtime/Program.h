@@ -80,7 +80,8 @@ struct Call {
   int64_t parts = 0, W = 0;      // split and concat: parts of [n, W]
   bool layoutInOut = false;      // linear: the weight is [in, out]
   bool bias = false;             // linear: a third input
-  bool fromBf16 = false;         // upcast: a bf16 input
+  DType dtype = DType::F32;      // of its float tensors (cast: of the output)
+  DType castFrom = DType::F32;   // cast: the input's
 };
 struct Instruction {
   Op op;
@@ -114,7 +115,7 @@ struct Program {
   std::string modelName, modelType, strategy;
   int64_t parameters = 0;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
-  std::string paramDtype = "f32", reduceDtype = "f32";
+  std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
   // The plan's memory figures (docs/program-format.md), for people reading the
   // program; the runtime reads peak_bytes (predictedPeakBytes).
@@ -127,6 +128,8 @@ struct Program {
   Phase microStep, optimizer;
 
   int64_t replicas() const { return worldSize / shardSize; }
+  /// Bytes of an element of the unsharded gradient buffers (compute dtype).
+  int64_t gradElementBytes() const { return computeDtype == "bf16" ? 2 : 4; }
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
 };
 

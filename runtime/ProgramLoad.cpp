@@ -144,7 +144,9 @@ void Loader::run(const std::string &text) {
     p.paramDtype = get<std::string>(j, "param_dtype", "top level");
   if (j.contains("reduce_dtype"))
     p.reduceDtype = get<std::string>(j, "reduce_dtype", "top level");
-  for (const std::string &d : {p.paramDtype, p.reduceDtype})
+  if (j.contains("compute_dtype"))
+    p.computeDtype = get<std::string>(j, "compute_dtype", "top level");
+  for (const std::string &d : {p.paramDtype, p.reduceDtype, p.computeDtype})
     if (d != "f32" && d != "bf16")
       fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
   if (p.worldSize > kMaxRanks)

@@ -83,6 +83,10 @@ static cl::opt<std::string>
     paramDtype("param-dtype",
                cl::desc("f32 | bf16: parameters for compute and gathers (default f32)"),
                cl::init("f32"), cl::cat(category));
+static cl::opt<std::string> computeDtype(
+    "compute-dtype",
+    cl::desc("f32 | bf16: matmul operands and every activation (default: --param-dtype)"),
+    cl::init(""), cl::cat(category));
 static cl::opt<std::string> reduceDtype("reduce-dtype",
                                         cl::desc("f32 | bf16: gradient reductions (default f32)"),
                                         cl::init("f32"), cl::cat(category));
@@ -262,6 +266,7 @@ int main(int argc, char **argv) {
   o.activationCheckpointing = activationCheckpointing;
   o.paramDtype = paramDtype;
   o.reduceDtype = reduceDtype;
+  o.computeDtype = computeDtype;
   if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
     return fail("hybrid-shard needs --shard-size G dividing --world-size " +
                 std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
@@ -336,14 +341,15 @@ int main(int argc, char **argv) {
 
   // What the memory and precision settings did: the same plan without them.
   std::optional<PlanFigures> baseline;
-  if (o.activationCheckpointing != "none" || o.paramDtype != "f32" || o.reduceDtype != "f32") {
+  if (o.activationCheckpointing != "none" || o.paramDtype != "f32" || o.reduceDtype != "f32" ||
+      o.resolvedComputeDtype() != "f32") {
     mlir::MLIRContext baseContext;
     baseContext.loadDialect<nn::NNDialect, plan::FSDPDialect>();
     ImportError baseError;
     auto base = loadModel(inputPath, &baseContext, importOptions, baseError);
     PlanOptions bo = o;
     bo.activationCheckpointing = "none";
-    bo.paramDtype = bo.reduceDtype = "f32";
+    bo.paramDtype = bo.reduceDtype = bo.computeDtype = "f32";
     if (base && mlir::succeeded(runPlanPipeline(*base, bo)))
       baseline = planFigures(*base);
   }
@@ -363,6 +369,7 @@ int main(int argc, char **argv) {
       report["without_settings"] = {{"activation_checkpointing", "none"},
                                     {"param_dtype", "f32"},
                                     {"reduce_dtype", "f32"},
+                                    {"compute_dtype", "f32"},
                                     {"peak_bytes", baseline->peakBytes},
                                     {"activations_bytes", baseline->activationsBytes},
                                     {"unsharded_bytes", baseline->unshardedBytes},
@@ -422,8 +429,8 @@ int main(int argc, char **argv) {
                    << llvm::right_justify(humanBytes(after), 10) << "\n";
     };
     llvm::outs() << "\nwhat checkpointing " << o.activationCheckpointing << ", parameters "
-                 << o.paramDtype << " and reductions " << o.reduceDtype
-                 << " did (against none, f32, f32)\n";
+                 << o.paramDtype << ", compute " << o.resolvedComputeDtype() << " and reductions "
+                 << o.reduceDtype << " did (against none, f32, f32, f32)\n";
     change("peak per rank", baseline->peakBytes, figures.peakBytes);
     change("activations at the peak", baseline->activationsBytes, figures.activationsBytes);
     change("unsharded at the peak", baseline->unshardedBytes, figures.unshardedBytes);

@@ -189,16 +189,19 @@ LogicalResult ReturnOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
-// UpcastOp
+// CastOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult UpcastOp::verify() {
+LogicalResult CastOp::verify() {
   if (!getParam().getDefiningOp() ||
       getParam().getDefiningOp()->getName().getStringRef() != "nn.param")
     return emitOpError() << "reads a parameter (an nn.param)";
-  if (getParam().getType() != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType() << " must be the parameter's "
-                         << getParam().getType();
+  auto from = cast<RankedTensorType>(getParam().getType());
+  auto to = cast<RankedTensorType>(getResult().getType());
+  if (from.getShape() != to.getShape() || !from.getElementType().isF32() ||
+      !(to.getElementType().isF32() || to.getElementType().isBF16()))
+    return emitOpError() << "casts an f32 parameter to f32 or bf16 of its shape, not "
+                         << getParam().getType() << " to " << getResult().getType();
   return success();
 }
 

@@ -197,7 +197,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
       `checkpointed_blocks`;
     - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
       shard group; replica groups have `world_size / shard_size` ranks);
-    - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`;
+    - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`, `compute_dtype`;
     - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
       `max_inflight_gathers`;
     - `fsdp-memory-plan`: `micro_batch`, `seq_len`, `arena_bytes`, the inputs'
@@ -223,6 +223,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_PositiveI64>:$shard_size,
                        OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
+                       OptionalAttr<FSDP_DtypeAttr>:$compute_dtype,
                        OptionalAttr<FSDP_NonNegativeI64>:$forward_prefetch,
                        OptionalAttr<FSDP_BackwardPrefetchAttr>:$backward_prefetch,
                        OptionalAttr<FSDP_PositiveI64>:$max_inflight_gathers,
@@ -260,6 +261,9 @@ def FSDP_StepOp : FSDP_Op<"step", [
     }
     ::fsdp::plan::Dtype getReduceDtypeOrF32() {
       return getReduceDtype().value_or(::fsdp::plan::Dtype::F32);
+    }
+    ::fsdp::plan::Dtype getComputeDtypeOrF32() {
+      return getComputeDtype().value_or(::fsdp::plan::Dtype::F32);
     }
   }];
   let hasCustomAssemblyFormat = 1;
@@ -309,8 +313,12 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
     accumulates over micro-steps until the optimizer step. In bf16
     (`fsdp.reduce_scatter @block0 in bf16`) the gradients are rounded to bf16 before the reduction
     (half the bytes sent) and the bf16 sum is added to the f32 shard.
+    Gradients computed in bf16 and reduced in f32 are widened first into
+    staging of the unit's padded size, at `scratch_offset` (the memory plan
+    sets it), live until the reduction's wait.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_DtypeAttr>:$dtype);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_DtypeAttr>:$dtype,
+                       OptionalAttr<FSDP_NonNegativeI64>:$scratch_offset);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit (`in` $dtype^)? attr-dict";
   let hasVerifier = 1;
@@ -323,19 +331,21 @@ def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {
   let assemblyFormat = "$unit attr-dict";
 }
 
-def FSDP_UpcastOp : FSDP_Op<"upcast", [HasParent<"StepOp">,
-    AllTypesMatch<["param", "result"]>]> {
-  let summary = "a parameter in bf16, as the f32 tensor compute reads (mixed precision)";
+def FSDP_CastOp : FSDP_Op<"cast", [HasParent<"StepOp">]> {
+  let summary = "a parameter as compute reads it (mixed precision)";
   let description = [{
-    The parameter rounded to bf16 (round to nearest even) and widened to f32:
-    read from the unit's bf16 gathered buffer, or from the f32 shard of a unit
-    that is not sharded. Compute on CPUs runs in f32 on these values.
+    The parameter rounded to bf16 (round to nearest even), in the compute
+    dtype, its result's element type: bf16 (`--compute-dtype bf16`), or f32
+    holding the bf16 values (`--param-dtype bf16 --compute-dtype f32`). It
+    reads the unit's gathered buffer (bf16 when gathers are) or, for a unit
+    that is not sharded, its f32 shard. A bf16 cast of a parameter gathered
+    in bf16 is the gathered value itself: no buffer, no instruction.
     `offsets`, as on the nn ops, is the arena offset of its result, which the
     memory plan sets.
   }];
   let arguments = (ins AnyRankedTensor:$param, OptionalAttr<DenseI64ArrayAttr>:$offsets);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$param attr-dict `:` type($param)";
+  let assemblyFormat = "$param attr-dict `:` type($param) `to` type($result)";
   let hasVerifier = 1;
 }
 

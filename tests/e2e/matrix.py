@@ -292,7 +292,7 @@ def main():
             plan = os.path.join(args.work, tag + ".plan.json")
             run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
                  "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
-                 "--param-dtype", "bf16", "-o", plan])
+                 "--param-dtype", "bf16", "--compute-dtype", "f32", "-o", plan])
             metrics = os.path.join(args.work, tag + ".jsonl")
             run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
                  "--steps", str(args.steps), "--metrics", metrics, "--quiet"])

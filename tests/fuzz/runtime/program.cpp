@@ -284,11 +284,11 @@ void Checker::instruction(const Instruction &i) {
     indices(i.in[1], (int64_t)V);
     break;
   }
-  case Op::Upcast:
+  case Op::Cast:
     arity(i, 1, 1);
     touches(i.out[0], n(i.in[0]));
     if (t(i.in[0]).dtype == DType::I64)
-      bad("upcast of an i64 tensor");
+      bad("cast of an i64 tensor");
     break;
   case Op::Record:
   case Op::Wait:

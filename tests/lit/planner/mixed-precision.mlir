@@ -1,8 +1,10 @@
 // fsdp-mixed-precision alone, on a full-shard step: bf16 gathers, every
-// compute use of a parameter read through fsdp.upcast right before the op,
-// bf16 reductions; the shards and the optimizer stay f32.
+// compute use of a parameter read through fsdp.cast right before the op,
+// bf16 reductions; the shards and the optimizer stay f32. With bf16 compute,
+// every value an nn op makes is bf16 but the loss, and the casts give bf16.
 // RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=bf16 reduce-dtype=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: fsdp-opt %s --fsdp-mixed-precision="reduce-dtype=bf16" | FileCheck %s --check-prefix=REDUCE
+// RUN: fsdp-opt %s --fsdp-mixed-precision="param-dtype=bf16 compute-dtype=bf16" | FileCheck %s --check-prefix=COMPUTE
 // RUN: not fsdp-opt %s --fsdp-mixed-precision="param-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
 
 module {
@@ -73,31 +75,31 @@ module {
 // BF16: fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
 // BF16: fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
 // BF16-LABEL: fsdp.step @train_step(
-// BF16-SAME: block_prefix = "blocks", max_seq_len = 8 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = #fsdp<dtype bf16>, reduce_dtype = #fsdp<dtype bf16>, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, world_size = 2 : i64
+// BF16-SAME: block_prefix = "blocks", compute_dtype = #fsdp<dtype f32>, max_seq_len = 8 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = #fsdp<dtype bf16>, reduce_dtype = #fsdp<dtype bf16>, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, world_size = 2 : i64
 // BF16-NEXT: %emb.weight = nn.param "emb.weight"
 // BF16-NEXT: %blocks.0.fc.weight = nn.param "blocks.0.fc.weight"
 // BF16-NEXT: %blocks.1.fc.weight = nn.param "blocks.1.fc.weight"
 // BF16-NEXT: %head.weight = nn.param "head.weight"
 // BF16-NEXT: [[V0:%[0-9]+]] = fsdp.all_gather @root in  bf16
 // BF16-NEXT: fsdp.wait [[V0]]
-// BF16-NEXT: [[V1:%[0-9]+]] = fsdp.upcast %emb.weight
+// BF16-NEXT: [[V1:%[0-9]+]] = fsdp.cast %emb.weight
 // BF16-NEXT: [[V2:%[0-9]+]] = nn.embedding %tokens, [[V1]] {module = "emb"}
 // BF16-NEXT: [[V3:%[0-9]+]] = fsdp.all_gather @block0 in  bf16
 // BF16-NEXT: fsdp.wait [[V3]]
-// BF16-NEXT: [[V4:%[0-9]+]] = fsdp.upcast %blocks.0.fc.weight
+// BF16-NEXT: [[V4:%[0-9]+]] = fsdp.cast %blocks.0.fc.weight
 // BF16-NEXT: [[V5:%[0-9]+]] = nn.linear out_in [[V2]], [[V4]] {module = "blocks.0.fc"}
 // BF16-NEXT: fsdp.free params @block0
 // BF16-NEXT: [[V6:%[0-9]+]] = nn.gelu [[V5]] {module = "blocks.0.act"} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
 // BF16-NEXT: [[V7:%[0-9]+]] = fsdp.all_gather @block1 in  bf16
 // BF16-NEXT: fsdp.wait [[V7]]
-// BF16-NEXT: [[V8:%[0-9]+]] = fsdp.upcast %blocks.1.fc.weight
+// BF16-NEXT: [[V8:%[0-9]+]] = fsdp.cast %blocks.1.fc.weight
 // BF16-NEXT: [[V9:%[0-9]+]] = nn.linear out_in [[V6]], [[V8]] {module = "blocks.1.fc"}
 // BF16-NEXT: fsdp.free params @block1
-// BF16-NEXT: [[V10:%[0-9]+]] = fsdp.upcast %head.weight
+// BF16-NEXT: [[V10:%[0-9]+]] = fsdp.cast %head.weight
 // BF16-NEXT: [[V11:%[0-9]+]] = nn.linear out_in [[V9]], [[V10]] {module = "head"}
 // BF16-NEXT: [[V12:%[0-9]+]] = nn.cross_entropy [[V11]], %targets
 // BF16-NEXT: [[V13:%[0-9]+]] = nn.cross_entropy_grad [[V11]], %targets
-// BF16-NEXT: [[V14:%[0-9]+]] = fsdp.upcast %head.weight
+// BF16-NEXT: [[V14:%[0-9]+]] = fsdp.cast %head.weight
 // BF16-NEXT: [[V15:%[0-9]+]] = nn.linear_grad_input out_in [[V13]], [[V14]] {module = "head"}
 // BF16-NEXT: fsdp.free params @root
 // BF16-NEXT: fsdp.alloc grads @root
@@ -105,7 +107,7 @@ module {
 // BF16-NEXT: fsdp.grad "head.weight", [[V16]]
 // BF16-NEXT: [[V17:%[0-9]+]] = fsdp.all_gather @block1 in  bf16
 // BF16-NEXT: fsdp.wait [[V17]]
-// BF16-NEXT: [[V18:%[0-9]+]] = fsdp.upcast %blocks.1.fc.weight
+// BF16-NEXT: [[V18:%[0-9]+]] = fsdp.cast %blocks.1.fc.weight
 // BF16-NEXT: [[V19:%[0-9]+]] = nn.linear_grad_input out_in [[V15]], [[V18]] {module = "blocks.1.fc"}
 // BF16-NEXT: fsdp.free params @block1
 // BF16-NEXT: fsdp.alloc grads @block1
@@ -115,7 +117,7 @@ module {
 // BF16-NEXT: [[V22:%[0-9]+]] = nn.gelu_grad [[V19]], [[V5]] {module = "blocks.0.act"}
 // BF16-NEXT: [[V23:%[0-9]+]] = fsdp.all_gather @block0 in  bf16
 // BF16-NEXT: fsdp.wait [[V23]]
-// BF16-NEXT: [[V24:%[0-9]+]] = fsdp.upcast %blocks.0.fc.weight
+// BF16-NEXT: [[V24:%[0-9]+]] = fsdp.cast %blocks.0.fc.weight
 // BF16-NEXT: [[V25:%[0-9]+]] = nn.linear_grad_input out_in [[V22]], [[V24]] {module = "blocks.0.fc"}
 // BF16-NEXT: fsdp.free params @block0
 // BF16-NEXT: fsdp.alloc grads @block0
@@ -144,7 +146,7 @@ module {
 // REDUCE: fsdp.unit @block0 {index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
 // REDUCE: fsdp.unit @block1 {index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_size = 2 : i64, sizes = array<i64: 64>}
 // REDUCE-LABEL: fsdp.step @train_step(
-// REDUCE-SAME: block_prefix = "blocks", max_seq_len = 8 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = #fsdp<dtype f32>, reduce_dtype = #fsdp<dtype bf16>, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, world_size = 2 : i64
+// REDUCE-SAME: block_prefix = "blocks", compute_dtype = #fsdp<dtype f32>, max_seq_len = 8 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, param_dtype = #fsdp<dtype f32>, reduce_dtype = #fsdp<dtype bf16>, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, world_size = 2 : i64
 // REDUCE-NEXT: %emb.weight = nn.param "emb.weight"
 // REDUCE-NEXT: %blocks.0.fc.weight = nn.param "blocks.0.fc.weight"
 // REDUCE-NEXT: %blocks.1.fc.weight = nn.param "blocks.1.fc.weight"
@@ -204,3 +206,18 @@ module {
 // REDUCE-NEXT: }
 
 // BAD: for the --param-dtype option: Cannot find option named 'fp8'!
+
+// COMPUTE-LABEL: fsdp.step @train_step(
+// COMPUTE-SAME: compute_dtype = #fsdp<dtype bf16>
+// COMPUTE: %[[E:.*]] = fsdp.cast %emb.weight : tensor<16x8xf32> to tensor<16x8xbf16>
+// COMPUTE-NEXT: %[[X:.*]] = nn.embedding %tokens, %[[E]] {module = "emb"} : (tensor<?x?xi64>, tensor<16x8xbf16>) -> tensor<?x?x8xbf16>
+// COMPUTE: nn.linear out_in %[[X]], %{{.*}} {module = "blocks.0.fc"} : (tensor<?x?x8xbf16>, tensor<8x8xbf16>) -> tensor<?x?x8xbf16>
+// COMPUTE: nn.gelu %{{.*}} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+// COMPUTE: %[[L:.*]] = nn.linear out_in %{{.*}} {module = "head"} : (tensor<?x?x8xbf16>, tensor<16x8xbf16>) -> tensor<?x?x16xbf16>
+// COMPUTE-NEXT: %[[LOSS:.*]] = nn.cross_entropy %[[L]], %targets : (tensor<?x?x16xbf16>, tensor<?x?xi64>) -> tensor<f32>
+// COMPUTE-NEXT: nn.cross_entropy_grad %[[L]], %targets : (tensor<?x?x16xbf16>, tensor<?x?xi64>) -> tensor<?x?x16xbf16>
+// COMPUTE: %[[G:.*]] = nn.linear_grad_weight out_in {{.*}} -> tensor<16x8xbf16>
+// COMPUTE-NEXT: fsdp.grad "head.weight", %[[G]] : tensor<16x8xbf16>
+// COMPUTE: %[[EG:.*]] = nn.embedding_grad {{.*}} -> tensor<16x8xbf16>
+// COMPUTE-NEXT: fsdp.grad "emb.weight", %[[EG]] : tensor<16x8xbf16>
+// COMPUTE: fsdp.return %[[LOSS]] : tensor<f32>

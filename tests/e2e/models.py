@@ -55,6 +55,30 @@ def dropout_keys(cfg):
     return [(k, _get(cfg, k, dflt)) for k in keys if _get(cfg, k, dflt) != 0]
 
 
+class _Bf16(torch.autograd.Function):
+    """x rounded to bf16 (held in x's dtype); its gradient rounded the same way."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(torch.bfloat16).to(g.dtype)
+
+
+# bf16 compute (--compute-dtype bf16, DESIGN.md "Mixed precision"): every value
+# an op stores, every activation gradient and each use of a parameter are
+# rounded to bf16, where fsdp's kernels store bf16; everything between two
+# roundings is computed in the model's dtype (f32, or f64 to measure how much
+# the accumulation precision alone moves a bf16 run).
+BF16_COMPUTE = False
+
+
+def R(x):
+    return _Bf16.apply(x) if BF16_COMPUTE else x
+
+
 class _Weight(nn.Module):
     """A module holding `weight` (and optionally `bias`) so the state-dict names match HF."""
 
@@ -80,15 +104,15 @@ class GPT2Attention(nn.Module):
 
     def forward(self, x):
         B, S, D = x.shape
-        qkv = torch.addmm(self.c_attn.bias, x.reshape(-1, D), self.c_attn.weight).view(B, S, 3 * D)
+        qkv = R(torch.addmm(R(self.c_attn.bias), x.reshape(-1, D), R(self.c_attn.weight))).view(B, S, 3 * D)
         q, k, v = qkv.split(D, dim=2)
         q, k, v = (t.view(B, S, self.heads, self.hd).permute(0, 2, 1, 3) for t in (q, k, v))
         att = torch.matmul(q, k.transpose(-1, -2)) / (self.hd ** 0.5)
         mask = torch.ones(S, S, dtype=torch.bool).tril()
         att = att.masked_fill(~mask, float("-inf"))
         att = torch.softmax(att, dim=-1)
-        y = torch.matmul(att, v).permute(0, 2, 1, 3).reshape(B * S, D)
-        return torch.addmm(self.c_proj.bias, y, self.c_proj.weight).view(B, S, D)
+        y = R(torch.matmul(att, v)).permute(0, 2, 1, 3).reshape(B * S, D)
+        return R(torch.addmm(R(self.c_proj.bias), y, R(self.c_proj.weight))).view(B, S, D)
 
 
 class GPT2MLP(nn.Module):
@@ -99,8 +123,8 @@ class GPT2MLP(nn.Module):
 
     def forward(self, x):
         B, S, D = x.shape
-        h = gelu_new(torch.addmm(self.c_fc.bias, x.reshape(-1, D), self.c_fc.weight))
-        return torch.addmm(self.c_proj.bias, h, self.c_proj.weight).view(B, S, D)
+        h = R(gelu_new(R(torch.addmm(R(self.c_fc.bias), x.reshape(-1, D), R(self.c_fc.weight)))))
+        return R(torch.addmm(R(self.c_proj.bias), h, R(self.c_proj.weight))).view(B, S, D)
 
 
 class GPT2Block(nn.Module):
@@ -114,8 +138,8 @@ class GPT2Block(nn.Module):
 
     def forward(self, x):
         d = x.shape[-1]
-        x = x + self.attn(F.layer_norm(x, (d,), self.ln_1.weight, self.ln_1.bias, self.eps))
-        x = x + self.mlp(F.layer_norm(x, (d,), self.ln_2.weight, self.ln_2.bias, self.eps))
+        x = R(x + self.attn(R(F.layer_norm(x, (d,), R(self.ln_1.weight), R(self.ln_1.bias), self.eps))))
+        x = R(x + self.mlp(R(F.layer_norm(x, (d,), R(self.ln_2.weight), R(self.ln_2.bias), self.eps))))
         return x
 
 
@@ -163,11 +187,11 @@ class GPT2LMHeadModel(nn.Module):
         if S > self.max_seq_len:
             raise ValueError(f"sequence length {S} exceeds n_positions = {self.max_seq_len}")
         t = self.transformer
-        x = t.wte.weight[ids] + t.wpe.weight[:S].unsqueeze(0)
+        x = R(R(R(t.wte.weight)[ids]) + R(R(t.wpe.weight)[:S].unsqueeze(0)))
         for blk in t.h:
             x = blk(x)
-        x = F.layer_norm(x, (self.c["d"],), t.ln_f.weight, t.ln_f.bias, self.c["eps"])
-        return torch.matmul(x, self.head_weight().t())
+        x = R(F.layer_norm(x, (self.c["d"],), R(t.ln_f.weight), R(t.ln_f.bias), self.c["eps"]))
+        return R(torch.matmul(x, R(self.head_weight()).t()))
 
 
 # ---------------------------------------------------------------------------- LLaMA
@@ -227,11 +251,11 @@ class LlamaAttention(nn.Module):
 
     def forward(self, x, cos, sin):
         B, S, _ = x.shape
-        q = F.linear(x, self.q_proj.weight).view(B, S, self.heads, self.hd).transpose(1, 2)
-        k = F.linear(x, self.k_proj.weight).view(B, S, self.kv, self.hd).transpose(1, 2)
-        v = F.linear(x, self.v_proj.weight).view(B, S, self.kv, self.hd).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        q = R(F.linear(x, R(self.q_proj.weight))).view(B, S, self.heads, self.hd).transpose(1, 2)
+        k = R(F.linear(x, R(self.k_proj.weight))).view(B, S, self.kv, self.hd).transpose(1, 2)
+        v = R(F.linear(x, R(self.v_proj.weight))).view(B, S, self.kv, self.hd).transpose(1, 2)
+        q = R(q * cos + rotate_half(q) * sin)
+        k = R(k * cos + rotate_half(k) * sin)
         rep = self.heads // self.kv
         if rep > 1:  # HF repeat_kv: query head h uses kv head h // rep
             k = k[:, :, None].expand(B, self.kv, rep, S, self.hd).reshape(B, self.heads, S, self.hd)
@@ -239,8 +263,8 @@ class LlamaAttention(nn.Module):
         att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
         mask = torch.ones(S, S, dtype=torch.bool).tril()
         att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
-        y = torch.matmul(att, v).transpose(1, 2).reshape(B, S, self.heads * self.hd)
-        return F.linear(y, self.o_proj.weight)
+        y = R(torch.matmul(att, v)).transpose(1, 2).reshape(B, S, self.heads * self.hd)
+        return R(F.linear(y, R(self.o_proj.weight)))
 
 
 class LlamaMLP(nn.Module):
@@ -251,8 +275,8 @@ class LlamaMLP(nn.Module):
         self.down_proj = _Weight((d, inter), None, dtype)
 
     def forward(self, x):
-        return F.linear(F.silu(F.linear(x, self.gate_proj.weight)) * F.linear(x, self.up_proj.weight),
-                        self.down_proj.weight)
+        h = R(F.silu(R(F.linear(x, R(self.gate_proj.weight)))) * R(F.linear(x, R(self.up_proj.weight))))
+        return R(F.linear(h, R(self.down_proj.weight)))
 
 
 class LlamaLayer(nn.Module):
@@ -265,8 +289,8 @@ class LlamaLayer(nn.Module):
         self.post_attention_layernorm = _Weight((c["d"],), None, dtype)
 
     def forward(self, x, cos, sin):
-        x = x + self.self_attn(rms_norm(x, self.input_layernorm.weight, self.eps), cos, sin)
-        x = x + self.mlp(rms_norm(x, self.post_attention_layernorm.weight, self.eps))
+        x = R(x + self.self_attn(R(rms_norm(x, R(self.input_layernorm.weight), self.eps)), cos, sin))
+        x = R(x + self.mlp(R(rms_norm(x, R(self.post_attention_layernorm.weight), self.eps))))
         return x
 
 
@@ -325,12 +349,12 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, ids):
         B, S = ids.shape
         m = self.model
-        x = m.embed_tokens.weight[ids]
+        x = R(R(m.embed_tokens.weight)[ids])
         cos, sin = self.rope(S, x.dtype)
         for layer in m.layers:
             x = layer(x, cos, sin)
-        x = rms_norm(x, m.norm.weight, self.c["eps"])
-        return F.linear(x, self.head_weight())
+        x = R(rms_norm(x, R(m.norm.weight), self.c["eps"]))
+        return R(F.linear(x, R(self.head_weight())))
 
 
 # ---------------------------------------------------------------------------- common

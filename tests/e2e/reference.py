@@ -5,7 +5,7 @@ usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps 
                     --global-batch G --seq-len S [--grad-accum A] [--lr 1e-3]
                     [--beta1 0.9] [--beta2 0.95] [--eps 1e-8] [--weight-decay 0.1]
                     [--clip-grad-norm X] [--data-dtype uint16|uint32]
-                    [--dtype f32|f64] [--bf16-params]
+                    [--dtype f32|f64] [--bf16-params] [--bf16-compute]
                     [--metrics OUT.jsonl] [--save-weights OUT.safetensors]
                     [--save-dtype f32|f64] [--no-dropout] [--threads N]
                     [--lr-schedule constant|linear|cosine] [--warmup-steps W] [--min-lr X]
@@ -22,6 +22,10 @@ Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   metrics is the total norm before clipping, always.
   --bf16-params: parameters are rounded to bf16 for each step's forward/backward
   (compute in f32, gradients f32, master weights and AdamW state f32).
+  --bf16-compute: --compute-dtype bf16 (DESIGN.md "Mixed precision"): every value an
+  op stores, every activation gradient and each use of a parameter rounded to bf16
+  (so parameter gradients are bf16), norms, softmax and the loss computed in --dtype
+  on bf16 inputs; master weights, gradient sums and AdamW in --dtype.
   The learning rate of step t (1-based), T = --steps, W = --warmup-steps: lr*t/W
   for t <= W; after, with p = (t-W)/(T-W): constant lr, linear min+(lr-min)(1-p),
   cosine min+(lr-min)/2 (1+cos pi p); weight decay uses it (torch's AdamW).
@@ -152,6 +156,9 @@ def main(argv=None):
                     help="token width of --data (default: uint16 when the vocabulary fits)")
     ap.add_argument("--dtype", choices=("f32", "f64"), default="f32")
     ap.add_argument("--bf16-params", action="store_true")
+    ap.add_argument("--bf16-compute", action="store_true",
+                    help="round every stored value, activation gradient and parameter use to "
+                         "bf16 (models.BF16_COMPUTE), computing in --dtype between roundings")
     ap.add_argument("--metrics")
     ap.add_argument("--save-weights")
     ap.add_argument("--save-dtype", choices=("f32", "f64"), default="f32")
@@ -174,6 +181,7 @@ def main(argv=None):
         die(f"--global-batch {G} is not a multiple of --grad-accum {A}")
     if a.bf16_params and a.dtype != "f32":
         die("--bf16-params needs --dtype f32")
+    models.BF16_COMPUTE = a.bf16_compute
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)

@@ -78,8 +78,8 @@ int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
     return n;
   };
   auto last = [&](Value v) { return dims(v).back(); };
-  bool bf16 = op->getNumResults() &&
-              cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16();
+  bool bf16 =
+      op->getNumResults() && cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16();
   bool attention = isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op);
   // Attention works on tiles of up to 64 query rows against every key: the
   // tile's probabilities forward, and their gradients too backward; the
@@ -135,8 +135,8 @@ bool fsdp::castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitO
 
 int64_t fsdp::reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u) {
   auto step = rs->getParentOfType<plan::StepOp>();
-  bool widen = gradElementBytes(step) == 2 && rs.getDtype().value_or(plan::Dtype::F32) ==
-                                                  plan::Dtype::F32;
+  bool widen =
+      gradElementBytes(step) == 2 && rs.getDtype().value_or(plan::Dtype::F32) == plan::Dtype::F32;
   return widen ? u.getPaddedNumel() * 4 : 0;
 }
 

@@ -313,7 +313,10 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
   plan::StepOp step = getStep(module);
   int64_t B = step.getMicroBatch().value_or(1), S = step.getSeqLen().value_or(1);
   int64_t world = step.getWorldSizeOr1(), group = step.getShardSizeOr1();
-  bool bf16 = step.getParamDtypeOrF32() == plan::Dtype::BF16;
+  // Matmuls and attention run at the compute dtype's rate (bf16: the
+  // device's bf16 rate); element-wise work moves its operands' bytes, which
+  // their types give.
+  bool bf16 = step.getComputeDtypeOrF32() == plan::Dtype::BF16;
   // Ranks sharing a node's cores (CPU ranks as threads) slow each other.
   double share = 1;
   if (c.cores > 0) {
@@ -426,7 +429,8 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       addEvent("optimizer_step", 0, tc, seconds);
     } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
-      seconds = u.getPaddedNumel() * 4.0 / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      seconds = u.getPaddedNumel() * (double)gradElementBytes(step) /
+                (c.memoryBandwidth * c.memoryEfficiency) * share;
       addEvent("alloc", 0, tc, seconds);
     } else if (producesTensors(&op)) {
       OpCost cost = opCost(&op, B, S);

@@ -17,8 +17,7 @@ Type toBf16(Type t) {
   auto rt = dyn_cast<RankedTensorType>(t);
   if (!rt || !rt.getElementType().isF32())
     return t;
-  return RankedTensorType::get(rt.getShape(), BFloat16Type::get(t.getContext()),
-                               rt.getEncoding());
+  return RankedTensorType::get(rt.getShape(), BFloat16Type::get(t.getContext()), rt.getEncoding());
 }
 
 struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecisionPass> {

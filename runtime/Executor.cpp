@@ -301,8 +301,8 @@ void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int6
       const Unit &u = p.units[inst.unit];
       if (p.gradElementBytes() == 2 && inst.bf16) {
         // bf16 gradients (bf16 compute), reduced as they are.
-        ok = comm.reduceScatterAddBf16(Group::Shard, at<uint16_t>(inst.src),
-                                       at(u.gradShardOffset), u.shardNumel);
+        ok = comm.reduceScatterAddBf16(Group::Shard, at<uint16_t>(inst.src), at(u.gradShardOffset),
+                                       u.shardNumel);
       } else if (p.gradElementBytes() == 2) {
         // bf16 gradients reduced in f32: widened into the plan's staging.
         touch(inst.scratch, inst.scratchBytes);

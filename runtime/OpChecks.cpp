@@ -147,8 +147,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     rank(inst.in[0], 2);
     break;
   case Op::Embedding:
-    if (!isFloat(inst.in[1]) || t(inst.in[0]).dtype != DType::I64 || t(inst.in[1]).shape.size() != 2 ||
-        last(inst.out[0]) != t(inst.in[1]).shape[1] ||
+    if (!isFloat(inst.in[1]) || t(inst.in[0]).dtype != DType::I64 ||
+        t(inst.in[1]).shape.size() != 2 || last(inst.out[0]) != t(inst.in[1]).shape[1] ||
         n(inst.out[0]) != n(inst.in[0]) * last(inst.out[0]))
       fail("embedding shapes do not match");
     break;

@@ -371,9 +371,9 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.parameters == b.parameters && a.worldSize == b.worldSize && a.shardSize == b.shardSize &&
          a.microBatch == b.microBatch && a.seqLen == b.seqLen && a.paramDtype == b.paramDtype &&
          a.reduceDtype == b.reduceDtype && a.computeDtype == b.computeDtype &&
-         a.arenaBytes == b.arenaBytes &&
-         a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
-         a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
+         a.arenaBytes == b.arenaBytes && a.predictedPeakBytes == b.predictedPeakBytes &&
+         a.memory == b.memory && a.events == b.events &&
+         a.predictedMicroStepS == b.predictedMicroStepS &&
          a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
          a.targets == b.targets && a.loss == b.loss && a.units == b.units &&
          a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;

@@ -1,6 +1,6 @@
 //===- Buffers.cpp --------------------------------------------------------===//
 #include "planner/Buffers.h"
-#include "runtime/kernels/cpu.h"
+#include "runtime/Scratch.h"
 
 using namespace mlir;
 using namespace fsdp;
@@ -24,6 +24,10 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
   case BufferRole::Scratch:
     if (auto rs = dyn_cast<plan::ReduceScatterOp>(b.owner))
       return rs.getScratchOffset();
+    if (auto g = dyn_cast<plan::GradNormOp>(b.owner))
+      return g.getScratchOffset();
+    if (auto s = dyn_cast<plan::StepOp>(b.owner))
+      return s.getWorkspaceOffset();
     if (auto a = b.owner->getAttrOfType<IntegerAttr>("scratch_offset"))
       return a.getInt();
     return std::nullopt;
@@ -69,56 +73,14 @@ int64_t fsdp::tensorBytes(Type type, int64_t B, int64_t S) {
   return n * elementBytes(type);
 }
 
+program::Target fsdp::kernelTarget(plan::StepOp step) {
+  return step.getTargetOrCpu() == plan::Target::Cuda ? program::Target::Cuda : program::Target::Cpu;
+}
+
 int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
-  auto dims = [&](Value v) { return concreteShape(v.getType(), B, S); };
-  auto numel = [&](Value v) {
-    int64_t n = 1;
-    for (int64_t d : dims(v))
-      n *= d;
-    return n;
-  };
-  auto last = [&](Value v) { return dims(v).back(); };
-  bool bf16 =
-      op->getNumResults() && cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16();
-  bool attention = isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op);
-  // Attention works on tiles of up to 64 query rows against every key: the
-  // tile's probabilities forward, and their gradients too backward; the
-  // kernels' own formulas (runtime/kernels/cpu.h), as are the rest.
-  if (attention && !bf16)
-    return kernels::causalAttentionScratchFloats(S, isa<nn::CausalAttentionGradOp>(op)) * 4;
-  if (!bf16)
-    return 0;
-  if (attention) {
-    int64_t H = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
-    auto kv = op->getAttrOfType<IntegerAttr>("num_kv_heads");
-    Value q = op->getOperand(isa<nn::CausalAttentionOp>(op) ? 0 : 1);
-    int64_t Dh = last(q) / H;
-    return kernels::causalAttentionBf16ScratchFloats(dims(q)[1], H, kv ? kv.getInt() : H, Dh,
-                                                     isa<nn::CausalAttentionGradOp>(op)) *
-           4;
-  }
-  // Linear: x (or dy) and the weight (or its gradient); the bound takes its
-  // two dimensions in either order.
-  if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp>(op)) {
-    Value w = isa<nn::LinearGradWeightOp>(op) ? op->getResult(0) : op->getOperand(1);
-    auto wd = dims(w);
-    return kernels::linearBf16ScratchFloats(numel(op->getOperand(0)) / last(op->getOperand(0)),
-                                            wd[0], wd[1]) *
-           4;
-  }
-  if (isa<nn::EmbeddingGradOp>(op)) {
-    auto t = dims(op->getResult(0));
-    return kernels::embeddingBackwardBf16ScratchFloats(numel(op->getOperand(1)), t[0], t[1]) * 4;
-  }
-  if (isa<nn::BiasGradOp>(op))
-    return kernels::biasBackwardBf16ScratchFloats(numel(op->getOperand(0)) / last(op->getResult(0)),
-                                                  last(op->getResult(0))) *
-           4;
-  if (isa<nn::LayerNormGradOp, nn::RMSNormGradOp>(op)) {
-    Value x = op->getOperand(1);
-    return kernels::normBackwardBf16ScratchFloats(numel(x) / last(x), last(x)) * 4;
-  }
-  return 0;
+  auto k = dyn_cast<nn::KernelScratchOpInterface>(op);
+  auto step = op->getParentOfType<plan::StepOp>();
+  return k && step ? k.getScratchBytes(kernelTarget(step), B, S) : 0;
 }
 
 bool fsdp::producesTensors(Operation *op) {
@@ -135,9 +97,9 @@ bool fsdp::castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitO
 
 int64_t fsdp::reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u) {
   auto step = rs->getParentOfType<plan::StepOp>();
-  bool widen =
-      gradElementBytes(step) == 2 && rs.getDtype().value_or(plan::Dtype::F32) == plan::Dtype::F32;
-  return widen ? u.getPaddedNumel() * 4 : 0;
+  return program::reduceScatterScratchBytes(
+      kernelTarget(step), u.getPaddedNumel(), u.getShardNumel(), gradElementBytes(step) == 2,
+      rs.getDtype().value_or(plan::Dtype::F32) == plan::Dtype::BF16);
 }
 
 int64_t fsdp::gradElementBytes(plan::StepOp step) {
@@ -218,6 +180,11 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
                              lastUse(arg, 0), nullptr, arg.getArgNumber()});
   }
 
+  // cuda: cuBLAS's workspace, the whole step's.
+  if (int64_t bytes = program::stepWorkspaceBytes(kernelTarget(step)))
+    model.buffers.push_back({"cublas_workspace", BufferCategory::Activations, BufferRole::Scratch,
+                             bytes, 0, last, step, 0});
+
   // Values stored in a unit's gradient buffer have no buffer of their own.
   DenseSet<Value> inGradBuffer;
   for (auto g : block.getOps<plan::GradOp>())
@@ -254,6 +221,18 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
           end = std::max(end, pos[user]);
         model.buffers.push_back(
             {"", BufferCategory::Unsharded, BufferRole::Scratch, bytes, p, end, &op, 0});
+      }
+      continue;
+    }
+    if (auto g = dyn_cast<plan::GradNormOp>(op)) {
+      int64_t bytes =
+          program::gradNormScratchBytes(kernelTarget(step), (int64_t)getUnits(module).size());
+      if (bytes) {
+        int64_t end = p;
+        for (Operation *user : g.getEvent().getUsers())
+          end = std::max(end, pos[user]);
+        model.buffers.push_back(
+            {"", BufferCategory::Activations, BufferRole::Scratch, bytes, p, end, &op, 0});
       }
       continue;
     }

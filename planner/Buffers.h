@@ -71,7 +71,11 @@ int64_t tensorBytes(mlir::Type type, int64_t B, int64_t S);
 /// Shape with dynamic dimensions set to B then S.
 llvm::SmallVector<int64_t> concreteShape(mlir::Type type, int64_t B, int64_t S);
 
-/// Scratch bytes a kernel needs beyond its operands and results.
+/// The kernels a step is planned for (its `target`).
+program::Target kernelTarget(plan::StepOp step);
+
+/// Scratch bytes an op's kernel needs beyond its operands and results on
+/// its step's target (nn's KernelScratchOpInterface; 0 for other ops).
 int64_t scratchBytes(mlir::Operation *op, int64_t B, int64_t S);
 
 /// Whether cast `c` is its gathered parameter itself (a bf16 cast of a
@@ -81,8 +85,9 @@ bool castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitOp> &by
 /// Bytes of an element of the unsharded gradient buffers: the compute dtype's.
 int64_t gradElementBytes(plan::StepOp step);
 
-/// Bytes of staging a reduce_scatter needs: bf16 gradients reduced in f32
-/// are widened into the unit's padded size first; otherwise none.
+/// Bytes of staging a reduce_scatter needs on its step's target
+/// (runtime/Scratch.h: the reduced part on cuda, the widened bf16 gradients
+/// of a reduction in f32).
 int64_t reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u);
 
 constexpr int64_t kAlignment = 64;

@@ -51,6 +51,14 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
   auto memory = cores ? r.getInt({"memory_bytes"}, std::nullopt, 0) : std::nullopt;
   if (!memory)
     return failed();
+  auto device = r.getString({"device"}, std::string("cpu"));
+  if (!device)
+    return failed();
+  if (*device != "cpu" && *device != "cuda") {
+    r.fail({"device"}, "device must be \"cpu\" or \"cuda\", but is \"" + *device + "\"");
+    return failed();
+  }
+  c.device = *device;
   c.name = *name;
   c.ranksPerNode = *ranks;
   c.cores = *cores;

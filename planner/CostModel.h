@@ -26,6 +26,9 @@ struct Link {
 
 struct Cluster {
   std::string name;
+  /// The devices' kernels: "cpu" or "cuda" (a GPU cluster file): what a
+  /// plan for this cluster is planned for (its scratch, its backend).
+  std::string device = "cpu";
   int64_t ranksPerNode = 8, cores = 0; // cores: ranks beyond share them (CPU)
   int64_t memoryBytes = 0;
   double f32Flops = 0, bf16Flops = 0, matmulEfficiency = 1;

@@ -198,7 +198,7 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
     // The optimizer: global norm, then each unit's shard.
     retirePending(optimizer);
     b.setInsertionPoint(optimizer);
-    auto norm = b.create<plan::GradNormOp>(loc, ev);
+    auto norm = b.create<plan::GradNormOp>(loc, ev, IntegerAttr());
     ++numCollectives;
     b.create<plan::WaitOp>(loc, norm.getEvent());
     for (plan::UnitOp u : units)

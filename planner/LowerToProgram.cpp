@@ -8,6 +8,7 @@
 #include "planner/LowerToProgram.h"
 #include "planner/Buffers.h"
 #include "runtime/Program.h"
+#include "runtime/Scratch.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
@@ -346,6 +347,15 @@ LogicalResult Lowering::run(raw_ostream &os) {
     prog.units.push_back(pu);
   }
 
+  // The kernels it is planned for, and their step-long workspace (cuda).
+  prog.target = kernelTarget(step);
+  if (int64_t bytes = program::stepWorkspaceBytes(prog.target)) {
+    if (!step.getWorkspaceOffset())
+      return step.emitOpError() << "has no workspace offset (run fsdp-memory-plan)";
+    prog.workspaceOffset = *step.getWorkspaceOffset();
+    prog.workspaceBytes = bytes;
+  }
+
   Block &block = step.getBody().front();
   for (BlockArgument arg : block.getArguments())
     valueTensor[arg] =
@@ -427,8 +437,15 @@ LogicalResult Lowering::run(raw_ostream &os) {
       issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
       issue(&op, forUnit(POp::AllReduce, unitOf(ar)));
-    } else if (isa<plan::GradNormOp>(op)) {
-      issue(&op, make(POp::GradNorm));
+    } else if (auto gn = dyn_cast<plan::GradNormOp>(op)) {
+      Instruction inst = make(POp::GradNorm);
+      if (int64_t bytes = program::gradNormScratchBytes(prog.target, (int64_t)prog.units.size())) {
+        if (!gn.getScratchOffset())
+          return gn.emitOpError() << "has no scratch offset (run fsdp-memory-plan)";
+        inst.scratch = *gn.getScratchOffset();
+        inst.scratchBytes = bytes;
+      }
+      issue(&op, inst);
     } else if (auto w = dyn_cast<plan::WaitOp>(op)) {
       Instruction inst = event(POp::Wait, eventIds.lookup(w.getEvent()));
       inst.phase = phaseName();

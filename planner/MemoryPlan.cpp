@@ -160,6 +160,7 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       module.emitError() << "seq-len " << S << " is outside the model's 1.." << maxSeq;
       return signalPassFailure();
     }
+    step.setTarget(target);
     auto model = collectBuffers(module, microBatch, S);
     if (failed(model))
       return signalPassFailure();
@@ -226,6 +227,10 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       case BufferRole::Scratch:
         if (auto rs = dyn_cast<plan::ReduceScatterOp>(buf.owner))
           rs.setScratchOffset(buf.offset);
+        else if (auto g = dyn_cast<plan::GradNormOp>(buf.owner))
+          g.setScratchOffset(buf.offset);
+        else if (auto s = dyn_cast<plan::StepOp>(buf.owner))
+          s.setWorkspaceOffset(buf.offset);
         else
           buf.owner->setAttr("scratch_offset", b.getI64IntegerAttr(buf.offset));
         break;

@@ -160,13 +160,21 @@ def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
     Sizes every buffer for the micro-batch and sequence length: parameter,
     gradient and Adam-moment shards (live throughout), gathered parameters
     and unsharded gradients (from gather/alloc to free), inputs, activations
-    and temporaries (definition to last use) and kernel scratch. Assigns
+    and temporaries (definition to last use) and kernel scratch: what each
+    op's kernel needs on the target (KernelScratchOpInterface), the
+    reduce-scatter's and grad-norm's staging, and on cuda cuBLAS's workspace
+    for the whole step, so that the arena is every byte a rank uses. Assigns
     offsets greedily, largest first, so that no two live buffers overlap, and
     records the peak with its breakdown on the step.
   }];
   let options = [
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1", "sequences per rank">,
     Option<"seqLen", "seq-len", "int64_t", /*default=*/"0", "tokens per sequence (0: the model's maximum)">,
+    Option<"target", "target", "::fsdp::plan::Target",
+           /*default=*/"::fsdp::plan::Target::Cpu", "cpu or cuda: whose kernels' scratch",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Target::Cpu, "cpu", "the CPU kernels"),
+               clEnumValN(::fsdp::plan::Target::Cuda, "cuda", "the CUDA kernels"))}]>,
   ];
 }
 

@@ -51,7 +51,8 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize()}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
-  pm.addPass(createMemoryPlan({o.microBatch, o.seqLen}));
+  pm.addPass(createMemoryPlan(
+      {o.microBatch, o.seqLen, o.target == "cuda" ? plan::Target::Cuda : plan::Target::Cpu}));
   pm.addPass(createVerifyPlan());
   return pm.run(module);
 }

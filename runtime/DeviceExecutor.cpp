@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/DeviceExecutor.h"
 #include "runtime/Dispatch.h"
+#include "runtime/Scratch.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/kernels/cuda.h"
@@ -43,12 +44,6 @@ namespace {
 struct Failure {
   std::string message;
 };
-
-constexpr int64_t kAlign = 256;
-int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-// cuBLAS's workspace (its recommendation for Hopper), handed to it so that
-// it allocates nothing of its own.
-constexpr int64_t kCublasWorkspaceBytes = 32ll << 20;
 
 // Host memory laid out like the arena, for runtime/io and the weights'
 // initialisation: reserved, not committed; only the pages of the units'
@@ -127,7 +122,6 @@ private:
   }
 
   void setUp();
-  void planWorkspace();
   void initShards(bool resume, int64_t *first);
   void copyShards(bool toDevice);
   void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
@@ -147,12 +141,6 @@ private:
   const detail::Inputs &data;
   bool recording = true; // into the measured trace (not during eval)
 
-  char *workspace = nullptr;
-  int64_t workspaceBytes = 0;
-  // Parts of the workspace: compute-stream scratch, cuBLAS's, comm-stream
-  // staging (reduce-scatter), the sum of squares' scratch, the norm's parts.
-  char *computeScratch = nullptr, *cublasWorkspace = nullptr, *commStaging = nullptr;
-  double *sumsqScratch = nullptr, *normParts = nullptr, *normTotal = nullptr;
   HostMirror mirror;
 
   cudaStream_t compute = nullptr, comm = nullptr;
@@ -209,68 +197,8 @@ DeviceRank::~DeviceRank() {
     cudaFreeHost(lossHost);
   if (normHost)
     cudaFreeHost(normHost);
-  if (workspace)
-    cudaFree(workspace);
   if (arena)
     cudaFree(arena);
-}
-
-// The workspace: whatever the kernels need beyond the plan's buffers.
-void DeviceRank::planWorkspace() {
-  int64_t scratch = 0; // compute stream, one instruction at a time
-  int64_t staging = 0; // comm stream: the reduce-scatter's sum
-  auto numel = [&](int64_t id) { return p.tensors[id].numel(); };
-  auto last = [&](int64_t id) { return p.tensors[id].shape.back(); };
-  for (const Phase *s : {&p.microStep, &p.optimizer}) {
-    for (const Instruction &i : s->compute) {
-      switch (i.op) {
-      case Op::LayerNormGrad:
-        scratch = std::max(scratch,
-                           4 * ck::layerNormBackwardScratchFloats(numel(i.in[1]) / last(i.in[1])));
-        break;
-      case Op::RMSNormGrad:
-        scratch =
-            std::max(scratch, 4 * ck::rmsNormBackwardScratchFloats(numel(i.in[1]) / last(i.in[1])));
-        break;
-      case Op::CausalAttentionGrad: {
-        const auto &q = p.tensors[i.in[1]].shape;
-        scratch =
-            std::max(scratch, 4 * ck::causalAttentionBackwardScratchFloats(q[0], q[1], i.numHeads));
-        break;
-      }
-      case Op::CrossEntropy:
-        scratch = std::max(scratch, 8 * numel(i.in[1]));
-        break;
-      case Op::EmbeddingGrad: // bf16: an f32 accumulator of the table
-        if (p.tensors[i.out[0]].dtype == DType::BF16)
-          scratch = std::max(scratch, 4 * ck::embeddingBackwardBf16ScratchFloats(
-                                              p.tensors[i.out[0]].shape[0], last(i.out[0])));
-        break;
-      default:
-        break;
-      }
-    }
-    for (const Instruction &i : s->comm)
-      if (i.op == Op::ReduceScatter) {
-        staging = std::max(staging, p.units[i.unit].shardNumel * (i.bf16 ? 2 : 4));
-      }
-  }
-  int64_t offScratch = 0;
-  int64_t offCublas = offScratch + alignUp(scratch);
-  int64_t offStaging = offCublas + alignUp(kCublasWorkspaceBytes);
-  int64_t offSumsq = offStaging + alignUp(staging);
-  int64_t offParts = offSumsq + alignUp(8 * ck::sumOfSquaresScratchDoubles());
-  int64_t offTotal = offParts + alignUp(8 * (int64_t)std::max<size_t>(p.units.size(), 1));
-  workspaceBytes = offTotal + alignUp(8);
-  curInst = nullptr;
-  cuda(cudaMalloc(reinterpret_cast<void **>(&workspace), size_t(workspaceBytes)),
-       ("cudaMalloc of the workspace (" + std::to_string(workspaceBytes) + " bytes)").c_str());
-  computeScratch = workspace + offScratch;
-  cublasWorkspace = workspace + offCublas;
-  commStaging = workspace + offStaging;
-  sumsqScratch = reinterpret_cast<double *>(workspace + offSumsq);
-  normParts = reinterpret_cast<double *>(workspace + offParts);
-  normTotal = reinterpret_cast<double *>(workspace + offTotal);
 }
 
 void DeviceRank::setUp() {
@@ -292,10 +220,12 @@ void DeviceRank::setUp() {
                " is over the CUDA attention kernels' 256");
         }
       }
-  // One allocation, laid out by the plan.
+  // The one device allocation, laid out by the plan: every buffer, the
+  // kernels' scratch, the collectives' staging and cuBLAS's workspace
+  // (runtime/Scratch.h; the loader has checked each against the target).
   cuda(cudaMalloc(reinterpret_cast<void **>(&arena), size_t(std::max<int64_t>(p.arenaBytes, 1))),
        ("cudaMalloc of the arena (" + std::to_string(p.arenaBytes) + " bytes)").c_str());
-  planWorkspace();
+  touch(p.workspaceOffset, p.workspaceBytes);
   int lo = 0, hi = 0;
   cuda(cudaDeviceGetStreamPriorityRange(&lo, &hi), "cudaDeviceGetStreamPriorityRange");
   cuda(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
@@ -305,7 +235,7 @@ void DeviceRank::setUp() {
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasSetStream(cublas, compute);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSetWorkspace(cublas, cublasWorkspace, size_t(kCublasWorkspaceBytes));
+    st = cublasSetWorkspace(cublas, at<char>(p.workspaceOffset), size_t(p.workspaceBytes));
   if (st != CUBLAS_STATUS_SUCCESS)
     fail(std::string("setup: cuBLAS: ") + cublasGetStatusString(st));
   events.resize(p.events);
@@ -460,11 +390,10 @@ struct CudaKernels {
   cudaStream_t s;
   template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
   float *scratch(const Instruction &i) {
-    // The plan's scratch is the CPU kernels' attention tile; the CUDA
-    // kernels use the workspace, but the plan's bytes count as on the CPU.
-    if (i.scratch >= 0)
-      r.touch(i.scratch, i.scratchBytes);
-    return reinterpret_cast<float *>(r.computeScratch);
+    if (i.scratch < 0)
+      return nullptr;
+    r.touch(i.scratch, i.scratchBytes);
+    return r.at(i.scratch);
   }
   void zero(int64_t dst, int64_t from, int64_t bytes) {
     r.touch(dst, bytes);
@@ -555,33 +484,35 @@ void DeviceRank::commOne(const Instruction &inst) {
     break;
   }
   case Op::ReduceScatter: {
-    // The sum over the group lands in the staging buffer, then is added to
-    // the gradient shard (accumulated over micro-steps).
+    // The sum over the group lands in the plan's staging (runtime/Scratch.h),
+    // then is added to the gradient shard (accumulated over micro-steps).
     const Unit &u = p.units[inst.unit];
+    touch(inst.scratch, inst.scratchBytes);
+    char *part = at<char>(inst.scratch);
     if (p.gradElementBytes() == 2 && inst.bf16) {
       // bf16 gradients (bf16 compute), reduced as they are.
-      uint16_t *part = reinterpret_cast<uint16_t *>(commStaging);
-      nccl(comms.reduceScatter(Group::Shard, at<uint16_t>(inst.src), part, u.shardNumel, T::BF16,
+      auto *half = reinterpret_cast<uint16_t *>(part);
+      nccl(comms.reduceScatter(Group::Shard, at<uint16_t>(inst.src), half, u.shardNumel, T::BF16,
                                comm));
-      ck::addBf16Into(at(u.gradShardOffset), part, u.shardNumel, comm);
+      ck::addBf16Into(at(u.gradShardOffset), half, u.shardNumel, comm);
     } else if (p.gradElementBytes() == 2) {
-      // bf16 gradients reduced in f32: widened into the plan's staging.
-      touch(inst.scratch, inst.scratchBytes);
-      float *part = reinterpret_cast<float *>(commStaging);
-      ck::fromBf16(at<kernels::bf16>(inst.src), at(inst.scratch), u.paddedNumel, comm);
-      nccl(comms.reduceScatter(Group::Shard, at(inst.scratch), part, u.shardNumel, T::F32, comm));
-      ck::add(at(u.gradShardOffset), part, at(u.gradShardOffset), u.shardNumel, comm);
+      // bf16 gradients reduced in f32: widened first, after the part.
+      float *wide = at(inst.scratch + reduceScatterWidenOffset(p.target, u.shardNumel, false));
+      auto *sum = reinterpret_cast<float *>(part);
+      ck::fromBf16(at<kernels::bf16>(inst.src), wide, u.paddedNumel, comm);
+      nccl(comms.reduceScatter(Group::Shard, wide, sum, u.shardNumel, T::F32, comm));
+      ck::add(at(u.gradShardOffset), sum, at(u.gradShardOffset), u.shardNumel, comm);
     } else if (inst.bf16) {
       // The gradient buffer is rounded to bf16 in place, in its first half.
       uint16_t *half = at<uint16_t>(inst.src);
-      uint16_t *part = reinterpret_cast<uint16_t *>(commStaging);
+      auto *sum = reinterpret_cast<uint16_t *>(part);
       ck::toBf16(at(inst.src), half, u.paddedNumel, comm);
-      nccl(comms.reduceScatter(Group::Shard, half, part, u.shardNumel, T::BF16, comm));
-      ck::addBf16Into(at(u.gradShardOffset), part, u.shardNumel, comm);
+      nccl(comms.reduceScatter(Group::Shard, half, sum, u.shardNumel, T::BF16, comm));
+      ck::addBf16Into(at(u.gradShardOffset), sum, u.shardNumel, comm);
     } else {
-      float *part = reinterpret_cast<float *>(commStaging);
-      nccl(comms.reduceScatter(Group::Shard, at(inst.src), part, u.shardNumel, T::F32, comm));
-      ck::add(at(u.gradShardOffset), part, at(u.gradShardOffset), u.shardNumel, comm);
+      auto *sum = reinterpret_cast<float *>(part);
+      nccl(comms.reduceScatter(Group::Shard, at(inst.src), sum, u.shardNumel, T::F32, comm));
+      ck::add(at(u.gradShardOffset), sum, at(u.gradShardOffset), u.shardNumel, comm);
     }
     break;
   }
@@ -592,6 +523,12 @@ void DeviceRank::commOne(const Instruction &inst) {
     break;
   }
   case Op::GradNorm: {
+    // The sums of squares' scratch, then a double a unit and their total,
+    // in the plan's scratch of this instruction (runtime/Scratch.h).
+    touch(inst.scratch, inst.scratchBytes);
+    auto *sumsqScratch = reinterpret_cast<double *>(at<char>(inst.scratch));
+    auto *normParts = reinterpret_cast<double *>(at<char>(inst.scratch) + gradNormPartsOffset());
+    double *normTotal = normParts + p.units.size();
     for (size_t k = 0; k < p.units.size(); ++k)
       ck::sumOfSquares(at(p.units[k].gradShardOffset), p.units[k].shardNumel, normParts + k,
                        sumsqScratch, comm);
@@ -721,7 +658,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
         fail("stopped: " + host.error());
       StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
       r.peakBytes = peakBytes();
-      r.outsideArenaBytes = workspaceBytes + host.stagingBytes();
+      r.outsideArenaBytes = host.stagingBytes();
       std::string err = detail::afterStep(
           o, r, comms.rank() == 0, onStep, [&] { return evaluate(); },
           [&] {

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/OpChecks.h"
-#include "runtime/kernels/cpu.h"
+#include "runtime/Scratch.h"
 
 using namespace fsdp::program;
 using namespace fsdp::program::detail;
@@ -277,18 +277,22 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   case Op::AllGather:
     checkRange(inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
     return;
-  case Op::ReduceScatter:
+  case Op::ReduceScatter: {
     checkRange(inst.src, (i128)unit().paddedNumel * p.gradElementBytes());
-    // bf16 gradients reduced in f32 are widened into staging first.
-    if (p.gradElementBytes() == 2 && !inst.bf16)
-      scratch((i128)unit().paddedNumel * 4);
+    // The comm stream's staging (runtime/Scratch.h).
+    if (int64_t need = reduceScatterScratchBytes(p.target, unit().paddedNumel, unit().shardNumel,
+                                                 p.gradElementBytes() == 2, inst.bf16))
+      scratch(need);
     return;
+  }
   case Op::Free:
   case Op::OptimizerStep:
   case Op::AllReduce:
     unit();
     return;
   case Op::GradNorm:
+    if (int64_t need = gradNormScratchBytes(p.target, (int64_t)p.units.size()))
+      scratch(need);
     return;
   }
 
@@ -296,11 +300,6 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   const Call &c = inst.call;
   const auto &in = inst.in, &out = inst.out;
   i128 nD = (i128)c.n * c.D;
-  // The scratch a bf16 kernel needs (runtime/kernels/cpu.h), in floats.
-  auto bf16Scratch = [&](int64_t floats) {
-    if (c.dtype == DType::BF16 && floats > 0)
-      scratch((i128)floats * 4);
-  };
   switch (inst.op) {
   case Op::PositionIds:
     touches(out[0], (i128)c.B * c.S, 8);
@@ -314,7 +313,6 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[0], nD);
     touches(in[1], c.n, 8);
     touches(out[0], (i128)c.V * c.D);
-    bf16Scratch(fsdp::kernels::embeddingBackwardBf16ScratchFloats(c.n, c.V, c.D));
     break;
   case Op::Linear:
     touches(in[0], (i128)c.n * c.in);
@@ -322,24 +320,20 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (c.bias)
       touches(in[2], c.out);
     touches(out[0], (i128)c.n * c.out);
-    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::LinearGradInput: // dy, w -> dx
     touches(in[0], (i128)c.n * c.out);
     touches(in[1], (i128)c.in * c.out);
     touches(out[0], (i128)c.n * c.in);
-    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::LinearGradWeight: // dy, x -> dw
     touches(in[0], (i128)c.n * c.out);
     touches(in[1], (i128)c.n * c.in);
     touches(out[0], (i128)c.in * c.out);
-    bf16Scratch(fsdp::kernels::linearBf16ScratchFloats(c.n, c.in, c.out));
     break;
   case Op::BiasGrad:
     touches(in[0], nD);
     touches(out[0], c.D);
-    bf16Scratch(fsdp::kernels::biasBackwardBf16ScratchFloats(c.n, c.D));
     break;
   case Op::LayerNorm:
   case Op::RMSNorm:
@@ -355,7 +349,6 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[2], c.D);
     for (size_t k = 1; k < out.size(); ++k)
       touches(out[k], c.D);
-    bf16Scratch(fsdp::kernels::normBackwardBf16ScratchFloats(c.n, c.D));
     break;
   case Op::Rope:
     for (int64_t id : {in[0], out[0]})
@@ -385,10 +378,6 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       for (int64_t id : {in[2], in[3], out[1], out[2]})
         touches(id, kvn);
     }
-    if (c.dtype == DType::BF16)
-      bf16Scratch(fsdp::kernels::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, !fwd));
-    else
-      scratch((i128)fsdp::kernels::causalAttentionScratchFloats(c.S, !fwd) * 4);
     break;
   }
   case Op::Gelu:
@@ -414,4 +403,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   default:
     break;
   }
+  // What the kernel needs beyond its tensors on the program's target
+  // (runtime/Scratch.h), from the same call the executors make.
+  if (int64_t need = kernelScratchBytes(p.target, inst.op, c.dtype, c))
+    scratch(need);
 }

@@ -38,6 +38,16 @@ const OpInfo &fsdp::program::opInfo(Op op) { return kOps[static_cast<size_t>(op)
 
 const char *fsdp::program::opName(Op op) { return opInfo(op).name; }
 
+const char *fsdp::program::targetName(Target t) { return t == Target::Cuda ? "cuda" : "cpu"; }
+
+std::optional<Target> fsdp::program::parseTarget(const std::string &name) {
+  if (name == "cpu")
+    return Target::Cpu;
+  if (name == "cuda")
+    return Target::Cuda;
+  return std::nullopt;
+}
+
 const OpInfo *fsdp::program::findOp(const std::string &name) {
   for (const OpInfo &info : kOps)
     if (name == info.name)
@@ -276,6 +286,9 @@ std::string fsdp::program::writeProgram(const Program &p) {
   top["param_dtype"] = p.paramDtype;
   top["reduce_dtype"] = p.reduceDtype;
   top["compute_dtype"] = p.computeDtype;
+  top["target"] = targetName(p.target);
+  if (p.workspaceOffset >= 0)
+    top["workspace"] = {{"offset", p.workspaceOffset}, {"bytes", p.workspaceBytes}};
   top["micro_batch"] = p.microBatch;
   top["seq_len"] = p.seqLen;
   top["arena_bytes"] = p.arenaBytes;
@@ -371,9 +384,10 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.parameters == b.parameters && a.worldSize == b.worldSize && a.shardSize == b.shardSize &&
          a.microBatch == b.microBatch && a.seqLen == b.seqLen && a.paramDtype == b.paramDtype &&
          a.reduceDtype == b.reduceDtype && a.computeDtype == b.computeDtype &&
-         a.arenaBytes == b.arenaBytes && a.predictedPeakBytes == b.predictedPeakBytes &&
-         a.memory == b.memory && a.events == b.events &&
-         a.predictedMicroStepS == b.predictedMicroStepS &&
+         a.target == b.target && a.workspaceOffset == b.workspaceOffset &&
+         a.workspaceBytes == b.workspaceBytes && a.arenaBytes == b.arenaBytes &&
+         a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
+         a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
          a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
          a.targets == b.targets && a.loss == b.loss && a.units == b.units &&
          a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;

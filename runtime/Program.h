@@ -26,6 +26,13 @@ inline constexpr int64_t kMaxRanks = int64_t(1) << 20;
 
 enum class DType { F32, I64, BF16 };
 
+/// What a program is planned for: the CPU kernels (threads and MPI
+/// backends) or the CUDA kernels (the nccl backend). The kernels' scratch
+/// differs (runtime/Scratch.h), so a program runs on its target only.
+enum class Target { Cpu, Cuda };
+const char *targetName(Target t);
+std::optional<Target> parseTarget(const std::string &name);
+
 struct Tensor {
   int64_t offset = 0;
   std::vector<int64_t> shape;
@@ -116,6 +123,9 @@ struct Program {
   int64_t parameters = 0;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
+  Target target = Target::Cpu;
+  // cuda: cuBLAS's workspace for the whole step (stepWorkspaceBytes).
+  int64_t workspaceOffset = -1, workspaceBytes = 0;
   int64_t arenaBytes = 0, predictedPeakBytes = 0, events = 0;
   // The plan's memory figures (docs/program-format.md), for people reading the
   // program; the runtime reads peak_bytes (predictedPeakBytes).

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/OpChecks.h"
 #include "runtime/Program.h"
+#include "runtime/Scratch.h"
 
 #include <nlohmann/json.hpp>
 
@@ -146,6 +147,18 @@ void Loader::run(const std::string &text) {
     p.reduceDtype = get<std::string>(j, "reduce_dtype", "top level");
   if (j.contains("compute_dtype"))
     p.computeDtype = get<std::string>(j, "compute_dtype", "top level");
+  if (j.contains("target")) {
+    std::string t = get<std::string>(j, "target", "top level");
+    auto target = parseTarget(t);
+    if (!target)
+      fail("top level", "target '" + t + "' is not cpu or cuda");
+    p.target = *target;
+  }
+  if (j.contains("workspace")) {
+    const json &w = at(j, "workspace", "top level");
+    p.workspaceOffset = get<int64_t>(w, "offset", "workspace");
+    p.workspaceBytes = get<int64_t>(w, "bytes", "workspace");
+  }
   for (const std::string &d : {p.paramDtype, p.reduceDtype, p.computeDtype})
     if (d != "f32" && d != "bf16")
       fail("top level", "dtype '" + d + "' is not supported (f32 or bf16)");
@@ -157,6 +170,14 @@ void Loader::run(const std::string &text) {
                           std::to_string(p.worldSize));
   if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
     fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
+  // cuBLAS's workspace: the plan's, on cuda only.
+  if (int64_t need = stepWorkspaceBytes(p.target)) {
+    if (p.workspaceBytes < need)
+      fail("workspace", "the cuda target needs " + std::to_string(need) +
+                            " bytes of cuBLAS workspace, the plan gives " +
+                            std::to_string(p.workspaceBytes));
+    checkRange("workspace", p.workspaceOffset, p.workspaceBytes);
+  }
   if (j.contains("predicted_micro_step_s"))
     p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
   if (j.contains("predicted_optimizer_s"))

@@ -257,6 +257,7 @@ int main(int argc, char **argv) {
   nlohmann::ordered_json cluster = {
       {"format", "fsdp-cluster"},
       {"version", 1},
+      {"device", "cpu"},
       {"name", std::string("this machine (fsdp-calibrate, OpenBLAS ") + openblas_get_corename() +
                    " kernels, " + std::to_string(cores) + " cores)"},
       {"ranks_per_node", 1024},

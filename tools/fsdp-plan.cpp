@@ -287,6 +287,16 @@ int main(int argc, char **argv) {
 
   // --micro-batch max: the largest micro-batch whose plan fits the budget.
   std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
+  // The cluster: the cost model's figures, and the kernels a plan is for
+  // (a GPU cluster file: the CUDA kernels' scratch, the nccl backend).
+  Cluster cluster = defaultCluster();
+  if (!clusterPath.empty()) {
+    std::string err = loadCluster(clusterPath, cluster);
+    if (!err.empty())
+      return fail(err);
+  }
+  o.target = cluster.device;
+
   if (searchMicroBatch) {
     if (!budget)
       return fail("--micro-batch max needs --memory-budget");
@@ -296,13 +306,6 @@ int main(int argc, char **argv) {
       return why.empty() ? 1 : fail(why);
     o.microBatch = found->largest;
     nextTooBig = {{found->next, found->nextPeakBytes}};
-  }
-
-  Cluster cluster = defaultCluster();
-  if (!clusterPath.empty()) {
-    std::string err = loadCluster(clusterPath, cluster);
-    if (!err.empty())
-      return fail(err);
   }
 
   // --wrap auto: the fastest predicted plan that fits, from a search.

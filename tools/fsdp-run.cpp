@@ -449,6 +449,17 @@ int main(int argc, char **argv) {
   if (std::string why = runtime::threadsBackendRefuses(p, planPath);
       backend == "threads" && !why.empty())
     return fail(why);
+  // A program's kernel scratch is its target's (runtime/Scratch.h).
+  bool cudaBackend = backend == "nccl";
+  if ((p.target == program::Target::Cuda) != cudaBackend)
+    return finish(mpiRank == 0
+                      ? fail(planPath + ": planned for the " + program::targetName(p.target) +
+                             " target, which --backend " + backend + " does not run: " +
+                             (cudaBackend ? "plan it with a GPU --cluster file (device \"cuda\", "
+                                            "e.g. models/hardware/H100-SXM.json)"
+                                          : "run it with --backend nccl, or plan it without a GPU "
+                                            "--cluster file for the CPU backends"))
+                      : 1);
   if (backend == "mpi" && mpiSize != p.worldSize)
     return finish(mpiRank == 0
                       ? fail("the plan is for " + std::to_string(p.worldSize) +

@@ -102,6 +102,16 @@ def FSDP_CheckpointingEnum : I32EnumAttr<"Checkpointing",
 def FSDP_CheckpointingAttr
     : EnumAttr<FSDP_Dialect, FSDP_CheckpointingEnum, "checkpointing">;
 
+def FSDP_TargetEnum : I32EnumAttr<"Target",
+    "the kernels a plan runs on, whose scratch the memory plan places", [
+    I32EnumAttrCase<"Cpu", 0, "cpu">,   // threads and MPI backends
+    I32EnumAttrCase<"Cuda", 1, "cuda">  // the nccl backend
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_TargetAttr : EnumAttr<FSDP_Dialect, FSDP_TargetEnum, "target">;
+
 def FSDP_MemoryAttr : AttrDef<FSDP_Dialect, "Memory"> {
   let mnemonic = "memory";
   let summary = "a rank's peak memory and its parts, in bytes";
@@ -200,8 +210,10 @@ def FSDP_StepOp : FSDP_Op<"step", [
     - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`, `compute_dtype`;
     - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
       `max_inflight_gathers`;
-    - `fsdp-memory-plan`: `micro_batch`, `seq_len`, `arena_bytes`, the inputs'
-      offsets (`tokens_offset`, `targets_offset`) and `memory`;
+    - `fsdp-memory-plan`: `target` (whose kernels' scratch it places),
+      `micro_batch`, `seq_len`, `arena_bytes`, the inputs' offsets
+      (`tokens_offset`, `targets_offset`), cuda's cuBLAS workspace
+      (`workspace_offset`) and `memory`;
     - `fsdp-plan`: the cost model's `predicted_micro_step_s`,
       `predicted_optimizer_s`.
 
@@ -224,6 +236,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$compute_dtype,
+                       OptionalAttr<FSDP_TargetAttr>:$target,
+                       OptionalAttr<FSDP_NonNegativeI64>:$workspace_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$forward_prefetch,
                        OptionalAttr<FSDP_BackwardPrefetchAttr>:$backward_prefetch,
                        OptionalAttr<FSDP_PositiveI64>:$max_inflight_gathers,
@@ -261,6 +275,9 @@ def FSDP_StepOp : FSDP_Op<"step", [
     }
     ::fsdp::plan::Dtype getReduceDtypeOrF32() {
       return getReduceDtype().value_or(::fsdp::plan::Dtype::F32);
+    }
+    ::fsdp::plan::Target getTargetOrCpu() {
+      return getTarget().value_or(::fsdp::plan::Target::Cpu);
     }
     ::fsdp::plan::Dtype getComputeDtypeOrF32() {
       return getComputeDtype().value_or(::fsdp::plan::Dtype::F32);
@@ -371,6 +388,11 @@ def FSDP_FreeOp : FSDP_Op<"free", [HasParent<"StepOp">]> {
 
 def FSDP_GradNormOp : FSDP_Op<"grad_norm", [HasParent<"StepOp">]> {
   let summary = "the global gradient norm: local sums of squares, summed over the shard group";
+  let description = [{
+    On cuda, its partial sums live at `scratch_offset` (the memory plan sets
+    it) until its wait.
+  }];
+  let arguments = (ins OptionalAttr<FSDP_NonNegativeI64>:$scratch_offset);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "attr-dict";
 }

@@ -13,6 +13,14 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "runtime/Program.h"
+
+namespace fsdp::nn {
+/// KernelScratchOpInterface's rule: the runtime's kernelScratchBytes
+/// (runtime/Scratch.h) over the call the op lowers to (NNScratch.cpp).
+int64_t kernelScratchBytes(mlir::Operation *op, program::Target target, int64_t B, int64_t S);
+} // namespace fsdp::nn
+
 #include "dialect/NN/NNDialect.h.inc"
 #include "dialect/NN/NNEnums.h.inc"
 #include "dialect/NN/NNInterfaces.h.inc"

@@ -1321,9 +1321,6 @@ void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, cudaStream_t
   biasBackwardT(dy, db, n, out, stream);
 }
 
-int64_t layerNormBackwardScratchFloats(int64_t n) { return 4 * n; }
-int64_t rmsNormBackwardScratchFloats(int64_t n) { return 2 * n; }
-
 void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
                       int64_t D, double eps, cudaStream_t stream) {
   layerNormForwardT(x, w, b, y, n, D, eps, stream);
@@ -1395,10 +1392,6 @@ void causalAttentionForward(const float *q, const float *k, const float *v, floa
 void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
                             int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
   causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, stream);
-}
-
-int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
-  return 2 * B * H * S;
 }
 
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,

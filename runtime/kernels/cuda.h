@@ -105,8 +105,10 @@ void biasBackward(const bf16 *dy, bf16 *db, int64_t n, int64_t out, cudaStream_t
 
 // Floats of scratch layerNormBackward / rmsNormBackward use for n rows (f32
 // and bf16: the row statistics are f32 in both).
-int64_t layerNormBackwardScratchFloats(int64_t n); // 4 * n
-int64_t rmsNormBackwardScratchFloats(int64_t n);   // 2 * n
+// Inline, as the other bounds: the planner sizes the plan's scratch with them
+// (runtime/Scratch.cpp), and neither it nor the loader links the kernels.
+inline int64_t layerNormBackwardScratchFloats(int64_t n) { return 4 * n; }
+inline int64_t rmsNormBackwardScratchFloats(int64_t n) { return 2 * n; }
 
 // y = (x - mean) / sqrt(var + eps) * w + b, per row of D (biased variance)
 void layerNormForward(const float *x, const float *w, const float *b, float *y, int64_t n,
@@ -183,7 +185,9 @@ void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, con
                              int64_t H, int64_t KV, int64_t Dh, float *scratch,
                              cudaStream_t stream);
 // Floats of scratch causalAttentionBackward uses (f32 and bf16): 2 * B * H * S.
-int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H);
+inline int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
+  return 2 * B * H * S;
+}
 
 // GELU, tanh approximation (HF gelu_new), elementwise over n
 void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream);

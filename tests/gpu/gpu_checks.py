@@ -138,7 +138,9 @@ def main():
         res = {}
         for backend in ("threads", "nccl"):
             m = os.path.join(work, "%s.%s.jsonl" % (name, backend))
-            code, text = run([run_bin, plan, "--backend", backend, "--weights", w, "--data", data,
+            # The same plan, for each backend's kernels (stage.sh).
+            prog = plan if backend == "nccl" else os.path.join(plans, name + "-cpu.json")
+            code, text = run([run_bin, prog, "--backend", backend, "--weights", w, "--data", data,
                               "--steps", str(steps), "--metrics", m,
                               "--save-weights", os.path.join(work, "%s.%s.safetensors" % (name, backend))]
                              + extra)

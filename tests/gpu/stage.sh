@@ -52,24 +52,31 @@ for dep in libgfortran.so.5 libquadmath.so.0; do
   cp "$(readlink -f "/lib/x86_64-linux-gnu/$dep")" "$STAGE/lib/$dep"
 done
 
-# Plans. World size 1 (one GPU there): the same program runs on the threads
-# backend for the comparison. Small models at f32 and bf16, and GPT-2
-# medium in bf16 parameters for the benchmark (predicted on an H200).
+# Plans. World size 1 (one GPU there). A program is planned for its target's
+# kernels (their scratch): NAME.json for the GPU (--cluster of an H200, the
+# cuda target) and NAME-cpu.json, the same plan for the CPU, which the
+# threads backend runs for the comparison. Small models at f32 and bf16, and
+# GPT-2 medium in bf16 for the benchmark (predicted on an H200).
+GPU_CLUSTER="$ROOT/models/hardware/H200-SXM.json"
 plan() { "$PLAN" "$@" > /dev/null; }
-plan "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64 \
-  -o "$STAGE/plans/gpt2-tiny.json"
-plan "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64 \
-  -o "$STAGE/plans/llama-tiny.json"
-plan "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64 \
-  --param-dtype bf16 --reduce-dtype bf16 -o "$STAGE/plans/gpt2-tiny-bf16.json"
-plan "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64 \
-  --activation-checkpointing blocks -o "$STAGE/plans/llama-tiny-ckpt.json"
+both() { # NAME, then fsdp-plan's arguments
+  local name="$1"
+  shift
+  plan "$@" --cluster "$GPU_CLUSTER" -o "$STAGE/plans/$name.json"
+  plan "$@" -o "$STAGE/plans/$name-cpu.json"
+}
+both gpt2-tiny "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64
+both llama-tiny "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64
+both gpt2-tiny-bf16 "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 \
+  --seq-len 64 --param-dtype bf16 --reduce-dtype bf16
+both llama-tiny-ckpt "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 \
+  --seq-len 64 --activation-checkpointing blocks
 # Two ranks on one node: only for the error path there (NCCL takes one GPU a
 # rank; two ranks on one GPU must fail cleanly, not hang).
 plan "$ROOT/models/llama-tiny/config.json" --world-size 2 --micro-batch 2 --seq-len 64 \
-  -o "$STAGE/plans/llama-tiny-2.json"
+  --cluster "$GPU_CLUSTER" -o "$STAGE/plans/llama-tiny-2.json"
 plan "$ROOT/models/gpt2-medium/config.json" --no-dropout --world-size 1 --micro-batch 8 \
-  --seq-len 1024 --param-dtype bf16 --cluster "$ROOT/models/hardware/H200-SXM.json" \
+  --seq-len 1024 --param-dtype bf16 --cluster "$GPU_CLUSTER" \
   -o "$STAGE/plans/gpt2-medium-bf16.json"
 
 "$PY" "$ROOT/tests/e2e/make_data.py" "$STAGE/data.bin" --text /usr/share/common-licenses/GPL-3 \

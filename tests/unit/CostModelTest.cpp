@@ -99,18 +99,20 @@ TEST(CostModel, BadClusterFilesNameTheValue) {
     return err.empty() ? err : err.substr(err.find("cluster-bad.json"));
   };
   EXPECT_EQ(load("\"memory_bytes\": 25769803776", "\"memory_bytes\": 1e30"),
-            "cluster-bad.json:7:19: memory_bytes must be an integer, but is 1e+30 (number)");
+            "cluster-bad.json:8:19: memory_bytes must be an integer, but is 1e+30 (number)");
   EXPECT_EQ(load("\"f32_flops\": 100e9", "\"f32_flops\": \"fast\""),
-            "cluster-bad.json:9:18: compute.f32_flops must be a number, but is \"fast\" (string)");
+            "cluster-bad.json:10:18: compute.f32_flops must be a number, but is \"fast\" (string)");
   EXPECT_EQ(load("\"matmul_efficiency\": 0.8", "\"matmul_efficiency\": 0"),
-            "cluster-bad.json:11:26: compute.matmul_efficiency must lie in (0, 1], but is 0.0");
+            "cluster-bad.json:12:26: compute.matmul_efficiency must lie in (0, 1], but is 0.0");
   EXPECT_EQ(load("\"intra_node\": {\"bandwidth\": 5e9, \"latency_s\": 5e-6",
                  "\"intra_node\": {\"bandwidth\": 5e9, \"latency_s\": -1"),
-            "cluster-bad.json:16:49: intra_node.latency_s must not be negative, but is -1.0");
+            "cluster-bad.json:17:49: intra_node.latency_s must not be negative, but is -1.0");
+  EXPECT_EQ(load("\"device\": \"cpu\"", "\"device\": \"gpu\""),
+            "cluster-bad.json:4:13: device must be \"cpu\" or \"cuda\", but is \"gpu\"");
   EXPECT_EQ(load("\"version\": 1", "\"version\": 2"),
             "cluster-bad.json:3:14: not an fsdp-cluster file of version 1");
   EXPECT_EQ(load("\"op_overhead_s\": 2e-6", "\"op_overhead_s\": 2e-6, \"gemm_rates\": [[1, 2, 3]]"),
-            "cluster-bad.json:14:43: compute.gemm_rates[0] must be [m, k, n, FLOP/s], but is "
+            "cluster-bad.json:15:43: compute.gemm_rates[0] must be [m, k, n, FLOP/s], but is "
             "[1,2,3] (array)");
 }
 

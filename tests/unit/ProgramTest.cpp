@@ -149,6 +149,8 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"llama-tiny", "--world-size 2 --micro-batch 2 --strategy no-shard"},
       {"llama-tiny", "--world-size 3 --micro-batch 2 --activation-checkpointing blocks"},
       {"llama-tiny", "--world-size 2 --micro-batch 2 --param-dtype bf16 --wrap none"},
+      {"llama-tiny", "--world-size 2 --micro-batch 2 --param-dtype bf16 --cluster " FSDP_SOURCE_DIR
+                     "/models/hardware/H100-SXM.json"},
       {"Llama-3.1-405B", "--world-size 1024 --micro-batch 1 --seq-len 64"},
   };
   for (const Case &c : cases) {

@@ -2,6 +2,7 @@
 // at the bottom of the arena, every other buffer where nothing live at the
 // same time is; the peak and its parts recorded on the step.
 // RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4" | FileCheck %s
+// RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 target=cuda" | FileCheck %s --check-prefix=CUDA
 // RUN: not fsdp-opt %s --fsdp-memory-plan="seq-len=9" 2>&1 | FileCheck %s --check-prefix=SEQ
 
 module {
@@ -72,7 +73,7 @@ module {
 // CHECK: fsdp.unit @block0 {exp_avg_offset = 2304 : i64, exp_avg_sq_offset = 2432 : i64, grad_shard_offset = 2176 : i64, index = 1 : i64, module = "blocks.0", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.0.fc.weight"], shard_offset = 2048 : i64, shard_size = 2 : i64, sizes = array<i64: 64>}
 // CHECK: fsdp.unit @block1 {exp_avg_offset = 2816 : i64, exp_avg_sq_offset = 2944 : i64, grad_shard_offset = 2688 : i64, index = 2 : i64, module = "blocks.1", numel = 64 : i64, offsets = array<i64: 0>, padded_numel = 64 : i64, params = ["blocks.1.fc.weight"], shard_offset = 2560 : i64, shard_size = 2 : i64, sizes = array<i64: 64>}
 // CHECK-LABEL: fsdp.step @train_step(
-// CHECK-SAME: arena_bytes = 6276 : i64, backward_prefetch = #fsdp<backward_prefetch none>, block_prefix = "blocks", forward_prefetch = 0 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 8 : i64, memory = #fsdp.memory<peak_bytes = 6276, live_peak_bytes = 6276, params_bytes = 768, grads_bytes = 768, optimizer_bytes = 1536, unsharded_bytes = 1024, activations_bytes = 2180, fragmentation_bytes = 0>, micro_batch = 2 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, seq_len = 4 : i64, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, targets_offset = 6208 : i64, tokens_offset = 6144 : i64, world_size = 2 : i64
+// CHECK-SAME: arena_bytes = 6276 : i64, backward_prefetch = #fsdp<backward_prefetch none>, block_prefix = "blocks", forward_prefetch = 0 : i64, max_inflight_gathers = 2 : i64, max_seq_len = 8 : i64, memory = #fsdp.memory<peak_bytes = 6276, live_peak_bytes = 6276, params_bytes = 768, grads_bytes = 768, optimizer_bytes = 1536, unsharded_bytes = 1024, activations_bytes = 2180, fragmentation_bytes = 0>, micro_batch = 2 : i64, model = "tiny", model_type = "llama", num_blocks = 2 : i64, seq_len = 4 : i64, shard_size = 2 : i64, strategy = #fsdp<strategy full_shard>, target = #fsdp<target cpu>, targets_offset = 6208 : i64, tokens_offset = 6144 : i64, world_size = 2 : i64
 // CHECK-NEXT: %emb.weight = nn.param "emb.weight"
 // CHECK-NEXT: %blocks.0.fc.weight = nn.param "blocks.0.fc.weight"
 // CHECK-NEXT: %blocks.1.fc.weight = nn.param "blocks.1.fc.weight"
@@ -132,3 +133,16 @@ module {
 // CHECK-NEXT: }
 
 // SEQ: error: seq-len 9 is outside the model's 1..8
+
+// For the CUDA kernels: cuBLAS's workspace for the whole step, the loss's
+// per-row doubles, the reduce-scatter's staging and the grad norm's partial
+// sums are buffers of the arena too (runtime/Scratch.h).
+// CUDA-LABEL: fsdp.step @train_step(
+// CUDA-SAME: arena_bytes = 33565764 : i64
+// CUDA-SAME: target = #fsdp<target cuda>
+// CUDA-SAME: workspace_offset = {{[0-9]+}} : i64
+// CUDA: nn.cross_entropy %{{.*}} {offsets = array<i64: {{[0-9]+}}>, scratch_offset = {{[0-9]+}} : i64}
+// CUDA: fsdp.reduce_scatter @block1 {scratch_offset = {{[0-9]+}} : i64}
+// CUDA: fsdp.reduce_scatter @block0 {scratch_offset = {{[0-9]+}} : i64}
+// CUDA: fsdp.reduce_scatter @root {scratch_offset = {{[0-9]+}} : i64}
+// CUDA: fsdp.grad_norm {scratch_offset = {{[0-9]+}} : i64}

@@ -380,7 +380,8 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
   struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
+  bool made = ::stat(dir.c_str(), &st) != 0;
+  if (made) {
     std::string err = makeDirectory(dir);
     if (err.empty())
       err = syncDirectory(parentOf(dir));
@@ -407,6 +408,8 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
     for (const std::string &path : written)
       removeTree(path);
     removeTree(dir + "/" + kIndexName + suffix);
+    if (made) // the folder this save made goes too, if nothing else is in it
+      ::rmdir(dir.c_str());
     return dir + ": weights not written: " + err;
   };
   // 1. Every shard under a temporary name, durable: a full disk here leaves

@@ -133,20 +133,37 @@ std::string SafetensorsReader::readF32(const std::string &name, int64_t first, i
   const TensorInfo &t = it->second;
   int64_t es = elementSize(t.dtype);
   int64_t at = dataStart + t.begin + first * es;
+  if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
+    return file + ": tensor '" + name + "' is " + t.dtype + "; weights must be F32, BF16 or F16";
+  // A released file is opened for this read only.
+  int f = fd >= 0 ? fd : ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0)
+    return file + ": cannot open the weights: " + std::strerror(errno);
+  struct Closer {
+    int f;
+    bool own;
+    ~Closer() {
+      if (own)
+        ::close(f);
+    }
+  } closer{f, fd < 0};
   if (t.dtype == "F32") {
-    if (::pread(fd, out, count * 4, at) != count * 4)
+    if (::pread(f, out, count * 4, at) != count * 4)
       return file + ": short read of '" + name + "'";
     return "";
   }
-  if (t.dtype == "BF16" || t.dtype == "F16") {
-    std::vector<uint16_t> buf(count);
-    if (::pread(fd, buf.data(), count * 2, at) != count * 2)
-      return file + ": short read of '" + name + "'";
-    for (int64_t i = 0; i < count; ++i)
-      out[i] = t.dtype == "BF16" ? bf16ToF32(buf[i]) : f16ToF32(buf[i]);
-    return "";
-  }
-  return file + ": tensor '" + name + "' is " + t.dtype + "; weights must be F32, BF16 or F16";
+  std::vector<uint16_t> buf(count);
+  if (::pread(f, buf.data(), count * 2, at) != count * 2)
+    return file + ": short read of '" + name + "'";
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = t.dtype == "BF16" ? bf16ToF32(buf[i]) : f16ToF32(buf[i]);
+  return "";
+}
+
+void SafetensorsReader::release() {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
 }
 
 const std::string &WeightSource::fileOf(const std::string &name) const {
@@ -245,6 +262,7 @@ std::string WeightSource::open(const std::string &p) {
       err = files.back()->open(dir + "/" + shard);
       if (!err.empty())
         return err + " (a shard " + index + " names, for tensor '" + name + "')";
+      files.back()->release();
     }
     const SafetensorsReader &r = *files[it->second];
     auto t = r.tensors().find(name);

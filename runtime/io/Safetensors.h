@@ -38,6 +38,9 @@ public:
   /// Reads elements [first, first + count) of `name` as f32 (from F32, BF16
   /// or F16 storage).
   std::string readF32(const std::string &name, int64_t first, int64_t count, float *out) const;
+  /// Closes the file, keeping the header: each read opens it again. For the
+  /// shards of a folder, so that ranks x shards files are not held open.
+  void release();
 
 private:
   std::string file;

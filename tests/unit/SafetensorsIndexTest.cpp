@@ -162,9 +162,17 @@ TEST(SafetensorsIndex, WritesShardsAndTheIndexThenReadsBackBitForBit) {
   EXPECT_EQ(h2["block.w"]["data_offsets"], (json{20, 68}));
   EXPECT_EQ(h2["embed.weight"]["data_offsets"], (json{68, 96}));
 
+  auto openFiles = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
   for (std::string path : {dir, dir + "/", dir + "/" + io::kIndexName}) {
     io::WeightSource w;
+    auto before = openFiles();
     ASSERT_EQ(w.open(path), "") << path;
+    // The shards' headers are kept, their files not held open (ranks x
+    // shards of them would be): each read opens its file.
+    EXPECT_EQ(openFiles(), before);
     EXPECT_EQ(w.path(), dir + "/" + io::kIndexName);
     EXPECT_TRUE(w.warnings().empty());
     EXPECT_EQ(w.fileOf("big.w"), dir + "/model-00001-of-00003.safetensors");

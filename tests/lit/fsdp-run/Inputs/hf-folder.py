@@ -11,6 +11,12 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
            difference
        hf-folder.py losses A.jsonl B.jsonl
            the same loss and grad_norm at every step, exactly
+       hf-folder.py crash OLD NEW WORK -- COMMAND...
+           for every fault point N of COMMAND (FSDP_FAULT=list counts them;
+           the word WORK in COMMAND is the folder it saves into): WORK a copy
+           of the folder OLD, COMMAND killed at point N; then WORK has no index,
+           or an index whose shards are all there and hold either OLD's
+           tensors or NEW's (a folder or file), bit for bit
        hf-folder.py break DIR CASE OUT
            OUT: a copy of the folder DIR with one thing wrong (CASE: notjson,
            dotdot, slash, missing-shard, missing-tensor, not-in-shard, shape,
@@ -20,6 +26,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 
 INDEX = "model.safetensors.index.json"
@@ -164,6 +171,41 @@ def break_folder(src, case, out):
         json.dump(index, f, indent=2, sort_keys=True)
 
 
+def crash(old, new, work, command):
+    command = [work if w == "WORK" else w for w in command]
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(old, work)
+    listed = subprocess.run(command, env=dict(os.environ, FSDP_FAULT="list"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    points = [line for line in listed.stderr.splitlines() if line.startswith("fsdp-fault: ")]
+    if listed.returncode != 0 or not points:
+        sys.exit(f"crash: the listing run failed ({listed.returncode}):\n{listed.stderr}")
+    want_old, want_new = read_any(old), read_any(new)
+    seen = {"old": 0, "new": 0, "no index": 0}
+    for n in range(1, len(points) + 1):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(old, work)
+        run = subprocess.run(command, env=dict(os.environ, FSDP_FAULT=f"{n}:kill"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if run.returncode != -9:
+            sys.exit(f"crash: point {n} ({points[n - 1]}): exit {run.returncode}, not killed")
+        if not os.path.exists(os.path.join(work, INDEX)):
+            seen["no index"] += 1
+            continue
+        try:
+            got = read_any(work)
+        except (OSError, AssertionError, KeyError, ValueError) as e:
+            sys.exit(f"crash: point {n} ({points[n - 1]}): the index is there, but: {e!r}")
+        if got == want_old:
+            seen["old"] += 1
+        elif got == want_new:
+            seen["new"] += 1
+        else:
+            sys.exit(f"crash: point {n} ({points[n - 1]}): neither the old weights nor the new")
+    print(f"crash: {len(points)} of {len(points)} fault points: " +
+          ", ".join(f"{k} {v}" for k, v in seen.items()))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "split":
@@ -174,6 +216,8 @@ def main():
         losses(*args)
     elif cmd == "break":
         break_folder(*args)
+    elif cmd == "crash":
+        crash(args[0], args[1], args[2], args[args.index("--") + 1:])
     else:
         sys.exit(__doc__)
 

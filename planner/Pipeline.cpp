@@ -2,6 +2,7 @@
 #include "planner/Pipeline.h"
 #include "planner/Passes.h"
 #include "planner/PlanUtils.h"
+#include "support/InputFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
@@ -206,34 +207,6 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
 }
 
 std::optional<int64_t> fsdp::parseSize(llvm::StringRef text) {
-  text = text.trim();
-  size_t i = 0;
-  while (i < text.size() && (isdigit((unsigned char)text[i]) || text[i] == '.'))
-    ++i;
-  double value;
-  if (i == 0 || text.substr(0, i).getAsDouble(value))
-    return std::nullopt;
-  llvm::StringRef unit = text.substr(i).trim();
-  double scale;
-  if (unit.empty() || unit.equals_insensitive("b"))
-    scale = 1;
-  else if (unit.equals_insensitive("kib") || unit.equals_insensitive("k"))
-    scale = 1024.0;
-  else if (unit.equals_insensitive("mib") || unit.equals_insensitive("m"))
-    scale = 1024.0 * 1024;
-  else if (unit.equals_insensitive("gib") || unit.equals_insensitive("g"))
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit.equals_insensitive("tib") || unit.equals_insensitive("t"))
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit.equals_insensitive("kb"))
-    scale = 1e3;
-  else if (unit.equals_insensitive("mb"))
-    scale = 1e6;
-  else if (unit.equals_insensitive("gb"))
-    scale = 1e9;
-  else if (unit.equals_insensitive("tb"))
-    scale = 1e12;
-  else
-    return std::nullopt;
-  return (int64_t)std::llround(value * scale);
+  int64_t bytes = support::parseByteSize(text.str());
+  return bytes < 0 ? std::nullopt : std::optional<int64_t>(bytes);
 }

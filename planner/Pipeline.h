@@ -66,7 +66,8 @@ void printPlanSummary(const ModelSummary &model, const PlanOptions &options,
                       const PlanFigures &figures, std::optional<int64_t> budget,
                       llvm::raw_ostream &os);
 
-/// "80GiB", "1.5 TiB", "4096" (bytes); nullopt if it does not parse.
+/// "80GiB", "1.5 TiB", "4096" (bytes); nullopt if it does not parse
+/// (support::parseByteSize, which fsdp-run's --max-shard-size reads too).
 std::optional<int64_t> parseSize(llvm::StringRef text);
 
 } // namespace fsdp

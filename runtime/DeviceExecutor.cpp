@@ -675,7 +675,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);
-      std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data());
+      std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize);
       if (!err.empty())
         fail(err);
     }

@@ -437,7 +437,7 @@ std::string Rank::run(const StepCallback &onStep) {
         fail(err);
     }
     if (!o.saveWeights.empty()) {
-      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena);
+      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize);
       if (!err.empty())
         fail(err);
     }

@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+namespace fsdp::io {
+class WeightSource;
+}
+
 namespace fsdp::runtime {
 
 struct RunOptions {
@@ -24,6 +28,9 @@ struct RunOptions {
   uint64_t seed = 0;
   int64_t gradAccum = 1;
   std::string weights, data, saveWeights;
+  // A --save-weights folder's largest shard, in bytes of tensor data
+  // (transformers' max_shard_size; default its "5GB").
+  int64_t maxShardSize = 5000000000;
   std::string dataDtype; // --data-dtype: "uint16", "uint32", "" (from the vocabulary)
   double timeoutS = 600; // --timeout: the longest wait on a peer
   // Checkpoints (io/Checkpoint.h): into `save` after every `saveEvery`-th step
@@ -139,6 +146,10 @@ void fillTokens(const program::Program &p, const io::Dataset &data, int64_t grad
 /// Returns "" or the error.
 std::string initShards(const program::Program &p, const RunOptions &options, int shardMember,
                        char *arena);
+
+/// Every parameter of `p` is in `weights` with its shape and a dtype the
+/// runtime reads (F32, BF16, F16); an error names the file and the tensor.
+std::string checkWeights(const program::Program &p, const io::WeightSource &weights);
 
 /// A step's report from the sum over ranks of their micro-steps' losses, the
 /// gradient norm and the step's seconds (peakBytes and outsideArenaBytes are

@@ -59,35 +59,43 @@ static uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::WeightSource &w) {
+  for (const Unit &u : p.units)
+    for (const Param &prm : u.params) {
+      auto it = w.tensors().find(prm.name);
+      if (it == w.tensors().end())
+        return w.path() + ": missing tensor '" + prm.name + "'";
+      const std::string &file = w.fileOf(prm.name);
+      if (it->second.shape != prm.shape) {
+        std::string want, got;
+        for (int64_t d : prm.shape)
+          want += (want.empty() ? "" : ", ") + std::to_string(d);
+        for (int64_t d : it->second.shape)
+          got += (got.empty() ? "" : ", ") + std::to_string(d);
+        return file + ": tensor '" + prm.name + "' has shape [" + got + "], the model needs [" +
+               want + "]";
+      }
+      const std::string &dt = it->second.dtype;
+      if (dt != "F32" && dt != "BF16" && dt != "F16")
+        return file + ": tensor '" + prm.name + "' is " + dt + "; weights must be F32, BF16 or F16";
+    }
+  return "";
+}
+
 std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions &o,
                                               int shardMember, char *arena) {
   auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
-  io::SafetensorsReader reader;
+  // A file or an HF checkpoint folder: each rank reads, from whichever shard
+  // file holds it, only the byte ranges of its own shards.
+  io::WeightSource reader;
   if (!o.weights.empty()) {
     std::string err = reader.open(o.weights);
-    if (!err.empty())
-      return err;
     // Every parameter must be there with its shape: checked whole, before
     // any rank reads its shards.
-    for (const Unit &u : p.units)
-      for (const Param &prm : u.params) {
-        auto it = reader.tensors().find(prm.name);
-        if (it == reader.tensors().end())
-          return o.weights + ": missing tensor '" + prm.name + "'";
-        if (it->second.shape != prm.shape) {
-          std::string want, got;
-          for (int64_t d : prm.shape)
-            want += (want.empty() ? "" : ", ") + std::to_string(d);
-          for (int64_t d : it->second.shape)
-            got += (got.empty() ? "" : ", ") + std::to_string(d);
-          return o.weights + ": tensor '" + prm.name + "' has shape [" + got +
-                 "], the model needs [" + want + "]";
-        }
-        const std::string &dt = it->second.dtype;
-        if (dt != "F32" && dt != "BF16" && dt != "F16")
-          return o.weights + ": tensor '" + prm.name + "' is " + dt +
-                 "; weights must be F32, BF16 or F16";
-      }
+    if (err.empty())
+      err = checkWeights(p, reader);
+    if (!err.empty())
+      return err;
   }
   for (const Unit &u : p.units) {
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})

@@ -2,8 +2,11 @@
 #include "support/InputFile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,6 +24,33 @@ std::string support::describeBytes(double bytes) {
   char buf[48];
   std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
   return buf;
+}
+
+int64_t support::parseByteSize(const std::string &text) {
+  size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
+  if (b == std::string::npos)
+    return -1;
+  std::string t = text.substr(b, e - b + 1);
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit((unsigned char)t[i]) || t[i] == '.'))
+    ++i;
+  if (i == 0 || std::count(t.begin(), t.begin() + i, '.') > 1 || t.substr(0, i) == ".")
+    return -1;
+  double value = std::strtod(t.substr(0, i).c_str(), nullptr);
+  std::string unit;
+  for (char c : t.substr(i))
+    if (c != ' ' && c != '\t')
+      unit += (char)std::tolower((unsigned char)c);
+  static const std::pair<const char *, double> units[] = {
+      {"", 1},         {"b", 1},      {"k", 0x1p10},   {"kib", 0x1p10}, {"m", 0x1p20},
+      {"mib", 0x1p20}, {"g", 0x1p30}, {"gib", 0x1p30}, {"t", 0x1p40},   {"tib", 0x1p40},
+      {"kb", 1e3},     {"mb", 1e6},   {"gb", 1e9},     {"tb", 1e12}};
+  for (auto [name, scale] : units)
+    if (unit == name) {
+      double bytes = std::round(value * scale);
+      return bytes <= 0x1p62 ? (int64_t)bytes : -1;
+    }
+  return -1;
 }
 
 const char *support::fileKind(unsigned mode) {

@@ -50,6 +50,13 @@ const char *fileKind(unsigned mode);
 /// "64.0 MiB", "1.5 GiB", "512 B".
 std::string describeBytes(double bytes);
 
+/// A size in bytes as a person writes it, for flags such as fsdp-plan's
+/// --memory-budget and fsdp-run's --max-shard-size: a number (fractions
+/// allowed), then a unit: none or B (bytes); KiB, MiB, GiB, TiB (or K, M, G,
+/// T: powers of 1024); KB, MB, GB, TB (powers of 1000, as transformers reads
+/// "5GB"); any case, spaces around. -1 when it does not parse or passes 2^62.
+int64_t parseByteSize(const std::string &text);
+
 } // namespace fsdp::support
 
 #endif

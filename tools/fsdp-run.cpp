@@ -15,6 +15,7 @@
 #include "runtime/Program.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Files.h"
+#include "runtime/io/Safetensors.h"
 #include "support/InputFile.h"
 #include "tools/Version.h"
 #if FSDP_HAVE_NCCL
@@ -56,7 +57,9 @@ static void usage(FILE *to) {
           "  --steps K             optimizer steps (default 1)\n"
           "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
           "  --seed S              initialisation seed when no --weights are given (default 0)\n"
-          "  --weights FILE.safetensors  initial weights with HF names and layouts\n"
+          "  --weights FILE.safetensors|DIR  initial weights with HF names and layouts; DIR:\n"
+          "                        an HF checkpoint folder (model.safetensors.index.json and\n"
+          "                        its shards, or model.safetensors), or the index itself\n"
           "                        (default: the seeded initialisation)\n"
           "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
           "                        synthetic tokens\n"
@@ -84,7 +87,12 @@ static void usage(FILE *to) {
           "  --keep K              the K newest checkpoints kept (default 2)\n"
           "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
           "                        model and global batch)\n"
-          "  --save-weights FILE.safetensors  full weights with HF names after the last step\n"
+          "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
+          "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
+          "                        HF shards and their index, as save_pretrained writes them\n"
+          "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
+          "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
+          "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
           "  --log-every N         a progress line every N steps (default 1)\n"
           "  --quiet               no progress lines\n"
           "  --help, --version\n");
@@ -216,7 +224,7 @@ int main(int argc, char **argv) {
       {"--trace", &o.trace},       {"--nccl-id-file", &ncclIdFile},
       {"--eval-data", &o.evalData}};
   std::string schedule = "constant";
-  bool evalFlags = false;
+  bool evalFlags = false, maxShardGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -289,6 +297,15 @@ int main(int argc, char **argv) {
       o.saveEvery = (int64_t)integer(value(), a, 0, kMaxCount);
     } else if (a == "--keep") {
       o.keep = (int64_t)integer(value(), a, 1, kMaxCount);
+    } else if (a == "--max-shard-size") {
+      std::string v = value();
+      int64_t bytes = support::parseByteSize(v);
+      if (bytes < 1)
+        return fail("--max-shard-size expects a size from 1 byte to 2^62 bytes (5GB, 500MB, "
+                    "2GiB, 1000000), not '" +
+                    v + "'");
+      o.maxShardSize = bytes;
+      maxShardGiven = true;
     } else if (a == "--rank") {
       rankFlag = (int64_t)integer(value(), a, 0, INT32_MAX);
     } else if (a == "--backend") {
@@ -330,6 +347,10 @@ int main(int argc, char **argv) {
     return fail("--steps and --grad-accum must be at least 1");
   if (evalFlags && o.evalData.empty())
     return fail("--eval-every and --eval-batches need --eval-data FILE, the held-out tokens");
+  if (maxShardGiven && (o.saveWeights.empty() || !io::isWeightsFolder(o.saveWeights)))
+    return fail("--max-shard-size is for --save-weights DIR (a folder of HF shards), not " +
+                (o.saveWeights.empty() ? std::string("without --save-weights")
+                                       : "the single file " + o.saveWeights));
   if (o.minLr < 0 || o.minLr > o.lr)
     return fail("--min-lr must be from 0 to --lr (" + std::to_string(o.lr) + ")");
   if (backend != "threads" && backend != "mpi" && backend != "nccl")
@@ -508,16 +529,29 @@ int main(int argc, char **argv) {
     myRank = mpiRank;
 
   // Outputs, checked before the first step by the process of rank 0: each
-  // file's folder exists and is writable; --save is created and locked for
-  // the life of the run. Under MPI a failure here ends every process.
+  // file's folder exists and is writable (a --save-weights DIR: DIR, or its
+  // parent when DIR is to be made); --save is created and locked for the life
+  // of the run. The --weights are checked against the model here too, so that
+  // an error is said once. Under MPI a failure here ends every process.
   std::unique_ptr<io::CheckpointDir> saveDir;
   if (myRank == 0) {
     std::string outErr;
-    for (auto [flag, path] : {std::pair<const char *, std::string *>{"--metrics", &metricsPath},
-                              {"--trace", &o.trace},
-                              {"--save-weights", &o.saveWeights}})
+    for (auto [flag, path] :
+         {std::pair<const char *, std::string *>{"--metrics", &metricsPath}, {"--trace", &o.trace}})
       if (outErr.empty() && !path->empty())
         outErr = io::checkOutputFile(flag, *path);
+    if (outErr.empty() && !o.saveWeights.empty())
+      outErr = io::isWeightsFolder(o.saveWeights)
+                   ? io::checkOutputDirectory("--save-weights", o.saveWeights)
+                   : io::checkOutputFile("--save-weights", o.saveWeights);
+    if (outErr.empty() && !o.weights.empty() && o.resume.empty()) { // resuming reads no weights
+      io::WeightSource weights;
+      outErr = weights.open(o.weights);
+      if (outErr.empty())
+        outErr = runtime::detail::checkWeights(p, weights);
+      for (const std::string &note : weights.warnings())
+        std::fprintf(stderr, "fsdp-run: warning: %s\n", note.c_str());
+    }
     io::CheckpointRef from;
     if (outErr.empty() && !o.resume.empty()) {
       outErr = io::resolveCheckpoint(o.resume, &from);

@@ -648,7 +648,8 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
 }
 
 std::string fsdp::io::saveFullWeights(const std::string &path, const program::Program &p,
-                                      runtime::Communicator &comm, char *arena) {
+                                      runtime::Communicator &comm, char *arena,
+                                      int64_t maxShardSize) {
   // The first shard group holds one whole copy; its members gather each unit.
   bool inFirstGroup = comm.rank() < p.shardSize;
   std::vector<std::vector<float>> full(p.units.size());
@@ -666,7 +667,10 @@ std::string fsdp::io::saveFullWeights(const std::string &path, const program::Pr
     for (size_t i = 0; i < p.units.size(); ++i)
       for (const auto &prm : p.units[i].params)
         tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
-    err = writeSafetensors(path, tensors);
+    // The program's parameters: each tensor once (a tied head is not one),
+    // in the order the model's importer lists them, its state-dict order.
+    err = isWeightsFolder(path) ? writeSafetensorsFolder(path, tensors, maxShardSize)
+                                : writeSafetensors(path, tensors);
   }
   return agree(comm, err, [] {});
 }

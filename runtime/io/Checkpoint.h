@@ -79,9 +79,11 @@ std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::
 std::string loadCheckpoint(const std::string &path, const program::Program &p, int shardMember,
                            int64_t globalBatch, char *arena, int64_t *step);
 
-/// Gathers the parameters and writes them with HF names and layouts.
+/// Gathers the parameters and writes them with HF names and layouts: one
+/// safetensors file, or, when `path` is a folder (isWeightsFolder), HF shards
+/// of at most `maxShardSize` bytes and their index. Only rank 0 writes.
 std::string saveFullWeights(const std::string &path, const program::Program &p,
-                            runtime::Communicator &comm, char *arena);
+                            runtime::Communicator &comm, char *arena, int64_t maxShardSize);
 
 } // namespace fsdp::io
 

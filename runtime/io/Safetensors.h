@@ -1,9 +1,19 @@
 //===- Safetensors.h - reading shards of, and writing, safetensors -*- C++ -*-===//
+//
+// Weights with HF names and layouts, in one safetensors file or in an HF
+// checkpoint folder as transformers' save_pretrained writes it:
+//   DIR/model.safetensors.index.json   {"metadata": {"total_size": BYTES},
+//                                       "weight_map": {tensor: shard file}}
+//   DIR/model-00001-of-0000N.safetensors ...
+// or, when the weights fit in one shard, DIR/model.safetensors and no index.
+//
+//===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_IO_SAFETENSORS_H
 #define FSDP_RUNTIME_IO_SAFETENSORS_H
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,15 +34,54 @@ public:
   /// Empty string on success, else the error.
   std::string open(const std::string &path);
   const std::map<std::string, TensorInfo> &tensors() const { return infos; }
+  const std::string &path() const { return file; }
   /// Reads elements [first, first + count) of `name` as f32 (from F32, BF16
   /// or F16 storage).
   std::string readF32(const std::string &name, int64_t first, int64_t count, float *out) const;
+  /// Closes the file, keeping the header: each read opens it again. For the
+  /// shards of a folder, so that ranks x shards files are not held open.
+  void release();
 
 private:
-  std::string path;
+  std::string file;
   int fd = -1;
   int64_t dataStart = 0, fileSize = 0;
   std::map<std::string, TensorInfo> infos;
+};
+
+/// The index of an HF checkpoint folder and the single file's names in it.
+constexpr const char *kIndexName = "model.safetensors.index.json";
+constexpr const char *kSingleFileName = "model.safetensors";
+/// transformers' default max_shard_size, "5GB" (decimal).
+constexpr int64_t kDefaultMaxShardSize = 5000000000;
+
+/// What --weights names: a safetensors file, an HF checkpoint folder (its
+/// index, or model.safetensors alone), or the index file itself. Maps each
+/// tensor name to the file that holds it and its header entry, so that a
+/// reader reads byte ranges without caring which file they lie in.
+class WeightSource {
+public:
+  /// Parses the index and every shard's header (no tensor data). Errors name
+  /// the file, and the tensor where there is one.
+  std::string open(const std::string &path);
+  /// What errors about the weights as a whole name: the file, or the index.
+  const std::string &path() const { return where; }
+  /// Every tensor the index maps (or the file holds), by name.
+  const std::map<std::string, TensorInfo> &tensors() const { return infos; }
+  /// The file that holds tensor `name` (which must be in tensors()).
+  const std::string &fileOf(const std::string &name) const;
+  /// Reads elements [first, first + count) of `name` as f32.
+  std::string readF32(const std::string &name, int64_t first, int64_t count, float *out) const;
+  /// What is odd but not wrong (an index's total_size that is not the sum of
+  /// its tensors' bytes), for the tool to print once.
+  const std::vector<std::string> &warnings() const { return notes; }
+
+private:
+  std::string where;
+  std::vector<std::unique_ptr<SafetensorsReader>> files;
+  std::map<std::string, TensorInfo> infos;
+  std::map<std::string, size_t> fileIndex; // tensor -> files[i]
+  std::vector<std::string> notes;
 };
 
 struct NamedTensor {
@@ -41,8 +90,34 @@ struct NamedTensor {
   const float *data;
 };
 
-/// Writes F32 tensors, through a temporary renamed into place.
+/// Writes F32 tensors, through a temporary renamed into place. The data lies
+/// in name order, as the safetensors library lays it out.
 std::string writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors);
+
+/// True when --save-weights PATH means a folder: an existing folder, or a
+/// path that does not end in ".safetensors".
+bool isWeightsFolder(const std::string &path);
+
+/// Which tensors (indices into `tensors`) go into which shard, as
+/// huggingface_hub's split_state_dict_into_shards does: in the given order,
+/// a new shard when the next tensor would take the current one past
+/// `maxShardSize`; a tensor larger than that alone in a shard of its own
+/// (placed when it is met, before the shard being filled).
+std::vector<std::vector<size_t>> planWeightShards(const std::vector<NamedTensor> &tensors,
+                                                  int64_t maxShardSize);
+
+/// Writes F32 `tensors` into the folder `dir` (created if missing, not its
+/// parents) as save_pretrained does: shards model-0000i-of-0000N.safetensors
+/// of at most `maxShardSize` bytes of tensor data each and
+/// model.safetensors.index.json, or model.safetensors alone when one shard
+/// holds everything. The shards are written under temporary names and made
+/// durable first; then an earlier save's index is removed, the shards are
+/// renamed into place, the index is written last, and what the earlier save
+/// left (its other shards, its index or single file) is removed. A crash
+/// leaves no index that names a missing or foreign shard; a failure removes
+/// what this save wrote.
+std::string writeSafetensorsFolder(const std::string &dir, const std::vector<NamedTensor> &tensors,
+                                   int64_t maxShardSize);
 
 } // namespace fsdp::io
 

@@ -35,11 +35,13 @@ def sh(cmd, env=None):
     return r.stdout
 
 
-def fsdp_step_time(bin_dir, work, world, strategy, steps, weights, data, env=None):
-    plan = os.path.join(work, "plan-%d-%s.json" % (world, strategy))
+def fsdp_step_time(bin_dir, work, world, strategy, steps, weights, data, env=None, flags=()):
+    tag = "%d-%s%s" % (world, strategy, "".join(flags).replace("-", ""))
+    plan = os.path.join(work, "plan-%s.json" % tag)
     sh([os.path.join(bin_dir, "fsdp-plan"), CONFIG, "--world-size", str(world),
-        "--micro-batch", str(8 // world), "--seq-len", "128", "--strategy", strategy, "-o", plan])
-    metrics = os.path.join(work, "m-%d-%s.jsonl" % (world, strategy))
+        "--micro-batch", str(8 // world), "--seq-len", "128", "--strategy", strategy, "-o", plan]
+       + list(flags))
+    metrics = os.path.join(work, "m-%s.jsonl" % tag)
     sh([os.path.join(bin_dir, "fsdp-run"), plan, "--weights", weights, "--data", data,
         "--steps", str(steps), "--metrics", metrics, "--quiet"], env=env)
     times = [json.loads(l)["step_time_s"] for l in open(metrics)][WARMUP:]
@@ -171,6 +173,19 @@ def main():
     print("  no-shard    %.3f s/step, peak %.1f MiB per rank" % (ddp, ddp_peak / 2**20))
     print("  the cost of sharding: %+.1f%% step time for %.1fx less memory" % (
         100 * (full / ddp - 1), ddp_peak / full_peak))
+    # bf16 compute on the CPU: bf16 activations and matmul operands (sgemm on
+    # f32 panels converted from bf16: Debian's OpenBLAS has no sbgemm)
+    # against f32 compute of the same bf16 parameters, world size 1.
+    f32c, f32_peak = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data,
+                                    configs[0][1], ["--param-dtype", "bf16", "--compute-dtype",
+                                                    "f32"])
+    bf16c, bf16_peak = fsdp_step_time(args.bin, work, 1, "full-shard", args.steps, weights, data,
+                                      configs[0][1], ["--param-dtype", "bf16"])
+    print("bf16 parameters, world size 1 (8 x 128 tokens):")
+    print("  f32 compute   %.3f s/step, peak %.1f MiB" % (f32c, f32_peak / 2**20))
+    print("  bf16 compute  %.3f s/step, peak %.1f MiB" % (bf16c, bf16_peak / 2**20))
+    print("  bf16 / f32    %.2fx the time, %.2fx the memory (the conversions to and from"
+          " f32 panels: fsdp-sgemm-bench --bf16)" % (bf16c / f32c, bf16_peak / f32_peak))
 
 
 if __name__ == "__main__":

@@ -59,9 +59,9 @@ struct Candidate {
 /// with the fewest checkpointed blocks that fit (where checkpointing is not
 /// fixed) and, without a fixed micro-batch, the largest micro-batch that
 /// fits, with and without checkpointing. Returns the distinct plans (of
-/// plans whose figures are identical, the first: the least prefetch), those
-/// that fit first, fastest (tokens/s) first, then those that do not, smallest
-/// first.
+/// plans with identical figures, the first tried: the least prefetch), those
+/// that fit first, fastest (tokens/s) first and, as fast, smallest first;
+/// then those that do not fit, smallest first.
 std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
                                    const SearchFixed &fixed, const Cluster &cluster,
                                    int64_t gradAccum, std::optional<int64_t> budget,

@@ -3,85 +3,316 @@
 
 #include "mlir/IR/Diagnostics.h"
 
+#include <algorithm>
+#include <map>
+
 using namespace mlir;
 using namespace fsdp;
 
-std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base,
-                                         const Cluster &cluster, int64_t gradAccum,
-                                         std::optional<int64_t> budget, int64_t numBlocks,
-                                         int64_t blockParams) {
-  std::vector<Candidate> out;
-  auto evaluate = [&](PlanOptions o) -> std::optional<Candidate> {
+namespace {
+
+constexpr int64_t kMaxMicroBatch = int64_t(1) << 20;
+
+/// The largest micro-batch whose `peakFor` fits `budget` (see
+/// searchMicroBatch); `peakFor` plans one, nullopt where that fails.
+FailureOr<MicroBatchSearch>
+largestThatFits(llvm::function_ref<std::optional<int64_t>(int64_t)> peakFor, int64_t budget,
+                std::string &error, int64_t hint) {
+  error.clear();
+  // A hint that is the answer needs two plans: it fits, one more does not.
+  if (hint >= 2) {
+    std::optional<int64_t> at = peakFor(hint);
+    if (!at)
+      return failure();
+    int64_t other = *at <= budget ? hint + 1 : hint - 1;
+    std::optional<int64_t> next = peakFor(other);
+    if (!next)
+      return failure();
+    if (*at <= budget && *next > budget)
+      return MicroBatchSearch{hint, other, *next};
+    if (*at > budget && *next <= budget)
+      return MicroBatchSearch{other, hint, *at};
+  }
+  std::optional<int64_t> first = peakFor(1);
+  if (!first)
+    return failure();
+  if (*first > budget) {
+    error = "no micro-batch fits the budget of " + humanBytes(budget) +
+            ": a micro-batch of 1 already needs " + humanBytes(*first) + " per rank";
+    return failure();
+  }
+  std::optional<int64_t> second = peakFor(2);
+  if (!second)
+    return failure();
+  if (*second > budget)
+    return MicroBatchSearch{1, 2, *second};
+  // lo fits; hi, where known, does not. The peak grows about linearly with
+  // the micro-batch (activations), so each probe is where the line through
+  // the last two points meets the budget (a secant search: a handful of
+  // plans where the line is right), and a probe that does not halve the
+  // bracket is followed by a bisection: never slower than bisecting twice.
+  int64_t prev = 1, prevPeak = *first, lo = 2, loPeak = *second, hi = 0, hiPeak = 0;
+  bool bisect = false;
+  while (!hi || hi - lo > 1) {
+    int64_t b;
+    if (!hi) {
+      if (lo >= kMaxMicroBatch) {
+        error = "every micro-batch up to " + std::to_string(kMaxMicroBatch) + " fits the budget";
+        return failure();
+      }
+      double slope = double(loPeak - prevPeak) / double(lo - prev);
+      double guess = slope > 0 ? lo + double(budget - loPeak) / slope : 2.0 * lo;
+      b = (int64_t)std::min<double>(std::max<double>(guess, lo + 1), kMaxMicroBatch);
+    } else if (bisect) {
+      b = lo + (hi - lo) / 2;
+    } else {
+      double guess = lo + double(budget - loPeak) * double(hi - lo) / double(hiPeak - loPeak);
+      b = std::clamp<int64_t>((int64_t)guess, lo + 1, hi - 1);
+    }
+    int64_t width = hi ? hi - lo : 0;
+    std::optional<int64_t> peak = peakFor(b);
+    if (!peak)
+      return failure();
+    if (*peak <= budget) {
+      prev = lo, prevPeak = loPeak;
+      lo = b, loPeak = *peak;
+    } else {
+      hi = b, hiPeak = *peak;
+    }
+    bisect = width && 2 * (hi - lo) > width;
+  }
+  return MicroBatchSearch{lo, hi, hiPeak};
+}
+
+} // namespace
+
+std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const SearchFixed &fixed,
+                                                const Cluster &cluster, int64_t numBlocks,
+                                                int64_t blockParams) {
+  const int64_t world = base.worldSize, perNode = cluster.ranksPerNode;
+  // hybrid-shard's groups: the one given, else a node's ranks where the world
+  // spans whole nodes; asked for by name, the power-of-two groups otherwise.
+  std::vector<int64_t> groups;
+  if (fixed.shardSize) {
+    groups.push_back(base.shardSize);
+  } else if (perNode > 1 && perNode < world && world % perNode == 0) {
+    groups.push_back(perNode);
+  } else if (fixed.strategy) {
+    for (int64_t g = 2; g < world; g *= 2)
+      if (world % g == 0)
+        groups.push_back(g);
+    if (groups.empty())
+      groups.push_back(world);
+  }
+  std::vector<std::pair<std::string, int64_t>> strategies;
+  if (fixed.strategy && base.strategy != "hybrid-shard") {
+    strategies.push_back({base.strategy, 0});
+  } else if (!fixed.strategy) {
+    for (const char *s : {"full-shard", "shard-grad-op", "no-shard"}) {
+      PlanOptions o = base;
+      o.strategy = s;
+      o.shardSize = 0;
+      if (!fixed.shardSize || o.resolvedShardSize() == base.shardSize)
+        strategies.push_back({s, 0});
+    }
+  }
+  if (fixed.strategy && base.strategy == "hybrid-shard") {
+    for (int64_t g : groups)
+      strategies.push_back({"hybrid-shard", g});
+  } else if (!fixed.strategy) {
+    // A group of one rank or of the world is no-shard's or full-shard's.
+    for (int64_t g : groups)
+      if (g > 1 && g < world && world % g == 0)
+        strategies.push_back({"hybrid-shard", g});
+  }
+
+  std::vector<std::string> wraps = {"block", "none"};
+  for (int64_t k : {2, 4})
+    if (numBlocks >= 2 * k && blockParams > 0)
+      wraps.push_back("size:" + std::to_string(k * blockParams));
+  std::vector<int64_t> forward = {0, 1, 2};
+  if (fixed.forwardPrefetch)
+    forward = {base.forwardPrefetch};
+  std::vector<std::string> backward = {"pre", "post", "none"};
+  if (fixed.backwardPrefetch)
+    backward = {base.backwardPrefetch};
+
+  std::vector<SearchSetting> out;
+  for (auto &[strategy, shardSize] : strategies)
+    for (const std::string &wrap : wraps)
+      for (const std::string &bwd : backward)
+        for (int64_t fwd : forward) {
+          SearchSetting s{base, !fixed.activationCheckpointing && numBlocks > 0};
+          PlanOptions &o = s.options;
+          o.strategy = strategy;
+          o.shardSize = shardSize;
+          o.shardSize = o.resolvedShardSize();
+          o.wrap = wrap;
+          o.forwardPrefetch = fwd;
+          o.backwardPrefetch = bwd;
+          if (!fixed.activationCheckpointing) {
+            o.activationCheckpointing = "none";
+            o.checkpointedBlocks = -1;
+          }
+          out.push_back(s);
+        }
+  return out;
+}
+
+namespace {
+
+/// Plans of one search: each a clone of the model, planned quietly (an
+/// infeasible setting is just not a candidate).
+struct Prober {
+  mutable ModuleOp model; // ModuleOp's accessors are not const
+  const Cluster &cluster;
+  int64_t gradAccum;
+  std::optional<int64_t> budget;
+
+  std::optional<Candidate> evaluate(const PlanOptions &o) const {
     OwningOpRef<ModuleOp> copy = model.clone();
-    // Search probes fail quietly: an infeasible setting is just not a candidate.
     ScopedDiagnosticHandler quiet(model.getContext(), [](Diagnostic &) { return success(); });
     if (failed(runPlanPipeline(*copy, o)))
       return std::nullopt;
     Candidate c{o, planFigures(*copy, cluster, gradAccum), false};
     c.fits = !budget || c.figures.peakBytes <= *budget;
     return c;
-  };
-  std::vector<std::pair<std::string, int64_t>> strategies = {
-      {"full-shard", 0}, {"shard-grad-op", 0}, {"no-shard", 0}};
-  if (base.worldSize > cluster.ranksPerNode && base.worldSize % cluster.ranksPerNode == 0)
-    strategies.push_back({"hybrid-shard", cluster.ranksPerNode});
-  std::vector<std::string> wraps = {"block", "none"};
-  for (int64_t k : {2, 4})
-    if (numBlocks >= 2 * k && blockParams > 0)
-      wraps.push_back("size:" + std::to_string(k * blockParams));
-  for (auto &[strategy, shardSize] : strategies)
-    for (const std::string &wrap : wraps)
-      for (int64_t prefetch : {0, 1, 2}) {
-        PlanOptions o = base;
-        o.strategy = strategy;
-        o.shardSize = shardSize;
-        o.shardSize = o.resolvedShardSize();
-        o.wrap = wrap;
-        o.forwardPrefetch = prefetch;
-        o.activationCheckpointing = "none";
-        o.checkpointedBlocks = -1;
-        auto plain = evaluate(o);
-        if (!plain)
-          continue;
-        if (plain->fits || !budget || numBlocks == 0) {
-          out.push_back(*plain);
-          continue;
-        }
-        // The fewest checkpointed blocks that fit: memory falls as blocks
-        // are checkpointed, time rises.
-        o.activationCheckpointing = "blocks";
-        o.checkpointedBlocks = numBlocks;
-        auto all = evaluate(o);
-        if (!all || !all->fits) {
-          out.push_back(all ? *all : *plain);
-          continue;
-        }
-        int64_t lo = 0, hi = numBlocks; // lo does not fit, hi does
-        Candidate best = *all;
-        while (hi - lo > 1) {
-          int64_t mid = (lo + hi) / 2;
-          o.checkpointedBlocks = mid;
-          auto c = evaluate(o);
-          if (c && c->fits) {
-            hi = mid;
-            best = *c;
-          } else {
-            lo = mid;
-          }
-        }
-        out.push_back(best);
+  }
+
+  /// The fewest of the first blocks checkpointed that make `o` fit, where
+  /// checkpointing all of them does (memory falls as blocks are
+  /// checkpointed, time rises); else the plan with all of them.
+  std::optional<Candidate> fewestCheckpointed(PlanOptions o, int64_t numBlocks) const {
+    o.activationCheckpointing = "blocks";
+    o.checkpointedBlocks = numBlocks;
+    std::optional<Candidate> best = evaluate(o);
+    if (!best || !best->fits)
+      return best;
+    int64_t lo = 0, hi = numBlocks; // lo does not fit, hi does
+    while (hi - lo > 1) {
+      int64_t mid = (lo + hi) / 2;
+      o.checkpointedBlocks = mid;
+      std::optional<Candidate> c = evaluate(o);
+      if (c && c->fits) {
+        hi = mid;
+        best = c;
+      } else {
+        lo = mid;
       }
+    }
+    return best;
+  }
+
+  /// `o` at the largest micro-batch that fits; at 1, not fitting, where
+  /// none does. `hint`: the last one found, which the next setting's often
+  /// is.
+  std::optional<Candidate> largestMicroBatch(PlanOptions o, int64_t &hint) const {
+    // Each probe is predicted too: the one found is the candidate.
+    std::map<int64_t, Candidate> planned;
+    auto peakFor = [&](int64_t b) -> std::optional<int64_t> {
+      o.microBatch = b;
+      std::optional<Candidate> c = evaluate(o);
+      if (!c)
+        return std::nullopt;
+      planned[b] = *c;
+      return c->figures.peakBytes;
+    };
+    std::string why;
+    FailureOr<MicroBatchSearch> found = largestThatFits(peakFor, *budget, why, hint);
+    if (failed(found)) {
+      std::optional<Candidate> c;
+      if (planned.count(1))
+        c = planned[1];
+      return c && !c->fits ? c : std::nullopt;
+    }
+    hint = found->largest;
+    std::optional<Candidate> c = planned[found->largest];
+    if (c) {
+      c->nextMicroBatch = found->next;
+      c->nextPeakBytes = found->nextPeakBytes;
+    }
+    return c;
+  }
+};
+
+// Plans that differ only in settings that change nothing (a prefetch depth
+// the schedule cannot use) have identical figures.
+bool sameFigures(const Candidate &a, const Candidate &b) {
+  const PlanOptions &x = a.options, &y = b.options;
+  const PlanFigures &f = a.figures, &g = b.figures;
+  return x.strategy == y.strategy && x.shardSize == y.shardSize && x.wrap == y.wrap &&
+         x.microBatch == y.microBatch && x.activationCheckpointing == y.activationCheckpointing &&
+         x.checkpointedBlocks == y.checkpointedBlocks && f.peakBytes == g.peakBytes &&
+         f.livePeakBytes == g.livePeakBytes && f.unshardedBytes == g.unshardedBytes &&
+         f.activationsBytes == g.activationsBytes && f.allGatherBytes == g.allGatherBytes &&
+         f.reduceScatterBytes == g.reduceScatterBytes && f.allReduceBytes == g.allReduceBytes &&
+         f.predicted->stepTimeS == g.predicted->stepTimeS &&
+         f.predicted->exposedCommS == g.predicted->exposedCommS;
+}
+
+} // namespace
+
+std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base,
+                                         const SearchFixed &fixed, const Cluster &cluster,
+                                         int64_t gradAccum, std::optional<int64_t> budget,
+                                         int64_t numBlocks, int64_t blockParams) {
+  Prober probe{model, cluster, gradAccum, budget};
+  int64_t plainHint = 0, checkpointedHint = 0;
+  std::vector<Candidate> out;
+  auto keep = [&](std::optional<Candidate> c) {
+    if (!c)
+      return;
+    for (const Candidate &k : out)
+      if (sameFigures(k, *c))
+        return;
+    out.push_back(*c);
+  };
+  for (const SearchSetting &s : searchSettings(base, fixed, cluster, numBlocks, blockParams)) {
+    if (!fixed.microBatch && budget) {
+      // Jointly: the largest micro-batch as set, and, where blocks may be
+      // checkpointed, the largest with all of them at the fewest that fit it.
+      std::optional<Candidate> plain = probe.largestMicroBatch(s.options, plainHint);
+      keep(plain);
+      if (!s.mayCheckpoint)
+        continue;
+      PlanOptions all = s.options;
+      all.activationCheckpointing = "blocks";
+      all.checkpointedBlocks = numBlocks;
+      std::optional<Candidate> most = probe.largestMicroBatch(all, checkpointedHint);
+      if (!most || !most->fits ||
+          (plain && plain->fits && most->options.microBatch <= plain->options.microBatch))
+        continue;
+      std::optional<Candidate> fewest = probe.fewestCheckpointed(most->options, numBlocks);
+      if (fewest) {
+        fewest->nextMicroBatch = most->nextMicroBatch;
+        fewest->nextPeakBytes = most->nextPeakBytes;
+      }
+      keep(fewest);
+      continue;
+    }
+    std::optional<Candidate> plain = probe.evaluate(s.options);
+    if (!plain || plain->fits || !budget || !s.mayCheckpoint) {
+      keep(plain);
+      continue;
+    }
+    std::optional<Candidate> fewest = probe.fewestCheckpointed(s.options, numBlocks);
+    keep(fewest && fewest->fits ? fewest : plain);
+  }
   std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
     if (a.fits != b.fits)
       return a.fits;
-    return a.figures.predicted->stepTimeS < b.figures.predicted->stepTimeS;
+    if (!a.fits)
+      return a.figures.peakBytes < b.figures.peakBytes;
+    if (a.figures.predicted->tokensPerS != b.figures.predicted->tokensPerS)
+      return a.figures.predicted->tokensPerS > b.figures.predicted->tokensPerS;
+    return a.figures.peakBytes < b.figures.peakBytes; // as fast, in less memory
   });
   return out;
 }
 
 FailureOr<MicroBatchSearch> fsdp::searchMicroBatch(ModuleOp model, const PlanOptions &base,
-                                                   int64_t budget, std::string &error) {
-  error.clear();
+                                                   int64_t budget, std::string &error,
+                                                   int64_t hint) {
   // Each probe is a whole plan, of a clone: the model is read once.
   auto peakFor = [&](int64_t b) -> std::optional<int64_t> {
     OwningOpRef<ModuleOp> probe = model.clone();
@@ -91,40 +322,5 @@ FailureOr<MicroBatchSearch> fsdp::searchMicroBatch(ModuleOp model, const PlanOpt
       return std::nullopt;
     return planFigures(*probe).peakBytes;
   };
-  std::optional<int64_t> first = peakFor(1);
-  if (!first)
-    return failure();
-  if (*first > budget) {
-    error = "no micro-batch fits the budget of " + humanBytes(budget) +
-            ": a micro-batch of 1 already needs " + humanBytes(*first) + " per rank";
-    return failure();
-  }
-  // Doubling, then bisecting: lo fits, hi does not.
-  int64_t lo = 1, hi = 2;
-  std::optional<int64_t> hiPeak;
-  for (;; hi *= 2) {
-    hiPeak = peakFor(hi);
-    if (!hiPeak)
-      return failure();
-    if (*hiPeak > budget || hi >= (1 << 20))
-      break;
-    lo = hi;
-  }
-  if (*hiPeak <= budget) {
-    error = "every micro-batch up to " + std::to_string(hi) + " fits the budget";
-    return failure();
-  }
-  while (hi - lo > 1) {
-    int64_t mid = lo + (hi - lo) / 2;
-    std::optional<int64_t> peak = peakFor(mid);
-    if (!peak)
-      return failure();
-    if (*peak <= budget) {
-      lo = mid;
-    } else {
-      hi = mid;
-      hiPeak = peak;
-    }
-  }
-  return MicroBatchSearch{lo, hi, *hiPeak};
+  return largestThatFits(peakFor, budget, error, hint);
 }

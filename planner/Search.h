@@ -9,23 +9,63 @@
 
 #include "planner/Pipeline.h"
 
+#include <optional>
+
 namespace fsdp {
+
+/// What the user set: --wrap auto keeps each of these as given (the value in
+/// the base options) and searches the rest. The dtypes are never searched:
+/// precision changes the numbers trained, not only the speed and memory, so
+/// the search keeps the given dtypes, or f32.
+struct SearchFixed {
+  bool strategy = false;
+  /// --shard-size: with a strategy, its group; without, it limits the
+  /// strategies to those that shard over that many ranks.
+  bool shardSize = false;
+  bool forwardPrefetch = false, backwardPrefetch = false;
+  bool activationCheckpointing = false;
+  /// false with --micro-batch max: each setting gets the largest micro-batch
+  /// that fits, and the search ranks them by tokens/s.
+  bool microBatch = true;
+};
+
+/// One setting the search plans: `options` with its checkpointing, and
+/// whether the search may checkpoint blocks to make it fit.
+struct SearchSetting {
+  PlanOptions options;
+  bool mayCheckpoint = false;
+};
+
+/// The settings --wrap auto plans, before checkpointing and micro-batch:
+/// every strategy (hybrid-shard with a node's ranks as the group, where the
+/// world spans whole nodes), unit boundaries (a block, several blocks,
+/// everything), forward prefetch 0 to 2 and backward prefetch pre, post and
+/// none; each setting in `fixed` only as `base` has it.
+std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,
+                                          const Cluster &cluster, int64_t numBlocks,
+                                          int64_t blockParams);
 
 /// One plan the --wrap auto search tried.
 struct Candidate {
   PlanOptions options;
   PlanFigures figures;
   bool fits = false;
+  /// With --micro-batch max: the next micro-batch, which does not fit, and
+  /// its peak (0: none was tried).
+  int64_t nextMicroBatch = 0, nextPeakBytes = 0;
 };
 
-/// --wrap auto: plans every combination of strategy, unit boundaries (a
-/// block, several blocks, everything), forward prefetch depth, and the
-/// fewest checkpointed blocks that fit, on clones of `model`; returns them
-/// fastest first, those that fit before those that do not.
+/// --wrap auto: plans every setting of searchSettings on clones of `model`,
+/// with the fewest checkpointed blocks that fit (where checkpointing is not
+/// fixed) and, without a fixed micro-batch, the largest micro-batch that
+/// fits, with and without checkpointing. Returns the distinct plans (of
+/// plans with identical figures, the first tried: the least prefetch), those
+/// that fit first, fastest (tokens/s) first and, as fast, smallest first;
+/// then those that do not fit, smallest first.
 std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
-                                   const Cluster &cluster, int64_t gradAccum,
-                                   std::optional<int64_t> budget, int64_t numBlocks,
-                                   int64_t blockParams);
+                                   const SearchFixed &fixed, const Cluster &cluster,
+                                   int64_t gradAccum, std::optional<int64_t> budget,
+                                   int64_t numBlocks, int64_t blockParams);
 
 /// What --micro-batch max found: the largest micro-batch whose plan fits,
 /// and the next one tried, which does not.
@@ -35,12 +75,15 @@ struct MicroBatchSearch {
 };
 
 /// --micro-batch max: plans clones of `model` with `base` at micro-batches
-/// 1, 2, 4, ... until one does not fit `budget`, then bisects. A probe that
+/// 1 and 2, then where the line through the last two meets `budget`, then
+/// bisects where that does not narrow it. A probe that
 /// fails to plan has reported why; the search then fails with an empty
 /// `error`. When no micro-batch fits, or every one up to 2^20 does, it fails
-/// with `error` saying so.
+/// with `error` saying so. A `hint` (the answer for a similar plan) is tried
+/// first: where it is right, two plans find it.
 mlir::FailureOr<MicroBatchSearch> searchMicroBatch(mlir::ModuleOp model, const PlanOptions &base,
-                                                   int64_t budget, std::string &error);
+                                                   int64_t budget, std::string &error,
+                                                   int64_t hint = 0);
 
 } // namespace fsdp
 

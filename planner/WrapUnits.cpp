@@ -2,6 +2,11 @@
 #include "planner/Passes.h"
 #include "planner/PlanUtils.h"
 
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
+#include <optional>
+
 namespace fsdp {
 #define GEN_PASS_DEF_WRAPUNITS
 #include "planner/Passes.h.inc"
@@ -52,7 +57,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
         module.emitError() << "wrap policy 'size:N' needs a positive N, got '" << policy << "'";
         return signalPassFailure();
       }
-      groups = bySize(params, minSize);
+      groups = bySize(step, params, minSize);
     } else {
       module.emitError() << "unknown wrap policy '" << policy
                          << "'; expected block, size:N or none";
@@ -110,7 +115,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
 
   // Contiguous groups of at least `minSize` elements; a short tail joins
   // the group before it.
-  std::vector<Group> bySize(ArrayRef<nn::ParamOp> params, int64_t minSize) {
+  std::vector<Group> bySize(plan::StepOp step, ArrayRef<nn::ParamOp> params, int64_t minSize) {
     std::vector<Group> groups;
     Group cur;
     for (nn::ParamOp p : params) {
@@ -129,11 +134,66 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
           groups.back().params.push_back(p);
       }
     }
+    std::map<int64_t, int64_t> blockParams; // a block's parameter count
+    for (nn::ParamOp p : params)
+      if (std::optional<int64_t> b = blockOf(step, p))
+        ++blockParams[*b];
     for (size_t i = 0; i < groups.size(); ++i) {
       groups[i].name = "unit" + std::to_string(i);
-      groups[i].module = groups[i].params.front().getModulePath().str();
+      groups[i].module = spanName(step, groups[i].params, blockParams);
     }
     return groups;
+  }
+
+  // The block a parameter is in, if it is in one.
+  static std::optional<int64_t> blockOf(plan::StepOp step, nn::ParamOp p) {
+    StringRef prefix = step.getBlockPrefix().value_or("");
+    StringRef name = p.getName();
+    int64_t block;
+    if (prefix.empty() || !name.consume_front(prefix) || !name.consume_front(".") ||
+        name.split('.').first.getAsInteger(10, block) || block < 0 ||
+        block >= step.getNumBlocks().value_or(0))
+      return std::nullopt;
+    return block;
+  }
+
+  // What a unit spans, in parameter order, joined by ",": a run of whole
+  // blocks as "model.layers.0-3" (one: "model.layers.0"), every other module
+  // (and those of a block the unit holds only part of) by its path.
+  static std::string spanName(plan::StepOp step, ArrayRef<nn::ParamOp> params,
+                              const std::map<int64_t, int64_t> &blockParams) {
+    std::map<int64_t, int64_t> held;
+    for (nn::ParamOp p : params)
+      if (std::optional<int64_t> b = blockOf(step, p))
+        ++held[*b];
+    std::string prefix = step.getBlockPrefix().value_or("").str();
+    std::vector<std::string> parts;
+    int64_t first = -1, last = -1; // the run of whole blocks being named
+    auto closeRun = [&] {
+      if (first >= 0)
+        parts.push_back(prefix + "." + std::to_string(first) +
+                        (last > first ? "-" + std::to_string(last) : ""));
+      first = last = -1;
+    };
+    for (nn::ParamOp p : params) {
+      std::optional<int64_t> b = blockOf(step, p);
+      if (b && held[*b] == blockParams.at(*b)) {
+        if (*b == last)
+          continue;
+        if (first >= 0 && *b != last + 1)
+          closeRun();
+        if (first < 0)
+          first = *b;
+        last = *b;
+        continue;
+      }
+      closeRun();
+      std::string module = p.getModulePath().str();
+      if (parts.empty() || parts.back() != module)
+        parts.push_back(module);
+    }
+    closeRun();
+    return llvm::join(parts, ",");
   }
 };
 

@@ -16,6 +16,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
@@ -60,7 +61,9 @@ static cl::opt<int64_t> shardSize("shard-size",
                                   cl::init(0), cl::cat(category));
 static cl::opt<std::string>
     wrap("wrap",
-         cl::desc("block | size:N | none | auto (the fastest plan that fits); default block"),
+         cl::desc("block | size:N | none | auto (the fastest plan that fits, searching the "
+                  "settings not given: strategy, shard size, prefetch, checkpointing); "
+                  "default block"),
          cl::init("block"), cl::cat(category));
 static cl::opt<int64_t>
     forwardPrefetch("forward-prefetch",
@@ -93,7 +96,8 @@ static cl::opt<std::string> reduceDtype("reduce-dtype",
 static cl::opt<std::string>
     memoryBudget("memory-budget",
                  cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
-                          "exits 1 (default: none)"),
+                          "exits 1 (default: the --cluster file's device memory; without "
+                          "--cluster, none)"),
                  cl::value_desc("SIZE"), cl::cat(category));
 static cl::opt<std::string>
     clusterPath("cluster",
@@ -119,6 +123,36 @@ static cl::opt<bool>
               cl::desc("train without dropout although the HF config sets it (GPT-2's published "
                        "configs set 0.1)"),
               cl::cat(category));
+
+// Blocks a plan checkpoints: none, the first N, or all of them (-1).
+static int64_t checkpointedBlocks(const PlanOptions &o, int64_t numBlocks) {
+  if (o.activationCheckpointing == "none")
+    return 0;
+  return o.checkpointedBlocks < 0 ? numBlocks : o.checkpointedBlocks;
+}
+
+// The flags --wrap auto kept as given, as the command line spells them.
+static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
+  std::vector<std::string> kept;
+  if (fixed.strategy)
+    kept.push_back("--strategy " + strategy);
+  if (fixed.shardSize)
+    kept.push_back("--shard-size " + std::to_string(shardSize));
+  if (fixed.forwardPrefetch)
+    kept.push_back("--forward-prefetch " + std::to_string(forwardPrefetch));
+  if (fixed.backwardPrefetch)
+    kept.push_back("--backward-prefetch " + backwardPrefetch);
+  if (fixed.activationCheckpointing)
+    kept.push_back("--activation-checkpointing " + activationCheckpointing);
+  // Never searched; named where given, since they are kept too.
+  if (paramDtype.getNumOccurrences())
+    kept.push_back("--param-dtype " + paramDtype);
+  if (computeDtype.getNumOccurrences())
+    kept.push_back("--compute-dtype " + computeDtype);
+  if (reduceDtype.getNumOccurrences())
+    kept.push_back("--reduce-dtype " + reduceDtype);
+  return kept;
+}
 
 static int fail(const std::string &message) {
   llvm::errs() << "fsdp-plan: error: " << message << "\n";
@@ -267,26 +301,38 @@ int main(int argc, char **argv) {
   o.paramDtype = paramDtype;
   o.reduceDtype = reduceDtype;
   o.computeDtype = computeDtype;
-  if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
-    return fail("hybrid-shard needs --shard-size G dividing --world-size " +
-                std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
-  // The other strategies fix the shard size; given, it must be theirs.
-  o.shardSize = o.strategy == "hybrid-shard" ? int64_t(shardSize) : 0;
-  o.shardSize = o.resolvedShardSize();
-  if (o.strategy != "hybrid-shard" && shardSize.getNumOccurrences() && shardSize != o.shardSize)
-    return fail("--shard-size " + std::to_string(shardSize) + ": " + o.strategy + " shards over " +
-                std::to_string(o.shardSize) + (o.shardSize == 1 ? " rank" : " ranks (the world)") +
-                "; a shard size of its own is hybrid-shard's");
-  std::optional<int64_t> budget;
-  if (!memoryBudget.empty()) {
-    budget = parseSize(memoryBudget);
-    if (!budget || *budget <= 0)
-      return fail("--memory-budget '" + memoryBudget +
-                  "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000)");
+  // --wrap auto searches what was not given: what was given stays as given.
+  bool autoWrap = o.wrap == "auto";
+  SearchFixed fixed;
+  fixed.strategy = strategy.getNumOccurrences() > 0;
+  fixed.shardSize = shardSize.getNumOccurrences() > 0;
+  fixed.forwardPrefetch = forwardPrefetch.getNumOccurrences() > 0;
+  fixed.backwardPrefetch = backwardPrefetch.getNumOccurrences() > 0;
+  fixed.activationCheckpointing = activationCheckpointing.getNumOccurrences() > 0;
+  fixed.microBatch = !searchMicroBatch;
+  if (autoWrap && !fixed.strategy) {
+    // The strategy is searched; a shard size given limits it to the
+    // strategies that shard over that many ranks.
+    if (fixed.shardSize && worldSize % shardSize != 0)
+      return fail("--shard-size " + std::to_string(shardSize) + " must divide --world-size " +
+                  std::to_string(worldSize));
+    o.shardSize = shardSize;
+  } else if (o.strategy == "hybrid-shard" && autoWrap && !fixed.shardSize) {
+    o.shardSize = 0; // the search picks the group
+  } else {
+    if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
+      return fail("hybrid-shard needs --shard-size G dividing --world-size " +
+                  std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
+    // The other strategies fix the shard size; given, it must be theirs.
+    o.shardSize = o.strategy == "hybrid-shard" ? int64_t(shardSize) : 0;
+    o.shardSize = o.resolvedShardSize();
+    if (o.strategy != "hybrid-shard" && fixed.shardSize && shardSize != o.shardSize)
+      return fail("--shard-size " + std::to_string(shardSize) + ": " + o.strategy +
+                  " shards over " + std::to_string(o.shardSize) +
+                  (o.shardSize == 1 ? " rank" : " ranks (the world)") +
+                  "; a shard size of its own is hybrid-shard's");
   }
 
-  // --micro-batch max: the largest micro-batch whose plan fits the budget.
-  std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
   // The cluster: the cost model's figures, and the kernels a plan is for
   // (a GPU cluster file: the CUDA kernels' scratch, the nccl backend).
   Cluster cluster = defaultCluster();
@@ -296,10 +342,29 @@ int main(int argc, char **argv) {
       return fail(err);
   }
   o.target = cluster.device;
+  // The budget: as given; with --cluster, the device's memory; `none`: no check.
+  std::optional<int64_t> budget;
+  std::string budgetSource; // said in the error where the budget was not given
+  if (llvm::StringRef(memoryBudget).trim().equals_insensitive("none")) {
+    budget = std::nullopt;
+  } else if (memoryBudget.getNumOccurrences()) {
+    budget = parseSize(memoryBudget);
+    if (!budget || *budget <= 0)
+      return fail("--memory-budget '" + memoryBudget +
+                  "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000) or none");
+  } else if (!clusterPath.empty() && cluster.memoryBytes > 0) {
+    budget = cluster.memoryBytes;
+    budgetSource =
+        "the device memory of " + clusterPath + " (--memory-budget none turns the check off)";
+  }
 
-  if (searchMicroBatch) {
-    if (!budget)
-      return fail("--micro-batch max needs --memory-budget");
+  // --micro-batch max: the largest micro-batch whose plan fits the budget
+  // (with --wrap auto, for each plan the search tries).
+  std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
+  if (searchMicroBatch && !budget)
+    return fail("--micro-batch max needs --memory-budget (or --cluster, whose device memory is "
+                "the default budget)");
+  if (searchMicroBatch && !autoWrap) {
     std::string why;
     mlir::FailureOr<MicroBatchSearch> found = fsdp::searchMicroBatch(*module, o, *budget, why);
     if (mlir::failed(found))
@@ -310,15 +375,19 @@ int main(int argc, char **argv) {
 
   // --wrap auto: the fastest predicted plan that fits, from a search.
   std::vector<Candidate> searched;
-  if (o.wrap == "auto") {
+  if (autoWrap) {
     int64_t blockParams = 0;
     for (const ModuleRow &r : model.modules)
       if (llvm::StringRef(r.module).ends_with(".0") && model.numBlocks > 0)
         blockParams = r.params;
-    searched = searchPlans(*module, o, cluster, gradAccum, budget, model.numBlocks, blockParams);
+    searched =
+        searchPlans(*module, o, fixed, cluster, gradAccum, budget, model.numBlocks, blockParams);
     if (searched.empty())
-      return fail("--wrap auto found no plan for this model and world size");
+      return fail("--wrap auto found no plan for this model and world size" +
+                  std::string(searchMicroBatch ? " with a micro-batch that fits the budget" : ""));
     o = searched.front().options;
+    if (searchMicroBatch && searched.front().nextMicroBatch > 0)
+      nextTooBig = {{searched.front().nextMicroBatch, searched.front().nextPeakBytes}};
   }
 
   if (mlir::failed(runPlanPipeline(*module, o)))
@@ -382,17 +451,19 @@ int main(int argc, char **argv) {
       nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (size_t i = 0; i < searched.size() && i < 6; ++i) {
         const Candidate &c = searched[i];
-        list.push_back(
-            {{"strategy", c.options.strategy},
-             {"wrap", c.options.wrap},
-             {"forward_prefetch", c.options.forwardPrefetch},
-             {"checkpointed_blocks",
-              c.options.activationCheckpointing == "none" ? 0 : c.options.checkpointedBlocks},
-             {"step_time_s", c.figures.predicted->stepTimeS},
-             {"peak_bytes", c.figures.peakBytes},
-             {"fits", c.fits}});
+        list.push_back({{"strategy", c.options.strategy},
+                        {"shard_size", c.options.resolvedShardSize()},
+                        {"wrap", c.options.wrap},
+                        {"forward_prefetch", c.options.forwardPrefetch},
+                        {"backward_prefetch", c.options.backwardPrefetch},
+                        {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
+                        {"micro_batch", c.options.microBatch},
+                        {"step_time_s", c.figures.predicted->stepTimeS},
+                        {"tokens_per_s", c.figures.predicted->tokensPerS},
+                        {"peak_bytes", c.figures.peakBytes},
+                        {"fits", c.fits}});
       }
-      report["search"] = {{"plans", searched.size()}, {"best", list}};
+      report["search"] = {{"plans", searched.size()}, {"kept", keptFlags(fixed)}, {"best", list}};
     }
     if (nextTooBig)
       report["micro_batch_search"] = {{"largest_that_fits", o.microBatch},
@@ -409,19 +480,30 @@ int main(int argc, char **argv) {
   if (show)
     printPlanSummary(model, o, figures, budget, llvm::outs());
   if (show && !searched.empty()) {
+    // Plans whose figures are identical are one plan (searchPlans).
     llvm::outs() << "\n--wrap auto searched " << searched.size()
-                 << " plans; the fastest that fit, the chosen first:\n";
-    llvm::outs() << llvm::format("  %-14s %-14s %8s %12s %12s %12s\n", (const char *)"strategy",
-                                 (const char *)"wrap", (const char *)"prefetch",
-                                 (const char *)"checkpointed", (const char *)"step s",
-                                 (const char *)"peak");
+                 << " plans; the fastest that fit, the chosen first";
+    std::vector<std::string> kept = keptFlags(fixed);
+    if (!kept.empty())
+      llvm::outs() << " (as given: " << llvm::join(kept, ", ") << ")";
+    llvm::outs() << ":\n";
+    // "prefetch" is forward's; backward's and the micro-batch follow the peak.
+    llvm::outs() << llvm::format(
+        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %12s\n", (const char *)"strategy",
+        (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
+        (const char *)"step s", (const char *)"peak", (const char *)"backward",
+        (const char *)"micro-batch", (const char *)"tokens/s");
     for (size_t i = 0; i < searched.size() && i < 6; ++i) {
       const Candidate &c = searched[i];
-      int64_t ck = c.options.activationCheckpointing == "none" ? 0 : c.options.checkpointedBlocks;
+      std::string name = c.options.strategy;
+      if (c.options.strategy == "hybrid-shard")
+        name += ":" + std::to_string(c.options.resolvedShardSize());
       llvm::outs() << llvm::format(
-          "  %-14s %-14s %8lld %12lld %12.4f %12s%s\n", c.options.strategy.c_str(),
-          c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, (long long)ck,
-          c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
+          "  %-14s %-14s %8lld %12lld %12.4f %12s %9s %11lld %12.0f%s\n", name.c_str(),
+          c.options.wrap.c_str(), (long long)c.options.forwardPrefetch,
+          (long long)checkpointedBlocks(c.options, model.numBlocks), c.figures.predicted->stepTimeS,
+          humanBytes(c.figures.peakBytes).c_str(), c.options.backwardPrefetch.c_str(),
+          (long long)c.options.microBatch, c.figures.predicted->tokensPerS,
           c.fits ? "" : "  (does not fit)");
     }
   }
@@ -448,8 +530,9 @@ int main(int argc, char **argv) {
   if (!fits) {
     return fail("the plan needs " + humanBytes(figures.peakBytes) + " (" +
                 withCommas(figures.peakBytes) + " bytes) per rank, over the budget of " +
-                humanBytes(*budget) + ": parameter shards " + humanBytes(figures.paramsBytes) +
-                ", gradient shards " + humanBytes(figures.gradsBytes) + ", optimizer state " +
+                humanBytes(*budget) + (budgetSource.empty() ? "" : ", " + budgetSource) +
+                ": parameter shards " + humanBytes(figures.paramsBytes) + ", gradient shards " +
+                humanBytes(figures.gradsBytes) + ", optimizer state " +
                 humanBytes(figures.optimizerBytes) + ", unsharded parameters and gradients " +
                 humanBytes(figures.unshardedBytes) + ", activations " +
                 humanBytes(figures.activationsBytes) + "; no plan written");

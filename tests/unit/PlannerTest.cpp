@@ -2,9 +2,12 @@
 #include "planner/Import/Import.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
+#include "planner/Search.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include <gtest/gtest.h>
+
+#include <set>
 
 using namespace fsdp;
 
@@ -113,6 +116,136 @@ TEST(MemoryPlan, SizeParsing) {
   EXPECT_EQ(parseSize("2GB"), 2000000000LL);
   EXPECT_FALSE(parseSize("lots"));
   EXPECT_FALSE(parseSize("12 parsecs"));
+}
+
+// --wrap auto's settings: what the user set stays as set; the rest is searched.
+std::set<std::string> strategiesOf(const std::vector<SearchSetting> &settings) {
+  std::set<std::string> out;
+  for (const SearchSetting &s : settings)
+    out.insert(s.options.strategy + ":" + std::to_string(s.options.resolvedShardSize()));
+  return out;
+}
+
+Cluster eightPerNode() {
+  Cluster c;
+  c.ranksPerNode = 8;
+  return c;
+}
+
+TEST(Search, NothingFixedSearchesEveryStrategyAndPrefetch) {
+  PlanOptions base = options(64);
+  std::vector<SearchSetting> settings =
+      searchSettings(base, SearchFixed{}, eightPerNode(), 32, 1000);
+  EXPECT_EQ(strategiesOf(settings), (std::set<std::string>{"full-shard:64", "shard-grad-op:64",
+                                                           "no-shard:1", "hybrid-shard:8"}));
+  std::set<int64_t> forward;
+  std::set<std::string> backward, wraps;
+  for (const SearchSetting &s : settings) {
+    forward.insert(s.options.forwardPrefetch);
+    backward.insert(s.options.backwardPrefetch);
+    wraps.insert(s.options.wrap);
+    EXPECT_EQ(s.options.activationCheckpointing, "none");
+    EXPECT_TRUE(s.mayCheckpoint);
+  }
+  EXPECT_EQ(forward, (std::set<int64_t>{0, 1, 2}));
+  EXPECT_EQ(backward, (std::set<std::string>{"pre", "post", "none"}));
+  EXPECT_EQ(wraps, (std::set<std::string>{"block", "none", "size:2000", "size:4000"}));
+}
+
+TEST(Search, GivenSettingsStayAsGiven) {
+  PlanOptions base = options(64, "full-shard");
+  base.forwardPrefetch = 2;
+  base.backwardPrefetch = "post";
+  base.activationCheckpointing = "blocks";
+  base.paramDtype = "bf16";
+  SearchFixed fixed;
+  fixed.strategy = fixed.forwardPrefetch = fixed.backwardPrefetch = true;
+  fixed.activationCheckpointing = true;
+  std::vector<SearchSetting> settings = searchSettings(base, fixed, eightPerNode(), 32, 1000);
+  ASSERT_FALSE(settings.empty());
+  EXPECT_EQ(strategiesOf(settings), (std::set<std::string>{"full-shard:64"}));
+  for (const SearchSetting &s : settings) {
+    EXPECT_EQ(s.options.forwardPrefetch, 2);
+    EXPECT_EQ(s.options.backwardPrefetch, "post");
+    EXPECT_EQ(s.options.activationCheckpointing, "blocks");
+    EXPECT_EQ(s.options.checkpointedBlocks, -1); // all of them, as the flag says
+    EXPECT_FALSE(s.mayCheckpoint);
+    EXPECT_EQ(s.options.paramDtype, "bf16"); // dtypes are never searched
+  }
+}
+
+TEST(Search, AGivenShardSizeLimitsTheStrategies) {
+  PlanOptions base = options(64);
+  SearchFixed fixed;
+  fixed.shardSize = true;
+  base.shardSize = 16;
+  EXPECT_EQ(strategiesOf(searchSettings(base, fixed, eightPerNode(), 32, 1000)),
+            (std::set<std::string>{"hybrid-shard:16"}));
+  base.shardSize = 64;
+  EXPECT_EQ(strategiesOf(searchSettings(base, fixed, eightPerNode(), 32, 1000)),
+            (std::set<std::string>{"full-shard:64", "shard-grad-op:64"}));
+  base.shardSize = 1;
+  EXPECT_EQ(strategiesOf(searchSettings(base, fixed, eightPerNode(), 32, 1000)),
+            (std::set<std::string>{"no-shard:1"}));
+}
+
+TEST(Search, HybridShardGivenWithoutAGroupSearchesGroups) {
+  PlanOptions base = options(64, "hybrid-shard");
+  SearchFixed fixed;
+  fixed.strategy = true;
+  // The world spans nodes: a node's ranks.
+  EXPECT_EQ(strategiesOf(searchSettings(base, fixed, eightPerNode(), 32, 1000)),
+            (std::set<std::string>{"hybrid-shard:8"}));
+  // Within one node: the power-of-two groups.
+  base.worldSize = 8;
+  EXPECT_EQ(strategiesOf(searchSettings(base, fixed, eightPerNode(), 32, 1000)),
+            (std::set<std::string>{"hybrid-shard:2", "hybrid-shard:4"}));
+}
+
+// The search's plans are distinct, keep what was given, and the first fits.
+TEST(Search, PlansAreDistinctAndKeepTheGivenStrategy) {
+  mlir::MLIRContext context;
+  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  ImportError error;
+  auto module = loadModel(model("gpt2-tiny"), &context, {}, error);
+  ASSERT_TRUE(module) << error.str();
+  PlanOptions base = options(4, "shard-grad-op");
+  base.microBatch = 4;
+  base.seqLen = 64;
+  SearchFixed fixed;
+  fixed.strategy = true;
+  std::vector<Candidate> found =
+      searchPlans(*module, base, fixed, defaultCluster(), 1, std::nullopt, 2, 49984);
+  ASSERT_FALSE(found.empty());
+  for (size_t i = 0; i < found.size(); ++i) {
+    EXPECT_EQ(found[i].options.strategy, "shard-grad-op");
+    EXPECT_TRUE(found[i].fits);
+    if (i > 0)
+      EXPECT_GE(found[i - 1].figures.predicted->tokensPerS, found[i].figures.predicted->tokensPerS);
+    for (size_t j = 0; j < i; ++j)
+      EXPECT_FALSE(found[i].options.wrap == found[j].options.wrap &&
+                   found[i].figures.peakBytes == found[j].figures.peakBytes &&
+                   found[i].figures.predicted->stepTimeS == found[j].figures.predicted->stepTimeS)
+          << "plans " << j << " and " << i << " are the same plan";
+  }
+}
+
+// --micro-batch max: the largest micro-batch that fits, as planning each shows.
+TEST(Search, LargestMicroBatchWithAndWithoutAHint) {
+  mlir::MLIRContext context;
+  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  ImportError error;
+  auto module = loadModel(model("gpt2-tiny"), &context, {}, error);
+  ASSERT_TRUE(module) << error.str();
+  PlanOptions base = options(4);
+  base.seqLen = 128;
+  for (int64_t hint : {0, 2, 6, 7, 8, 9, 100}) {
+    std::string why;
+    mlir::FailureOr<MicroBatchSearch> found = searchMicroBatch(*module, base, 12 << 20, why, hint);
+    ASSERT_TRUE(mlir::succeeded(found)) << why;
+    EXPECT_EQ(found->largest, 7) << "hint " << hint;
+    EXPECT_EQ(found->next, 8) << "hint " << hint;
+  }
 }
 
 } // namespace

@@ -45,7 +45,7 @@ module {
 // BLOCK-NEXT: fsdp.step @train_step(
 
 // Units close once they reach 200 elements; the short tail joins the last.
-// SIZE-LABEL: fsdp.unit @unit0 {index = 0 : i64, module = "emb", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 384 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 64, 64, 128>}
+// SIZE-LABEL: fsdp.unit @unit0 {index = 0 : i64, module = "emb,blocks.0-1,head", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 384 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 64, 64, 128>}
 // SIZE-NEXT: fsdp.step @train_step(
 
 // NONE-LABEL: fsdp.unit @all {index = 0 : i64, module = "", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 385 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 7 : i64, sizes = array<i64: 128, 64, 64, 128>}

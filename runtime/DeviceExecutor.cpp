@@ -81,6 +81,7 @@ struct PendingTrace {
 
 class DeviceRank : detail::ArenaAccess {
   friend struct CudaKernels;
+  template <typename> friend struct fsdp::runtime::ArenaMemory;
 
 public:
   DeviceRank(const Program &p, const RunOptions &o, NcclComms &comms, Communicator &host,
@@ -382,19 +383,11 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
 }
 
 // The CUDA kernels as Dispatch.h calls them: each enqueued on the compute
-// stream (the linears through cuBLAS); memory is the device arena, and what
-// the kernels need beyond the plan's buffers is the workspace's scratch.
-struct CudaKernels {
+// stream (the linears through cuBLAS); memory, scratch included, is the
+// device arena.
+struct CudaKernels : ArenaMemory<DeviceRank> {
   static constexpr bool kBf16 = true;
-  DeviceRank &r;
   cudaStream_t s;
-  template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
-  float *scratch(const Instruction &i) {
-    if (i.scratch < 0)
-      return nullptr;
-    r.touch(i.scratch, i.scratchBytes);
-    return r.at(i.scratch);
-  }
   void zero(int64_t dst, int64_t from, int64_t bytes) {
     r.touch(dst, bytes);
     if (bytes - from > 0)
@@ -460,7 +453,7 @@ struct CudaKernels {
 };
 
 void DeviceRank::computeOne(const Instruction &i) {
-  CudaKernels k{*this, compute};
+  CudaKernels k{{*this}, compute};
   if (!dispatchCompute(p, i, k, lossScale))
     fail(where() + ": not a compute instruction");
 }

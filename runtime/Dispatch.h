@@ -42,6 +42,21 @@ void applyPrefix(F f, const Tuple &t, std::index_sequence<I...>) {
 }
 } // namespace detail
 
+/// What both kernel sets share: a tensor's memory and an instruction's
+/// scratch lie in the rank's arena (R: the executor's rank, with t<T>(id),
+/// at(offset) and touch(offset, bytes)), each counted toward the measured
+/// peak when used.
+template <typename R> struct ArenaMemory {
+  R &r;
+  template <typename T> T *tensor(int64_t id) { return r.template t<T>(id); }
+  float *scratch(const program::Instruction &i) {
+    if (i.scratch < 0)
+      return nullptr;
+    r.touch(i.scratch, i.scratchBytes);
+    return r.at(i.scratch);
+  }
+};
+
 /// f(a...) without the last argument: a kernel set's wrapper for a kernel
 /// that takes no scratch where Dispatch passes one.
 template <typename F, typename... A> void dropLast(F f, A... a) {

@@ -61,6 +61,7 @@ using detail::TraceRecord;
 
 class Rank : detail::ArenaAccess {
   friend struct CpuKernels;
+  template <typename> friend struct fsdp::runtime::ArenaMemory;
 
 public:
   Rank(const Program &p, const RunOptions &o, Communicator &comm, const detail::Inputs &data)
@@ -186,16 +187,8 @@ void Rank::initWeights() {
       kernels::name(first, a...);                                                                  \
   }
 
-struct CpuKernels {
+struct CpuKernels : ArenaMemory<Rank> {
   static constexpr bool kBf16 = true;
-  Rank &r;
-  template <typename T> T *tensor(int64_t id) { return r.t<T>(id); }
-  float *scratch(const Instruction &i) {
-    if (i.scratch < 0)
-      return nullptr;
-    r.touch(i.scratch, i.scratchBytes);
-    return r.at(i.scratch);
-  }
   void zero(int64_t dst, int64_t from, int64_t bytes) {
     std::memset(r.at<char>(dst) + from, 0, size_t(bytes - from));
     r.touch(dst, bytes);
@@ -237,7 +230,7 @@ struct CpuKernels {
 #undef FSDP_CPU_KERNEL_SCRATCH
 
 void Rank::computeOne(const Instruction &i) {
-  CpuKernels k{*this};
+  CpuKernels k{{*this}};
   dispatchCompute(p, i, k, lossScale);
 }
 

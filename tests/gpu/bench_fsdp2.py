@@ -4,8 +4,10 @@
 usage: bench_fsdp2.py BIN STAGE WORK RESULTS [--steps 6]
 
 fsdp: STAGE/plans/gpt2-medium-bf16.json (world size 1, micro-batch 8, 1024
-tokens, bf16 parameters; f32 master weights, gradients and AdamW; the
-kernels compute in f32 with f32 accumulation), the seeded initialisation,
+tokens, bf16 parameters and bf16 compute, as --param-dtype bf16 plans it:
+bf16 matmul operands and activations, GEMMs on tensor cores through
+cublasGemmEx with f32 accumulation, f32 norms, softmax and loss; f32 master
+weights, gradient shards and AdamW, f32 reductions), the seeded initialisation,
 STAGE/data.bin. PyTorch: the same model shape (GPT-2 medium, tied head, no
 dropout) built here with F.scaled_dot_product_attention, wrapped per block and
 at the root with torch.distributed.fsdp.fully_shard (FSDP2) and
@@ -14,7 +16,8 @@ one process over NCCL (env init), torch.optim.AdamW, the same batch shape
 (random tokens). Tokens/s are medians over the steps after the first (the
 warm-up); MFU counts 6 N + 12 L S D FLOPs a token (N parameters, L layers,
 S tokens, D width) against the H200's dense bf16 peak (989 TFLOP/s), and,
-for fsdp's f32 kernels, also against its f32 peak (67 TFLOP/s).
+for reference, against its f32 peak (67 TFLOP/s). Both sides compute in bf16:
+like for like.
 
 Writes RESULTS/bench.json (after fsdp's run, and again at the end); prints
 a line per system. With FSDP_GPU_DEADLINE (seconds since the epoch, from

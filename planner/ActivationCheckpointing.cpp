@@ -59,23 +59,33 @@ struct ActivationCheckpointingPass
     return op == bwdStart || bwdStart->isBeforeInBlock(op);
   }
 
+  /// Under `selective`, the ops whose results stay alive until backward:
+  /// the matmuls and attention, the costly part of a block's forward.
+  static bool keptBySelective(Operation *op) {
+    return isa<nn::LinearOp, nn::CausalAttentionOp>(op);
+  }
+
   void recompute(ArrayRef<Operation *> block, Operation *bwdStart) {
+    bool selective = mode == plan::Checkpointing::Selective;
     llvm::SmallPtrSet<Operation *, 32> inBlock(block.begin(), block.end());
-    // Values to recompute: made in the block, read in backward, and not read
-    // in forward outside the block (those stay alive anyway).
+    // A block value that leaves the block is alive anyway: read it, do not
+    // recompute it; under `selective`, neither a matmul's or attention's.
+    auto kept = [&](Value v) {
+      Operation *d = v.getDefiningOp();
+      if (!d || !inBlock.count(d) || (selective && keptBySelective(d)))
+        return true;
+      for (Operation *user : v.getUsers())
+        if (!inBackward(user, bwdStart) && !inBlock.count(user))
+          return true;
+      return false;
+    };
+    // Values to recompute: made in the block, read in backward, not kept.
     llvm::SetVector<Value> needed;
     for (Operation *op : block)
-      for (Value r : op->getResults()) {
-        bool leaves = false, usedInBackward = false;
-        for (Operation *user : r.getUsers()) {
-          if (inBackward(user, bwdStart))
-            usedInBackward = true;
-          else if (!inBlock.count(user))
-            leaves = true;
-        }
-        if (usedInBackward && !leaves)
+      for (Value r : op->getResults())
+        if (!kept(r) &&
+            llvm::any_of(r.getUsers(), [&](Operation *user) { return inBackward(user, bwdStart); }))
           needed.insert(r);
-      }
     if (needed.empty())
       return;
     // The ops that compute them, from the block's kept values.
@@ -86,30 +96,50 @@ struct ActivationCheckpointingPass
       Operation *def = v.getDefiningOp();
       if (!def || !inBlock.count(def) || !cloneSet.insert(def).second)
         continue;
-      for (Value operand : def->getOperands()) {
-        Operation *d = operand.getDefiningOp();
-        bool kept = !d || !inBlock.count(d);
-        if (!kept) {
-          // A block value that leaves the block is alive: read it, do not recompute.
-          for (Operation *user : operand.getUsers())
-            if (!inBackward(user, bwdStart) && !inBlock.count(user))
-              kept = true;
-        }
-        if (!kept)
+      for (Value operand : def->getOperands())
+        if (!kept(operand))
           work.push_back(operand);
-      }
     }
-    // Before the first gradient op that reads one of them.
-    Operation *first = nullptr;
-    for (Value v : needed)
+    // The gradient op before which each copy goes. `blocks`: all before the
+    // first gradient op that reads one of them. `selective`: each before the
+    // first gradient op that reads it or a copy that does, so that the
+    // copies of an early gradient op (the MLP's) die before those of a later
+    // one (the attention's) are made.
+    auto firstBackwardUser = [&](Value v, Operation *first) {
       for (Operation *user : v.getUsers())
         if (inBackward(user, bwdStart) && (!first || user->isBeforeInBlock(first)))
           first = user;
-    OpBuilder b(first);
+      return first;
+    };
+    llvm::DenseMap<Operation *, Operation *> anchor;
+    if (selective) {
+      for (Operation *op : llvm::reverse(block)) {
+        if (!cloneSet.count(op))
+          continue;
+        Operation *first = nullptr;
+        for (Value r : op->getResults()) {
+          if (needed.contains(r))
+            first = firstBackwardUser(r, first);
+          for (Operation *user : r.getUsers())
+            if (cloneSet.count(user) && (!first || anchor[user]->isBeforeInBlock(first)))
+              first = anchor[user];
+        }
+        anchor[op] = first;
+      }
+    } else {
+      Operation *first = nullptr;
+      for (Value v : needed)
+        first = firstBackwardUser(v, first);
+      for (Operation *op : cloneSet)
+        anchor[op] = first;
+    }
+    // Copies in forward order: one made before another at the same anchor
+    // stays before it.
     IRMapping map;
     for (Operation *op : block) {
       if (!cloneSet.count(op))
         continue;
+      OpBuilder b(anchor[op]);
       Operation *clone = b.clone(*op, map);
       clone->setAttr("recompute", b.getUnitAttr());
       ++numRecomputed;

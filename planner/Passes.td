@@ -33,14 +33,24 @@ def ActivationCheckpointing : Pass<"fsdp-activation-checkpointing", "mlir::Modul
     placed right before the block's first gradient op that needs them, and
     the gradient ops read the copies. Later passes gather the block's
     parameters for the recompute and the memory plan accounts for it.
+
+    `selective`: the outputs of each block's matmuls (`nn.linear`) and
+    attention (`nn.causal_attention`) stay alive until backward, with the
+    block's input; the rest that backward reads (norms, rope, activations,
+    residual adds, split) is recomputed from them, each copy placed right
+    before the first gradient op (or copy) that reads it, so that a copy
+    lives no longer in backward than it must.
   }];
   let options = [
     Option<"mode", "mode", "::fsdp::plan::Checkpointing",
-           /*default=*/"::fsdp::plan::Checkpointing::Blocks", "none or blocks",
+           /*default=*/"::fsdp::plan::Checkpointing::Blocks", "none, blocks or selective",
            [{::llvm::cl::values(
                clEnumValN(::fsdp::plan::Checkpointing::None, "none", "keep every activation"),
                clEnumValN(::fsdp::plan::Checkpointing::Blocks, "blocks",
-                          "recompute each block's forward in backward"))}]>,
+                          "recompute each block's forward in backward"),
+               clEnumValN(::fsdp::plan::Checkpointing::Selective, "selective",
+                          "keep each block's matmul and attention outputs, recompute "
+                          "the rest in backward"))}]>,
     Option<"count", "count", "int64_t", /*default=*/"-1",
            "checkpoint only the first N blocks (-1: every block)">,
   ];

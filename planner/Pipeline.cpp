@@ -28,7 +28,7 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   std::optional<plan::Checkpointing> checkpointing =
       plan::symbolizeCheckpointing(o.activationCheckpointing);
   if (!checkpointing)
-    return module.emitError() << "activation checkpointing must be none or blocks, not '"
+    return module.emitError() << "activation checkpointing must be none, blocks or selective, not '"
                               << o.activationCheckpointing << "'";
   std::optional<plan::BackwardPrefetch> backwardPrefetch =
       plan::symbolizeBackwardPrefetch(o.backwardPrefetch);

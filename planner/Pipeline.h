@@ -23,7 +23,7 @@ struct PlanOptions {
   std::string backwardPrefetch = "pre";
   int64_t maxInflightGathers = 2;
   std::string activationCheckpointing = "none";
-  int64_t checkpointedBlocks = -1; // with "blocks": the first N (-1: all)
+  int64_t checkpointedBlocks = -1; // with blocks or selective: the first N (-1: all)
   std::string paramDtype = "f32", reduceDtype = "f32";
   std::string computeDtype;   // "": paramDtype's
   std::string target = "cpu"; // cpu or cuda: whose kernels (from --cluster)

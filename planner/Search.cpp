@@ -179,11 +179,13 @@ struct Prober {
     return c;
   }
 
-  /// The fewest of the first blocks checkpointed that make `o` fit, where
-  /// checkpointing all of them does (memory falls as blocks are
-  /// checkpointed, time rises); else the plan with all of them.
-  std::optional<Candidate> fewestCheckpointed(PlanOptions o, int64_t numBlocks) const {
-    o.activationCheckpointing = "blocks";
+  /// The fewest of the first blocks checkpointed by `mode` (blocks or
+  /// selective) that make `o` fit, where checkpointing all of them does
+  /// (memory falls as blocks are checkpointed, time rises); else the plan
+  /// with all of them.
+  std::optional<Candidate> fewestCheckpointed(PlanOptions o, int64_t numBlocks,
+                                              const std::string &mode) const {
+    o.activationCheckpointing = mode;
     o.checkpointedBlocks = numBlocks;
     std::optional<Candidate> best = evaluate(o);
     if (!best || !best->fits)
@@ -257,7 +259,10 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
                                          int64_t gradAccum, std::optional<int64_t> budget,
                                          int64_t numBlocks, int64_t blockParams) {
   Prober probe{model, cluster, gradAccum, budget};
-  int64_t plainHint = 0, checkpointedHint = 0;
+  // Selective recomputes less than blocks (faster) and keeps more (larger):
+  // both are tried, and the ranking picks.
+  const char *modes[] = {"selective", "blocks"};
+  int64_t plainHint = 0, checkpointedHint[2] = {0, 0};
   std::vector<Candidate> out;
   auto keep = [&](std::optional<Candidate> c) {
     if (!c)
@@ -270,24 +275,28 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
   for (const SearchSetting &s : searchSettings(base, fixed, cluster, numBlocks, blockParams)) {
     if (!fixed.microBatch && budget) {
       // Jointly: the largest micro-batch as set, and, where blocks may be
-      // checkpointed, the largest with all of them at the fewest that fit it.
+      // checkpointed, for each mode the largest with all of them at the
+      // fewest that fit it.
       std::optional<Candidate> plain = probe.largestMicroBatch(s.options, plainHint);
       keep(plain);
       if (!s.mayCheckpoint)
         continue;
-      PlanOptions all = s.options;
-      all.activationCheckpointing = "blocks";
-      all.checkpointedBlocks = numBlocks;
-      std::optional<Candidate> most = probe.largestMicroBatch(all, checkpointedHint);
-      if (!most || !most->fits ||
-          (plain && plain->fits && most->options.microBatch <= plain->options.microBatch))
-        continue;
-      std::optional<Candidate> fewest = probe.fewestCheckpointed(most->options, numBlocks);
-      if (fewest) {
-        fewest->nextMicroBatch = most->nextMicroBatch;
-        fewest->nextPeakBytes = most->nextPeakBytes;
+      for (int m = 0; m < 2; ++m) {
+        PlanOptions all = s.options;
+        all.activationCheckpointing = modes[m];
+        all.checkpointedBlocks = numBlocks;
+        std::optional<Candidate> most = probe.largestMicroBatch(all, checkpointedHint[m]);
+        if (!most || !most->fits ||
+            (plain && plain->fits && most->options.microBatch <= plain->options.microBatch))
+          continue;
+        std::optional<Candidate> fewest =
+            probe.fewestCheckpointed(most->options, numBlocks, modes[m]);
+        if (fewest) {
+          fewest->nextMicroBatch = most->nextMicroBatch;
+          fewest->nextPeakBytes = most->nextPeakBytes;
+        }
+        keep(fewest);
       }
-      keep(fewest);
       continue;
     }
     std::optional<Candidate> plain = probe.evaluate(s.options);
@@ -295,8 +304,16 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
       keep(plain);
       continue;
     }
-    std::optional<Candidate> fewest = probe.fewestCheckpointed(s.options, numBlocks);
-    keep(fewest && fewest->fits ? fewest : plain);
+    bool any = false;
+    for (const char *mode : modes) {
+      std::optional<Candidate> fewest = probe.fewestCheckpointed(s.options, numBlocks, mode);
+      if (fewest && fewest->fits) {
+        keep(fewest);
+        any = true;
+      }
+    }
+    if (!any)
+      keep(plain);
   }
   std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
     if (a.fits != b.fits)

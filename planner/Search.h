@@ -56,7 +56,8 @@ struct Candidate {
 };
 
 /// --wrap auto: plans every setting of searchSettings on clones of `model`,
-/// with the fewest checkpointed blocks that fit (where checkpointing is not
+/// with the fewest checkpointed blocks that fit, by blocks and by selective
+/// checkpointing (where checkpointing is not
 /// fixed) and, without a fixed micro-batch, the largest micro-batch that
 /// fits, with and without checkpointing. Returns the distinct plans (of
 /// plans with identical figures, the first tried: the least prefetch), those

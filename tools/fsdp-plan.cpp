@@ -79,7 +79,9 @@ static cl::opt<int64_t>
                 cl::init(2), cl::cat(category));
 static cl::opt<std::string>
     activationCheckpointing("activation-checkpointing",
-                            cl::desc("none | blocks: recompute block activations in backward "
+                            cl::desc("none | blocks | selective: recompute each block's "
+                                     "activations in backward (blocks: all but its input; "
+                                     "selective: all but its matmul and attention outputs) "
                                      "(default none)"),
                             cl::init("none"), cl::cat(category));
 static cl::opt<std::string>
@@ -456,6 +458,7 @@ int main(int argc, char **argv) {
                         {"wrap", c.options.wrap},
                         {"forward_prefetch", c.options.forwardPrefetch},
                         {"backward_prefetch", c.options.backwardPrefetch},
+                        {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
                         {"step_time_s", c.figures.predicted->stepTimeS},
@@ -498,13 +501,17 @@ int main(int argc, char **argv) {
       std::string name = c.options.strategy;
       if (c.options.strategy == "hybrid-shard")
         name += ":" + std::to_string(c.options.resolvedShardSize());
+      // The checkpointed blocks, and how: "4 blocks", "4 selective".
+      int64_t n = checkpointedBlocks(c.options, model.numBlocks);
+      std::string checkpointed = std::to_string(n);
+      if (n)
+        checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-14s %-14s %8lld %12lld %12.4f %12s %9s %11lld %12.0f%s\n", name.c_str(),
-          c.options.wrap.c_str(), (long long)c.options.forwardPrefetch,
-          (long long)checkpointedBlocks(c.options, model.numBlocks), c.figures.predicted->stepTimeS,
-          humanBytes(c.figures.peakBytes).c_str(), c.options.backwardPrefetch.c_str(),
-          (long long)c.options.microBatch, c.figures.predicted->tokensPerS,
-          c.fits ? "" : "  (does not fit)");
+          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %12.0f%s\n", name.c_str(),
+          c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
+          c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
+          c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,
+          c.figures.predicted->tokensPerS, c.fits ? "" : "  (does not fit)");
     }
   }
   if (show && baseline) {

@@ -94,7 +94,9 @@ def FSDP_BackwardPrefetchAttr
 def FSDP_CheckpointingEnum : I32EnumAttr<"Checkpointing",
     "which forward activations are recomputed in backward", [
     I32EnumAttrCase<"None", 0, "none">,
-    I32EnumAttrCase<"Blocks", 1, "blocks">  // each transformer block's
+    I32EnumAttrCase<"Blocks", 1, "blocks">,  // each transformer block's
+    // the rest of each block but its matmuls' and attention's outputs
+    I32EnumAttrCase<"Selective", 2, "selective">
   ]> {
   let cppNamespace = "::fsdp::plan";
   let genSpecializedAttr = 0;

@@ -391,7 +391,7 @@ def main():
     config = os.path.join(ROOT, "models", model, "config.json")
     weights = os.path.join(args.work, model + ".init.safetensors")
     losses = {}
-    for ac in ("none", "blocks"):
+    for ac in ("none", "blocks", "selective"):
         tag = "%s.bf16c.ac-%s" % (model, ac)
         plan = os.path.join(args.work, tag + ".plan.json")
         run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", "2", "--micro-batch", "4",
@@ -400,19 +400,22 @@ def main():
         run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
              "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
         losses[ac] = [(x["loss"], x["grad_norm"]) for x in read_metrics(metrics)]
-    ok = losses["none"] == losses["blocks"]
-    total += 1
-    failures += not ok
-    print("%-11s %5d %-14s %14s %14s %10s %s" % (model, 2, "bf16 ckpt", "identical" if ok else
-                                               "differ", "", "", "ok" if ok else "FAILED"))
+    for ac in ("blocks", "selective"):
+        ok = losses["none"] == losses[ac]
+        total += 1
+        failures += not ok
+        print("%-11s %5d %-14s %14s %14s %10s %s" % (model, 2, "bf16 " + ac, "identical" if ok
+                                                   else "differ", "", "", "ok" if ok else "FAILED"))
 
-    # Activation checkpointing: the same losses bit for bit, and the measured
-    # peak lower by what the plan predicted.
+    # Activation checkpointing, blocks and selective: the same losses and
+    # gradient norms bit for bit (the recompute runs the same kernels on the
+    # same inputs), the measured peak the predicted one, and so lower by what
+    # the plan predicted; selective's activations between none's and blocks'.
     model = args.models.split(",")[0]
     config = os.path.join(ROOT, "models", model, "config.json")
     weights = os.path.join(args.work, model + ".init.safetensors")
-    peaks, losses = {}, {}
-    for ac in ("none", "blocks"):
+    peaks, losses, act = {}, {}, {}
+    for ac in ("none", "blocks", "selective"):
         tag = "%s.ac-%s" % (model, ac)
         plan = os.path.join(args.work, tag + ".plan.json")
         report = os.path.join(args.work, tag + ".report.json")
@@ -423,17 +426,25 @@ def main():
         run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
              "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
         m = read_metrics(metrics)
-        losses[ac] = [x["loss"] for x in m]
-        peaks[ac] = (m[-1]["peak_bytes"], json.load(open(report))["memory"]["peak_bytes"])
-    saved_measured = peaks["none"][0] - peaks["blocks"][0]
-    saved_predicted = peaks["none"][1] - peaks["blocks"][1]
-    ok = losses["none"] == losses["blocks"] and saved_measured == saved_predicted > 0
-    total += 1
-    failures += not ok
-    print("%-11s %5d %-14s %14s %14s %10s %s" % (
-        model, 2, "checkpointing", "identical" if losses["none"] == losses["blocks"] else "differ",
-        "-%d B" % saved_measured, "predicted" if saved_measured == saved_predicted else
-        "-%d B predicted" % saved_predicted, "ok" if ok else "FAILED"))
+        losses[ac] = [(x["loss"], x["grad_norm"]) for x in m]
+        mem = json.load(open(report))["memory"]
+        peaks[ac] = (m[-1]["peak_bytes"], mem["peak_bytes"])
+        act[ac] = mem["activations_bytes"]
+    for ac in ("blocks", "selective"):
+        saved_measured = peaks["none"][0] - peaks[ac][0]
+        saved_predicted = peaks["none"][1] - peaks[ac][1]
+        exact = peaks[ac][0] == peaks[ac][1]
+        ok = losses["none"] == losses[ac] and exact and saved_measured == saved_predicted > 0
+        if ac == "selective":
+            ok = ok and act["blocks"] < act["selective"] < act["none"]
+        total += 1
+        failures += not ok
+        print("%-11s %5d %-14s %14s %14s %10s %s" % (
+            model, 2, "ckpt " + ac, "identical" if losses["none"] == losses[ac] else "differ",
+            "-%d B" % saved_measured, "predicted" if saved_measured == saved_predicted and exact
+            else "-%d B predicted" % saved_predicted, "ok" if ok else "FAILED"))
+    print("%-11s %5d %-14s activations none %d, selective %d, blocks %d bytes" % (
+        model, 2, "ckpt saving", act["none"], act["selective"], act["blocks"]))
     print("%d passed, %d failed" % (total - failures, failures))
     sys.exit(1 if failures else 0)
 

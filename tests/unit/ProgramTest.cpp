@@ -148,6 +148,7 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
                     "--param-dtype bf16 --reduce-dtype bf16"},
       {"llama-tiny", "--world-size 2 --micro-batch 2 --strategy no-shard"},
       {"llama-tiny", "--world-size 3 --micro-batch 2 --activation-checkpointing blocks"},
+      {"gpt2-tiny", "--world-size 2 --micro-batch 2 --activation-checkpointing selective"},
       {"llama-tiny", "--world-size 2 --micro-batch 2 --param-dtype bf16 --wrap none"},
       {"llama-tiny", "--world-size 2 --micro-batch 2 --param-dtype bf16 --cluster " FSDP_SOURCE_DIR
                      "/models/hardware/H100-SXM.json"},

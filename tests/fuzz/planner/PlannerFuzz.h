@@ -199,7 +199,7 @@ inline PlanOptions fuzzOptions(nn::GraphOp graph, unsigned variant) {
   if (variant / 3 % 2)
     o.paramDtype = o.reduceDtype = "bf16";
   if (variant / 6 % 2)
-    o.activationCheckpointing = "blocks";
+    o.activationCheckpointing = variant / 48 % 2 ? "selective" : "blocks";
   if (variant / 12 % 2)
     o.wrap = "none";
   return o;

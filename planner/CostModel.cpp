@@ -167,6 +167,17 @@ struct OpCost {
   bool matmul = false;
 };
 
+// The (query, key) pairs causal attention computes: S (S+1) / 2, or with a
+// sliding window W < S (a query sees itself and W-1 keys before it)
+// W (W+1) / 2 + (S - W) W.
+double attendedPairs(int64_t S, int64_t window) {
+  double s = S;
+  if (window <= 0 || window >= S)
+    return s * (s + 1) / 2;
+  double w = window;
+  return w * (w + 1) / 2 + (s - w) * w;
+}
+
 // Element-wise arithmetic per element, counting a transcendental function
 // as about 10 operations; the kernels' loops have these shapes.
 double elementFlops(Operation *op) {
@@ -220,20 +231,22 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
     c.flops = linearFlops(l.getResult());
     c.matmul = true;
   } else if (auto a = dyn_cast<nn::CausalAttentionOp>(op)) {
-    // QKᵀ and PV over the causal half: 2 B H Dh S (S+1); a softmax (an exp
-    // and a few operations) over every score.
+    // QKᵀ and PV over the (query, key) pairs attended: 4 B H Dh per pair;
+    // a softmax (an exp and a few operations) over every score.
     int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
     int64_t heads = a.getNumHeads();
-    c.flops = 2.0 * B * width * S * (S + 1);
-    c.vectorFlops = 15.0 * B * heads * S * (S + 1) / 2;
+    double pairs = attendedPairs(S, a.getWindow().value_or(0));
+    c.flops = 4.0 * B * width * pairs;
+    c.vectorFlops = 15.0 * B * heads * pairs;
     c.matmul = true;
   } else if (auto a = dyn_cast<nn::CausalAttentionGradOp>(op)) {
-    // Recomputed scores, dP, dQ, dK, dV: five causal products; the softmax
-    // again and its gradient.
+    // Recomputed scores, dP, dQ, dK, dV: five products over the pairs; the
+    // softmax again and its gradient.
     int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
     int64_t heads = a.getNumHeads();
-    c.flops = 5.0 * B * width * S * (S + 1);
-    c.vectorFlops = 25.0 * B * heads * S * (S + 1) / 2;
+    double pairs = attendedPairs(S, a.getWindow().value_or(0));
+    c.flops = 10.0 * B * width * pairs;
+    c.vectorFlops = 25.0 * B * heads * pairs;
     c.matmul = true;
   } else if (auto e = dyn_cast<nn::EmbeddingGradOp>(op)) {
     c.bytes += tensorBytes(e.getResult().getType(), B, S); // zeroing the table
@@ -291,6 +304,9 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   Value q = fwd ? op->getOperand(0) : op->getOperand(1);
   int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
   double dh = (double)cast<RankedTensorType>(q.getType()).getShape().back() / heads;
+  // With a sliding window W, a tile of t rows from i0 meets at most t+W-1 keys.
+  auto windowAttr = op->getAttrOfType<IntegerAttr>("window");
+  double window = windowAttr && windowAttr.getInt() > 0 ? (double)windowAttr.getInt() : 0;
   // Query tile i (64 rows, the last maybe fewer) meets the keys up to its
   // end. Up to kExactTiles tiles each is priced; past that (sequences longer
   // than 64K tokens) consecutive tiles are priced in kExactTiles equal runs,
@@ -299,6 +315,8 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   // walk stays bounded however long the sequence.
   constexpr int64_t kExactTiles = 1024;
   auto tileSeconds = [&](double t, double keys) {
+    if (window > 0)
+      keys = std::min(keys, t + window - 1);
     double qk = gemmSeconds(c, t, dh, keys, bf16), pv = gemmSeconds(c, t, keys, dh, bf16);
     return fwd ? qk + pv
                : 2 * qk + gemmSeconds(c, t, keys, dh, bf16) + 2 * gemmSeconds(c, keys, t, dh, bf16);

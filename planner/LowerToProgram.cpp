@@ -141,6 +141,8 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
       inst.numHeads = i.getInt();
     else if (n == "num_kv_heads" && i)
       inst.numKvHeads = i.getInt();
+    else if (n == "window" && i)
+      inst.window = i.getInt();
     else if (n == "inverse" && isa<UnitAttr, BoolAttr>(v))
       inst.inverse = !isa<BoolAttr>(v) || cast<BoolAttr>(v).getValue();
     else if (n == "llama3_factor" && f)

@@ -134,12 +134,12 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
   }
   case Op::CausalAttention:
     k.causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H, c.KV,
-                             c.Dh, k.scratch(i));
+                             c.Dh, c.window, k.scratch(i));
     return true;
   case Op::CausalAttentionGrad:
     k.causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),
                               f(i.out[0]), f(i.out[1]), f(i.out[2]), c.B, c.S, c.H, c.KV, c.Dh,
-                              k.scratch(i));
+                              c.window, k.scratch(i));
     return true;
   case Op::Gelu:
     k.geluForward(f(i.in[0]), f(i.out[0]), c.n);

@@ -81,6 +81,13 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   };
   // What the kernel reads or writes of a tensor: `count` elements of its
   // dtype (or of `esize` bytes) from its start, which must lie within it.
+  // RMSNorm's rows are of the weight's length, which divides x's last dimension.
+  auto rmsRows = [&](int64_t x, int64_t w) {
+    rowsOf(w, n(w));
+    if (last(x) % n(w) != 0)
+      fail("weight of " + str(n(w)) + " elements must divide the last dimension " +
+           std::to_string(last(x)));
+  };
   auto touches = [&](int64_t id, i128 count, i128 esize = 0) {
     if (esize == 0)
       esize = elementBytes(t(id).dtype);
@@ -197,13 +204,13 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       sameShape(inst.in[1], inst.out[0]);
     rank(inst.in[1], 1);
     rowsOf(inst.in[1], last(inst.in[1]));
+    if (inst.op == Op::RMSNormGrad)
+      rmsRows(inst.in[1], inst.in[2]);
     break;
   case Op::RMSNorm:
     sameShape(inst.in[0], inst.out[0]);
-    if (n(inst.in[1]) != last(inst.in[0]))
-      fail("weight must match the last dimension");
     rank(inst.in[0], 1);
-    rowsOf(inst.in[0], last(inst.in[0]));
+    rmsRows(inst.in[0], inst.in[1]);
     break;
   case Op::Rope:
     sameShape(inst.in[0], inst.out[0]);
@@ -238,6 +245,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
         last(q) % inst.numHeads != 0 || last(k) != last(q) / inst.numHeads * inst.numKvHeads ||
         t(q).shape.size() != 3)
       fail("query, key and value do not match the heads");
+    if (inst.window < 0)
+      fail("window must be 0 (full causal) or positive, but is " + std::to_string(inst.window));
     break;
   }
   case Op::Gelu:

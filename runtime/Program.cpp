@@ -86,13 +86,17 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
     break;
   }
   case Op::BiasGrad:
-  case Op::LayerNorm:
-  case Op::RMSNorm: // rows of the first input's last dimension
+  case Op::LayerNorm: // rows of the first input's last dimension
     c.D = last(0, In), c.n = rows(numel(0, In), c.D);
     break;
-  case Op::LayerNormGrad:
-  case Op::RMSNormGrad: // dy, x, w: rows of x
+  case Op::RMSNorm: // x, w: rows of the weight's length (a head of x for Qwen3's q/k norms)
+    c.D = numel(1, In), c.n = rows(numel(0, In), c.D);
+    break;
+  case Op::LayerNormGrad: // dy, x, w: rows of x
     c.D = last(1, In), c.n = rows(numel(1, In), c.D);
+    break;
+  case Op::RMSNormGrad: // dy, x, w: rows of the weight's length
+    c.D = numel(2, In), c.n = rows(numel(1, In), c.D);
     break;
   case Op::Rope:
     c.B = shape(0, In)[0], c.S = shape(0, In)[1], c.H = i.numHeads;
@@ -109,7 +113,7 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::CausalAttention:
   case Op::CausalAttentionGrad: {
     const auto &q = shape(i.op == Op::CausalAttention ? 0 : 1, In);
-    c.B = q[0], c.S = q[1], c.H = i.numHeads, c.KV = i.numKvHeads;
+    c.B = q[0], c.S = q[1], c.H = i.numHeads, c.KV = i.numKvHeads, c.window = i.window;
     c.Dh = i.numHeads > 0 ? q[2] / i.numHeads : 0;
     break;
   }
@@ -234,6 +238,8 @@ ojson instructionJson(const Instruction &i) {
   case Op::CausalAttentionGrad:
     j["num_heads"] = i.numHeads;
     j["num_kv_heads"] = i.numKvHeads;
+    if (i.window)
+      j["window"] = i.window;
     break;
   default:
     break;
@@ -370,7 +376,7 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
          a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom &&
          a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
-         a.numKvHeads == b.numKvHeads && a.inverse == b.inverse &&
+         a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
          a.llama3Factor == b.llama3Factor && a.llama3Low == b.llama3Low &&
          a.llama3High == b.llama3High && a.llama3OriginalMax == b.llama3OriginalMax &&
          a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&

@@ -84,6 +84,7 @@ struct Call {
   int64_t in = 0, out = 0;       // linear: the weight's dimensions
   int64_t B = 0, S = 0;          // batch and sequence (position ids, rope, attention)
   int64_t H = 0, KV = 0, Dh = 0; // heads, key/value heads, head dimension
+  int64_t window = 0;            // attention: a query sees itself and window-1 keys back; 0: all
   int64_t parts = 0, W = 0;      // split and concat: parts of [n, W]
   bool layoutInOut = false;      // linear: the weight is [in, out]
   bool bias = false;             // linear: a third input
@@ -102,6 +103,7 @@ struct Instruction {
   bool layoutInOut = false;
   double eps = 0, theta = 0;
   int64_t numHeads = 0, numKvHeads = 0;
+  int64_t window = 0; // causal attention's sliding window (0: full causal)
   bool inverse = false;
   std::optional<double> llama3Factor, llama3Low, llama3High;
   std::optional<int64_t> llama3OriginalMax;

@@ -393,6 +393,8 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
     inst.numHeads = get<int64_t>(j, "num_heads", where);
   if (j.contains("num_kv_heads"))
     inst.numKvHeads = get<int64_t>(j, "num_kv_heads", where);
+  if (j.contains("window"))
+    inst.window = get<int64_t>(j, "window", where);
   if (j.contains("inverse"))
     inst.inverse = get<bool>(j, "inverse", where);
   if (j.contains("llama3_factor")) {

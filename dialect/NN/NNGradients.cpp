@@ -85,7 +85,7 @@ LogicalResult CausalAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> re
   auto g = b.create<CausalAttentionGradOp>(
       getLoc(), TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
       resultGrads[0], getQuery(), getKey(), getValue(), getResult(), getNumHeadsAttr(),
-      getNumKvHeadsAttr(), moduleOf(*this));
+      getNumKvHeadsAttr(), getWindowAttr(), moduleOf(*this));
   operandGrads.append({g.getQueryGrad(), g.getKeyGrad(), g.getValueGrad()});
   return success();
 }

@@ -357,11 +357,25 @@ LogicalResult LayerNormOp::verify() {
   return expectResultLike(*this, getInput(), "input");
 }
 
+namespace {
+// RMSNorm normalises rows of the weight's length: the last dimension (a
+// hidden state) or, Qwen3's q_norm/k_norm, each head of it.
+LogicalResult expectRMSNormWeight(Operation *op, Value input, Value weight) {
+  auto d = staticLastDim(op, input, "input");
+  if (failed(d))
+    return failure();
+  auto w = shapeOf(weight);
+  if (w.size() != 1 || ShapedType::isDynamic(w[0]) || w[0] < 1 || *d % w[0] != 0)
+    return op->emitOpError() << "weight must be [" << *d << "] or a static [n] with n dividing "
+                             << *d << " (rows of its length), but it is " << shapeStr(w);
+  return success();
+}
+} // namespace
+
 LogicalResult RMSNormOp::verify() {
   if (failed(verifyModuleAttr(*this)))
     return failure();
-  auto d = staticLastDim(*this, getInput(), "input");
-  if (failed(d) || failed(expectVector(*this, getWeight(), "weight", *d)) ||
+  if (failed(expectRMSNormWeight(*this, getInput(), getWeight())) ||
       failed(expectSameElementType(*this, getInput(), getWeight(), "weight")))
     return failure();
   if (!(getEps().convertToDouble() > 0))
@@ -468,11 +482,20 @@ LogicalResult verifyHeads(Operation *op, Value query, Value key, Value value, in
 }
 } // namespace
 
+LogicalResult verifyWindow(Operation *op, std::optional<uint64_t> window) {
+  if (window && (int64_t)*window < 1)
+    return op->emitOpError() << "window must be at least 1 (absent: full causal), but is "
+                             << (int64_t)*window;
+  return success();
+}
+
 LogicalResult CausalAttentionOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getQuery(), "query", 3)) ||
       failed(expectRank(*this, getKey(), "key", 3)) ||
       failed(expectRank(*this, getValue(), "value", 3)) ||
-      failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())))
+      failed(
+          verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())) ||
+      failed(verifyWindow(*this, getWindow())))
     return failure();
   return expectResultLike(*this, getQuery(), "query");
 }
@@ -590,13 +613,16 @@ namespace {
 // A norm's gradient: dy and dx shaped like x, the parameter gradients like
 // the weight, which matches x's last dimension.
 LogicalResult verifyNormGrad(Operation *op, Value grad, Value input, Value weight, Value inputGrad,
-                             ArrayRef<std::pair<Value, StringRef>> paramGrads) {
+                             ArrayRef<std::pair<Value, StringRef>> paramGrads,
+                             bool rowsOfWeight = false) {
   if (failed(verifyModuleAttr(op)) || failed(expectType(op, grad, input.getType(), "gradient")) ||
       failed(expectType(op, inputGrad, input.getType(), "input gradient")))
     return failure();
   for (auto [g, what] : paramGrads)
     if (failed(expectType(op, g, weight.getType(), what)))
       return failure();
+  if (rowsOfWeight)
+    return expectRMSNormWeight(op, input, weight);
   auto d = staticLastDim(op, input, "input");
   if (failed(d))
     return failure();
@@ -611,7 +637,7 @@ LogicalResult LayerNormGradOp::verify() {
 
 LogicalResult RMSNormGradOp::verify() {
   return verifyNormGrad(*this, getGrad(), getInput(), getWeight(), getInputGrad(),
-                        {{getWeightGrad(), "weight gradient"}});
+                        {{getWeightGrad(), "weight gradient"}}, /*rowsOfWeight=*/true);
 }
 
 LogicalResult ConcatOp::verify() {
@@ -647,7 +673,8 @@ LogicalResult CausalAttentionGradOp::verify() {
       failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
       failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||
       failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
-      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")))
+      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")) ||
+      failed(verifyWindow(*this, getWindow())))
     return failure();
   return verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeadsAttr().getInt(),
                      getNumKvHeadsAttr().getInt());

@@ -280,11 +280,13 @@ def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention", [
   let description = [{
     q is `[B, S, num_heads * D]`, k and v `[B, S, num_kv_heads * D]`; query head
     h reads key/value head `h / (num_heads / num_kv_heads)`. Scores are scaled
-    by `1/sqrt(D)` and position i attends to positions 0..i.
+    by `1/sqrt(D)` and position i attends to positions 0..i; with `window`
+    W (Mistral's sliding window) to positions i-W+1..i only.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, I64Attr:$num_heads,
-                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+                       I64Attr:$num_kv_heads, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
@@ -424,12 +426,13 @@ def NN_CausalAttentionGradOp : NN_ComputeOp<"causal_attention_grad"> {
   let description = [{
     Operands: the output's gradient, q, k, v and the forward output (whose
     row-wise dot with its gradient gives softmax's backward term). No S×S
-    matrix is kept between forward and backward.
+    matrix is kept between forward and backward. `window` as the forward's.
   }];
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
                        NN_FloatTensor:$key, NN_FloatTensor:$value,
                        NN_FloatTensor:$output, I64Attr:$num_heads,
-                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+                       I64Attr:$num_kv_heads, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{

@@ -43,6 +43,8 @@ int64_t fsdp::nn::kernelScratchBytes(Operation *op, program::Target target, int6
     inst.numHeads = h.getInt();
   if (auto kv = op->getAttrOfType<IntegerAttr>("num_kv_heads"))
     inst.numKvHeads = kv.getInt();
+  if (auto w = op->getAttrOfType<IntegerAttr>("window"))
+    inst.window = w.getInt();
   program::Call c = program::decodeCall(p, inst);
   return program::kernelScratchBytes(target, inst.op, c.dtype, c);
 }

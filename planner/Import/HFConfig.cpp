@@ -1,8 +1,13 @@
-//===- HFConfig.cpp - GPT-2 and LLaMA graphs from an HF config.json -------===//
+//===- HFConfig.cpp - model graphs from an HF config.json -----------------===//
 //
-// The graphs follow transformers' GPT2LMHeadModel and LlamaForCausalLM: the
-// same parameter names, shapes, layouts and order as their state dicts, so the
+// The graphs follow transformers' GPT2LMHeadModel, LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM: the same
+// parameter names, shapes, layouts and order as their state dicts, so the
 // runtime can read HF safetensors without renaming anything.
+//
+// Import is strict: each family lists the keys it implements, and a few keys
+// only describe the checkpoint; any other key may change the model, so it is
+// an error naming it rather than silently ignored.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
@@ -19,9 +24,126 @@ using namespace mlir;
 using namespace fsdp;
 using nlohmann::json;
 
-StringRef fsdp::supportedModelTypes() { return "gpt2, llama"; }
+StringRef fsdp::supportedModelTypes() { return "gpt2, llama, mistral, qwen2, qwen3"; }
 
 namespace {
+
+/// Keys that describe a checkpoint, its tokenizer or its use in transformers
+/// without changing the model's maths; accepted for every family.
+const char *const kDescriptiveKeys[] = {
+    "_name_or_path",
+    "architectures",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "id2label",
+    "label2id",
+    "initializer_range",
+    "model_type",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "task_specific_params",
+    "tokenizer_class",
+    "torch_dtype",
+    "torchscript",
+    "transformers_version",
+    "use_cache",
+};
+
+/// GPT-2's descriptive keys: n_ctx (unused by transformers' GPT-2), the
+/// summary head of GPT2DoubleHeadsModel (not part of the LM), and keys of
+/// the first published configs that transformers ignores.
+const char *const kGPT2DescriptiveKeys[] = {
+    "n_ctx",
+    "output_past",
+    "n_special",
+    "predict_special_tokens",
+    "summary_activation",
+    "summary_first_dropout",
+    "summary_proj_to_labels",
+    "summary_type",
+    "summary_use_proj",
+};
+
+enum class Family { GPT2, Llama, Mistral, Qwen2, Qwen3 };
+
+/// The keys each family's importer reads (and so implements or refuses by value).
+std::vector<const char *> implementedKeys(Family f) {
+  if (f == Family::GPT2)
+    return {"vocab_size",
+            "n_embd",
+            "n_layer",
+            "n_head",
+            "n_positions",
+            "n_inner",
+            "layer_norm_epsilon",
+            "activation_function",
+            "tie_word_embeddings",
+            "scale_attn_by_inverse_layer_idx",
+            "reorder_and_upcast_attn",
+            "scale_attn_weights",
+            "resid_pdrop",
+            "embd_pdrop",
+            "attn_pdrop"};
+  std::vector<const char *> keys = {"vocab_size",
+                                    "hidden_size",
+                                    "intermediate_size",
+                                    "num_hidden_layers",
+                                    "num_attention_heads",
+                                    "num_key_value_heads",
+                                    "max_position_embeddings",
+                                    "rms_norm_eps",
+                                    "rope_theta",
+                                    "rope_scaling",
+                                    "tie_word_embeddings",
+                                    "hidden_act",
+                                    "attention_dropout",
+                                    "head_dim"};
+  switch (f) {
+  case Family::Llama:
+    // pretraining_tp computes the same projections in slices.
+    keys.insert(keys.end(), {"attention_bias", "mlp_bias", "pretraining_tp"});
+    break;
+  case Family::Mistral:
+    keys.insert(keys.end(), {"sliding_window"});
+    break;
+  case Family::Qwen2:
+    keys.insert(keys.end(), {"use_sliding_window", "sliding_window", "max_window_layers"});
+    break;
+  case Family::Qwen3:
+    keys.insert(keys.end(),
+                {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers"});
+    break;
+  case Family::GPT2:
+    break;
+  }
+  return keys;
+}
+
+/// Refuses the first key (in the file's order) that `family` neither
+/// implements nor knows to be descriptive.
+bool checkKeys(JsonReader &r, Family family, StringRef modelType) {
+  std::vector<const char *> allowed = implementedKeys(family);
+  allowed.insert(allowed.end(), std::begin(kDescriptiveKeys), std::end(kDescriptiveKeys));
+  if (family == Family::GPT2)
+    allowed.insert(allowed.end(), std::begin(kGPT2DescriptiveKeys), std::end(kGPT2DescriptiveKeys));
+  const std::string *first = nullptr;
+  size_t firstOffset = 0;
+  for (const auto &item : r.root().items()) {
+    const std::string &key = item.key();
+    if (std::any_of(allowed.begin(), allowed.end(), [&](const char *a) { return key == a; }))
+      continue;
+    size_t offset = r.offsetOf({key});
+    if (!first || offset < firstOffset)
+      first = &key, firstOffset = offset;
+  }
+  if (!first)
+    return true;
+  return r.fail({*first}, "'" + *first + "' is not implemented for model_type '" + modelType.str() +
+                              "'; it may change the model, so fsdp refuses it rather than "
+                              "ignore it (docs/architecture.md, \"Model families\")");
+}
 
 bool checkDropout(JsonReader &r, const ImportOptions &opts,
                   std::initializer_list<const char *> keys, double hfDefault) {
@@ -109,7 +231,8 @@ bool parseGPT2(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
   return true;
 }
 
-bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
+/// LLaMA and the families built on it (mistral, qwen2, qwen3).
+bool parseLlama(JsonReader &r, const ImportOptions &opts, Family family, ModelConfig &c) {
   auto vocab = r.getInt({"vocab_size"});
   if (!vocab)
     return false;
@@ -151,11 +274,37 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
     return r.fail({"hidden_act"},
                   "hidden_act '" + *act + "' is not supported; LLaMA's MLP is SwiGLU ('silu')");
   for (const char *flag : {"attention_bias", "mlp_bias"}) {
+    if (!r.get({flag}, false))
+      continue; // absent, or a key checkKeys refused for this family
     auto b = r.getBool({flag}, false);
     if (!b)
       return false;
     if (*b)
-      return r.fail({flag}, std::string(flag) + " = true is not supported (LLaMA has no biases)");
+      return r.fail({flag}, std::string(flag) + " = true is not supported (" +
+                                (family == Family::Qwen3 ? "Qwen3" : "LLaMA") +
+                                " has no biases on its projections)");
+  }
+  int64_t window = 0;
+  if (family == Family::Qwen2 || family == Family::Qwen3) {
+    // Qwen's sliding window is off unless use_sliding_window; then
+    // sliding_window and max_window_layers are unused.
+    auto sliding = r.getBool({"use_sliding_window"}, false);
+    if (!sliding)
+      return false;
+    if (*sliding)
+      return r.fail({"use_sliding_window"},
+                    "use_sliding_window = true is not supported (fsdp implements Qwen's full "
+                    "causal attention); set it to false");
+  }
+  if (family == Family::Mistral) {
+    // null: full causal; absent: transformers' MistralConfig default, 4096.
+    const json *w = r.get({"sliding_window"}, false);
+    if (!w || !w->is_null()) {
+      auto v = r.getInt({"sliding_window"}, int64_t(4096));
+      if (!v)
+        return false;
+      window = *v;
+    }
   }
   if (!checkDropout(r, opts, {"attention_dropout"}, 0.0))
     return false;
@@ -200,7 +349,11 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
     scaling = Llama3RopeScaling{*f, *lo, *hi, *orig};
   }
 
-  c.modelType = "llama";
+  static const char *const names[] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};
+  c.modelType = names[int(family)];
+  c.qkvBias = family == Family::Qwen2;
+  c.qkNorm = family == Family::Qwen3;
+  c.slidingWindow = window;
   c.vocabSize = *vocab;
   c.hiddenSize = *d;
   c.numLayers = *layers;
@@ -239,7 +392,10 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
   if (gpt2)
     params = V * D + (double)c.maxSeqLen * D + L * (4 * D * D + 2 * D * I + 9 * D + I) + 2 * D;
   else
-    params = V * D + L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D) + D;
+    params = V * D +
+             L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D + (c.qkvBias ? qW + 2 * kvW : 0) +
+                  (c.qkNorm ? 2.0 * c.headDim : 0)) +
+             D;
   if (!c.tieWordEmbeddings)
     params += V * D;
   if (params <= (double)nn::kMaxParameters)
@@ -311,15 +467,26 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
   auto type = r.getString({"model_type"});
   if (!type)
     return std::nullopt;
-  ModelConfig c;
-  bool ok;
+  std::optional<Family> family;
   if (*type == "gpt2")
-    ok = parseGPT2(r, options, c);
+    family = Family::GPT2;
   else if (*type == "llama")
-    ok = parseLlama(r, options, c);
-  else
-    ok = r.fail({"model_type"},
-                "unknown model_type '" + *type + "'; supported: " + supportedModelTypes().str());
+    family = Family::Llama;
+  else if (*type == "mistral")
+    family = Family::Mistral;
+  else if (*type == "qwen2")
+    family = Family::Qwen2;
+  else if (*type == "qwen3")
+    family = Family::Qwen3;
+  if (!family) {
+    r.fail({"model_type"},
+           "unknown model_type '" + *type + "'; supported: " + supportedModelTypes().str());
+    return std::nullopt;
+  }
+  ModelConfig c;
+  bool ok =
+      checkKeys(r, *family, *type) &&
+      (*family == Family::GPT2 ? parseGPT2(r, options, c) : parseLlama(r, options, *family, c));
   if (!ok || !checkModelSize(r, c))
     return std::nullopt;
   // A config has no name of its own; its folder usually names the model
@@ -383,10 +550,21 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
     for (int64_t i = 0; i < c.numLayers; ++i) {
       std::string p = "model.layers." + std::to_string(i) + ".";
       Value *w = blocks[i].w;
+      // Qwen2's biases follow their weights; Qwen3's norms follow o_proj.
       w[0] = g.param(p + "self_attn.q_proj.weight", {qW, D});
+      if (c.qkvBias)
+        w[9] = g.param(p + "self_attn.q_proj.bias", {qW});
       w[1] = g.param(p + "self_attn.k_proj.weight", {kvW, D});
+      if (c.qkvBias)
+        w[10] = g.param(p + "self_attn.k_proj.bias", {kvW});
       w[2] = g.param(p + "self_attn.v_proj.weight", {kvW, D});
+      if (c.qkvBias)
+        w[11] = g.param(p + "self_attn.v_proj.bias", {kvW});
       w[3] = g.param(p + "self_attn.o_proj.weight", {D, qW});
+      if (c.qkNorm) {
+        w[9] = g.param(p + "self_attn.q_norm.weight", {c.headDim});
+        w[10] = g.param(p + "self_attn.k_norm.weight", {c.headDim});
+      }
       w[4] = g.param(p + "mlp.gate_proj.weight", {I, D});
       w[5] = g.param(p + "mlp.up_proj.weight", {I, D});
       w[6] = g.param(p + "mlp.down_proj.weight", {D, I});
@@ -412,7 +590,7 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
                                          g.mod(p + ".attn"));
       Value o = b.create<nn::CausalAttentionOp>(loc, g.act(D), split.getResult(0),
                                                 split.getResult(1), split.getResult(2), c.numHeads,
-                                                c.numKvHeads, g.mod(p + ".attn"));
+                                                c.numKvHeads, IntegerAttr(), g.mod(p + ".attn"));
       Value proj = g.linear(WeightLayout::in_out, o, w[4], w[5], p + ".attn.c_proj");
       h = b.create<nn::AddOp>(loc, g.act(D), h, proj, g.mod(p));
       Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[6], w[7], eps, g.mod(p + ".ln_2"));
@@ -437,16 +615,25 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
       std::string p = "model.layers." + std::to_string(i);
       Value *w = blocks[i].w;
       Value a = b.create<nn::RMSNormOp>(loc, g.act(D), h, w[7], eps, g.mod(p + ".input_layernorm"));
-      Value q = g.linear(WeightLayout::out_in, a, w[0], Value(), p + ".self_attn.q_proj");
-      Value k = g.linear(WeightLayout::out_in, a, w[1], Value(), p + ".self_attn.k_proj");
-      Value v = g.linear(WeightLayout::out_in, a, w[2], Value(), p + ".self_attn.v_proj");
+      Value q = g.linear(WeightLayout::out_in, a, w[0], c.qkvBias ? w[9] : Value(),
+                         p + ".self_attn.q_proj");
+      Value k = g.linear(WeightLayout::out_in, a, w[1], c.qkvBias ? w[10] : Value(),
+                         p + ".self_attn.k_proj");
+      Value v = g.linear(WeightLayout::out_in, a, w[2], c.qkvBias ? w[11] : Value(),
+                         p + ".self_attn.v_proj");
+      if (c.qkNorm) { // rows of head_dim: the weight's length
+        q = b.create<nn::RMSNormOp>(loc, g.act(qW), q, w[9], eps, g.mod(p + ".self_attn.q_norm"));
+        k = b.create<nn::RMSNormOp>(loc, g.act(kvW), k, w[10], eps, g.mod(p + ".self_attn.k_norm"));
+      }
       auto rope = g.mod(p + ".self_attn.rotary_emb");
       q = b.create<nn::RopeOp>(loc, g.act(qW), q, b.getI64IntegerAttr(c.numHeads), theta, f, lo, hi,
                                orig, UnitAttr(), rope);
       k = b.create<nn::RopeOp>(loc, g.act(kvW), k, b.getI64IntegerAttr(c.numKvHeads), theta, f, lo,
                                hi, orig, UnitAttr(), rope);
-      Value o = b.create<nn::CausalAttentionOp>(loc, g.act(qW), q, k, v, c.numHeads, c.numKvHeads,
-                                                g.mod(p + ".self_attn"));
+      IntegerAttr window = c.slidingWindow ? b.getI64IntegerAttr(c.slidingWindow) : IntegerAttr();
+      Value o = b.create<nn::CausalAttentionOp>(
+          loc, g.act(qW), q, k, v, b.getI64IntegerAttr(c.numHeads),
+          b.getI64IntegerAttr(c.numKvHeads), window, g.mod(p + ".self_attn"));
       Value proj = g.linear(WeightLayout::out_in, o, w[3], Value(), p + ".self_attn.o_proj");
       h = b.create<nn::AddOp>(loc, g.act(D), h, proj, g.mod(p));
       Value m = b.create<nn::RMSNormOp>(loc, g.act(D), h, w[8], eps,

@@ -207,24 +207,26 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 
 FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                                     float *scratch) {
+                                     int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
   const int64_t qStride = d.qStride, kStride = d.kStride, group = d.group, T = d.T;
   const float scale = d.scale;
-  float *p = scratch; // [t, i1] <= [T, S]
+  float *p = scratch; // [t, i1 - j0] <= [T, S]
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kvOff = b * S * kStride + (h / group) * Dh;
       const float *kb = k + kvOff, *vb = v + kvOff;
       for (int64_t i0 = 0; i0 < S; i0 += T) {
-        const int64_t t = std::min(T, S - i0), i1 = i0 + t;
+        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, window);
+        const int64_t n = i0 + t - j0;
         const int64_t qOff = (b * S + i0) * qStride + h * Dh;
-        attentionProbs(q + qOff, qStride, kb, kStride, i0, t, Dh, scale, p);
-        // out_tile = P v[0:i1]
-        sgemm(CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vb, kStride, 0.0f, out + qOff,
-              qStride);
+        attentionProbs(q + qOff, qStride, kb + j0 * kStride, kStride, i0, j0, t, Dh, scale, window,
+                       p);
+        // out_tile = P v[j0:i1]
+        sgemm(CblasNoTrans, CblasNoTrans, t, Dh, n, 1.0f, p, n, vb + j0 * kStride, kStride, 0.0f,
+              out + qOff, qStride);
       }
     }
 }
@@ -232,7 +234,7 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
 FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const float *k,
                                       const float *v, const float *out, float *dq, float *dk,
                                       float *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
-                                      int64_t Dh, float *scratch) {
+                                      int64_t Dh, int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -249,12 +251,13 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
       const float *kb = k + kvOff, *vb = v + kvOff;
       float *dkb = dk + kvOff, *dvb = dv + kvOff;
       for (int64_t i0 = 0; i0 < S; i0 += T) {
-        const int64_t t = std::min(T, S - i0);
-        const int64_t qOff = (b * S + i0) * qStride + h * Dh;
+        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, window);
+        const int64_t qOff = (b * S + i0) * qStride + h * Dh, kOff = j0 * kStride;
         const float *qt = q + qOff, *dyt = dout + qOff, *ot = out + qOff;
-        attentionProbs(qt, qStride, kb, kStride, i0, t, Dh, scale, p);
-        attentionBackwardTile(p, ds, qt, qStride, dyt, qStride, ot, qStride, kb, vb, kStride, dkb,
-                              dvb, dq + qOff, qStride, i0, t, Dh, scale);
+        attentionProbs(qt, qStride, kb + kOff, kStride, i0, j0, t, Dh, scale, window, p);
+        attentionBackwardTile(p, ds, qt, qStride, dyt, qStride, ot, qStride, kb + kOff, vb + kOff,
+                              kStride, dkb + kOff, dvb + kOff, dq + qOff, qStride, i0, j0, t, Dh,
+                              scale);
       }
     }
 }

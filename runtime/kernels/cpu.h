@@ -67,16 +67,20 @@ void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t
 void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W);
 
 // q, out [B, S, H*Dh]; k, v [B, S, KV*Dh]; causal; scale 1/sqrt(Dh); query head h
-// reads kv head h / (H / KV). Query rows go in tiles of T = min(S, 64), each
-// tile's scores and probabilities [T, S] at most (never S x S): scratch is
+// reads kv head h / (H / KV). window > 0 (Mistral's sliding window): query i
+// sees keys i-window+1..i only; 0: keys 0..i. Query rows go in tiles of T =
+// min(S, 64), each tile's scores and probabilities [T, S] at most (never
+// S x S; with a window, over the keys the tile sees): scratch is
 // causalAttentionScratchFloats(S, false) = T*S floats.
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            float *scratch);
 // Recomputes the probabilities tile by tile. scratch:
 // causalAttentionScratchFloats(S, true) = 2*T*S floats. dq, dk, dv overwritten.
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                             float *scratch);
 // Floats of scratch the attention kernels use for sequence length S, forward
 // or backward: T*S or 2*T*S with T = min(S, 64); they write no further. Inline:
 // the planner sizes the plan's scratch with it (planner/Buffers.cpp), the
@@ -213,10 +217,11 @@ void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W
 void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W);
 
 void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            float *scratch);
 void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
                              const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, float *scratch);
+                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch);
 // The f32 kernels' tiles (causalAttentionScratchFloats: T*S forward, 2*T*S
 // backward, T = min(S, 64)), plus f32 copies of one kv head's k and v over
 // the sequence (2*S*Dh) and of a query tile's q, which then holds its output

@@ -208,7 +208,7 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 
 FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
                                      int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                                     float *scratch) {
+                                     int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -222,11 +222,12 @@ FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v
       toFloatBlock(v + kvOff, d.kStride, S, Dh, vf);
       for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
         for (int64_t i0 = 0; i0 < S; i0 += d.T) {
-          const int64_t t = std::min(d.T, S - i0), i1 = i0 + t;
+          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, window);
+          const int64_t n = i0 + t - j0;
           const int64_t qOff = (b * S + i0) * d.qStride + h * Dh;
           toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
-          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, d.scale, p);
-          sgemm(CblasNoTrans, CblasNoTrans, t, Dh, i1, 1.0f, p, i1, vf, Dh, 0.0f, qf, Dh);
+          attentionProbs(qf, Dh, kf + j0 * Dh, Dh, i0, j0, t, Dh, d.scale, window, p);
+          sgemm(CblasNoTrans, CblasNoTrans, t, Dh, n, 1.0f, p, n, vf + j0 * Dh, Dh, 0.0f, qf, Dh);
           fromFloatBlock(qf, t, Dh, nullptr, out + qOff, d.qStride);
         }
     }
@@ -234,7 +235,7 @@ FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v
 
 FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
                                       const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B,
-                                      int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                                      int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
                                       float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
@@ -251,13 +252,13 @@ FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf1
       std::fill(dkf, dkf + 2 * S * Dh, 0.0f); // dkf and dvf
       for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
         for (int64_t i0 = 0; i0 < S; i0 += d.T) {
-          const int64_t t = std::min(d.T, S - i0);
-          const int64_t qOff = (b * S + i0) * d.qStride + h * Dh;
+          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, window);
+          const int64_t qOff = (b * S + i0) * d.qStride + h * Dh, kOff = j0 * Dh;
           toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
           toFloatBlock(dout + qOff, d.qStride, t, Dh, dyf);
-          attentionProbs(qf, Dh, kf, Dh, i0, t, Dh, d.scale, p);
-          attentionBackwardTile(p, ds, qf, Dh, dyf, Dh, out + qOff, d.qStride, kf, vf, Dh, dkf, dvf,
-                                qf, Dh, i0, t, Dh, d.scale);
+          attentionProbs(qf, Dh, kf + kOff, Dh, i0, j0, t, Dh, d.scale, window, p);
+          attentionBackwardTile(p, ds, qf, Dh, dyf, Dh, out + qOff, d.qStride, kf + kOff, vf + kOff,
+                                Dh, dkf + kOff, dvf + kOff, qf, Dh, i0, j0, t, Dh, d.scale);
           fromFloatBlock(qf, t, Dh, nullptr, dq + qOff, d.qStride);
         }
       fromFloatBlock(dkf, S, Dh, nullptr, dk + kvOff, d.kStride);

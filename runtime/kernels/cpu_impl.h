@@ -350,18 +350,31 @@ struct AttentionDims {
         empty(B <= 0 || S <= 0 || H <= 0 || KV <= 0 || Dh <= 0) {}
 };
 
-// p[t, i1] (row stride i1) = the softmax over keys j <= i0 + r of row r of
-// (q_tile k[0:i1]ᵀ) * scale, for the t query rows i0..i0+t-1 (i1 = i0 + t);
-// masked entries (j > i0 + r) are 0. Scores in float, softmax as PyTorch's:
+// The first key a query tile from row i0 reads: 0, or with a sliding window
+// W (a query i sees keys i-W+1..i) the first key its first row sees.
+FSDP_INLINE int64_t attentionFirstKey(int64_t i0, int64_t window) {
+  return window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+}
+
+// p[t, n] (row stride n = i1 - j0) = the softmax over keys j0 <= j <= i0 + r
+// (and j > i0 + r - window with a window) of row r of (q_tile k[j0:i1]ᵀ) *
+// scale, for the t query rows i0..i0+t-1 (i1 = i0 + t; k points at key j0's
+// row); masked entries are 0. Scores in float, softmax as PyTorch's:
 // max-subtracted, exp, divided by the sum. Always inlined, so that the
 // callers' x86-64-v3 clones get the vectorized exp.
 FSDP_INLINE void attentionProbs(const float *q, int64_t qStride, const float *k, int64_t kStride,
-                                int64_t i0, int64_t t, int64_t Dh, float scale, float *p) {
-  const int64_t i1 = i0 + t;
-  sgemm(CblasNoTrans, CblasTrans, t, i1, Dh, scale, q, qStride, k, kStride, 0.0f, p, i1);
+                                int64_t i0, int64_t j0, int64_t t, int64_t Dh, float scale,
+                                int64_t window, float *p) {
+  const int64_t n = i0 + t - j0;
+  sgemm(CblasNoTrans, CblasTrans, t, n, Dh, scale, q, qStride, k, kStride, 0.0f, p, n);
   for (int64_t r = 0; r < t; ++r) {
-    float *pr = p + r * i1;
-    const int64_t m = i0 + r + 1; // keys 0..i0+r
+    float *row = p + r * n;
+    const int64_t i = i0 + r;
+    const int64_t a = (window > 0 && i - window + 1 > j0 ? i - window + 1 : j0) - j0;
+    const int64_t m = i - j0 + 1 - a; // the keys row r sees, from row[a]
+    float *pr = row + a;
+    for (int64_t j = 0; j < a; ++j)
+      row[j] = 0.0f;
     const float mx = rowMax(pr, m);
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t j = 0;
@@ -374,38 +387,40 @@ FSDP_INLINE void attentionProbs(const float *q, int64_t qStride, const float *k,
     const float inv = 1.0f / sum;
     for (j = 0; j < m; ++j)
       pr[j] *= inv;
-    for (; j < i1; ++j)
-      pr[j] = 0.0f;
+    for (j += a; j < n; ++j)
+      row[j] = 0.0f;
   }
 }
 
 // The backward of one query tile (rows i0..i0+t-1, i1 = i0 + t), given its
-// probabilities p [t, i1]: dP = dout_tile v[0:i1]ᵀ into ds [t, i1], then dS =
-// P (dP - D_r) with D_r = dout_r · out_r (masked entries 0; the score's scale
-// goes into the sgemms), then dk[0:i1] += dSᵀ q_tile * scale, dv[0:i1] += Pᵀ
-// dout_tile, and last dq_tile = dS k[0:i1] * scale, so dq may be where q was.
+// probabilities p [t, n] over keys j0..i1-1 (n = i1 - j0; k, v, dk and dv
+// point at key j0's row): dP = dout_tile v[j0:i1]ᵀ into ds [t, n], then dS =
+// P (dP - D_r) with D_r = dout_r · out_r (masked entries 0, as P is; the
+// score's scale goes into the sgemms), then dk[j0:i1] += dSᵀ q_tile * scale,
+// dv[j0:i1] += Pᵀ dout_tile, and last dq_tile = dS k[j0:i1] * scale, so dq
+// may be where q was.
 template <class T>
 FSDP_INLINE void
 attentionBackwardTile(const float *p, float *ds, const float *q, int64_t qStride, const float *dy,
                       int64_t dyStride, const T *o, int64_t oStride, const float *k, const float *v,
                       int64_t kStride, float *dk, float *dv, float *dq, int64_t dqStride,
-                      int64_t i0, int64_t t, int64_t Dh, float scale) {
-  const int64_t i1 = i0 + t;
-  sgemm(CblasNoTrans, CblasTrans, t, i1, Dh, 1.0f, dy, dyStride, v, kStride, 0.0f, ds, i1);
+                      int64_t i0, int64_t j0, int64_t t, int64_t Dh, float scale) {
+  const int64_t n = i0 + t - j0;
+  sgemm(CblasNoTrans, CblasTrans, t, n, Dh, 1.0f, dy, dyStride, v, kStride, 0.0f, ds, n);
   for (int64_t r = 0; r < t; ++r) {
     const float Dr = dot(dy + r * dyStride, o + r * oStride, Dh);
-    const float *pr = p + r * i1;
-    float *dsr = ds + r * i1;
-    const int64_t m = i0 + r + 1;
+    const float *pr = p + r * n;
+    float *dsr = ds + r * n;
+    const int64_t m = i0 + r + 1 - j0;
     int64_t j = 0;
     for (; j < m; ++j)
       dsr[j] = pr[j] * (dsr[j] - Dr);
-    for (; j < i1; ++j)
+    for (; j < n; ++j)
       dsr[j] = 0.0f;
   }
-  sgemm(CblasTrans, CblasNoTrans, i1, Dh, t, scale, ds, i1, q, qStride, 1.0f, dk, kStride);
-  sgemm(CblasTrans, CblasNoTrans, i1, Dh, t, 1.0f, p, i1, dy, dyStride, 1.0f, dv, kStride);
-  sgemm(CblasNoTrans, CblasNoTrans, t, Dh, i1, scale, ds, i1, k, kStride, 0.0f, dq, dqStride);
+  sgemm(CblasTrans, CblasNoTrans, n, Dh, t, scale, ds, n, q, qStride, 1.0f, dk, kStride);
+  sgemm(CblasTrans, CblasNoTrans, n, Dh, t, 1.0f, p, n, dy, dyStride, 1.0f, dv, kStride);
+  sgemm(CblasNoTrans, CblasNoTrans, t, Dh, n, scale, ds, n, k, kStride, 0.0f, dq, dqStride);
 }
 
 //===----------------------------------------------------------------------===//

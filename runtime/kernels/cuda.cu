@@ -430,12 +430,23 @@ __device__ inline void loadTile(const T *g, int64_t stride, int64_t row0, int64_
   }
 }
 
+// Whether query i sees key j: j <= i, and with a sliding window W > 0 also
+// j > i - W. The first key tile a query tile from i0 reads.
+__device__ inline bool attentionSees(int64_t i, int64_t j, int64_t window) {
+  return j <= i && (window <= 0 || j > i - window);
+}
+__device__ inline int64_t attentionFirstKeyTile(int64_t i0, int64_t window) {
+  const int64_t lo = window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+  return lo / kTile * kTile;
+}
+
 // Forward: grid (query tiles, B * H). With statsOnly, v/out are unused and
 // the row log-sum-exp goes to lse[(b * H + h) * S + i].
 template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionForwardKernel(const T *q, const T *k, const T *v, T *out, float *lse, int64_t S,
-                           int64_t H, int64_t KV, int Dh, float scale, bool statsOnly) {
+                           int64_t H, int64_t KV, int Dh, float scale, bool statsOnly,
+                           int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *Ks = Qs + kTile * ld, *Vs = Ks + kTile * ld, *Ss = Vs + kTile * ld;
@@ -457,7 +468,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int u = 0; u < kPer; ++u)
     acc[u] = 0.0f;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int64_t j0 = 0; j0 <= i0 && j0 < S; j0 += kTile) {
+  for (int64_t j0 = attentionFirstKeyTile(i0, window); j0 <= i0 && j0 < S; j0 += kTile) {
     __syncthreads(); // previous tile's K/V/S reads done
     loadTile(kb, kStride, j0, S, Dh, ld, Ks);
     if (!statsOnly)
@@ -471,20 +482,22 @@ __global__ void __launch_bounds__(kAttnThreads)
       float s = Ss[r * (kTile + 1) + lane];
       if (i >= S)
         s = 0.0f; // padding row: keep it finite, never written
-      else if (j > i)
+      else if (!attentionSees(i, j, window))
         s = -INFINITY;
       float tmax = s;
       for (int o = 16; o > 0; o >>= 1)
         tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
       const float mOld = mS[r], mNew = fmaxf(mOld, tmax);
-      const float p = expf(s - mNew);
+      // A row that has seen no key yet (a window's tile before it) adds nothing.
+      const bool none = mNew == -INFINITY;
+      const float p = none ? 0.0f : expf(s - mNew);
       float tsum = p;
       for (int o = 16; o > 0; o >>= 1)
         tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
       Ss[r * (kTile + 1) + lane] = p;
       __syncwarp();
       if (lane == 0) {
-        const float alpha = expf(mOld - mNew);
+        const float alpha = none ? 1.0f : expf(mOld - mNew);
         lS[r] = lS[r] * alpha + tsum;
         mS[r] = mNew;
         aS[r] = alpha;
@@ -554,7 +567,7 @@ __global__ void attentionRowDotKernel(const T *dout, const T *out, float *Dv, in
 __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, const float *Ks,
                                           const float *Vs, float *Ps, float *dSs, const float *lseS,
                                           const float *DS, int64_t i0, int64_t j0, int64_t S,
-                                          int ld, int Dh, float scale) {
+                                          int ld, int Dh, float scale, int64_t window) {
   tileScores(Qs, Ks, ld, Dh, scale, Ps);
   tileScores(dOs, Vs, ld, Dh, 1.0f, dSs);
   __syncthreads();
@@ -563,7 +576,7 @@ __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, con
     const int64_t i = i0 + r, j = j0 + c;
     const int o = r * (kTile + 1) + c;
     float p = 0.0f;
-    if (i < S && j <= i)
+    if (i < S && attentionSees(i, j, window))
       p = expf(Ps[o] - lseS[r]);
     Ps[o] = p;
     dSs[o] = p * (dSs[o] - DS[r]);
@@ -578,7 +591,7 @@ template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardKVKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                               const float *Dv, T *dk, T *dv, int64_t S, int64_t H, int64_t KV,
-                              int Dh, float scale) {
+                              int Dh, float scale, int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Ks = smem, *Vs = Ks + kTile * ld, *Qs = Vs + kTile * ld, *dOs = Qs + kTile * ld;
@@ -599,7 +612,10 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int64_t hh = 0; hh < group; ++hh) {
     const int64_t h = kvh * group + hh, bh = b * H + h;
     const int64_t qOff = b * S * qStride + h * Dh;
-    for (int64_t i0 = j0; i0 < S; i0 += kTile) {
+    // The query tiles that see a key of this tile: from the diagonal to,
+    // with a window, the last query that sees its last key.
+    const int64_t iEnd = window > 0 && j0 + kTile - 1 + window < S ? j0 + kTile - 1 + window : S;
+    for (int64_t i0 = j0; i0 < iEnd; i0 += kTile) {
       __syncthreads();
       loadTile(q + qOff, qStride, i0, S, Dh, ld, Qs);
       loadTile(dout + qOff, qStride, i0, S, Dh, ld, dOs);
@@ -609,7 +625,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         DS[threadIdx.x] = i < S ? Dv[bh * S + i] : 0.0f;
       }
       __syncthreads();
-      attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale);
+      attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, window);
       // dV[j] += sum_i P[i][j] dO[i]; dK[j] += scale * sum_i dS[i][j] Q[i]
       for (int r = 0; r < kTile; ++r) {
         const float p = Ps[r * (kTile + 1) + orow], ds = dSs[r * (kTile + 1) + orow];
@@ -643,7 +659,7 @@ template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardQKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                              const float *Dv, T *dq, int64_t S, int64_t H, int64_t KV, int Dh,
-                             float scale) {
+                             float scale, int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *dOs = Qs + kTile * ld, *Ks = dOs + kTile * ld, *Vs = Ks + kTile * ld;
@@ -666,12 +682,12 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
   for (int u = 0; u < kPer; ++u)
     acc[u] = 0.0f;
-  for (int64_t j0 = 0; j0 <= i0 && j0 < S; j0 += kTile) {
+  for (int64_t j0 = attentionFirstKeyTile(i0, window); j0 <= i0 && j0 < S; j0 += kTile) {
     __syncthreads();
     loadTile(k + kvOff, kStride, j0, S, Dh, ld, Ks);
     loadTile(v + kvOff, kStride, j0, S, Dh, ld, Vs);
     __syncthreads();
-    attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale);
+    attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, window);
     for (int c = 0; c < kTile; ++c) {
       const float ds = dSs[orow * (kTile + 1) + c];
 #pragma unroll
@@ -710,33 +726,33 @@ template <class K> void setSmem(K kernel, size_t bytes) {
 template <int MaxDh, class T>
 void attentionForwardLaunch(const T *q, const T *k, const T *v, T *out, float *lse, int64_t B,
                             int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly,
-                            cudaStream_t stream) {
+                            int64_t window, cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 3, 1);
   const auto kernel = attentionForwardKernel<MaxDh, T>;
   setSmem(kernel, smem);
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   FSDP_LAUNCH(kernel, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S, H, KV, Dh, scale,
-              statsOnly);
+              statsOnly, window);
   FSDP_LAUNCH_CHECK();
 }
 
 template <int MaxDh, class T>
 void attentionBackwardLaunch(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                              const float *Dv, T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H,
-                             int64_t KV, int Dh, cudaStream_t stream) {
+                             int64_t KV, int Dh, int64_t window, cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 4, 2);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const unsigned tiles = unsigned((S + kTile - 1) / kTile);
   const auto kvKernel = attentionBackwardKVKernel<MaxDh, T>;
   setSmem(kvKernel, smem);
   FSDP_LAUNCH(kvKernel, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream, dout, q, k, v,
-              lse, Dv, dk, dv, S, H, KV, Dh, scale);
+              lse, Dv, dk, dv, S, H, KV, Dh, scale, window);
   FSDP_LAUNCH_CHECK();
   const auto qKernel = attentionBackwardQKernel<MaxDh, T>;
   setSmem(qKernel, smem);
   FSDP_LAUNCH(qKernel, dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream, dout, q, k, v, lse,
-              Dv, dq, S, H, KV, Dh, scale);
+              Dv, dq, S, H, KV, Dh, scale, window);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1197,30 +1213,31 @@ void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
 
 template <class T>
 void causalAttentionForwardT(const T *q, const T *k, const T *v, T *out, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
+                             int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                             cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
   checkAttentionGrid(B, H, "causalAttentionForward");
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, out, nullptr, B, S, H, KV, int(Dh),
-                                                       false, stream)));
+                                                       false, window, stream)));
 }
 
 template <class T>
 void causalAttentionBackwardT(const T *dout, const T *q, const T *k, const T *v, const T *out,
                               T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
-                              int64_t Dh, float *scratch, cudaStream_t stream) {
+                              int64_t Dh, int64_t window, float *scratch, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
   checkAttentionGrid(B, H, "causalAttentionBackward");
   float *lse = scratch, *Dv = scratch + B * H * S;
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, static_cast<T *>(nullptr), lse, B,
-                                                       S, H, KV, int(Dh), true, stream)));
+                                                       S, H, KV, int(Dh), true, window, stream)));
   const int64_t rows = B * H * S;
   FSDP_LAUNCH(attentionRowDotKernel<T>, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B,
               S, H, int(Dh));
   FSDP_LAUNCH_CHECK();
   FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S, H,
-                                                        KV, int(Dh), stream)));
+                                                        KV, int(Dh), window, stream)));
 }
 
 // One thread an element: the launch of every element-wise kernel.
@@ -1386,25 +1403,29 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 }
 
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
-  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, stream);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            cudaStream_t stream) {
+  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, window, stream);
 }
 void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream) {
-  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, stream);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            cudaStream_t stream) {
+  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, window, stream);
 }
 
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
-                             cudaStream_t stream) {
-  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, stream);
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                             float *scratch, cudaStream_t stream) {
+  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, window, scratch,
+                           stream);
 }
 void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
                              const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch,
                              cudaStream_t stream) {
-  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, scratch, stream);
+  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, window, scratch,
+                           stream);
 }
 
 void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {

@@ -168,21 +168,25 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 // per-shape plan to build. cuDNN's kernel is faster (tensor-core MMAs on
 // bf16 P and V): a measured win on a GPU would be the reason to add it,
 // behind the same entry points, tested on the GPU against these.
+// window > 0 (Mistral's sliding window): query i sees keys i-window+1..i; the
+// key tiles wholly outside it are skipped.
 void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            cudaStream_t stream);
 void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, cudaStream_t stream);
+                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                            cudaStream_t stream);
 // Recomputes the row log-sum-exps (one forward pass without v) and
 // D_i = dout_i · out_i into scratch, then dk/dv (one block per kv tile and kv
 // head, looping over its query heads: deterministic) and dq (one block per
 // query tile). dq, dk, dv overwritten.
 void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
                              const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, float *scratch,
-                             cudaStream_t stream);
+                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
+                             float *scratch, cudaStream_t stream);
 void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
                              const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, float *scratch,
+                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch,
                              cudaStream_t stream);
 // Floats of scratch causalAttentionBackward uses (f32 and bf16): 2 * B * H * S.
 inline int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {

@@ -1,4 +1,6 @@
-"""Plain-torch GPT2LMHeadModel and LlamaForCausalLM (forward only; autograd does the rest).
+"""Plain-torch GPT2LMHeadModel and LlamaForCausalLM, with the LLaMA variants
+MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (forward only;
+autograd does the rest).
 
 Parameters carry exactly the names, shapes and layouts of transformers' state dicts:
 
@@ -13,6 +15,9 @@ LLaMA (nn.Linear weights are [out, in], y = x @ W.T, no biases):
   model.embed_tokens.weight [V,D], model.layers.{i}.self_attn.{q,k,v,o}_proj.weight,
   .mlp.{gate,up,down}_proj.weight, .input_layernorm.weight, .post_attention_layernorm.weight,
   model.norm.weight, lm_head.weight [V,D] unless tie_word_embeddings.
+  qwen2 adds .self_attn.{q,k,v}_proj.bias; qwen3 adds .self_attn.{q,k}_norm.weight [head_dim]
+  (an RMSNorm over each head of q and k before RoPE); mistral masks keys more than
+  sliding_window - 1 positions before the query (HF's sliding-window causal mask).
 
 Config defaults follow transformers (and planner/Import/HFConfig.cpp).
 Everything is computed in the dtype the model is built with (f32 or f64); in f32
@@ -48,7 +53,7 @@ def dropout_keys(cfg):
     mt = cfg.get("model_type")
     if mt == "gpt2":
         keys, dflt = ("resid_pdrop", "embd_pdrop", "attn_pdrop"), 0.1
-    elif mt == "llama":
+    elif mt in ("llama", "mistral", "qwen2", "qwen3"):
         keys, dflt = ("attention_dropout",), 0.0
     else:
         return []
@@ -241,19 +246,35 @@ def parse_rope_scaling(cfg):
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, d, heads, kv, hd, dtype):
+    def __init__(self, c, dtype):
         super().__init__()
+        d, heads, kv, hd = c["d"], c["heads"], c["kv"], c["hd"]
         self.heads, self.kv, self.hd = heads, kv, hd
-        self.q_proj = _Weight((heads * hd, d), None, dtype)
-        self.k_proj = _Weight((kv * hd, d), None, dtype)
-        self.v_proj = _Weight((kv * hd, d), None, dtype)
+        self.eps, self.window = c["eps"], c["window"]
+        bias = c["qkv_bias"]  # qwen2
+        self.q_proj = _Weight((heads * hd, d), (heads * hd,) if bias else None, dtype)
+        self.k_proj = _Weight((kv * hd, d), (kv * hd,) if bias else None, dtype)
+        self.v_proj = _Weight((kv * hd, d), (kv * hd,) if bias else None, dtype)
         self.o_proj = _Weight((d, heads * hd), None, dtype)
+        if c["qk_norm"]:  # qwen3
+            self.q_norm = _Weight((hd,), None, dtype)
+            self.k_norm = _Weight((hd,), None, dtype)
+
+    def proj(self, lin, x, heads):
+        B, S, _ = x.shape
+        b = getattr(lin, "bias", None)
+        y = R(F.linear(x, R(lin.weight), None if b is None else R(b)))
+        return y.view(B, S, heads, self.hd)
 
     def forward(self, x, cos, sin):
         B, S, _ = x.shape
-        q = R(F.linear(x, R(self.q_proj.weight))).view(B, S, self.heads, self.hd).transpose(1, 2)
-        k = R(F.linear(x, R(self.k_proj.weight))).view(B, S, self.kv, self.hd).transpose(1, 2)
-        v = R(F.linear(x, R(self.v_proj.weight))).view(B, S, self.kv, self.hd).transpose(1, 2)
+        q = self.proj(self.q_proj, x, self.heads)
+        k = self.proj(self.k_proj, x, self.kv)
+        v = self.proj(self.v_proj, x, self.kv).transpose(1, 2)
+        if hasattr(self, "q_norm"):  # Qwen3: RMSNorm over head_dim, before RoPE
+            q = R(rms_norm(q, R(self.q_norm.weight), self.eps))
+            k = R(rms_norm(k, R(self.k_norm.weight), self.eps))
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         q = R(q * cos + rotate_half(q) * sin)
         k = R(k * cos + rotate_half(k) * sin)
         rep = self.heads // self.kv
@@ -262,6 +283,8 @@ class LlamaAttention(nn.Module):
             v = v[:, :, None].expand(B, self.kv, rep, S, self.hd).reshape(B, self.heads, S, self.hd)
         att = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
         mask = torch.ones(S, S, dtype=torch.bool).tril()
+        if self.window:  # Mistral: key j is seen from query i iff i - W < j <= i
+            mask &= torch.ones(S, S, dtype=torch.bool).triu(-(self.window - 1))
         att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         y = R(torch.matmul(att, v)).transpose(1, 2).reshape(B, S, self.heads * self.hd)
         return R(F.linear(y, R(self.o_proj.weight)))
@@ -283,7 +306,7 @@ class LlamaLayer(nn.Module):
     def __init__(self, c, dtype):
         super().__init__()
         self.eps = c["eps"]
-        self.self_attn = LlamaAttention(c["d"], c["heads"], c["kv"], c["hd"], dtype)
+        self.self_attn = LlamaAttention(c, dtype)
         self.mlp = LlamaMLP(c["d"], c["inter"], dtype)
         self.input_layernorm = _Weight((c["d"],), None, dtype)
         self.post_attention_layernorm = _Weight((c["d"],), None, dtype)
@@ -319,14 +342,19 @@ class LlamaForCausalLM(nn.Module):
         act = _get(cfg, "hidden_act", "silu")
         if act != "silu":
             raise ConfigError(f"hidden_act '{act}' is not supported (SwiGLU/silu only)")
+        mt = cfg.get("model_type", "llama")
         for flag in ("attention_bias", "mlp_bias"):
             if _get(cfg, flag, False):
                 raise ConfigError(f"{flag} = true is not supported")
+        if mt in ("qwen2", "qwen3") and _get(cfg, "use_sliding_window", False):
+            raise ConfigError("use_sliding_window = true is not supported")
         self.c = dict(vocab=int(cfg["vocab_size"]), d=d, heads=heads, kv=kv, hd=hd,
                       layers=int(cfg["num_hidden_layers"]),
                       inter=int(cfg["intermediate_size"]),
                       eps=float(_get(cfg, "rms_norm_eps", 1e-6)),
-                      theta=float(_get(cfg, "rope_theta", 10000.0)))
+                      theta=float(_get(cfg, "rope_theta", 10000.0)),
+                      qkv_bias=mt == "qwen2", qk_norm=mt == "qwen3",
+                      window=int(_get(cfg, "sliding_window", 0)) if mt == "mistral" else 0)
         self.max_seq_len = int(_get(cfg, "max_position_embeddings", 2048))
         self.rope_scaling = parse_rope_scaling(cfg)
         self.tied = bool(_get(cfg, "tie_word_embeddings", False))
@@ -363,9 +391,9 @@ def build_model(cfg, dtype=torch.float32):
     mt = cfg.get("model_type")
     if mt == "gpt2":
         return GPT2LMHeadModel(cfg, dtype)
-    if mt == "llama":
+    if mt in ("llama", "mistral", "qwen2", "qwen3"):
         return LlamaForCausalLM(cfg, dtype)
-    raise ConfigError(f"unknown model_type {mt!r}; supported: gpt2, llama")
+    raise ConfigError(f"unknown model_type {mt!r}; supported: gpt2, llama, mistral, qwen2, qwen3")
 
 
 def lm_loss(logits, targets):

@@ -119,6 +119,40 @@ def check_attention_gpt2():
     assert torch.allclose(att(x)[0], want, rtol=0, atol=1e-12)
 
 
+def check_families():
+    # qwen2: q/k/v biases; qwen3: q_norm/k_norm of head_dim (24 here, not 64/4).
+    q2 = models.build_model(models.load_config(os.path.join(ROOT, "models/qwen2-tiny/config.json")))
+    names = {n: tuple(p.shape) for n, p in q2.named_parameters()}
+    assert names["model.layers.0.self_attn.q_proj.bias"] == (64,)
+    assert names["model.layers.0.self_attn.k_proj.bias"] == (32,)
+    assert "model.layers.0.self_attn.o_proj.bias" not in names
+    q3cfg = models.load_config(os.path.join(ROOT, "models/qwen3-tiny/config.json"))
+    q3 = models.build_model(q3cfg)
+    names = {n: tuple(p.shape) for n, p in q3.named_parameters()}
+    assert names["model.layers.1.self_attn.q_proj.weight"] == (96, 64)
+    assert names["model.layers.1.self_attn.q_norm.weight"] == (24,)
+    assert names["model.layers.1.self_attn.k_norm.weight"] == (24,)
+    # q_norm normalises each head: scaling one head of q_proj's rows leaves the logits
+    # (up to eps = 1e-6 in the rms).
+    m = models.init_weights(models.build_model(q3cfg, D64), 4, 0.2)
+    ids = torch.randint(0, 503, (2, 10), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        a = m(ids)
+        m.model.layers[0].self_attn.q_proj.weight[24:48] *= 3.0
+        assert (m(ids) - a).abs().max() < 1e-5
+    # mistral: with window 3 and 2 layers, token 2 reaches positions 2..6 only.
+    mcfg = dict(models.load_config(os.path.join(ROOT, "models/mistral-tiny/config.json")),
+                sliding_window=3)
+    m = models.init_weights(models.build_model(mcfg, D64), 3, 0.2)
+    ids = torch.randint(0, 503, (2, 12), generator=torch.Generator().manual_seed(1))
+    ids2 = ids.clone()
+    ids2[:, 2] = (ids2[:, 2] + 1) % 503
+    with torch.no_grad():
+        a, b = m(ids), m(ids2)
+    assert torch.equal(a[:, :2], b[:, :2]) and torch.equal(a[:, 7:], b[:, 7:])
+    assert not torch.allclose(a[:, 6], b[:, 6])
+
+
 def check_batches():
     data = torch.arange(100)
     G, S, n = 3, 8, 100
@@ -136,9 +170,11 @@ def main():
     check_causal(LLAMA)
     check_gqa()
     check_attention_gpt2()
+    check_families()
     check_batches()
     print("models: HF names/shapes, gelu_new, RMSNorm, rotate_half, RoPE inv_freq (default, llama3), "
           "causality (gpt2, llama), GQA == repeated-kv MHA, GPT-2 attention vs per-head loop, "
+          "qwen2 biases, qwen3 per-head q/k norms, mistral's window, "
           "sample offsets: OK")
 
 

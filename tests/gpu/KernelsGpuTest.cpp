@@ -303,27 +303,31 @@ TEST(KernelsGpu, SplitConcat) {
 TEST(KernelsGpu, CausalAttention) {
   REQUIRE_GPU();
   struct Case {
-    int64_t B, S, H, KV, Dh;
-  } cases[] = {{1, 1, 1, 1, 16},    {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
-               {1, 130, 4, 1, 128}, {1, 65, 2, 2, 256}, {2, 64, 3, 3, 32}};
+    int64_t B, S, H, KV, Dh, window; // window: Mistral's sliding window (0: full causal)
+  } cases[] = {{1, 1, 1, 1, 16, 0},    {2, 37, 4, 2, 64, 0},   {1, 100, 2, 2, 80, 0},
+               {1, 130, 4, 1, 128, 0}, {1, 65, 2, 2, 256, 0},  {2, 64, 3, 3, 32, 0},
+               {2, 37, 4, 2, 64, 5},   {1, 130, 2, 1, 32, 40}, {1, 70, 2, 2, 16, 1}};
   for (const Case &c : cases) {
     const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
     auto q = randn(nq, 60), k = randn(nk, 61), v = randn(nk, 62), dout = randn(nq, 63);
     std::vector<float> out(nq), dq(nq), dk(nk), dv(nk);
     std::vector<float> scratch(cpu::causalAttentionScratchFloats(c.S, true));
     cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
-                                scratch.data());
+                                c.window, scratch.data());
     cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
-                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, scratch.data());
+                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.window,
+                                 scratch.data());
     Dev<float> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk),
         dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
-    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, nullptr);
+    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.window,
+                                nullptr);
     expectClose(dO.get(), out, kMat, "attention forward");
     // The backward reads the CPU's forward output (same D_i on both sides).
     Dev<float> dOutRef(out);
     gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
-                                 c.H, c.KV, c.Dh, dS.p, nullptr);
-    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh);
+                                 c.H, c.KV, c.Dh, c.window, dS.p, nullptr);
+    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh) +
+                            " window=" + std::to_string(c.window);
     // dq and dk are sums of dS = P (dout·v - D) times k or q; with one key
     // (S = 1) dS is exactly zero and both sides are noise of order
     // eps |dout| |v| |k|. The floor is kMat times that scale.
@@ -341,17 +345,17 @@ TEST(KernelsGpu, CausalAttentionGridLimit) {
   const int64_t B = 2, S = 1, H = 32768, KV = 1, Dh = 16;
   float *none = nullptr;
   cpu::bf16 *noneBf16 = nullptr;
-  EXPECT_THROW(gpu::causalAttentionForward(none, none, none, none, B, S, H, KV, Dh, nullptr),
+  EXPECT_THROW(gpu::causalAttentionForward(none, none, none, none, B, S, H, KV, Dh, 0, nullptr),
                gpu::Error);
   EXPECT_THROW(gpu::causalAttentionBackward(none, none, none, none, none, none, none, none, B, S, H,
-                                            KV, Dh, nullptr, nullptr),
+                                            KV, Dh, 0, nullptr, nullptr),
                gpu::Error);
-  EXPECT_THROW(
-      gpu::causalAttentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, nullptr),
-      gpu::Error);
+  EXPECT_THROW(gpu::causalAttentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh,
+                                           0, nullptr),
+               gpu::Error);
   EXPECT_THROW(gpu::causalAttentionBackward(noneBf16, noneBf16, noneBf16, noneBf16, noneBf16,
-                                            noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, nullptr,
-                                            nullptr),
+                                            noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, 0,
+                                            nullptr, nullptr),
                gpu::Error);
 }
 
@@ -712,9 +716,10 @@ TEST(KernelsGpuBf16, SplitConcat) {
 TEST(KernelsGpuBf16, CausalAttention) {
   REQUIRE_GPU();
   struct Case {
-    int64_t B, S, H, KV, Dh;
-  } cases[] = {{1, 1, 1, 1, 16},    {2, 37, 4, 2, 64},  {1, 100, 2, 2, 80},
-               {1, 130, 4, 1, 128}, {1, 65, 2, 2, 256}, {2, 64, 3, 3, 32}};
+    int64_t B, S, H, KV, Dh, window; // window: Mistral's sliding window (0: full causal)
+  } cases[] = {{1, 1, 1, 1, 16, 0},    {2, 37, 4, 2, 64, 0},   {1, 100, 2, 2, 80, 0},
+               {1, 130, 4, 1, 128, 0}, {1, 65, 2, 2, 256, 0},  {2, 64, 3, 3, 32, 0},
+               {2, 37, 4, 2, 64, 5},   {1, 130, 2, 1, 32, 40}, {1, 70, 2, 2, 16, 1}};
   for (const Case &c : cases) {
     const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
     auto q = randnBf16(nq, 60), k = randnBf16(nk, 61), v = randnBf16(nk, 62),
@@ -722,17 +727,20 @@ TEST(KernelsGpuBf16, CausalAttention) {
     std::vector<bf16> out(nq), dq(nq), dk(nk), dv(nk);
     std::vector<float> s(cpu::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, true));
     cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
-                                s.data());
+                                c.window, s.data());
     cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
-                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, s.data());
+                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.window,
+                                 s.data());
     Dev<bf16> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk), dOutRef(out);
     Dev<float> dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
-    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, nullptr);
-    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh);
+    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.window,
+                                nullptr);
+    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh) +
+                            " window=" + std::to_string(c.window);
     expectCloseBf16(dO.get(), out, kMat, ("attention bf16 forward" + tag).c_str());
     // The backward reads the CPU's forward output (same D_i on both sides).
     gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
-                                 c.H, c.KV, c.Dh, dS.p, nullptr);
+                                 c.H, c.KV, c.Dh, c.window, dS.p, nullptr);
     // The f32 test's floor for dq and dk where they are exactly zero (S = 1).
     const std::vector<float> qf = toF32(q), kf = toF32(k), vf = toF32(v), df = toF32(dout);
     const double floor = kMat * meanAbs(df) * meanAbs(vf) * std::max(meanAbs(qf), meanAbs(kf));

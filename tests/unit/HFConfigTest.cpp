@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 using namespace fsdp;
@@ -91,7 +93,12 @@ INSTANTIATE_TEST_SUITE_P(HFConfig, PublishedModel,
                                            Published{"Llama-2-70b", 68976648192, false},
                                            Published{"Meta-Llama-3-8B", 8030261248, false},
                                            Published{"Meta-Llama-3-70B", 70553706496, false},
-                                           Published{"Llama-3.1-405B", 405853388800, false}),
+                                           Published{"Llama-3.1-405B", 405853388800, false},
+                                           Published{"Mistral-7B-v0.1", 7241732096, false},
+                                           Published{"Qwen2-7B", 7615616512, false},
+                                           Published{"Qwen2.5-0.5B", 494032768, false},
+                                           Published{"Qwen3-0.6B", 596049920, false}, // tied
+                                           Published{"Qwen3-8B", 8190735360, false}),
                          paramName);
 
 TEST(HFConfig, PublishedGPT2NeedsNoDropout) {
@@ -115,7 +122,8 @@ TEST(HFConfig, PublishedGPT2NeedsNoDropout) {
 //===----------------------------------------------------------------------===//
 
 TEST(HFConfig, TinyModelsLoadWithoutNoDropout) {
-  for (const char *folder : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char *folder :
+       {"gpt2-tiny", "llama-tiny", "mistral-tiny", "qwen2-tiny", "qwen3-tiny"}) {
     mlir::MLIRContext ctx;
     auto module = load(folder, ctx, /*noDropout=*/false);
     ASSERT_TRUE(module) << folder;
@@ -325,8 +333,9 @@ TEST(HFConfigErrors, ValidInlineConfigs) {
 
 TEST(HFConfigErrors, UnknownModelType) {
   auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"bert\"\n}\n");
-  EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 'bert'", "gpt2, llama");
-  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama");
+  EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 'bert'",
+                      "gpt2, llama, mistral, qwen2, qwen3");
+  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama, mistral, qwen2, qwen3");
 }
 
 TEST(HFConfigErrors, MissingModelType) {
@@ -503,6 +512,107 @@ TEST(HFConfigErrors, LlamaTiedHasNoLmHead) {
   // V*D + blocks + norm, and no separate head.
   int64_t D = 64, I = 128, V = 100;
   EXPECT_EQ(summarize(graph).parameters, V * D + 2 * (4 * D * D + 3 * I * D + 2 * D) + D);
+}
+
+//===----------------------------------------------------------------------===//
+// Strict import and the LLaMA variants (issue 18)
+//===----------------------------------------------------------------------===//
+
+// A key no family implements changes the model: refused at its value.
+TEST(HFConfigErrors, UnimplementedKeyIsRefused) {
+  auto p = parse(llamaConfig("  \"num_local_experts\": 8,"));
+  EXPECT_IMPORT_ERROR(p, 3u, 24u, "'num_local_experts' is not implemented for model_type 'llama'");
+  // Keys that only describe are accepted.
+  auto ok =
+      parse(llamaConfig("  \"torch_dtype\": \"bfloat16\", \"bos_token_id\": 1, "
+                        "\"eos_token_id\": 2, \"pad_token_id\": null, \"use_cache\": true, "
+                        "\"transformers_version\": \"4.51.0\", \"initializer_range\": 0.02,"));
+  EXPECT_TRUE(ok.config) << ok.error.str();
+  // Another family's key is not this family's: sliding_window is mistral's.
+  auto w = parse(llamaConfig("  \"sliding_window\": 4096,"));
+  EXPECT_IMPORT_ERROR(w, 3u, 21u, "'sliding_window' is not implemented for model_type 'llama'");
+  auto g = parse(gpt2Config("  \"n_embd\": 64, \"rotary_dim\": 16,"));
+  EXPECT_IMPORT_ERROR(g, 4u, 31u, "'rotary_dim' is not implemented for model_type 'gpt2'");
+}
+
+// Qwen2-7B relabelled llama used to plan without its q/k/v biases.
+TEST(HFConfigErrors, Qwen2RelabelledLlamaIsRefused) {
+  std::ifstream in(modelPath("Qwen2-7B"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = text.find("\"qwen2\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 7, "\"llama\"");
+  auto p = parse(text);
+  // max_window_layers (line 13) is the first key llama does not implement.
+  EXPECT_IMPORT_ERROR(p, 13u, 24u, "'max_window_layers' is not implemented for model_type 'llama'");
+}
+
+TEST(HFConfigErrors, QwenSlidingWindowAndBias) {
+  std::string qwen2 = "{\n  \"model_type\": \"qwen2\",\n"
+                      "  \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                      "  \"num_hidden_layers\": 2, \"num_attention_heads\": 8,\n";
+  auto on = parse(qwen2 + "  \"use_sliding_window\": true\n}\n");
+  EXPECT_IMPORT_ERROR(on, 5u, 25u, "use_sliding_window = true is not supported");
+  auto off = parse(qwen2 + "  \"use_sliding_window\": false, \"sliding_window\": 4\n}\n");
+  ASSERT_TRUE(off.config) << off.error.str();
+  EXPECT_TRUE(off.config->qkvBias);
+  EXPECT_EQ(off.config->slidingWindow, 0); // ignored: full causal
+  // qwen2 has no attention_bias key (its biases are fixed): refused.
+  auto bias = parse(qwen2 + "  \"attention_bias\": false\n}\n");
+  EXPECT_IMPORT_ERROR(bias, 5u, 21u, "'attention_bias' is not implemented for model_type 'qwen2'");
+
+  std::string qwen3 = "{\n  \"model_type\": \"qwen3\",\n"
+                      "  \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                      "  \"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"head_dim\": 16,\n";
+  auto b3 = parse(qwen3 + "  \"attention_bias\": true\n}\n");
+  EXPECT_IMPORT_ERROR(b3, 5u, 21u, "attention_bias = true is not supported");
+  auto ok3 = parse(qwen3 + "  \"attention_bias\": false\n}\n");
+  ASSERT_TRUE(ok3.config) << ok3.error.str();
+  EXPECT_TRUE(ok3.config->qkNorm);
+  EXPECT_EQ(ok3.config->headDim, 16);
+}
+
+TEST(HFConfig, FamiliesGraphs) {
+  mlir::MLIRContext ctx;
+  // qwen2: biases on q, k, v (not o), after their weights.
+  auto q2 = load("qwen2-tiny", ctx, false);
+  ASSERT_TRUE(q2);
+  nn::GraphOp g2 = getGraph(*q2);
+  EXPECT_EQ(shapeOf(findParam(g2, "model.layers.0.self_attn.q_proj.bias")),
+            (std::vector<int64_t>{64}));
+  EXPECT_EQ(shapeOf(findParam(g2, "model.layers.1.self_attn.k_proj.bias")),
+            (std::vector<int64_t>{32}));
+  EXPECT_TRUE(findParam(g2, "model.layers.1.self_attn.v_proj.bias"));
+  EXPECT_FALSE(findParam(g2, "model.layers.0.self_attn.o_proj.bias"));
+  // qwen3: head_dim 24 with hidden 64 and 4 heads; q_norm/k_norm [head_dim].
+  auto q3 = load("qwen3-tiny", ctx, false);
+  ASSERT_TRUE(q3);
+  nn::GraphOp g3 = getGraph(*q3);
+  EXPECT_EQ(shapeOf(findParam(g3, "model.layers.0.self_attn.q_proj.weight")),
+            (std::vector<int64_t>{96, 64}));
+  EXPECT_EQ(shapeOf(findParam(g3, "model.layers.0.self_attn.q_norm.weight")),
+            (std::vector<int64_t>{24}));
+  EXPECT_EQ(shapeOf(findParam(g3, "model.layers.1.self_attn.k_norm.weight")),
+            (std::vector<int64_t>{24}));
+  int norms = 0;
+  g3.walk([&](nn::RMSNormOp n) { norms += n.getModule() && n.getModule()->ends_with("_norm"); });
+  EXPECT_EQ(norms, 4);
+  // mistral: the window on every attention.
+  auto m = load("mistral-tiny", ctx, false);
+  ASSERT_TRUE(m);
+  int windows = 0;
+  getGraph(*m).walk([&](nn::CausalAttentionOp a) { windows += a.getWindow() == 16u; });
+  EXPECT_EQ(windows, 2);
+  // Mistral-7B-v0.1: 4096; null: full causal; absent: transformers' 4096.
+  auto mistral = [](const std::string &line3) {
+    return parse("{\n  \"model_type\": \"mistral\",\n" + line3 +
+                 "\n  \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                 "  \"num_hidden_layers\": 2, \"num_attention_heads\": 8\n}\n");
+  };
+  EXPECT_EQ(mistral("  \"sliding_window\": null,").config->slidingWindow, 0);
+  EXPECT_EQ(mistral("").config->slidingWindow, 4096);
+  auto zero = mistral("  \"sliding_window\": 0,");
+  EXPECT_IMPORT_ERROR(zero, 3u, 21u, "sliding_window must be at least 1");
 }
 
 TEST(HFConfigErrors, ImportErrorStr) {

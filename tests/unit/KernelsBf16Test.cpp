@@ -360,10 +360,10 @@ TEST(KernelsBf16, SplitConcatAdd) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed,
-                    bool fd) {
-  SCOPED_TRACE(::testing::Message()
-               << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV << " Dh=" << Dh);
+void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed, bool fd,
+                    int64_t window = 0) {
+  SCOPED_TRACE(::testing::Message() << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV
+                                    << " Dh=" << Dh << " window=" << window);
   std::mt19937 rng(seed);
   const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
   Tensor q = randomT(nq, rng, -2, 2), k = randomT(nk, rng, -2, 2), v = randomT(nk, rng),
@@ -372,17 +372,17 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
   VecF f32Scratch(causalAttentionScratchFloats(S, true));
   VecB out(nq), dq(nq), dk(nk), dv(nk);
   VecF outf(nq), dqf(nq), dkf(nk), dvf(nk);
-  causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh,
+  causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh, window,
                          scratch.data());
-  causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), outf.data(), B, S, H, KV, Dh,
+  causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), outf.data(), B, S, H, KV, Dh, window,
                          f32Scratch.data());
   EXPECT_TRUE(closeBf16("attention out", out, outf));
   // The f32 backward on the stored (bf16) output, as the bf16 one sees it.
   const VecF outUp = up(out);
   causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(), dq.data(),
-                          dk.data(), dv.data(), B, S, H, KV, Dh, scratch.data());
+                          dk.data(), dv.data(), B, S, H, KV, Dh, window, scratch.data());
   causalAttentionBackward(dy.f.data(), q.f.data(), k.f.data(), v.f.data(), outUp.data(), dqf.data(),
-                          dkf.data(), dvf.data(), B, S, H, KV, Dh, f32Scratch.data());
+                          dkf.data(), dvf.data(), B, S, H, KV, Dh, window, f32Scratch.data());
   EXPECT_TRUE(closeBf16("attention dq", dq, dqf));
   EXPECT_TRUE(closeBf16("attention dk", dk, dkf));
   EXPECT_TRUE(closeBf16("attention dv", dv, dvf));
@@ -390,7 +390,7 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
     return;
   auto fwd = [&] {
     VecF r(nq);
-    causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), r.data(), B, S, H, KV, Dh,
+    causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), r.data(), B, S, H, KV, Dh, window,
                            f32Scratch.data());
     return r;
   };
@@ -407,6 +407,12 @@ TEST(KernelsBf16, Attention) {
   // Three query tiles, the last partial; two query heads into one kv head's
   // f32 dk, dv sums; a realistic head dim.
   checkAttention(2, 130, 4, 2, 64, 123, false);
+}
+
+TEST(KernelsBf16, AttentionWindow) { // Mistral's sliding window
+  checkAttention(2, 9, 4, 2, 8, 124, true, 3);
+  checkAttention(1, 6, 2, 1, 8, 125, true, 1);
+  checkAttention(1, 130, 4, 2, 32, 126, false, 50); // windows across query tiles
 }
 
 //===----------------------------------------------------------------------===//
@@ -581,13 +587,13 @@ TEST(KernelsBf16, ScratchBounds) {
     expectWithin("attention forward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, false), true,
                  [&](float *s) {
                    causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H,
-                                          KV, Dh, s);
+                                          KV, Dh, 0, s);
                  });
     expectWithin("attention backward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, true), true,
                  [&](float *s) {
                    causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(),
                                            out.data(), dq.data(), dk.data(), dv.data(), B, S, H, KV,
-                                           Dh, s);
+                                           Dh, 0, s);
                  });
   }
   EXPECT_EQ(biasBackwardBf16ScratchFloats(10, 300), 0); // sums on the stack

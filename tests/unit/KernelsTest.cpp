@@ -212,8 +212,9 @@ VecD refRope(const VecD &x, int64_t B, int64_t S, int64_t H, int64_t Dh, double 
   return y;
 }
 
+// window > 0: query i sees keys i-window+1..i (Mistral); 0: keys 0..i.
 VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_t S, int64_t H,
-                  int64_t KV, int64_t Dh) {
+                  int64_t KV, int64_t Dh, int64_t window = 0) {
   VecD out(B * S * H * Dh, 0.0);
   VecD p(S);
   for (int64_t b = 0; b < B; ++b)
@@ -222,7 +223,8 @@ VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_
       for (int64_t i = 0; i < S; ++i) {
         const double *qi = &q[((b * S + i) * H + h) * Dh];
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t lo = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+        for (int64_t j = lo; j <= i; ++j) {
           const double *kj = &k[((b * S + j) * KV + kvh) * Dh];
           double s = 0;
           for (int64_t d = 0; d < Dh; ++d)
@@ -231,10 +233,10 @@ VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_
           mx = std::max(mx, p[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j)
+        for (int64_t j = lo; j <= i; ++j)
           sum += (p[j] = std::exp(p[j] - mx));
         double *oi = &out[((b * S + i) * H + h) * Dh];
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           const double *vj = &v[((b * S + j) * KV + kvh) * Dh];
           for (int64_t d = 0; d < Dh; ++d)
             oi[d] += p[j] / sum * vj[d];
@@ -534,9 +536,10 @@ TEST(Kernels, Add) {
 
 namespace {
 void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed,
-                    float qkRange = 2.0f, double tol = kTol) {
-  SCOPED_TRACE(::testing::Message() << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV
-                                    << " Dh=" << Dh << " q, k in +-" << qkRange);
+                    float qkRange = 2.0f, double tol = kTol, int64_t window = 0) {
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV << " Dh=" << Dh
+               << " q, k in +-" << qkRange << " window=" << window);
   std::mt19937 rng(seed);
   const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
   VecF q = randomF(nq, rng, -qkRange, qkRange), k = randomF(nk, rng, -qkRange, qkRange),
@@ -552,18 +555,19 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
   const float canary = -7.25f;
   VecF scratch(bwdScratch + 16, canary);
   VecF out(nq);
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, window,
+                         scratch.data());
   for (int64_t i = fwdScratch; i < int64_t(scratch.size()); ++i)
     ASSERT_EQ(scratch[i], canary) << "forward wrote past its T*S floats of scratch";
-  EXPECT_TRUE(close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh), tol));
+  EXPECT_TRUE(close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh, window), tol));
 
   std::fill(scratch.begin(), scratch.end(), canary);
   VecF dq(nq, 99.0f), dk(nk, 99.0f), dv(nk, 99.0f);
   causalAttentionBackward(dy.data(), q.data(), k.data(), v.data(), out.data(), dq.data(), dk.data(),
-                          dv.data(), B, S, H, KV, Dh, scratch.data());
+                          dv.data(), B, S, H, KV, Dh, window, scratch.data());
   for (int64_t i = bwdScratch; i < int64_t(scratch.size()); ++i)
     ASSERT_EQ(scratch[i], canary) << "backward wrote past its 2*T*S floats of scratch";
-  auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh)); };
+  auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh, window)); };
   EXPECT_TRUE(close("attention dq", dq, numGrad(qd, loss), tol));
   EXPECT_TRUE(close("attention dk", dk, numGrad(kd, loss), tol));
   EXPECT_TRUE(close("attention dv", dv, numGrad(vd, loss), tol));
@@ -588,6 +592,18 @@ TEST(Kernels, AttentionSeveralTiles) {
   checkAttention(1, 130, 2, 1, 8, 29);
 }
 
+// Mistral's sliding window: a query sees itself and the W-1 keys before it.
+TEST(Kernels, AttentionWindow) { checkAttention(2, 9, 4, 2, 8, 40, 2.0f, kTol, 3); }
+TEST(Kernels, AttentionWindowOfOne) { checkAttention(1, 6, 2, 1, 8, 41, 2.0f, kTol, 1); }
+TEST(Kernels, AttentionWindowPastSequence) { // W >= S: full causal
+  checkAttention(1, 7, 2, 2, 6, 42, 2.0f, kTol, 7);
+}
+TEST(Kernels, AttentionWindowSeveralTiles) {
+  // S = 130, W = 50: later query tiles start past key 0, mid-tile; rows of
+  // a tile see different first keys.
+  checkAttention(1, 130, 2, 1, 8, 43, 2.0f, kTol, 50);
+}
+
 TEST(Kernels, AttentionLongerForward) {
   // Longer sequence, realistic head dim, forward only against the reference.
   std::mt19937 rng(24);
@@ -595,7 +611,8 @@ TEST(Kernels, AttentionLongerForward) {
   VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
        v = randomF(B * S * KV * Dh, rng), out(q.size()),
        scratch(causalAttentionScratchFloats(S, false));
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, 0,
+                         scratch.data());
   EXPECT_TRUE(close("attention out S=40", out,
                     refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
 }
@@ -607,7 +624,8 @@ TEST(Kernels, AttentionSeveralTilesForward) {
   VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
        v = randomF(B * S * KV * Dh, rng), out(q.size()),
        scratch(causalAttentionScratchFloats(S, false));
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, scratch.data());
+  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, 0,
+                         scratch.data());
   EXPECT_TRUE(close("attention out S=130", out,
                     refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
 }

@@ -528,7 +528,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %dy = builtin.unrealized_conversion_cast to tensor<?x?x16xbf16>
   %x = builtin.unrealized_conversion_cast to tensor<?x?x16xbf16>
   %w = builtin.unrealized_conversion_cast to tensor<16x1xbf16>
-  // expected-error @+1 {{'nn.rms_norm_grad' op weight must be [16], but it is [16, 1]}}
+  // expected-error @+1 {{'nn.rms_norm_grad' op weight must be [16] or a static [n] with n dividing 16 (rows of its length), but it is [16, 1]}}
   %dx, %dw = nn.rms_norm_grad %dy, %x, %w {eps = 1.0e-05 : f64} : (tensor<?x?x16xbf16>, tensor<?x?x16xbf16>, tensor<16x1xbf16>) -> (tensor<?x?x16xbf16>, tensor<16x1xbf16>)
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>

@@ -754,7 +754,7 @@ nn.graph @rms_weight(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> ten
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
   %w = nn.param "w" : tensor<16xf32>
-  // expected-error @+1 {{'nn.rms_norm' op weight must be [8], but it is [16]}}
+  // expected-error @+1 {{'nn.rms_norm' op weight must be [8] or a static [n] with n dividing 8 (rows of its length), but it is [16]}}
   %y = nn.rms_norm %h, %w {eps = 1.0e-05 : f64} : (tensor<?x?x8xf32>, tensor<16xf32>) -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
@@ -1167,6 +1167,33 @@ nn.graph @attn_module(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
   // expected-error @+1 {{'nn.causal_attention' op module path must not be empty}}
   %y = nn.causal_attention %h, %h, %h {module = "", num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// A sliding window is at least one key (the query's own).
+nn.graph @attn_window(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "mistral", block_prefix = "model.layers", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.causal_attention' op window must be at least 1 (absent: full causal), but is 0}}
+  %y = nn.causal_attention %h, %h, %h {num_heads = 2 : i64, num_kv_heads = 2 : i64, window = 0 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// A weight of 3 does not divide rows of 8 (Qwen3's per-head norm needs n | 8).
+nn.graph @rms_head_weight(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "qwen3", block_prefix = "model.layers", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  %w = nn.param "w" : tensor<3xf32>
+  // expected-error @+1 {{'nn.rms_norm' op weight must be [8] or a static [n] with n dividing 8 (rows of its length), but it is [3]}}
+  %y = nn.rms_norm %h, %w {eps = 1.0e-05 : f64} : (tensor<?x?x8xf32>, tensor<3xf32>) -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 

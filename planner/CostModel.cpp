@@ -95,6 +95,12 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
     ok = ok && number({key, "bandwidth"}, link->bandwidth, Rate) &&
          number({key, "latency_s"}, link->latencyS, Time) &&
          number({key, "efficiency"}, link->efficiency, Efficiency);
+  if (ok) {
+    auto nics = r.getInt({"inter_node", "nics"}, int64_t(1), 1);
+    if (!nics)
+      return failed();
+    c.interNode.nics = *nics;
+  }
   if (!ok)
     return failed();
   // Measured matmul rates: [m, k, n, FLOP/s], all positive.
@@ -137,6 +143,24 @@ Cluster fsdp::defaultCluster() {
   c.opOverheadS = 2e-6;
   c.intraNode = c.interNode = {5e9, 5e-6, 1.0};
   return c;
+}
+
+Link fsdp::groupLink(const Cluster &c, int64_t groupSize, int64_t ranksPerGroupPerNode,
+                     int64_t concurrentPerNode) {
+  if (groupSize <= ranksPerGroupPerNode)
+    return c.intraNode;
+  // Across nodes: NCCL's channels each take a NIC, so a ring's crossing
+  // moves at the NICs' sum (nccl-tests' bus bandwidth: 85-96% of it on
+  // nodes of four 200 Gb/s NICs, the `efficiency`), shared by the groups
+  // crossing at once and capped by the node's own link.
+  Link l = c.interNode;
+  double nicShare = (double)c.interNode.nics / (double)std::max<int64_t>(1, concurrentPerNode);
+  double across = c.interNode.bandwidth * c.interNode.efficiency * std::max(nicShare, 1e-9);
+  double within = c.intraNode.bandwidth * c.intraNode.efficiency;
+  l.bandwidth = std::min(across, within);
+  l.efficiency = 1;
+  l.nics = 1;
+  return l;
 }
 
 double fsdp::collectiveSeconds(CollectiveKind kind, double bytes, int64_t n, const Link &link) {
@@ -351,8 +375,18 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
     if (ranks > 1) // side by side, each core runs slower than alone
       share /= c.parallelEfficiency;
   }
-  const Link &shardLink = group > c.ranksPerNode ? c.interNode : c.intraNode;
-  const Link &replicaLink = world > c.ranksPerNode ? c.interNode : c.intraNode;
+  // Shard groups are consecutive ranks: one crosses nodes only when it is
+  // larger than a node, and then alone. Replica groups take every group-th
+  // rank: a node holds ranksPerNode / group of each (at least one) and
+  // min(group, ranksPerNode) of them cross nodes at once.
+  const Link shardLink = groupLink(c, group, c.ranksPerNode, 1);
+  int64_t replicas = world / std::max<int64_t>(1, group);
+  const Link replicaLink =
+      world > c.ranksPerNode
+          ? groupLink(c, replicas,
+                      std::max<int64_t>(1, c.ranksPerNode / std::max<int64_t>(1, group)),
+                      std::min(group, c.ranksPerNode))
+          : c.intraNode;
   auto byParam = unitsByParam(module);
   auto byName = unitsByName(module);
   StringRef prefix = step.getBlockPrefix().value_or("");

@@ -22,6 +22,9 @@ namespace fsdp {
 
 struct Link {
   double bandwidth = 0, latencyS = 0, efficiency = 1;
+  /// inter_node: the NICs of a node, each of `bandwidth` (NCCL runs a ring
+  /// over each); 1 for a link that is one path.
+  int64_t nics = 1;
 };
 
 struct Cluster {
@@ -48,6 +51,14 @@ struct Cluster {
   };
   std::vector<GemmRate> gemmRates;
 };
+
+/// The link a group of `groupSize` ranks collects over, as NCCL runs it:
+/// within a node, the node's; across nodes, a ring over every NIC of the
+/// node, shared by the `concurrentPerNode` groups that cross nodes from it
+/// at once (hybrid-shard's replica groups), and never faster than the
+/// node's own link.
+Link groupLink(const Cluster &c, int64_t groupSize, int64_t ranksPerGroupPerNode,
+               int64_t concurrentPerNode);
 
 /// Reads a cluster file (models/hardware/*.json); "" or the error.
 std::string loadCluster(const std::string &path, Cluster &cluster);

@@ -80,6 +80,30 @@ TEST(CostModel, HardwareFilesLoad) {
 // Found by fuzzing (tests/fuzz/planner/cluster): a number past int64, a
 // string where a rate belongs and a zero efficiency reached nlohmann's
 // conversions or a division; each is now refused at its line and column.
+// Across nodes NCCL runs a ring over every NIC of a node (a channel each):
+// a group crossing nodes alone moves at the NICs' sum, the groups crossing
+// at once (hybrid-shard's replica groups) share them, and no ring is faster
+// than the node's own link.
+TEST(CostModel, CrossNodeRingsUseEveryNic) {
+  Cluster c;
+  c.ranksPerNode = 8;
+  c.intraNode = {450e9, 4e-6, 0.8};
+  c.interNode = {50e9, 1e-5, 0.8};
+  c.interNode.nics = 8;
+  auto rate = [](const Link &l) { return l.bandwidth * l.efficiency; };
+  EXPECT_DOUBLE_EQ(rate(groupLink(c, 8, 8, 1)), 360e9);    // within a node
+  EXPECT_DOUBLE_EQ(rate(groupLink(c, 16, 8, 1)), 320e9);   // 8 NICs x 50 GB/s x 0.8
+  EXPECT_DOUBLE_EQ(groupLink(c, 16, 8, 1).latencyS, 1e-5); // the NICs' latency
+  EXPECT_DOUBLE_EQ(rate(groupLink(c, 4, 1, 8)), 40e9);     // 8 replica groups: a NIC each
+  EXPECT_DOUBLE_EQ(rate(groupLink(c, 4, 1, 16)), 20e9);    // more groups than NICs
+  c.interNode.nics = 16;
+  EXPECT_DOUBLE_EQ(rate(groupLink(c, 16, 8, 1)), 360e9); // capped by NVLink
+  // The hardware files say how many NICs a node has.
+  Cluster h;
+  ASSERT_EQ(loadCluster(FSDP_SOURCE_DIR "/models/hardware/H100-SXM.json", h), "");
+  EXPECT_EQ(h.interNode.nics, 8);
+}
+
 TEST(CostModel, BadClusterFilesNameTheValue) {
   std::string text;
   {

@@ -386,7 +386,6 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
 // stream (the linears through cuBLAS); memory, scratch included, is the
 // device arena.
 struct CudaKernels : ArenaMemory<DeviceRank> {
-  static constexpr bool kBf16 = true;
   cudaStream_t s;
   void zero(int64_t dst, int64_t from, int64_t bytes) {
     r.touch(dst, bytes);

@@ -10,9 +10,8 @@
 //   float *scratch(const Instruction &)            the op's kernel scratch
 //   void zero(char *at, int64_t bytes)             alloc: zero a buffer
 //   void optimizerStep(const Unit &)               AdamW over the unit's shard
-//   static constexpr bool kBf16                    has the bf16 kernels
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
-// for float and, where kBf16, for kernels::bf16 storage; the linear, bias,
+// for float and for kernels::bf16 storage; the linear, bias,
 // embedding and norm gradient kernels also take the op's scratch last:
 //   positionIds, embeddingForward, embeddingBackward, linearForward,
 //   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
@@ -197,17 +196,14 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
 
 /// The kernel that compute instruction `i` runs, through the kernel set `k`.
 /// Returns false for an op that is not the compute stream's (record and wait,
-/// which the executors handle themselves, and the comm ops), and for a bf16
-/// instruction where `k` has no bf16 kernels (the loader's target check
-/// keeps such programs away).
+/// which the executors handle themselves, and the comm ops). A cast works on
+/// both types and is dispatched as float.
 template <typename K>
 bool dispatchCompute(const program::Program &p, const program::Instruction &i, K &k,
                      float lossScale) {
   if (i.call.dtype != program::DType::BF16 || i.op == program::Op::Cast)
     return dispatchTyped<float>(p, i, k, lossScale);
-  if constexpr (K::kBf16)
-    return dispatchTyped<kernels::bf16>(p, i, k, lossScale);
-  return false;
+  return dispatchTyped<kernels::bf16>(p, i, k, lossScale);
 }
 
 } // namespace fsdp::runtime

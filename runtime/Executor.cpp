@@ -188,7 +188,6 @@ void Rank::initWeights() {
   }
 
 struct CpuKernels : ArenaMemory<Rank> {
-  static constexpr bool kBf16 = true;
   void zero(int64_t dst, int64_t from, int64_t bytes) {
     std::memset(r.at<char>(dst) + from, 0, size_t(bytes - from));
     r.touch(dst, bytes);

@@ -135,15 +135,17 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
     break;
   }
   // The kernel's storage type: that of its float tensors, which the loader
-  // has checked are of one dtype (the loss aside).
-  for (const auto *ids : {&i.out, &i.in})
+  // has checked are of one dtype; a cast's is its output's, and the loss is
+  // f32 whatever its logits are.
+  for (const auto *ids : {&i.out, &i.in}) {
+    if (i.op == Op::CrossEntropy && ids == &i.out)
+      continue;
     for (int64_t id : *ids)
-      if (p.tensors[id].dtype != DType::I64 && !(i.op == Op::CrossEntropy)) {
+      if (p.tensors[id].dtype != DType::I64) {
         c.dtype = p.tensors[id].dtype;
         return c;
       }
-  if (i.op == Op::CrossEntropy)
-    c.dtype = p.tensors[i.in[0]].dtype;
+  }
   return c;
 }
 

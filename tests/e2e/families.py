@@ -100,21 +100,11 @@ def main():
                 "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
                 "ok" if ok else "FAILED " + (problem or "")))
 
-    # bf16 compute against the reference rounding where fsdp stores bf16
-    # (reference.py --bf16-compute), with matrix.py's tolerances (step-1 loss
-    # 2e-6, step-1 grad norm 1e-3, every loss 1e-4); the gap of the f32- and
-    # f64-accumulating references is printed beside them. Weights of std 0.02
-    # for every model, as those tolerances were measured with: at 0.2 the two
-    # references themselves moved mistral-tiny's losses by 3.3e-4 (step 1:
+    # bf16 compute against the reference rounding where fsdp stores bf16,
+    # with matrix.py's tolerances (matrix.check_bf16_compute). Weights of std
+    # 0.02 for every model, as those tolerances were measured with: at 0.2 the
+    # two references themselves moved mistral-tiny's losses by 3.3e-4 (step 1:
     # 2.2e-5), past them, and fsdp's gaps were of that size.
-    TOL_LOSS1, TOL_NORM1, TOL_LOSS = 2e-6, 1e-3, 1e-4
-
-    def gaps(ref, other):
-        a, b = read_metrics(ref), read_metrics(other)
-        rel = lambda key, x, y: abs(x[key] - y[key]) / abs(x[key])
-        return (rel("loss", a[0], b[0]), rel("grad_norm", a[0], b[0]),
-                max(rel("loss", x, y) for x, y in zip(a, b)), len(a) == len(b), b)
-
     for model in args.models.split(","):
         config = os.path.join(ROOT, "models", model, "config.json")
         weights = os.path.join(args.work, model + ".init.safetensors")
@@ -122,37 +112,12 @@ def main():
             weights = os.path.join(args.work, model + ".init-0.02.safetensors")
             run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7",
                  "--std", "0.02"])
-        refs = {}
-        for acc in ("f32", "f64"):
-            refs[acc] = os.path.join(args.work, "%s.bf16c.ref-%s.jsonl" % (model, acc))
-            run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                 "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                 "--seq-len", str(SEQ), "--bf16-compute", "--dtype", acc, "--metrics",
-                 refs[acc], "--quiet"])
-        l1, n1, ln, _, _ = gaps(refs["f32"], refs["f64"])
-        print("%-11s %5s %-14s %14.3g %14s %10s %s" % (
-            model, "-", "bf16 ref f64", ln, "step 1: %.2g" % l1, "", "gap of two references"))
-        for world, strategy, shard in ((1, "full-shard", 0), (2, "full-shard", 0),
-                                       (4, "hybrid-shard", 2)):
-            tag = "%s.w%d.%s.bf16" % (model, world, strategy)
-            plan = os.path.join(args.work, tag + ".plan.json")
-            cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
-                   "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
-                   "--strategy", strategy, "--param-dtype", "bf16", "-o", plan]
-            if shard:
-                cmd += ["--shard-size", str(shard)]
-            run(cmd)
-            metrics = os.path.join(args.work, tag + ".jsonl")
-            run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-                 "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
-            l1, n1, ln, same_len, m = gaps(refs["f32"], metrics)
-            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
-            ok = l1 <= TOL_LOSS1 and n1 <= TOL_NORM1 and ln <= TOL_LOSS and exact and same_len
-            total += 1
-            failures += not ok
-            print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
-                model, world, strategy + " bf16", ln, "step 1: %.2g, %.2g" % (l1, n1),
-                "exact" if exact else "DIFFERENT", "ok" if ok else "FAILED"))
+        cases = [(w, st, sh, "bf16", ["--param-dtype", "bf16"])
+                 for w, st, sh in ((1, "full-shard", 0), (2, "full-shard", 0),
+                                   (4, "hybrid-shard", 2))]
+        checks, failed = matrix.check_bf16_compute(args, data, model, weights, cases)
+        total += checks
+        failures += failed
     print("%d of %d runs ok; largest f32 loss gap %.3g" % (total - failures, total, worst))
     return 1 if failures else 0
 

@@ -83,6 +83,78 @@ def read_metrics(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+# bf16 compute (--compute-dtype bf16, the default with --param-dtype bf16)
+# against the PyTorch reference rounding to bf16 where fsdp stores bf16
+# (reference.py --bf16-compute), every strategy at world sizes 1, 2 and 4.
+# Tolerances from the gap between two correct bf16 implementations: the
+# reference accumulating in f32 and the same accumulating in f64 (rounded
+# to bf16 at the same places), measured on both tiny models: step-1 loss
+# 2.9e-8 and 6.9e-7 relative, step-1 grad norm 3.2e-6 and 2.4e-5, losses
+# of 10 steps up to 2.4e-5. fsdp's own gaps measured 1.5e-7, 2.2e-4 and
+# 4.8e-5: its grad norm sits further off because it rounds each
+# contribution of a value used twice (a norm's dx, then the residual add:
+# every activation gradient stored in bf16) where the reference rounds
+# their f32 sum once. So: step-1 loss 2e-6, step-1 grad norm 1e-3, every
+# loss 1e-4. An f32-compute run of the same bf16 parameters (measured
+# 1.7e-5 and 7.2e-6 on the step-1 loss, 2.2e-3 and 1.7e-3 on the grad
+# norm) must fall outside, which proves the bf16 path ran.
+TOL_LOSS1, TOL_NORM1, TOL_LOSS = 2e-6, 1e-3, 1e-4
+
+
+def bf16_gaps(ref, other):
+    """Relative gaps of `other`'s metrics from `ref`'s: step-1 loss, step-1
+    grad norm, the largest loss gap; whether the step counts match; other's."""
+    a, b = read_metrics(ref), read_metrics(other)
+    rel = lambda key, x, y: abs(x[key] - y[key]) / abs(x[key])
+    return (rel("loss", a[0], b[0]), rel("grad_norm", a[0], b[0]),
+            max(rel("loss", x, y) for x, y in zip(a, b)), len(a) == len(b), b)
+
+
+def check_bf16_compute(args, data, model, weights, cases):
+    """Plans and runs `model` for each case (world, strategy, shard size,
+    "bf16" or "f32" compute, fsdp-plan flags) against the f32- and
+    f64-accumulating bf16 references; prints a line each. An f32-compute case
+    is the control that must fall outside. Returns (checks, failures)."""
+    config = os.path.join(ROOT, "models", model, "config.json")
+    refs = {}
+    for acc in ("f32", "f64"):
+        refs[acc] = os.path.join(args.work, "%s.bf16c.ref-%s.jsonl" % (model, acc))
+        run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+             "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+             "--seq-len", str(SEQ), "--bf16-compute", "--dtype", acc, "--metrics",
+             refs[acc], "--quiet"])
+    l1, n1, ln, _, _ = bf16_gaps(refs["f32"], refs["f64"])
+    print("%-11s %5s %-14s %14.3g %14s %10s %s" % (
+        model, "-", "bf16 ref f64", ln, "step 1: %.2g" % l1, "", "gap of two references"))
+    total = failures = 0
+    for world, strategy, shard, compute, flags in cases:
+        tag = "%s.w%d.%s.c%s" % (model, world, strategy, compute)
+        plan = os.path.join(args.work, tag + ".plan.json")
+        cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+               "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
+               "--strategy", strategy, "-o", plan] + flags
+        if shard:
+            cmd += ["--shard-size", str(shard)]
+        run(cmd)
+        metrics = os.path.join(args.work, tag + ".jsonl")
+        run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+             "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
+        l1, n1, ln, same_len, m = bf16_gaps(refs["f32"], metrics)
+        exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+        inside = l1 <= TOL_LOSS1 and n1 <= TOL_NORM1 and ln <= TOL_LOSS
+        if compute == "bf16":
+            ok = inside and exact and same_len
+        else:  # the f32-compute control must be told apart on step 1
+            ok = l1 > TOL_LOSS1 and n1 > TOL_NORM1 and exact
+        total += 1
+        failures += not ok
+        print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
+            model, world, strategy if compute == "bf16" else "f32 compute",
+            ln, "step 1: %.2g %.2g" % (l1, n1), "exact" if exact else "DIFFERENT",
+            "ok" if ok else "FAILED" + ("" if compute == "bf16" else " (inside)")))
+    return total, failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bin")
@@ -306,70 +378,16 @@ def main():
                 model, world, "bf16 params", loss, "", "exact" if exact else "DIFFERENT",
                 "ok" if ok else "FAILED"))
 
-    # bf16 compute (--compute-dtype bf16, the default with --param-dtype bf16)
-    # against the PyTorch reference rounding to bf16 where fsdp stores bf16
-    # (reference.py --bf16-compute), every strategy at world sizes 1, 2 and 4.
-    # Tolerances from the gap between two correct bf16 implementations: the
-    # reference accumulating in f32 and the same accumulating in f64 (rounded
-    # to bf16 at the same places), measured on both tiny models: step-1 loss
-    # 2.9e-8 and 6.9e-7 relative, step-1 grad norm 3.2e-6 and 2.4e-5, losses
-    # of 10 steps up to 2.4e-5. fsdp's own gaps measured 1.5e-7, 2.2e-4 and
-    # 4.8e-5: its grad norm sits further off because it rounds each
-    # contribution of a value used twice (a norm's dx, then the residual add:
-    # every activation gradient stored in bf16) where the reference rounds
-    # their f32 sum once. So: step-1 loss 2e-6, step-1 grad norm 1e-3, every
-    # loss 1e-4. An f32-compute run of the same bf16 parameters (measured
-    # 1.7e-5 and 7.2e-6 on the step-1 loss, 2.2e-3 and 1.7e-3 on the grad
-    # norm) must fall outside, which proves the bf16 path ran.
-    TOL_LOSS1, TOL_NORM1, TOL_LOSS = 2e-6, 1e-3, 1e-4
-
-    def gaps(ref, other):
-        a, b = read_metrics(ref), read_metrics(other)
-        rel = lambda key, x, y: abs(x[key] - y[key]) / abs(x[key])
-        return (rel("loss", a[0], b[0]), rel("grad_norm", a[0], b[0]),
-                max(rel("loss", x, y) for x, y in zip(a, b)), len(a) == len(b), b)
-
+    # bf16 compute against the PyTorch reference (check_bf16_compute), every
+    # strategy at world sizes 1, 2 and 4, and an f32-compute control.
     for model in args.models.split(","):
-        config = os.path.join(ROOT, "models", model, "config.json")
         weights = os.path.join(args.work, model + ".init.safetensors")
-        refs = {}
-        for acc in ("f32", "f64"):
-            refs[acc] = os.path.join(args.work, "%s.bf16c.ref-%s.jsonl" % (model, acc))
-            run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                 "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                 "--seq-len", str(SEQ), "--bf16-compute", "--dtype", acc, "--metrics",
-                 refs[acc], "--quiet"])
-        l1, n1, ln, _, _ = gaps(refs["f32"], refs["f64"])
-        print("%-11s %5s %-14s %14.3g %14s %10s %s" % (
-            model, "-", "bf16 ref f64", ln, "step 1: %.2g" % l1, "", "gap of two references"))
         cases = [(w, st, sh, "bf16", ["--param-dtype", "bf16"])
                  for w, st, sh in RUNS if w in (1, 2, 4)]
         cases.append((2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32"]))
-        for world, strategy, shard, compute, flags in cases:
-            tag = "%s.w%d.%s.c%s" % (model, world, strategy, compute)
-            plan = os.path.join(args.work, tag + ".plan.json")
-            cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
-                   "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
-                   "--strategy", strategy, "-o", plan] + flags
-            if shard:
-                cmd += ["--shard-size", str(shard)]
-            run(cmd)
-            metrics = os.path.join(args.work, tag + ".jsonl")
-            run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-                 "--steps", str(args.steps), "--metrics", metrics, "--quiet"])
-            l1, n1, ln, same_len, m = gaps(refs["f32"], metrics)
-            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
-            inside = l1 <= TOL_LOSS1 and n1 <= TOL_NORM1 and ln <= TOL_LOSS
-            if compute == "bf16":
-                ok = inside and exact and same_len
-            else:  # the f32-compute control must be told apart on step 1
-                ok = l1 > TOL_LOSS1 and n1 > TOL_NORM1 and exact
-            total += 1
-            failures += not ok
-            print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
-                model, world, strategy if compute == "bf16" else "f32 compute",
-                ln, "step 1: %.2g %.2g" % (l1, n1), "exact" if exact else "DIFFERENT",
-                "ok" if ok else "FAILED" + ("" if compute == "bf16" else " (inside)")))
+        checks, failed = check_bf16_compute(args, data, model, weights, cases)
+        total += checks
+        failures += failed
 
     # bf16 compute halves the activations (a GPT-2 124M plan, no checkpointing),
     # and with it activation checkpointing is bit-identical to none.

@@ -65,17 +65,21 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
   c.memoryBytes = *memory;
 
   // A rate is positive; an efficiency a fraction in (0, 1]; a time >= 0.
-  enum Kind { Rate, Efficiency, Time, RateOrZero };
+  enum Kind { Rate, Efficiency, Time, RateOrZero, Fraction };
   auto number = [&](const JsonPath &p, double &out, Kind kind,
                     std::optional<double> def = std::nullopt) {
     auto x = r.getNumber(p, def);
     if (!x)
       return false;
-    bool ok = kind == Rate ? *x > 0 : kind == Efficiency ? *x > 0 && *x <= 1 : *x >= 0;
+    bool ok = kind == Rate         ? *x > 0
+              : kind == Efficiency ? *x > 0 && *x <= 1
+              : kind == Fraction   ? *x >= 0 && *x < 1
+                                   : *x >= 0;
     if (!ok)
       return r.fail(p, JsonReader::pathStr(p) +
                            (kind == Rate         ? " must be positive"
                             : kind == Efficiency ? " must lie in (0, 1]"
+                            : kind == Fraction   ? " must lie in [0, 1)"
                             : kind == Time       ? " must not be negative"
                                                  : " must not be negative (0: not limiting)") +
                            ", but is " + json(*x).dump());
@@ -89,12 +93,42 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
             number({"compute", "memory_efficiency"}, c.memoryEfficiency, Efficiency) &&
             number({"compute", "op_overhead_s"}, c.opOverheadS, Time) &&
             number({"compute", "vector_flops"}, c.vectorFlops, RateOrZero, 0.0) &&
-            number({"compute", "parallel_efficiency"}, c.parallelEfficiency, Efficiency, 1.0);
+            number({"compute", "parallel_efficiency"}, c.parallelEfficiency, Efficiency, 1.0) &&
+            number({"compute", "comm_interference"}, c.commInterference, Fraction, 0.0);
   for (auto [link, key] : {std::pair<Link *, const char *>{&c.intraNode, "intra_node"},
                            std::pair<Link *, const char *>{&c.interNode, "inter_node"}})
     ok = ok && number({key, "bandwidth"}, link->bandwidth, Rate) &&
          number({key, "latency_s"}, link->latencyS, Time) &&
          number({key, "efficiency"}, link->efficiency, Efficiency);
+  // Per-op efficiencies: an object of known keys, each a fraction.
+  if (ok && r.get({"compute", "op_efficiency"}, false)) {
+    const json *o = r.get({"compute", "op_efficiency"});
+    if (!o->is_object()) {
+      r.fail({"compute", "op_efficiency"},
+             "compute.op_efficiency must be an object, but is " + JsonReader::describe(*o));
+      return failed();
+    }
+    std::pair<const char *, double *> keys[] = {
+        {"attention_forward", &c.opEfficiency.attentionForward},
+        {"attention_backward", &c.opEfficiency.attentionBackward},
+        {"norm", &c.opEfficiency.norm},
+        {"elementwise", &c.opEfficiency.elementwise},
+        {"loss", &c.opEfficiency.loss}};
+    for (auto it = o->begin(); it != o->end() && ok; ++it) {
+      double *field = nullptr;
+      for (auto [key, f] : keys)
+        if (it.key() == key)
+          field = f;
+      if (!field) {
+        r.fail({"compute", "op_efficiency", it.key()},
+               "unknown op kind '" + it.key() +
+                   "' in compute.op_efficiency (attention_forward, attention_backward, "
+                   "norm, elementwise, loss)");
+        return failed();
+      }
+      ok = number({"compute", "op_efficiency", it.key()}, *field, Efficiency);
+    }
+  }
   if (ok) {
     auto nics = r.getInt({"inter_node", "nics"}, int64_t(1), 1);
     if (!nics)
@@ -233,6 +267,32 @@ int64_t numel(Value v, int64_t B, int64_t S) {
   return n;
 }
 
+// The kind of op whose efficiency applies (Cluster::OpEfficiency).
+enum class OpKind { Matmul, AttentionForward, AttentionBackward, Norm, Loss, Elementwise };
+
+OpKind opKind(Operation *op) {
+  if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp>(op))
+    return OpKind::Matmul;
+  if (isa<nn::CausalAttentionOp>(op))
+    return OpKind::AttentionForward;
+  if (isa<nn::CausalAttentionGradOp>(op))
+    return OpKind::AttentionBackward;
+  if (isa<nn::LayerNormOp, nn::RMSNormOp, nn::LayerNormGradOp, nn::RMSNormGradOp>(op))
+    return OpKind::Norm;
+  if (isa<nn::CrossEntropyOp, nn::CrossEntropyGradOp>(op))
+    return OpKind::Loss;
+  return OpKind::Elementwise;
+}
+
+// The fraction of the memory bandwidth an op of this kind sustains.
+double bandwidthEfficiency(const Cluster &c, OpKind kind) {
+  double e = kind == OpKind::Norm          ? c.opEfficiency.norm
+             : kind == OpKind::Loss        ? c.opEfficiency.loss
+             : kind == OpKind::Elementwise ? c.opEfficiency.elementwise
+                                           : 0;
+  return e > 0 ? e : c.memoryEfficiency;
+}
+
 OpCost opCost(Operation *op, int64_t B, int64_t S) {
   OpCost c;
   for (Value v : op->getOperands())
@@ -282,12 +342,15 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
 
 // Seconds for an m x k by k x n matmul: at the rate of the nearest measured
 // shape (in log space) where there are measurements.
-double gemmSeconds(const Cluster &c, double m, double k, double n, bool bf16) {
+// `efficiency` (0: matmul_efficiency) applies without measured rates.
+double gemmSeconds(const Cluster &c, double m, double k, double n, bool bf16,
+                   double efficiency = 0) {
   double flops = 2 * m * k * n;
   if (flops <= 0)
     return 0;
   if (c.gemmRates.empty())
-    return flops / ((bf16 ? c.bf16Flops : c.f32Flops) * c.matmulEfficiency);
+    return flops /
+           ((bf16 ? c.bf16Flops : c.f32Flops) * (efficiency > 0 ? efficiency : c.matmulEfficiency));
   double bestDist = 1e300, rate = 0;
   for (const auto &r : c.gemmRates) {
     double d = std::pow(std::log(m / r.m), 2) + std::pow(std::log(k / r.k), 2) +
@@ -338,12 +401,16 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   // run, so the sum moves by far less than the rates' own accuracy, and the
   // walk stays bounded however long the sequence.
   constexpr int64_t kExactTiles = 1024;
+  // Attention's kernels sustain their own fraction of peak (FlashAttention
+  // on H100 reaches far less of it than a GEMM does).
+  double eff = fwd ? c.opEfficiency.attentionForward : c.opEfficiency.attentionBackward;
   auto tileSeconds = [&](double t, double keys) {
     if (window > 0)
       keys = std::min(keys, t + window - 1);
-    double qk = gemmSeconds(c, t, dh, keys, bf16), pv = gemmSeconds(c, t, keys, dh, bf16);
+    double qk = gemmSeconds(c, t, dh, keys, bf16, eff), pv = gemmSeconds(c, t, keys, dh, bf16, eff);
     return fwd ? qk + pv
-               : 2 * qk + gemmSeconds(c, t, keys, dh, bf16) + 2 * gemmSeconds(c, keys, t, dh, bf16);
+               : 2 * qk + gemmSeconds(c, t, keys, dh, bf16, eff) +
+                     2 * gemmSeconds(c, keys, t, dh, bf16, eff);
   };
   int64_t full = S / 64, rest = S % 64;
   double total = rest ? tileSeconds(rest, S) : 0;
@@ -410,6 +477,19 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
   double phaseStart = 0;
   bool inOptimizer = false, inBackward = false;
   DenseMap<Value, double> done;
+  // The comm stream's busy intervals, in order (they do not overlap), and
+  // the first that may still overlap compute.
+  std::vector<std::pair<double, double>> busy;
+  size_t firstBusy = 0;
+  // Seconds of [from, to) during which a collective is in flight.
+  auto commOverlap = [&](double from, double to) {
+    while (firstBusy < busy.size() && busy[firstBusy].second <= from)
+      ++firstBusy;
+    double sum = 0;
+    for (size_t i = firstBusy; i < busy.size() && busy[i].first < to; ++i)
+      sum += std::max(0.0, std::min(to, busy[i].second) - std::max(from, busy[i].first));
+    return sum;
+  };
   double forwardFlops = 0;
 
   for (Operation &op : step.getBody().front()) {
@@ -467,6 +547,7 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       seconds *= share;
       double start = std::max(tm, tc); // issued at its place in the program
       tm = start + seconds;
+      busy.push_back({start, tm});
       comm += seconds;
       done[op.getResult(0)] = tm;
       addEvent(op.getName().stripDialect(), 1, start, seconds);
@@ -492,9 +573,11 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       seconds = u.getPaddedNumel() * (double)gradElementBytes(step) /
                 (c.memoryBandwidth * c.memoryEfficiency) * share;
       addEvent("alloc", 0, tc, seconds);
+    } else if (auto cast = dyn_cast<plan::CastOp>(op); cast && castIsGatheredValue(cast, byParam)) {
+      continue; // the gathered value is what compute reads: no instruction
     } else if (producesTensors(&op)) {
       OpCost cost = opCost(&op, B, S);
-      double t = cost.bytes / (c.memoryBandwidth * c.memoryEfficiency);
+      double t = cost.bytes / (c.memoryBandwidth * bandwidthEfficiency(c, opKind(&op)));
       double arithmetic = 0;
       if (cost.matmul)
         arithmetic += matmulSeconds(&op, c, B, S, bf16);
@@ -502,6 +585,8 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
         arithmetic += cost.vectorFlops / c.vectorFlops;
       t = std::max(t, arithmetic);
       seconds = (c.opOverheadS + t) * share;
+      if (c.commInterference > 0)
+        seconds += c.commInterference * commOverlap(tc, tc + seconds);
       if (!inBackward && cost.matmul && !op.hasAttr("recompute"))
         forwardFlops += cost.flops;
       addEvent(op.getName().stripDialect(), 0, tc, seconds);

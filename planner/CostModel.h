@@ -39,6 +39,21 @@ struct Cluster {
   /// Rate of the element-wise arithmetic outside matmuls (exp, tanh, norms),
   /// in FLOP/s by the cost model's per-element counts; 0: not limiting.
   double vectorFlops = 0;
+  /// Sustained efficiencies by kind of op, where one figure is wrong for
+  /// all (`compute.op_efficiency`; 0: the general figure). Attention's are
+  /// fractions of the compute dtype's peak (in place of matmul_efficiency);
+  /// the others fractions of memory_bandwidth (in place of
+  /// memory_efficiency), these ops being bound by their bytes.
+  struct OpEfficiency {
+    double attentionForward = 0, attentionBackward = 0;
+    double norm = 0, elementwise = 0, loss = 0;
+  };
+  OpEfficiency opEfficiency;
+  /// How much slower compute runs while a collective is in flight on the
+  /// same device (NCCL's kernels take SMs and memory bandwidth from it):
+  /// an op overlapped by communication for t seconds takes t x this
+  /// longer; 0 (the default): overlap is free.
+  double commInterference = 0;
   /// How fast each of `cores` ranks runs when all run at once, against one
   /// alone (CPU; measured by fsdp-calibrate); 1 where unknown.
   double parallelEfficiency = 1;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 using namespace fsdp;
 
@@ -135,6 +136,15 @@ TEST(CostModel, BadClusterFilesNameTheValue) {
             "cluster-bad.json:4:13: device must be \"cpu\" or \"cuda\", but is \"gpu\"");
   EXPECT_EQ(load("\"version\": 1", "\"version\": 2"),
             "cluster-bad.json:3:14: not an fsdp-cluster file of version 1");
+  EXPECT_EQ(load("\"op_overhead_s\": 2e-6",
+                 "\"op_overhead_s\": 2e-6, \"op_efficiency\": {\"attention\": 0.5}"),
+            "cluster-bad.json:15:59: unknown op kind 'attention' in compute.op_efficiency "
+            "(attention_forward, attention_backward, norm, elementwise, loss)");
+  EXPECT_EQ(
+      load("\"op_overhead_s\": 2e-6", "\"op_overhead_s\": 2e-6, \"op_efficiency\": {\"norm\": 2}"),
+      "cluster-bad.json:15:54: compute.op_efficiency.norm must lie in (0, 1], but is 2.0");
+  EXPECT_EQ(load("\"op_overhead_s\": 2e-6", "\"op_overhead_s\": 2e-6, \"comm_interference\": 1"),
+            "cluster-bad.json:15:49: compute.comm_interference must lie in [0, 1), but is 1.0");
   EXPECT_EQ(load("\"op_overhead_s\": 2e-6", "\"op_overhead_s\": 2e-6, \"gemm_rates\": [[1, 2, 3]]"),
             "cluster-bad.json:15:43: compute.gemm_rates[0] must be [m, k, n, FLOP/s], but is "
             "[1,2,3] (array)");
@@ -194,6 +204,79 @@ TEST(CostModel, PredictionIsConsistent) {
   o.worldSize = 64;
   Planned wide = plan("Meta-Llama-3-8B", o, "H100-SXM");
   EXPECT_GT(wide.figures.predicted->commS, pr.commS);
+}
+
+// Per-op efficiencies (issue 20, point 2): each kind of op is priced at its
+// own fraction, and only that kind moves; a collective in flight slows the
+// compute it overlaps by compute.comm_interference; a parameter cast that
+// lowers to nothing costs nothing.
+TEST(CostModel, OpEfficienciesPriceTheirOwnKind) {
+  PlanOptions o;
+  o.worldSize = 16;
+  o.microBatch = 1;
+  o.seqLen = 4096;
+  o.paramDtype = "bf16";
+  o.computeDtype = "bf16";
+  Planned p = plan("Llama-2-7b", o, "H100-SXM");
+  Cluster base;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), base), "");
+  EXPECT_DOUBLE_EQ(base.opEfficiency.attentionForward, 0.35);
+  EXPECT_DOUBLE_EQ(base.commInterference, 0.15);
+  base.opEfficiency = {};
+  base.commInterference = 0;
+  auto byName = [](const Prediction &pr) {
+    std::map<std::string, double> t;
+    for (const TraceEvent &e : pr.events)
+      if (e.stream == 0)
+        t[e.name] += e.duration;
+    return t;
+  };
+  Prediction plain = predict(*p.module, base, 1);
+  auto t0 = byName(plain);
+  ASSERT_GT(t0["causal_attention"], 0);
+  ASSERT_GT(t0["rms_norm"], 0);
+  EXPECT_EQ(t0.count("cast"), 0u); // bf16 gathers are what compute reads
+
+  Cluster c = base;
+  c.opEfficiency.attentionForward = base.matmulEfficiency / 2;
+  c.opEfficiency.attentionBackward = base.matmulEfficiency / 4;
+  c.opEfficiency.norm = base.memoryEfficiency / 10;
+  c.opEfficiency.loss = base.memoryEfficiency / 5;
+  auto t1 = byName(predict(*p.module, c, 1));
+  int64_t layers = 32;
+  // Attention is all matmul: its time doubles (and quadruples in backward)
+  // but for the launch overhead.
+  EXPECT_NEAR(t1["causal_attention"] - layers * base.opOverheadS,
+              2 * (t0["causal_attention"] - layers * base.opOverheadS),
+              1e-9 * t0["causal_attention"]);
+  EXPECT_NEAR(t1["causal_attention_grad"] - layers * base.opOverheadS,
+              4 * (t0["causal_attention_grad"] - layers * base.opOverheadS),
+              1e-9 * t0["causal_attention_grad"]);
+  // Norms are bound by their bytes: ten times slower; 2 per block + the
+  // final one.
+  double norms = 2 * layers + 1;
+  EXPECT_NEAR(t1["rms_norm"] - norms * base.opOverheadS,
+              10 * (t0["rms_norm"] - norms * base.opOverheadS), 1e-9 * t1["rms_norm"]);
+  EXPECT_NEAR(t1["cross_entropy"] - base.opOverheadS, 5 * (t0["cross_entropy"] - base.opOverheadS),
+              1e-9 * t1["cross_entropy"]);
+  // The rest did not move.
+  for (const char *same : {"linear", "linear_grad_input", "linear_grad_weight", "silu_mul", "add"})
+    EXPECT_DOUBLE_EQ(t1[same], t0[same]) << same;
+  c = base;
+  c.opEfficiency.elementwise = base.memoryEfficiency / 2;
+  auto t2 = byName(predict(*p.module, c, 1));
+  EXPECT_GT(t2["silu_mul"], 1.9 * t0["silu_mul"]);
+  EXPECT_DOUBLE_EQ(t2["rms_norm"], t0["rms_norm"]);
+
+  // Interference: compute overlapped by communication for t seconds takes
+  // f t longer. Over the whole micro-step the compute grows by f times
+  // the overlap, which is at most the communication.
+  c = base;
+  c.commInterference = 0.2;
+  Prediction slowed = predict(*p.module, c, 1);
+  EXPECT_GT(slowed.computeS, plain.computeS);
+  EXPECT_LE(slowed.computeS - plain.computeS, 0.2 * slowed.commS * 1.0000001);
+  EXPECT_GT(slowed.computeS - plain.computeS, 0.05 * 0.2 * slowed.commS);
 }
 
 // Published setups (docs/cost-model.md): what trained fits; raising the

@@ -9,7 +9,7 @@ PACKAGES=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   nlohmann-json3-dev libgtest-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
-  python3-torch python3-numpy clang-format-19
+  python3-torch python3-torchvision python3-numpy clang-format-19
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
 )
 

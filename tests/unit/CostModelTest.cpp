@@ -186,12 +186,18 @@ TEST(CostModel, LongSequencesArePricedQuickly) {
   EXPECT_LT(full / quarter, 16.1);
 }
 
-TEST(CostModel, PredictionIsConsistent) {
+// bf16 gathers, one sequence a rank.
+PlanOptions bf16Options(int64_t world, int64_t seqLen) {
   PlanOptions o;
-  o.worldSize = 8;
+  o.worldSize = world;
   o.microBatch = 1;
-  o.seqLen = 2048;
+  o.seqLen = seqLen;
   o.paramDtype = "bf16";
+  return o;
+}
+
+TEST(CostModel, PredictionIsConsistent) {
+  PlanOptions o = bf16Options(8, 2048);
   Planned p = plan("Meta-Llama-3-8B", o, "H100-SXM");
   const Prediction &pr = *p.figures.predicted;
   EXPECT_GT(pr.stepTimeS, 0);
@@ -211,11 +217,7 @@ TEST(CostModel, PredictionIsConsistent) {
 // compute it overlaps by compute.comm_interference; a parameter cast that
 // lowers to nothing costs nothing.
 TEST(CostModel, OpEfficienciesPriceTheirOwnKind) {
-  PlanOptions o;
-  o.worldSize = 16;
-  o.microBatch = 1;
-  o.seqLen = 4096;
-  o.paramDtype = "bf16";
+  PlanOptions o = bf16Options(16, 4096);
   o.computeDtype = "bf16";
   Planned p = plan("Llama-2-7b", o, "H100-SXM");
   Cluster base;

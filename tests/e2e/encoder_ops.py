@@ -7,7 +7,8 @@ gelu given `"approximate": "none"`. fsdp-plan + fsdp-run at world sizes 1 and 2
 --exact-gelu (models.py's GPT-2 with the mask dropped and GELU written with
 erf): losses within 1e-4 relative at every step, final weights within 1e-4
 (c_attn.bias's key third, whose true gradient is 0, within lr x steps; see
-LR), measured peak = predicted.
+LR), measured peak = predicted. bf16 compute, at world sizes 1 and 2, against the
+bf16-rounding reference with matrix.py's tolerances.
 
 Each op must matter, or the check could pass with the wrong one: the reference
 with causal attention (exact GELU), and the one with tanh GELU (bidirectional),
@@ -23,6 +24,7 @@ import argparse
 import os
 import sys
 
+import matrix
 from matrix import HERE, PY, ROOT, GLOBAL_BATCH, SEQ, run, read_metrics, read_f32_tensors
 
 STD = 0.2
@@ -147,6 +149,21 @@ def main():
             "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
             "ok" if ok else "FAILED " + (problem or ("not lowered to attention / exact gelu"
                                                       if not lowered else ""))))
+    # bf16 compute (--param-dtype bf16) against the reference rounding where
+    # fsdp stores bf16, with matrix.py's tolerances (matrix.check_bf16_compute),
+    # which were measured on weights of std 0.02; an f32-compute control must
+    # fall outside them.
+    weights02 = w("init-0.02.safetensors")
+    run([PY, os.path.join(HERE, "make_weights.py"), config, weights02, "--seed", "7",
+         "--std", "0.02"])
+    cases = [(1, "full-shard", 0, "bf16", ["--param-dtype", "bf16"]),
+             (2, "full-shard", 0, "bf16", ["--param-dtype", "bf16"]),
+             (2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32"])]
+    checks, failed = matrix.check_bf16_compute(
+        args, data, "gpt2-tiny", weights02, cases, plan_input=graph,
+        ref_flags=["--bidirectional", "--exact-gelu"], label="encoder-ops")
+    total += checks
+    failures += failed
     print("%d of %d checks ok" % (total - failures, total))
     return 1 if failures else 0
 

@@ -62,7 +62,7 @@ struct ActivationCheckpointingPass
   /// Under `selective`, the ops whose results stay alive until backward:
   /// the matmuls and attention, the costly part of a block's forward.
   static bool keptBySelective(Operation *op) {
-    return isa<nn::LinearOp, nn::CausalAttentionOp>(op);
+    return isa<nn::LinearOp, nn::CausalAttentionOp, nn::AttentionOp>(op);
   }
 
   void recompute(ArrayRef<Operation *> block, Operation *bwdStart) {

@@ -273,9 +273,9 @@ enum class OpKind { Matmul, AttentionForward, AttentionBackward, Norm, Loss, Ele
 OpKind opKind(Operation *op) {
   if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp>(op))
     return OpKind::Matmul;
-  if (isa<nn::CausalAttentionOp>(op))
+  if (isa<nn::CausalAttentionOp, nn::AttentionOp>(op))
     return OpKind::AttentionForward;
-  if (isa<nn::CausalAttentionGradOp>(op))
+  if (isa<nn::CausalAttentionGradOp, nn::AttentionGradOp>(op))
     return OpKind::AttentionBackward;
   if (isa<nn::LayerNormOp, nn::RMSNormOp, nn::LayerNormGradOp, nn::RMSNormGradOp>(op))
     return OpKind::Norm;
@@ -314,23 +314,23 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
   } else if (auto l = dyn_cast<nn::LinearGradWeightOp>(op)) {
     c.flops = linearFlops(l.getResult());
     c.matmul = true;
-  } else if (auto a = dyn_cast<nn::CausalAttentionOp>(op)) {
-    // QKᵀ and PV over the (query, key) pairs attended: 4 B H Dh per pair;
-    // a softmax (an exp and a few operations) over every score.
-    int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
-    int64_t heads = a.getNumHeads();
-    double pairs = attendedPairs(S, a.getWindow().value_or(0));
-    c.flops = 4.0 * B * width * pairs;
-    c.vectorFlops = 15.0 * B * heads * pairs;
-    c.matmul = true;
-  } else if (auto a = dyn_cast<nn::CausalAttentionGradOp>(op)) {
-    // Recomputed scores, dP, dQ, dK, dV: five products over the pairs; the
-    // softmax again and its gradient.
-    int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
-    int64_t heads = a.getNumHeads();
-    double pairs = attendedPairs(S, a.getWindow().value_or(0));
-    c.flops = 10.0 * B * width * pairs;
-    c.vectorFlops = 25.0 * B * heads * pairs;
+  } else if (isa<nn::CausalAttentionOp, nn::AttentionOp, nn::CausalAttentionGradOp,
+                 nn::AttentionGradOp>(op)) {
+    // Forward: QKᵀ and PV over the (query, key) pairs attended, 4 B H Dh a
+    // pair, and a softmax (an exp and a few operations) over every score.
+    // Backward: recomputed scores, dP, dQ, dK, dV, five products over the
+    // pairs, and the softmax again with its gradient. Causal attention
+    // attends attendedPairs; bidirectional attention every S x S pair.
+    bool fwd = isa<nn::CausalAttentionOp, nn::AttentionOp>(op);
+    Value q = fwd ? op->getOperand(0) : op->getOperand(1);
+    int64_t width = cast<RankedTensorType>(q.getType()).getShape().back();
+    int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
+    auto window = op->getAttrOfType<IntegerAttr>("window");
+    double pairs = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
+                       ? (double)S * S
+                       : attendedPairs(S, window ? window.getInt() : 0);
+    c.flops = (fwd ? 4.0 : 10.0) * B * width * pairs;
+    c.vectorFlops = (fwd ? 15.0 : 25.0) * B * heads * pairs;
     c.matmul = true;
   } else if (auto e = dyn_cast<nn::EmbeddingGradOp>(op)) {
     c.bytes += tensorBytes(e.getResult().getType(), B, S); // zeroing the table
@@ -385,9 +385,11 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
     auto [a, b] = dims(l.getResult());
     return gemmSeconds(c, a, rows, b, bf16);
   }
-  bool fwd = isa<nn::CausalAttentionOp>(op);
-  if (!fwd && !isa<nn::CausalAttentionGradOp>(op))
+  bool fwd = isa<nn::CausalAttentionOp, nn::AttentionOp>(op);
+  if (!fwd && !isa<nn::CausalAttentionGradOp, nn::AttentionGradOp>(op))
     return 0;
+  // Bidirectional attention: every query tile meets all S keys.
+  bool causal = isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op);
   Value q = fwd ? op->getOperand(0) : op->getOperand(1);
   int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
   double dh = (double)cast<RankedTensorType>(q.getType()).getShape().back() / heads;
@@ -414,6 +416,8 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   };
   int64_t full = S / 64, rest = S % 64;
   double total = rest ? tileSeconds(rest, S) : 0;
+  if (!causal)
+    return (total + full * tileSeconds(64, S)) * B * heads;
   int64_t runs = std::min(full, kExactTiles);
   for (int64_t r = 0; r < runs; ++r) {
     int64_t first = full * r / runs, end = full * (r + 1) / runs; // tiles [first, end)

@@ -143,6 +143,10 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
       inst.numKvHeads = i.getInt();
     else if (n == "window" && i)
       inst.window = i.getInt();
+    else if (n == "approximate" && isa<StringAttr>(v) &&
+             (cast<StringAttr>(v).getValue() == "tanh" || cast<StringAttr>(v).getValue() == "none"))
+      inst.approximate = cast<StringAttr>(v).getValue() == "none" ? program::GeluApproximate::None
+                                                                  : program::GeluApproximate::Tanh;
     else if (n == "inverse" && isa<UnitAttr, BoolAttr>(v))
       inst.inverse = !isa<BoolAttr>(v) || cast<BoolAttr>(v).getValue();
     else if (n == "llama3_factor" && f)

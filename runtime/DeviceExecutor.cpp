@@ -210,8 +210,10 @@ void DeviceRank::setUp() {
   // Head dims the attention kernels take, checked before anything runs.
   for (const Phase *s : {&p.microStep, &p.optimizer})
     for (const Instruction &i : s->compute)
-      if (i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad) {
-        int64_t q = i.op == Op::CausalAttention ? i.in[0] : i.in[1];
+      if (i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad || i.op == Op::Attention ||
+          i.op == Op::AttentionGrad) {
+        bool fwd = i.op == Op::CausalAttention || i.op == Op::Attention;
+        int64_t q = fwd ? i.in[0] : i.in[1];
         int64_t Dh = p.tensors[q].shape[2] / i.numHeads;
         if (Dh > 256) {
           curInst = &i;
@@ -421,8 +423,8 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
   FSDP_CUDA_KERNEL(rope)
   FSDP_CUDA_KERNEL(split)
   FSDP_CUDA_KERNEL(concat)
-  FSDP_CUDA_KERNEL_NO_SCRATCH(causalAttentionForward)
-  FSDP_CUDA_KERNEL(causalAttentionBackward)
+  FSDP_CUDA_KERNEL_NO_SCRATCH(attentionForward)
+  FSDP_CUDA_KERNEL(attentionBackward)
   FSDP_CUDA_KERNEL(geluForward)
   FSDP_CUDA_KERNEL(geluBackward)
   FSDP_CUDA_KERNEL(siluMulForward)

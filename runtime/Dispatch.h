@@ -16,7 +16,7 @@
 //   positionIds, embeddingForward, embeddingBackward, linearForward,
 //   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
 //   layerNormBackward, rmsNormForward, rmsNormBackward, rope, split, concat,
-//   causalAttentionForward, causalAttentionBackward, geluForward, geluBackward,
+//   attentionForward, attentionBackward, geluForward, geluBackward,
 //   siluMulForward, siluMulBackward, add, crossEntropyForward (writing the
 //   loss to its output tensor), crossEntropyBackward (with the loss scale),
 //   fromBf16, toBf16, roundToBf16.
@@ -132,19 +132,22 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     return true;
   }
   case Op::CausalAttention:
-    k.causalAttentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H, c.KV,
-                             c.Dh, c.window, k.scratch(i));
+  case Op::Attention:
+    k.attentionForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.H, c.KV, c.Dh,
+                       c.causal, c.window, k.scratch(i));
     return true;
   case Op::CausalAttentionGrad:
-    k.causalAttentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]),
-                              f(i.out[0]), f(i.out[1]), f(i.out[2]), c.B, c.S, c.H, c.KV, c.Dh,
-                              c.window, k.scratch(i));
+  case Op::AttentionGrad:
+    k.attentionBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.in[3]), f(i.in[4]), f(i.out[0]),
+                        f(i.out[1]), f(i.out[2]), c.B, c.S, c.H, c.KV, c.Dh, c.causal, c.window,
+                        k.scratch(i));
     return true;
   case Op::Gelu:
-    k.geluForward(f(i.in[0]), f(i.out[0]), c.n);
+    k.geluForward(f(i.in[0]), f(i.out[0]), c.n, c.approximate == program::GeluApproximate::Tanh);
     return true;
   case Op::GeluGrad:
-    k.geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
+    k.geluBackward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n,
+                   c.approximate == program::GeluApproximate::Tanh);
     return true;
   case Op::SiluMul:
     k.siluMulForward(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);

@@ -238,8 +238,10 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     break;
   }
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool fwd = inst.op == Op::CausalAttention;
+  case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad: {
+    bool fwd = inst.op == Op::CausalAttention || inst.op == Op::Attention;
     int64_t q = fwd ? inst.in[0] : inst.in[1], k = fwd ? inst.in[1] : inst.in[2];
     if (inst.numHeads <= 0 || inst.numKvHeads <= 0 || inst.numHeads % inst.numKvHeads != 0 ||
         last(q) % inst.numHeads != 0 || last(k) != last(q) / inst.numHeads * inst.numKvHeads ||
@@ -247,6 +249,9 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
       fail("query, key and value do not match the heads");
     if (inst.window < 0)
       fail("window must be 0 (full causal) or positive, but is " + std::to_string(inst.window));
+    if (inst.window != 0 && (inst.op == Op::Attention || inst.op == Op::AttentionGrad))
+      fail("window " + std::to_string(inst.window) +
+           " is causal attention's; bidirectional attention sees every key");
     break;
   }
   case Op::Gelu:
@@ -372,9 +377,11 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     break;
   }
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
+  case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad: {
     // q, out [B, S, H*Dh] and k, v [B, S, KV*Dh].
-    bool fwd = inst.op == Op::CausalAttention;
+    bool fwd = inst.op == Op::CausalAttention || inst.op == Op::Attention;
     i128 qn = (i128)c.B * c.S * c.H * c.Dh, kvn = (i128)c.B * c.S * c.KV * c.Dh;
     if (fwd) {
       for (int64_t id : {in[0], out[0]})

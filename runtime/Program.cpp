@@ -111,14 +111,20 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
     break;
   }
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    const auto &q = shape(i.op == Op::CausalAttention ? 0 : 1, In);
+  case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad: {
+    const bool fwd = i.op == Op::CausalAttention || i.op == Op::Attention;
+    const auto &q = shape(fwd ? 0 : 1, In);
     c.B = q[0], c.S = q[1], c.H = i.numHeads, c.KV = i.numKvHeads, c.window = i.window;
+    c.causal = i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad;
     c.Dh = i.numHeads > 0 ? q[2] / i.numHeads : 0;
     break;
   }
   case Op::Gelu:
   case Op::GeluGrad:
+    c.n = numel(0, In), c.approximate = i.approximate;
+    break;
   case Op::SiluMul:
   case Op::SiluMulGrad:
   case Op::Add:
@@ -238,10 +244,17 @@ ojson instructionJson(const Instruction &i) {
     break;
   case Op::CausalAttention:
   case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad:
     j["num_heads"] = i.numHeads;
     j["num_kv_heads"] = i.numKvHeads;
     if (i.window)
       j["window"] = i.window;
+    break;
+  case Op::Gelu:
+  case Op::GeluGrad:
+    if (i.approximate == GeluApproximate::None)
+      j["approximate"] = "none";
     break;
   default:
     break;
@@ -379,10 +392,11 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
          a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
-         a.llama3Factor == b.llama3Factor && a.llama3Low == b.llama3Low &&
-         a.llama3High == b.llama3High && a.llama3OriginalMax == b.llama3OriginalMax &&
-         a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&
-         a.phase == b.phase && a.index == b.index;
+         a.approximate == b.approximate && a.llama3Factor == b.llama3Factor &&
+         a.llama3Low == b.llama3Low && a.llama3High == b.llama3High &&
+         a.llama3OriginalMax == b.llama3OriginalMax && a.scratch == b.scratch &&
+         a.scratchBytes == b.scratchBytes && a.module == b.module && a.phase == b.phase &&
+         a.index == b.index;
 }
 bool fsdp::program::operator==(const Phase &a, const Phase &b) {
   return a.compute == b.compute && a.comm == b.comm;

@@ -73,6 +73,11 @@ const char *opName(Op op);
 /// The op named `name` in a program, or null.
 const OpInfo *findOp(const std::string &name);
 
+/// GELU's form (the `approximate` attribute of gelu and gelu_grad, named as
+/// torch.nn.functional.gelu's): tanh (HF gelu_new, the default) or none, the
+/// exact erf form (HF gelu).
+enum class GeluApproximate { Tanh, None };
+
 /// What a compute instruction's kernel is called with beyond its tensors:
 /// the dimensions derived from the program's shapes and the op's attributes,
 /// decoded once (decodeCall) and used both by the loader, to prove that the
@@ -84,12 +89,14 @@ struct Call {
   int64_t in = 0, out = 0;       // linear: the weight's dimensions
   int64_t B = 0, S = 0;          // batch and sequence (position ids, rope, attention)
   int64_t H = 0, KV = 0, Dh = 0; // heads, key/value heads, head dimension
+  bool causal = false;           // attention: causal_attention (query i sees keys 0..i) or not
   int64_t window = 0;            // attention: a query sees itself and window-1 keys back; 0: all
-  int64_t parts = 0, W = 0;      // split and concat: parts of [n, W]
-  bool layoutInOut = false;      // linear: the weight is [in, out]
-  bool bias = false;             // linear: a third input
-  DType dtype = DType::F32;      // of its float tensors (cast: of the output)
-  DType castFrom = DType::F32;   // cast: the input's
+  GeluApproximate approximate = GeluApproximate::Tanh; // gelu, gelu_grad
+  int64_t parts = 0, W = 0;                            // split and concat: parts of [n, W]
+  bool layoutInOut = false;                            // linear: the weight is [in, out]
+  bool bias = false;                                   // linear: a third input
+  DType dtype = DType::F32;                            // of its float tensors (cast: of the output)
+  DType castFrom = DType::F32;                         // cast: the input's
 };
 struct Instruction {
   Op op;
@@ -104,6 +111,7 @@ struct Instruction {
   double eps = 0, theta = 0;
   int64_t numHeads = 0, numKvHeads = 0;
   int64_t window = 0; // causal attention's sliding window (0: full causal)
+  GeluApproximate approximate = GeluApproximate::Tanh; // gelu, gelu_grad
   bool inverse = false;
   std::optional<double> llama3Factor, llama3Low, llama3High;
   std::optional<int64_t> llama3OriginalMax;

@@ -395,6 +395,12 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
     inst.numKvHeads = get<int64_t>(j, "num_kv_heads", where);
   if (j.contains("window"))
     inst.window = get<int64_t>(j, "window", where);
+  if (j.contains("approximate")) {
+    std::string a = get<std::string>(j, "approximate", where);
+    if (a != "tanh" && a != "none")
+      fail(where, "approximate must be \"tanh\" or \"none\", but is \"" + a + "\"");
+    inst.approximate = a == "none" ? GeluApproximate::None : GeluApproximate::Tanh;
+  }
   if (j.contains("inverse"))
     inst.inverse = get<bool>(j, "inverse", where);
   if (j.contains("llama3_factor")) {

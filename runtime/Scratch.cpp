@@ -20,7 +20,8 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
     case Op::RMSNormGrad:
       return 4 * ck::rmsNormBackwardScratchFloats(c.n);
     case Op::CausalAttentionGrad:
-      return 4 * ck::causalAttentionBackwardScratchFloats(c.B, c.S, c.H);
+    case Op::AttentionGrad:
+      return 4 * ck::attentionBackwardScratchFloats(c.B, c.S, c.H);
     case Op::CrossEntropy: // the per-row losses, in double
       return 8 * c.n;
     case Op::EmbeddingGrad: // bf16: an f32 accumulator of the table
@@ -31,10 +32,12 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
   }
   switch (op) {
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool backward = op == Op::CausalAttentionGrad;
-    return 4 * (bf16 ? kernels::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, backward)
-                     : kernels::causalAttentionScratchFloats(c.S, backward));
+  case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad: {
+    bool backward = op == Op::CausalAttentionGrad || op == Op::AttentionGrad;
+    return 4 * (bf16 ? kernels::attentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, backward)
+                     : kernels::attentionScratchFloats(c.S, backward));
   }
   case Op::Linear:
   case Op::LinearGradInput:

@@ -90,10 +90,21 @@ LogicalResult CausalAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> re
   return success();
 }
 
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<AttentionGradOp>(
+      getLoc(), TypeRange{getQuery().getType(), getKey().getType(), getValue().getType()},
+      resultGrads[0], getQuery(), getKey(), getValue(), getResult(), getNumHeadsAttr(),
+      getNumKvHeadsAttr(), moduleOf(*this));
+  operandGrads.append({g.getQueryGrad(), g.getKeyGrad(), g.getValueGrad()});
+  return success();
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
+  // The gradient's form is the forward's: the attribute as written (absent: tanh).
   operandGrads.push_back(b.create<GeluGradOp>(getLoc(), getInput().getType(), resultGrads[0],
-                                              getInput(), moduleOf(*this)));
+                                              getInput(), moduleOf(*this), getApproximateAttr()));
   return success();
 }
 

@@ -500,8 +500,39 @@ LogicalResult CausalAttentionOp::verify() {
   return expectResultLike(*this, getQuery(), "query");
 }
 
+namespace {
+// A sliding window is causal attention's: on bidirectional attention it
+// would be a discardable attribute no one reads, so it is refused.
+LogicalResult verifyNoWindow(Operation *op) {
+  if (op->hasAttr("window"))
+    return op->emitOpError() << "has no sliding window: 'window' is nn.causal_attention's; "
+                                "bidirectional attention sees every key";
+  return success();
+}
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(verifyNoWindow(*this)) ||
+      failed(expectRank(*this, getQuery(), "query", 3)) ||
+      failed(expectRank(*this, getKey(), "key", 3)) ||
+      failed(expectRank(*this, getValue(), "value", 3)) ||
+      failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())))
+    return failure();
+  return expectResultLike(*this, getQuery(), "query");
+}
+
+namespace {
+// GELU's form: torch's names, "tanh" or "none" (exact).
+LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
+  if (approximate != "tanh" && approximate != "none")
+    return op->emitOpError() << "approximate must be \"tanh\" or \"none\" (exact), but is \""
+                             << approximate << "\"";
+  return success();
+}
+} // namespace
+
 LogicalResult GeluOp::verify() {
-  if (failed(verifyModuleAttr(*this)))
+  if (failed(verifyModuleAttr(*this)) || failed(verifyApproximate(*this, getApproximate())))
     return failure();
   return expectResultLike(*this, getInput(), "input");
 }
@@ -680,8 +711,23 @@ LogicalResult CausalAttentionGradOp::verify() {
                      getNumKvHeadsAttr().getInt());
 }
 
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(verifyNoWindow(*this)) ||
+      failed(expectRank(*this, getQuery(), "query", 3)) ||
+      failed(expectRank(*this, getKey(), "key", 3)) ||
+      failed(expectRank(*this, getValue(), "value", 3)) ||
+      failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||
+      failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
+      failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||
+      failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
+      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")))
+    return failure();
+  return verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeadsAttr().getInt(),
+                     getNumKvHeadsAttr().getInt());
+}
+
 LogicalResult GeluGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(verifyApproximate(*this, getApproximate())) ||
       failed(expectType(*this, getGrad(), getInput().getType(), "gradient")))
     return failure();
   return expectType(*this, getResult(), getInput().getType(), "result");

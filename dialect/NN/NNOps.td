@@ -293,10 +293,34 @@ def NN_CausalAttentionOp : NN_ComputeOp<"causal_attention", [
   }];
 }
 
+def NN_AttentionOp : NN_ComputeOp<"attention", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "bidirectional scaled dot-product attention with grouped-query heads";
+  let description = [{
+    The encoders' (BERT, ViT) attention: causal_attention without the mask.
+    q is `[B, S, num_heads * D]`, k and v `[B, S, num_kv_heads * D]`; query head
+    h reads key/value head `h / (num_heads / num_kv_heads)`. Scores are scaled
+    by `1/sqrt(D)` and every position attends to every position 0..S-1.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def NN_GeluOp : NN_ComputeOp<"gelu", [
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
-  let summary = "GELU, tanh approximation (HF gelu_new)";
-  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
+  let summary = "GELU, tanh approximation (HF gelu_new) or exact (HF gelu)";
+  let description = [{
+    `approximate` as torch.nn.functional.gelu's: `"tanh"` (the default, elided
+    when printed) is `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, HF's
+    gelu_new; `"none"` is the exact `0.5 x (1 + erf(x / sqrt 2))`, HF's gelu.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module,
+                       DefaultValuedStrAttr<StrAttr, "tanh">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
@@ -441,10 +465,29 @@ def NN_CausalAttentionGradOp : NN_ComputeOp<"causal_attention_grad"> {
   }];
 }
 
+def NN_AttentionGradOp : NN_ComputeOp<"attention_grad"> {
+  let summary = "dq, dk, dv of bidirectional attention, recomputing the softmax row by row";
+  let description = [{
+    As causal_attention_grad, for nn.attention: operands the output's
+    gradient, q, k, v and the forward output; no S×S matrix is kept.
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$query,
+                       NN_FloatTensor:$key, NN_FloatTensor:$value,
+                       NN_FloatTensor:$output, I64Attr:$num_heads,
+                       I64Attr:$num_kv_heads, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value `,` $output attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def NN_GeluGradOp : NN_ComputeOp<"gelu_grad"> {
-  let summary = "dx = dy * gelu'(x), tanh approximation";
+  let summary = "dx = dy * gelu'(x), of the forward's `approximate` form";
   let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
-                       OptionalAttr<StrAttr>:$module);
+                       OptionalAttr<StrAttr>:$module,
+                       DefaultValuedStrAttr<StrAttr, "tanh">:$approximate);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $grad `,` $input attr-dict `:` functional-type(operands, results)

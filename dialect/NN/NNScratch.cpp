@@ -45,6 +45,9 @@ int64_t fsdp::nn::kernelScratchBytes(Operation *op, program::Target target, int6
     inst.numKvHeads = kv.getInt();
   if (auto w = op->getAttrOfType<IntegerAttr>("window"))
     inst.window = w.getInt();
+  if (auto a = op->getAttrOfType<StringAttr>("approximate"))
+    inst.approximate =
+        a.getValue() == "none" ? program::GeluApproximate::None : program::GeluApproximate::Tanh;
   program::Call c = program::decodeCall(p, inst);
   return program::kernelScratchBytes(target, inst.op, c.dtype, c);
 }

@@ -22,7 +22,8 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-enum class AttrKind { F64, I64, Layout };
+// Approximate: GELU's form, "tanh" or "none" (exact), as torch names it.
+enum class AttrKind { F64, I64, Layout, Approximate };
 struct AttrSpec {
   const char *name;
   AttrKind kind;
@@ -60,7 +61,12 @@ const std::vector<OpSpec> &opSpecs() {
        {{"num_heads", AttrKind::I64, true},
         {"num_kv_heads", AttrKind::I64, true},
         {"window", AttrKind::I64, false}}},
-      {"gelu", 1, 1, false, {}},
+      {"attention",
+       3,
+       3,
+       false,
+       {{"num_heads", AttrKind::I64, true}, {"num_kv_heads", AttrKind::I64, true}}},
+      {"gelu", 1, 1, false, {{"approximate", AttrKind::Approximate, false}}},
       {"silu_mul", 2, 2, false, {}},
       {"add", 2, 2, false, {}},
       {"cross_entropy", 2, 2, false, {}},
@@ -255,6 +261,16 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
       if (!layout)
         return r.fail(ap, "layout must be 'in_out' or 'out_in', but is '" + *s + "'");
       state.addAttribute(a.name, nn::WeightLayoutAttr::get(ctx, *layout));
+      break;
+    }
+    case AttrKind::Approximate: {
+      auto s = r.getString(ap);
+      if (!s)
+        return false;
+      if (*s != "tanh" && *s != "none")
+        return r.fail(ap, std::string(a.name) + " must be 'tanh' or 'none' (exact GELU), but is '" +
+                              *s + "'");
+      state.addAttribute(a.name, b.getStringAttr(*s));
       break;
     }
     }
@@ -517,6 +533,10 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
         break;
       case AttrKind::Layout:
         j[a.name] = nn::stringifyWeightLayout(cast<nn::WeightLayoutAttr>(attr).getValue()).str();
+        break;
+      case AttrKind::Approximate: // tanh, the default, goes unwritten
+        if (cast<StringAttr>(attr).getValue() != "tanh")
+          j[a.name] = cast<StringAttr>(attr).getValue().str();
         break;
       }
     }

@@ -595,7 +595,7 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
       h = b.create<nn::AddOp>(loc, g.act(D), h, proj, g.mod(p));
       Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[6], w[7], eps, g.mod(p + ".ln_2"));
       Value fc = g.linear(WeightLayout::in_out, m, w[8], w[9], p + ".mlp.c_fc");
-      Value act = b.create<nn::GeluOp>(loc, g.act(I), fc, g.mod(p + ".mlp.act"));
+      Value act = b.create<nn::GeluOp>(loc, g.act(I), fc, g.mod(p + ".mlp.act"), StringAttr());
       Value down = g.linear(WeightLayout::in_out, act, w[10], w[11], p + ".mlp.c_proj");
       h = b.create<nn::AddOp>(loc, g.act(D), h, down, g.mod(p));
     }

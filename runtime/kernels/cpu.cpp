@@ -202,12 +202,12 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 }
 
 //===----------------------------------------------------------------------===//
-// Causal attention
+// Attention (causal or bidirectional)
 //===----------------------------------------------------------------------===//
 
-FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float *v, float *out,
-                                     int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                                     int64_t window, float *scratch) {
+FSDP_HOT void attentionForward(const float *q, const float *k, const float *v, float *out,
+                               int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal,
+                               int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -219,11 +219,11 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
       const int64_t kvOff = b * S * kStride + (h / group) * Dh;
       const float *kb = k + kvOff, *vb = v + kvOff;
       for (int64_t i0 = 0; i0 < S; i0 += T) {
-        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, window);
-        const int64_t n = i0 + t - j0;
+        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, causal, window);
+        const int64_t n = attentionKeyEnd(i0, t, S, causal) - j0;
         const int64_t qOff = (b * S + i0) * qStride + h * Dh;
-        attentionProbs(q + qOff, qStride, kb + j0 * kStride, kStride, i0, j0, t, Dh, scale, window,
-                       p);
+        attentionProbs(q + qOff, qStride, kb + j0 * kStride, kStride, i0, j0, t, n, Dh, scale,
+                       causal, window, p);
         // out_tile = P v[j0:i1]
         sgemm(CblasNoTrans, CblasNoTrans, t, Dh, n, 1.0f, p, n, vb + j0 * kStride, kStride, 0.0f,
               out + qOff, qStride);
@@ -231,10 +231,10 @@ FSDP_HOT void causalAttentionForward(const float *q, const float *k, const float
     }
 }
 
-FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const float *k,
-                                      const float *v, const float *out, float *dq, float *dk,
-                                      float *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
-                                      int64_t Dh, int64_t window, float *scratch) {
+FSDP_HOT void attentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                                const float *out, float *dq, float *dk, float *dv, int64_t B,
+                                int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal,
+                                int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -251,13 +251,14 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
       const float *kb = k + kvOff, *vb = v + kvOff;
       float *dkb = dk + kvOff, *dvb = dv + kvOff;
       for (int64_t i0 = 0; i0 < S; i0 += T) {
-        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, window);
+        const int64_t t = std::min(T, S - i0), j0 = attentionFirstKey(i0, causal, window);
+        const int64_t n = attentionKeyEnd(i0, t, S, causal) - j0;
         const int64_t qOff = (b * S + i0) * qStride + h * Dh, kOff = j0 * kStride;
         const float *qt = q + qOff, *dyt = dout + qOff, *ot = out + qOff;
-        attentionProbs(qt, qStride, kb + kOff, kStride, i0, j0, t, Dh, scale, window, p);
+        attentionProbs(qt, qStride, kb + kOff, kStride, i0, j0, t, n, Dh, scale, causal, window, p);
         attentionBackwardTile(p, ds, qt, qStride, dyt, qStride, ot, qStride, kb + kOff, vb + kOff,
-                              kStride, dkb + kOff, dvb + kOff, dq + qOff, qStride, i0, j0, t, Dh,
-                              scale);
+                              kStride, dkb + kOff, dvb + kOff, dq + qOff, qStride, i0, j0, t, n, Dh,
+                              scale, causal);
       }
     }
 }
@@ -266,10 +267,12 @@ FSDP_HOT void causalAttentionBackward(const float *dout, const float *q, const f
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-FSDP_HOT void geluForward(const float *x, float *y, int64_t n) { geluForwardT(x, y, n); }
+FSDP_HOT void geluForward(const float *x, float *y, int64_t n, bool tanh) {
+  geluForwardT(x, y, n, tanh);
+}
 
-FSDP_HOT void geluBackward(const float *dy, const float *x, float *dx, int64_t n) {
-  geluBackwardT(dy, x, dx, n);
+FSDP_HOT void geluBackward(const float *dy, const float *x, float *dx, int64_t n, bool tanh) {
+  geluBackwardT(dy, x, dx, n, tanh);
 }
 
 FSDP_HOT void siluMulForward(const float *gate, const float *up, float *y, int64_t n) {

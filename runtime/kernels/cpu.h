@@ -66,33 +66,36 @@ void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
 void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W);
 void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t W);
 
-// q, out [B, S, H*Dh]; k, v [B, S, KV*Dh]; causal; scale 1/sqrt(Dh); query head h
-// reads kv head h / (H / KV). window > 0 (Mistral's sliding window): query i
-// sees keys i-window+1..i only; 0: keys 0..i. Query rows go in tiles of T =
-// min(S, 64), each tile's scores and probabilities [T, S] at most (never
-// S x S; with a window, over the keys the tile sees): scratch is
-// causalAttentionScratchFloats(S, false) = T*S floats.
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            float *scratch);
+// q, out [B, S, H*Dh]; k, v [B, S, KV*Dh]; scale 1/sqrt(Dh); query head h
+// reads kv head h / (H / KV). causal: query i sees keys 0..i, and with
+// window > 0 (Mistral's sliding window) keys i-window+1..i only; not causal
+// (BERT, ViT): every key 0..S-1 (window must be 0). Query rows go in tiles
+// of T = min(S, 64), each tile's scores and probabilities [T, S] at most
+// (never S x S; causal, over the keys the tile sees): scratch is
+// attentionScratchFloats(S, false) = T*S floats.
+void attentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                      int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      float *scratch);
 // Recomputes the probabilities tile by tile. scratch:
-// causalAttentionScratchFloats(S, true) = 2*T*S floats. dq, dk, dv overwritten.
-void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                             const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                             float *scratch);
+// attentionScratchFloats(S, true) = 2*T*S floats. dq, dk, dv overwritten.
+void attentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                       const float *out, float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch);
 // Floats of scratch the attention kernels use for sequence length S, forward
 // or backward: T*S or 2*T*S with T = min(S, 64); they write no further. Inline:
 // the planner sizes the plan's scratch with it (planner/Buffers.cpp), the
 // program loader checks it, and neither links the kernels.
 inline constexpr int64_t kAttentionTile = 64;
-inline int64_t causalAttentionScratchFloats(int64_t S, bool backward) {
+inline int64_t attentionScratchFloats(int64_t S, bool backward) {
   return (backward ? 2 : 1) * (S < kAttentionTile ? S : kAttentionTile) * S;
 }
 
-// GELU, tanh approximation (HF gelu_new), elementwise over n
-void geluForward(const float *x, float *y, int64_t n);
-void geluBackward(const float *dy, const float *x, float *dx, int64_t n);
+// GELU, elementwise over n. tanh: the tanh approximation (HF gelu_new,
+// torch's approximate="tanh"); else exact, 0.5 x (1 + erf(x / sqrt 2)) (HF
+// gelu, torch's approximate="none").
+void geluForward(const float *x, float *y, int64_t n, bool tanh);
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, bool tanh);
 
 // y = silu(gate) * up, elementwise
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n);
@@ -216,27 +219,28 @@ void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, d
 void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W);
 void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W);
 
-void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            float *scratch);
-void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
-                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch);
-// The f32 kernels' tiles (causalAttentionScratchFloats: T*S forward, 2*T*S
+void attentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B, int64_t S,
+                      int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      float *scratch);
+void attentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                       const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch);
+// The f32 kernels' tiles (attentionScratchFloats: T*S forward, 2*T*S
 // backward, T = min(S, 64)), plus f32 copies of one kv head's k and v over
 // the sequence (2*S*Dh) and of a query tile's q, which then holds its output
 // (T*Dh); backward also that kv head's f32 dk and dv sums (2*S*Dh) and the
 // tile's dout (T*Dh).
-inline int64_t causalAttentionBf16ScratchFloats(int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                                                bool backward) {
+inline int64_t attentionBf16ScratchFloats(int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                                          bool backward) {
   (void)H;
   (void)KV;
   const int64_t t = S < kAttentionTile ? S : kAttentionTile;
   return backward ? 2 * t * S + 4 * S * Dh + 2 * t * Dh : t * S + 2 * S * Dh + t * Dh;
 }
 
-void geluForward(const bf16 *x, bf16 *y, int64_t n);
-void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n);
+void geluForward(const bf16 *x, bf16 *y, int64_t n, bool tanh);
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, bool tanh);
 void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n);
 void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dgate, bf16 *dup,
                      int64_t n);

@@ -196,7 +196,7 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 }
 
 //===----------------------------------------------------------------------===//
-// Causal attention
+// Attention (causal or bidirectional)
 //===----------------------------------------------------------------------===//
 //
 // As the f32 kernels, with f32 copies of one kv head's k and v over the
@@ -206,9 +206,9 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 // dk and dv accumulate in float over its query heads and tiles and are
 // rounded once.
 
-FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
-                                     int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
-                                     int64_t window, float *scratch) {
+FSDP_HOT void attentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
+                               int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal,
+                               int64_t window, float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -222,21 +222,21 @@ FSDP_HOT void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v
       toFloatBlock(v + kvOff, d.kStride, S, Dh, vf);
       for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
         for (int64_t i0 = 0; i0 < S; i0 += d.T) {
-          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, window);
-          const int64_t n = i0 + t - j0;
+          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, causal, window);
+          const int64_t n = attentionKeyEnd(i0, t, S, causal) - j0;
           const int64_t qOff = (b * S + i0) * d.qStride + h * Dh;
           toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
-          attentionProbs(qf, Dh, kf + j0 * Dh, Dh, i0, j0, t, Dh, d.scale, window, p);
+          attentionProbs(qf, Dh, kf + j0 * Dh, Dh, i0, j0, t, n, Dh, d.scale, causal, window, p);
           sgemm(CblasNoTrans, CblasNoTrans, t, Dh, n, 1.0f, p, n, vf + j0 * Dh, Dh, 0.0f, qf, Dh);
           fromFloatBlock(qf, t, Dh, nullptr, out + qOff, d.qStride);
         }
     }
 }
 
-FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
-                                      const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B,
-                                      int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                                      float *scratch) {
+FSDP_HOT void attentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                                const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                                int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                                float *scratch) {
   const AttentionDims d(B, S, H, KV, Dh);
   if (d.empty)
     return;
@@ -252,13 +252,15 @@ FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf1
       std::fill(dkf, dkf + 2 * S * Dh, 0.0f); // dkf and dvf
       for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h)
         for (int64_t i0 = 0; i0 < S; i0 += d.T) {
-          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, window);
+          const int64_t t = std::min(d.T, S - i0), j0 = attentionFirstKey(i0, causal, window);
+          const int64_t n = attentionKeyEnd(i0, t, S, causal) - j0;
           const int64_t qOff = (b * S + i0) * d.qStride + h * Dh, kOff = j0 * Dh;
           toFloatBlock(q + qOff, d.qStride, t, Dh, qf);
           toFloatBlock(dout + qOff, d.qStride, t, Dh, dyf);
-          attentionProbs(qf, Dh, kf + kOff, Dh, i0, j0, t, Dh, d.scale, window, p);
+          attentionProbs(qf, Dh, kf + kOff, Dh, i0, j0, t, n, Dh, d.scale, causal, window, p);
           attentionBackwardTile(p, ds, qf, Dh, dyf, Dh, out + qOff, d.qStride, kf + kOff, vf + kOff,
-                                Dh, dkf + kOff, dvf + kOff, qf, Dh, i0, j0, t, Dh, d.scale);
+                                Dh, dkf + kOff, dvf + kOff, qf, Dh, i0, j0, t, n, Dh, d.scale,
+                                causal);
           fromFloatBlock(qf, t, Dh, nullptr, dq + qOff, d.qStride);
         }
       fromFloatBlock(dkf, S, Dh, nullptr, dk + kvOff, d.kStride);
@@ -270,10 +272,12 @@ FSDP_HOT void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf1
 // Elementwise, cross-entropy, casts
 //===----------------------------------------------------------------------===//
 
-FSDP_HOT void geluForward(const bf16 *x, bf16 *y, int64_t n) { geluForwardT(x, y, n); }
+FSDP_HOT void geluForward(const bf16 *x, bf16 *y, int64_t n, bool tanh) {
+  geluForwardT(x, y, n, tanh);
+}
 
-FSDP_HOT void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n) {
-  geluBackwardT(dy, x, dx, n);
+FSDP_HOT void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, bool tanh) {
+  geluBackwardT(dy, x, dx, n, tanh);
 }
 
 FSDP_HOT void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n) {

@@ -129,6 +129,8 @@ template <class T> FSDP_INLINE float rowMax(const T *x, int64_t n) {
 
 constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
+constexpr float kSqrtHalf = 0.7071067811865476f;   // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f; // 1 / sqrt(2 pi)
 constexpr double kPi = 3.14159265358979323846;
 
 // Sum of a double-valued expression over a row, eight lanes (vectorizable).
@@ -351,27 +353,34 @@ struct AttentionDims {
 };
 
 // The first key a query tile from row i0 reads: 0, or with a sliding window
-// W (a query i sees keys i-W+1..i) the first key its first row sees.
-FSDP_INLINE int64_t attentionFirstKey(int64_t i0, int64_t window) {
-  return window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+// W (causal only: a query i sees keys i-W+1..i) the first key its first row
+// sees.
+FSDP_INLINE int64_t attentionFirstKey(int64_t i0, bool causal, int64_t window) {
+  return causal && window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
 }
 
-// p[t, n] (row stride n = i1 - j0) = the softmax over keys j0 <= j <= i0 + r
-// (and j > i0 + r - window with a window) of row r of (q_tile k[j0:i1]ᵀ) *
-// scale, for the t query rows i0..i0+t-1 (i1 = i0 + t; k points at key j0's
-// row); masked entries are 0. Scores in float, softmax as PyTorch's:
+// The end (exclusive) of the keys a query tile of t rows from i0 reads:
+// causal, up to its last row (i1 = i0 + t); bidirectional, all S keys.
+FSDP_INLINE int64_t attentionKeyEnd(int64_t i0, int64_t t, int64_t S, bool causal) {
+  return causal ? i0 + t : S;
+}
+
+// p[t, n] (row stride n = i1 - j0, i1 = attentionKeyEnd) = the softmax of
+// row r of (q_tile k[j0:i1]ᵀ) * scale, for the t query rows i0..i0+t-1 (k
+// points at key j0's row): causal, over keys j0 <= j <= i0 + r (and
+// j > i0 + r - window with a window); bidirectional (j0 = 0), over all n
+// keys. Masked entries are 0. Scores in float, softmax as PyTorch's:
 // max-subtracted, exp, divided by the sum. Always inlined, so that the
 // callers' x86-64-v3 clones get the vectorized exp.
 FSDP_INLINE void attentionProbs(const float *q, int64_t qStride, const float *k, int64_t kStride,
-                                int64_t i0, int64_t j0, int64_t t, int64_t Dh, float scale,
-                                int64_t window, float *p) {
-  const int64_t n = i0 + t - j0;
+                                int64_t i0, int64_t j0, int64_t t, int64_t n, int64_t Dh,
+                                float scale, bool causal, int64_t window, float *p) {
   sgemm(CblasNoTrans, CblasTrans, t, n, Dh, scale, q, qStride, k, kStride, 0.0f, p, n);
   for (int64_t r = 0; r < t; ++r) {
     float *row = p + r * n;
     const int64_t i = i0 + r;
-    const int64_t a = (window > 0 && i - window + 1 > j0 ? i - window + 1 : j0) - j0;
-    const int64_t m = i - j0 + 1 - a; // the keys row r sees, from row[a]
+    const int64_t a = causal ? (window > 0 && i - window + 1 > j0 ? i - window + 1 : j0) - j0 : 0;
+    const int64_t m = causal ? i - j0 + 1 - a : n; // the keys row r sees, from row[a]
     float *pr = row + a;
     for (int64_t j = 0; j < a; ++j)
       row[j] = 0.0f;
@@ -392,26 +401,26 @@ FSDP_INLINE void attentionProbs(const float *q, int64_t qStride, const float *k,
   }
 }
 
-// The backward of one query tile (rows i0..i0+t-1, i1 = i0 + t), given its
-// probabilities p [t, n] over keys j0..i1-1 (n = i1 - j0; k, v, dk and dv
-// point at key j0's row): dP = dout_tile v[j0:i1]ᵀ into ds [t, n], then dS =
-// P (dP - D_r) with D_r = dout_r · out_r (masked entries 0, as P is; the
-// score's scale goes into the sgemms), then dk[j0:i1] += dSᵀ q_tile * scale,
-// dv[j0:i1] += Pᵀ dout_tile, and last dq_tile = dS k[j0:i1] * scale, so dq
-// may be where q was.
+// The backward of one query tile (rows i0..i0+t-1), given its probabilities
+// p [t, n] over keys j0..i1-1 (n = i1 - j0, i1 = attentionKeyEnd; k, v, dk
+// and dv point at key j0's row): dP = dout_tile v[j0:i1]ᵀ into ds [t, n],
+// then dS = P (dP - D_r) with D_r = dout_r · out_r (masked entries 0, as P
+// is; the score's scale goes into the sgemms), then dk[j0:i1] += dSᵀ q_tile *
+// scale, dv[j0:i1] += Pᵀ dout_tile, and last dq_tile = dS k[j0:i1] * scale,
+// so dq may be where q was.
 template <class T>
-FSDP_INLINE void
-attentionBackwardTile(const float *p, float *ds, const float *q, int64_t qStride, const float *dy,
-                      int64_t dyStride, const T *o, int64_t oStride, const float *k, const float *v,
-                      int64_t kStride, float *dk, float *dv, float *dq, int64_t dqStride,
-                      int64_t i0, int64_t j0, int64_t t, int64_t Dh, float scale) {
-  const int64_t n = i0 + t - j0;
+FSDP_INLINE void attentionBackwardTile(const float *p, float *ds, const float *q, int64_t qStride,
+                                       const float *dy, int64_t dyStride, const T *o,
+                                       int64_t oStride, const float *k, const float *v,
+                                       int64_t kStride, float *dk, float *dv, float *dq,
+                                       int64_t dqStride, int64_t i0, int64_t j0, int64_t t,
+                                       int64_t n, int64_t Dh, float scale, bool causal) {
   sgemm(CblasNoTrans, CblasTrans, t, n, Dh, 1.0f, dy, dyStride, v, kStride, 0.0f, ds, n);
   for (int64_t r = 0; r < t; ++r) {
     const float Dr = dot(dy + r * dyStride, o + r * oStride, Dh);
     const float *pr = p + r * n;
     float *dsr = ds + r * n;
-    const int64_t m = i0 + r + 1 - j0;
+    const int64_t m = causal ? i0 + r + 1 - j0 : n;
     int64_t j = 0;
     for (; j < m; ++j)
       dsr[j] = pr[j] * (dsr[j] - Dr);
@@ -427,20 +436,39 @@ attentionBackwardTile(const float *p, float *ds, const float *q, int64_t qStride
 // Elementwise, cross-entropy
 //===----------------------------------------------------------------------===//
 
-template <class T> FSDP_INLINE void geluForwardT(const T *x, T *y, int64_t n) {
+// GELU. tanh: HF NewGELUActivation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+// x^3))); else exact, torch's gelu: 0.5 x (1 + erf(x / sqrt 2)), whose
+// derivative is cdf(x) + x pdf(x), pdf(x) = exp(-x^2 / 2) / sqrt(2 pi).
+template <class T> FSDP_INLINE void geluForwardT(const T *x, T *y, int64_t n, bool tanh) {
+  if (tanh) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = load(x[i]);
+      store(y + i, 0.5f * v * (1.0f + tanhf1(kGeluC * (v + kGeluA * (v * v * v)))));
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float v = load(x[i]);
-    // HF NewGELUActivation: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-    store(y + i, 0.5f * v * (1.0f + tanhf1(kGeluC * (v + kGeluA * (v * v * v)))));
+    store(y + i, 0.5f * v * (1.0f + std::erf(v * kSqrtHalf)));
   }
 }
 
-template <class T> FSDP_INLINE void geluBackwardT(const T *dy, const T *x, T *dx, int64_t n) {
+template <class T>
+FSDP_INLINE void geluBackwardT(const T *dy, const T *x, T *dx, int64_t n, bool tanh) {
+  if (tanh) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = load(x[i]);
+      const float t = tanhf1(kGeluC * (v + kGeluA * (v * v * v)));
+      const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+      store(dx + i, load(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float v = load(x[i]);
-    const float t = tanhf1(kGeluC * (v + kGeluA * (v * v * v)));
-    const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    store(dx + i, load(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+    const float cdf = 0.5f * (1.0f + std::erf(v * kSqrtHalf));
+    const float pdf = std::exp(-0.5f * v * v) * kInvSqrt2Pi;
+    store(dx + i, load(dy[i]) * (cdf + v * pdf));
   }
 }
 

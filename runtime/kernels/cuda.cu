@@ -72,6 +72,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluC = 0.7978845608028654f;
 constexpr float kGeluA = 0.044715f;
+constexpr float kSqrtHalf = 0.7071067811865476f;   // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f; // 1 / sqrt(2 pi)
 
 inline unsigned gridFor(int64_t n, int64_t perBlock = kThreads) {
   int64_t g = (n + perBlock - 1) / perBlock;
@@ -394,7 +396,7 @@ __global__ void ropeOddTailKernel(const T *x, T *y, int64_t rows, int64_t H, int
 }
 
 //===----------------------------------------------------------------------===//
-// Causal attention: 32 x 32 tiles, 256 threads, Dh <= MaxDh.
+// Attention, causal or bidirectional: 32 x 32 tiles, 256 threads, Dh <= MaxDh.
 //===----------------------------------------------------------------------===//
 
 constexpr int kTile = 32;
@@ -430,14 +432,18 @@ __device__ inline void loadTile(const T *g, int64_t stride, int64_t row0, int64_
   }
 }
 
-// Whether query i sees key j: j <= i, and with a sliding window W > 0 also
-// j > i - W. The first key tile a query tile from i0 reads.
-__device__ inline bool attentionSees(int64_t i, int64_t j, int64_t window) {
-  return j <= i && (window <= 0 || j > i - window);
+// Whether query i sees key j (of S): causal, j <= i, and with a sliding
+// window W > 0 also j > i - W; bidirectional, every key j < S. The first key
+// tile a query tile from i0 reads, and the end of the key tiles it reads.
+__device__ inline bool attentionSees(int64_t i, int64_t j, int64_t S, bool causal, int64_t window) {
+  return causal ? j <= i && (window <= 0 || j > i - window) : j < S;
 }
-__device__ inline int64_t attentionFirstKeyTile(int64_t i0, int64_t window) {
-  const int64_t lo = window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+__device__ inline int64_t attentionFirstKeyTile(int64_t i0, bool causal, int64_t window) {
+  const int64_t lo = causal && window > 0 && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
   return lo / kTile * kTile;
+}
+__device__ inline int64_t attentionKeyTilesEnd(int64_t i0, int64_t S, bool causal) {
+  return causal && i0 + 1 < S ? i0 + 1 : S;
 }
 
 // Forward: grid (query tiles, B * H). With statsOnly, v/out are unused and
@@ -445,7 +451,7 @@ __device__ inline int64_t attentionFirstKeyTile(int64_t i0, int64_t window) {
 template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionForwardKernel(const T *q, const T *k, const T *v, T *out, float *lse, int64_t S,
-                           int64_t H, int64_t KV, int Dh, float scale, bool statsOnly,
+                           int64_t H, int64_t KV, int Dh, float scale, bool statsOnly, bool causal,
                            int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
@@ -468,7 +474,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int u = 0; u < kPer; ++u)
     acc[u] = 0.0f;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int64_t j0 = attentionFirstKeyTile(i0, window); j0 <= i0 && j0 < S; j0 += kTile) {
+  const int64_t jEnd = attentionKeyTilesEnd(i0, S, causal);
+  for (int64_t j0 = attentionFirstKeyTile(i0, causal, window); j0 < jEnd; j0 += kTile) {
     __syncthreads(); // previous tile's K/V/S reads done
     loadTile(kb, kStride, j0, S, Dh, ld, Ks);
     if (!statsOnly)
@@ -482,7 +489,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       float s = Ss[r * (kTile + 1) + lane];
       if (i >= S)
         s = 0.0f; // padding row: keep it finite, never written
-      else if (!attentionSees(i, j, window))
+      else if (!attentionSees(i, j, S, causal, window))
         s = -INFINITY;
       float tmax = s;
       for (int o = 16; o > 0; o >>= 1)
@@ -567,7 +574,8 @@ __global__ void attentionRowDotKernel(const T *dout, const T *out, float *Dv, in
 __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, const float *Ks,
                                           const float *Vs, float *Ps, float *dSs, const float *lseS,
                                           const float *DS, int64_t i0, int64_t j0, int64_t S,
-                                          int ld, int Dh, float scale, int64_t window) {
+                                          int ld, int Dh, float scale, bool causal,
+                                          int64_t window) {
   tileScores(Qs, Ks, ld, Dh, scale, Ps);
   tileScores(dOs, Vs, ld, Dh, 1.0f, dSs);
   __syncthreads();
@@ -576,7 +584,7 @@ __device__ inline void attentionTileGrads(const float *Qs, const float *dOs, con
     const int64_t i = i0 + r, j = j0 + c;
     const int o = r * (kTile + 1) + c;
     float p = 0.0f;
-    if (i < S && attentionSees(i, j, window))
+    if (i < S && attentionSees(i, j, S, causal, window))
       p = expf(Ps[o] - lseS[r]);
     Ps[o] = p;
     dSs[o] = p * (dSs[o] - DS[r]);
@@ -591,7 +599,7 @@ template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardKVKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                               const float *Dv, T *dk, T *dv, int64_t S, int64_t H, int64_t KV,
-                              int Dh, float scale, int64_t window) {
+                              int Dh, float scale, bool causal, int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Ks = smem, *Vs = Ks + kTile * ld, *Qs = Vs + kTile * ld, *dOs = Qs + kTile * ld;
@@ -612,10 +620,11 @@ __global__ void __launch_bounds__(kAttnThreads)
   for (int64_t hh = 0; hh < group; ++hh) {
     const int64_t h = kvh * group + hh, bh = b * H + h;
     const int64_t qOff = b * S * qStride + h * Dh;
-    // The query tiles that see a key of this tile: from the diagonal to,
-    // with a window, the last query that sees its last key.
-    const int64_t iEnd = window > 0 && j0 + kTile - 1 + window < S ? j0 + kTile - 1 + window : S;
-    for (int64_t i0 = j0; i0 < iEnd; i0 += kTile) {
+    // The query tiles that see a key of this tile: causal, from the diagonal
+    // to, with a window, the last query that sees its last key; else all.
+    const int64_t iEnd =
+        causal && window > 0 && j0 + kTile - 1 + window < S ? j0 + kTile - 1 + window : S;
+    for (int64_t i0 = causal ? j0 : 0; i0 < iEnd; i0 += kTile) {
       __syncthreads();
       loadTile(q + qOff, qStride, i0, S, Dh, ld, Qs);
       loadTile(dout + qOff, qStride, i0, S, Dh, ld, dOs);
@@ -625,7 +634,8 @@ __global__ void __launch_bounds__(kAttnThreads)
         DS[threadIdx.x] = i < S ? Dv[bh * S + i] : 0.0f;
       }
       __syncthreads();
-      attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, window);
+      attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, causal,
+                         window);
       // dV[j] += sum_i P[i][j] dO[i]; dK[j] += scale * sum_i dS[i][j] Q[i]
       for (int r = 0; r < kTile; ++r) {
         const float p = Ps[r * (kTile + 1) + orow], ds = dSs[r * (kTile + 1) + orow];
@@ -654,12 +664,13 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 }
 
-// dq: grid (query tiles, B * H); loops over key tiles up to the diagonal.
+// dq: grid (query tiles, B * H); loops over the key tiles the query tile
+// sees (causal: up to the diagonal).
 template <int MaxDh, class T>
 __global__ void __launch_bounds__(kAttnThreads)
     attentionBackwardQKernel(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                              const float *Dv, T *dq, int64_t S, int64_t H, int64_t KV, int Dh,
-                             float scale, int64_t window) {
+                             float scale, bool causal, int64_t window) {
   FSDP_DYNAMIC_SHARED(float, smem);
   const int ld = Dh + 1;
   float *Qs = smem, *dOs = Qs + kTile * ld, *Ks = dOs + kTile * ld, *Vs = Ks + kTile * ld;
@@ -682,12 +693,14 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
   for (int u = 0; u < kPer; ++u)
     acc[u] = 0.0f;
-  for (int64_t j0 = attentionFirstKeyTile(i0, window); j0 <= i0 && j0 < S; j0 += kTile) {
+  const int64_t jEnd = attentionKeyTilesEnd(i0, S, causal);
+  for (int64_t j0 = attentionFirstKeyTile(i0, causal, window); j0 < jEnd; j0 += kTile) {
     __syncthreads();
     loadTile(k + kvOff, kStride, j0, S, Dh, ld, Ks);
     loadTile(v + kvOff, kStride, j0, S, Dh, ld, Vs);
     __syncthreads();
-    attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, window);
+    attentionTileGrads(Qs, dOs, Ks, Vs, Ps, dSs, lseS, DS, i0, j0, S, ld, Dh, scale, causal,
+                       window);
     for (int c = 0; c < kTile; ++c) {
       const float ds = dSs[orow * (kTile + 1) + c];
 #pragma unroll
@@ -725,7 +738,7 @@ template <class K> void setSmem(K kernel, size_t bytes) {
 // with a comma would split FSDP_LAUNCH's arguments.)
 template <int MaxDh, class T>
 void attentionForwardLaunch(const T *q, const T *k, const T *v, T *out, float *lse, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly,
+                            int64_t S, int64_t H, int64_t KV, int Dh, bool statsOnly, bool causal,
                             int64_t window, cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 3, 1);
   const auto kernel = attentionForwardKernel<MaxDh, T>;
@@ -733,26 +746,26 @@ void attentionForwardLaunch(const T *q, const T *k, const T *v, T *out, float *l
   dim3 grid(unsigned((S + kTile - 1) / kTile), unsigned(B * H));
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   FSDP_LAUNCH(kernel, grid, kAttnThreads, smem, stream, q, k, v, out, lse, S, H, KV, Dh, scale,
-              statsOnly, window);
+              statsOnly, causal, window);
   FSDP_LAUNCH_CHECK();
 }
 
 template <int MaxDh, class T>
 void attentionBackwardLaunch(const T *dout, const T *q, const T *k, const T *v, const float *lse,
                              const float *Dv, T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H,
-                             int64_t KV, int Dh, int64_t window, cudaStream_t stream) {
+                             int64_t KV, int Dh, bool causal, int64_t window, cudaStream_t stream) {
   const size_t smem = attentionSmemBytes(Dh, 4, 2);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const unsigned tiles = unsigned((S + kTile - 1) / kTile);
   const auto kvKernel = attentionBackwardKVKernel<MaxDh, T>;
   setSmem(kvKernel, smem);
   FSDP_LAUNCH(kvKernel, dim3(tiles, unsigned(B * KV)), kAttnThreads, smem, stream, dout, q, k, v,
-              lse, Dv, dk, dv, S, H, KV, Dh, scale, window);
+              lse, Dv, dk, dv, S, H, KV, Dh, scale, causal, window);
   FSDP_LAUNCH_CHECK();
   const auto qKernel = attentionBackwardQKernel<MaxDh, T>;
   setSmem(qKernel, smem);
   FSDP_LAUNCH(qKernel, dim3(tiles, unsigned(B * H)), kAttnThreads, smem, stream, dout, q, k, v, lse,
-              Dv, dq, S, H, KV, Dh, scale, window);
+              Dv, dq, S, H, KV, Dh, scale, causal, window);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -760,19 +773,31 @@ void attentionBackwardLaunch(const T *dout, const T *q, const T *k, const T *v, 
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <class T> __global__ void geluForwardKernel(const T *x, T *y, int64_t n) {
+// GELU: tanh, HF gelu_new; else exact, 0.5 x (1 + erf(x / sqrt 2)), whose
+// derivative is cdf(x) + x exp(-x^2 / 2) / sqrt(2 pi).
+template <class T> __global__ void geluForwardKernel(const T *x, T *y, int64_t n, bool tanh) {
   FSDP_GRID_LOOP(i, n) {
     const float v = load(x[i]);
-    store(y[i], 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * (v * v * v)))));
+    if (tanh)
+      store(y[i], 0.5f * v * (1.0f + tanhf(kGeluC * (v + kGeluA * (v * v * v)))));
+    else
+      store(y[i], 0.5f * v * (1.0f + erff(v * kSqrtHalf)));
   }
 }
 
-template <class T> __global__ void geluBackwardKernel(const T *dy, const T *x, T *dx, int64_t n) {
+template <class T>
+__global__ void geluBackwardKernel(const T *dy, const T *x, T *dx, int64_t n, bool tanh) {
   FSDP_GRID_LOOP(i, n) {
     const float v = load(x[i]);
-    const float t = tanhf(kGeluC * (v + kGeluA * (v * v * v)));
-    const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    store(dx[i], load(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+    if (tanh) {
+      const float t = tanhf(kGeluC * (v + kGeluA * (v * v * v)));
+      const float du = kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+      store(dx[i], load(dy[i]) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du));
+    } else {
+      const float cdf = 0.5f * (1.0f + erff(v * kSqrtHalf));
+      const float pdf = expf(-0.5f * v * v) * kInvSqrt2Pi;
+      store(dx[i], load(dy[i]) * (cdf + v * pdf));
+    }
   }
 }
 
@@ -1199,7 +1224,7 @@ void concatT(const T *const *ins, T *y, int64_t parts, int64_t n, int64_t W, cud
       constexpr int kMaxDh = 256;                                                                  \
       CALL;                                                                                        \
     } else {                                                                                       \
-      throw Error("causal attention: head dim " + std::to_string(Dh) + " > 256");                  \
+      throw Error("attention: head dim " + std::to_string(Dh) + " > 256");                         \
     }                                                                                              \
   } while (0)
 
@@ -1212,32 +1237,32 @@ void checkAttentionGrid(int64_t B, int64_t H, const char *call) {
 }
 
 template <class T>
-void causalAttentionForwardT(const T *q, const T *k, const T *v, T *out, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                             cudaStream_t stream) {
+void attentionForwardT(const T *q, const T *k, const T *v, T *out, int64_t B, int64_t S, int64_t H,
+                       int64_t KV, int64_t Dh, bool causal, int64_t window, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
-  checkAttentionGrid(B, H, "causalAttentionForward");
+  checkAttentionGrid(B, H, "attentionForward");
   FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, out, nullptr, B, S, H, KV, int(Dh),
-                                                       false, window, stream)));
+                                                       false, causal, window, stream)));
 }
 
 template <class T>
-void causalAttentionBackwardT(const T *dout, const T *q, const T *k, const T *v, const T *out,
-                              T *dq, T *dk, T *dv, int64_t B, int64_t S, int64_t H, int64_t KV,
-                              int64_t Dh, int64_t window, float *scratch, cudaStream_t stream) {
+void attentionBackwardT(const T *dout, const T *q, const T *k, const T *v, const T *out, T *dq,
+                        T *dk, T *dv, int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh,
+                        bool causal, int64_t window, float *scratch, cudaStream_t stream) {
   if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0)
     return;
-  checkAttentionGrid(B, H, "causalAttentionBackward");
+  checkAttentionGrid(B, H, "attentionBackward");
   float *lse = scratch, *Dv = scratch + B * H * S;
-  FSDP_DH_DISPATCH(Dh, (attentionForwardLaunch<kMaxDh>(q, k, v, static_cast<T *>(nullptr), lse, B,
-                                                       S, H, KV, int(Dh), true, window, stream)));
+  FSDP_DH_DISPATCH(Dh,
+                   (attentionForwardLaunch<kMaxDh>(q, k, v, static_cast<T *>(nullptr), lse, B, S, H,
+                                                   KV, int(Dh), true, causal, window, stream)));
   const int64_t rows = B * H * S;
   FSDP_LAUNCH(attentionRowDotKernel<T>, gridFor(rows * 32), kThreads, 0, stream, dout, out, Dv, B,
               S, H, int(Dh));
   FSDP_LAUNCH_CHECK();
   FSDP_DH_DISPATCH(Dh, (attentionBackwardLaunch<kMaxDh>(dout, q, k, v, lse, Dv, dq, dk, dv, B, S, H,
-                                                        KV, int(Dh), window, stream)));
+                                                        KV, int(Dh), causal, window, stream)));
 }
 
 // One thread an element: the launch of every element-wise kernel.
@@ -1402,44 +1427,46 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
   concatT(ins, y, parts, n, W, stream);
 }
 
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            cudaStream_t stream) {
-  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, window, stream);
+void attentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                      int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      cudaStream_t stream) {
+  attentionForwardT(q, k, v, out, B, S, H, KV, Dh, causal, window, stream);
 }
-void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            cudaStream_t stream) {
-  causalAttentionForwardT(q, k, v, out, B, S, H, KV, Dh, window, stream);
-}
-
-void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                             const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                             float *scratch, cudaStream_t stream) {
-  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, window, scratch,
-                           stream);
-}
-void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
-                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch,
-                             cudaStream_t stream) {
-  causalAttentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, window, scratch,
-                           stream);
+void attentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B, int64_t S,
+                      int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      cudaStream_t stream) {
+  attentionForwardT(q, k, v, out, B, S, H, KV, Dh, causal, window, stream);
 }
 
-void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluForwardKernel<float>, n, stream, x, y, n);
+void attentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                       const float *out, float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch, cudaStream_t stream) {
+  attentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, causal, window, scratch,
+                     stream);
 }
-void geluForward(const bf16 *x, bf16 *y, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluForwardKernel<bf16>, n, stream, x, y, n);
+void attentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                       const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch, cudaStream_t stream) {
+  attentionBackwardT(dout, q, k, v, out, dq, dk, dv, B, S, H, KV, Dh, causal, window, scratch,
+                     stream);
 }
 
-void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluBackwardKernel<float>, n, stream, dy, x, dx, n);
+void geluForward(const float *x, float *y, int64_t n, bool tanh, cudaStream_t stream) {
+  launchElementwise(geluForwardKernel<float>, n, stream, x, y, n, tanh);
 }
-void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, cudaStream_t stream) {
-  launchElementwise(geluBackwardKernel<bf16>, n, stream, dy, x, dx, n);
+void geluForward(const bf16 *x, bf16 *y, int64_t n, bool tanh, cudaStream_t stream) {
+  launchElementwise(geluForwardKernel<bf16>, n, stream, x, y, n, tanh);
+}
+
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, bool tanh,
+                  cudaStream_t stream) {
+  launchElementwise(geluBackwardKernel<float>, n, stream, dy, x, dx, n, tanh);
+}
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, bool tanh,
+                  cudaStream_t stream) {
+  launchElementwise(geluBackwardKernel<bf16>, n, stream, dy, x, dx, n, tanh);
 }
 
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream) {

@@ -151,7 +151,7 @@ void concat(const float *const *ins, float *y, int64_t parts, int64_t n, int64_t
 void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W,
             cudaStream_t stream);
 
-// Fused causal attention (flash-attention style: 32x32 tiles in shared
+// Fused attention (flash-attention style: 32x32 tiles in shared
 // memory, online softmax, no S x S matrix). q, out [B, S, H*Dh]; k, v
 // [B, S, KV*Dh]; scale 1/sqrt(Dh); query head h reads kv head h / (H / KV).
 // Dh <= 256.
@@ -168,36 +168,40 @@ void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W
 // per-shape plan to build. cuDNN's kernel is faster (tensor-core MMAs on
 // bf16 P and V): a measured win on a GPU would be the reason to add it,
 // behind the same entry points, tested on the GPU against these.
-// window > 0 (Mistral's sliding window): query i sees keys i-window+1..i; the
-// key tiles wholly outside it are skipped.
-void causalAttentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            cudaStream_t stream);
-void causalAttentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B,
-                            int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                            cudaStream_t stream);
+// causal: query i sees keys 0..i, and with window > 0 (Mistral's sliding
+// window) keys i-window+1..i only; the key tiles wholly outside are skipped.
+// Not causal (BERT, ViT): every key (window must be 0).
+void attentionForward(const float *q, const float *k, const float *v, float *out, int64_t B,
+                      int64_t S, int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      cudaStream_t stream);
+void attentionForward(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int64_t B, int64_t S,
+                      int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                      cudaStream_t stream);
 // Recomputes the row log-sum-exps (one forward pass without v) and
 // D_i = dout_i · out_i into scratch, then dk/dv (one block per kv tile and kv
 // head, looping over its query heads: deterministic) and dq (one block per
 // query tile). dq, dk, dv overwritten.
-void causalAttentionBackward(const float *dout, const float *q, const float *k, const float *v,
-                             const float *out, float *dq, float *dk, float *dv, int64_t B,
-                             int64_t S, int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                             float *scratch, cudaStream_t stream);
-void causalAttentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
-                             const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
-                             int64_t H, int64_t KV, int64_t Dh, int64_t window, float *scratch,
-                             cudaStream_t stream);
-// Floats of scratch causalAttentionBackward uses (f32 and bf16): 2 * B * H * S.
-inline int64_t causalAttentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
+void attentionBackward(const float *dout, const float *q, const float *k, const float *v,
+                       const float *out, float *dq, float *dk, float *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch, cudaStream_t stream);
+void attentionBackward(const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,
+                       const bf16 *out, bf16 *dq, bf16 *dk, bf16 *dv, int64_t B, int64_t S,
+                       int64_t H, int64_t KV, int64_t Dh, bool causal, int64_t window,
+                       float *scratch, cudaStream_t stream);
+// Floats of scratch attentionBackward uses (f32 and bf16): 2 * B * H * S.
+inline int64_t attentionBackwardScratchFloats(int64_t B, int64_t S, int64_t H) {
   return 2 * B * H * S;
 }
 
-// GELU, tanh approximation (HF gelu_new), elementwise over n
-void geluForward(const float *x, float *y, int64_t n, cudaStream_t stream);
-void geluForward(const bf16 *x, bf16 *y, int64_t n, cudaStream_t stream);
-void geluBackward(const float *dy, const float *x, float *dx, int64_t n, cudaStream_t stream);
-void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, cudaStream_t stream);
+// GELU, elementwise over n: tanh, the tanh approximation (HF gelu_new); else
+// exact, 0.5 x (1 + erf(x / sqrt 2)) (HF gelu)
+void geluForward(const float *x, float *y, int64_t n, bool tanh, cudaStream_t stream);
+void geluForward(const bf16 *x, bf16 *y, int64_t n, bool tanh, cudaStream_t stream);
+void geluBackward(const float *dy, const float *x, float *dx, int64_t n, bool tanh,
+                  cudaStream_t stream);
+void geluBackward(const bf16 *dy, const bf16 *x, bf16 *dx, int64_t n, bool tanh,
+                  cudaStream_t stream);
 
 // y = silu(gate) * up, elementwise
 void siluMulForward(const float *gate, const float *up, float *y, int64_t n, cudaStream_t stream);

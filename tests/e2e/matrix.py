@@ -110,27 +110,32 @@ def bf16_gaps(ref, other):
             max(rel("loss", x, y) for x, y in zip(a, b)), len(a) == len(b), b)
 
 
-def check_bf16_compute(args, data, model, weights, cases):
+def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_flags=(),
+                       label=None):
     """Plans and runs `model` for each case (world, strategy, shard size,
     "bf16" or "f32" compute, fsdp-plan flags) against the f32- and
     f64-accumulating bf16 references; prints a line each. An f32-compute case
-    is the control that must fall outside. Returns (checks, failures)."""
+    is the control that must fall outside. Returns (checks, failures).
+    plan_input: what fsdp-plan reads instead of the model's config (a JSON
+    graph of a variant), ref_flags what reference.py then needs to match it,
+    label the name its files and lines go by (default: the model's)."""
     config = os.path.join(ROOT, "models", model, "config.json")
+    label = label or model
     refs = {}
     for acc in ("f32", "f64"):
-        refs[acc] = os.path.join(args.work, "%s.bf16c.ref-%s.jsonl" % (model, acc))
+        refs[acc] = os.path.join(args.work, "%s.bf16c.ref-%s.jsonl" % (label, acc))
         run([PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
              "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
              "--seq-len", str(SEQ), "--bf16-compute", "--dtype", acc, "--metrics",
-             refs[acc], "--quiet"])
+             refs[acc], "--quiet"] + list(ref_flags))
     l1, n1, ln, _, _ = bf16_gaps(refs["f32"], refs["f64"])
     print("%-11s %5s %-14s %14.3g %14s %10s %s" % (
-        model, "-", "bf16 ref f64", ln, "step 1: %.2g" % l1, "", "gap of two references"))
+        label, "-", "bf16 ref f64", ln, "step 1: %.2g" % l1, "", "gap of two references"))
     total = failures = 0
     for world, strategy, shard, compute, flags in cases:
-        tag = "%s.w%d.%s.c%s" % (model, world, strategy, compute)
+        tag = "%s.w%d.%s.c%s" % (label, world, strategy, compute)
         plan = os.path.join(args.work, tag + ".plan.json")
-        cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+        cmd = [os.path.join(args.bin, "fsdp-plan"), plan_input or config, "--world-size", str(world),
                "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
                "--strategy", strategy, "-o", plan] + flags
         if shard:
@@ -149,7 +154,7 @@ def check_bf16_compute(args, data, model, weights, cases):
         total += 1
         failures += not ok
         print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
-            model, world, strategy if compute == "bf16" else "f32 compute",
+            label, world, strategy if compute == "bf16" else "f32 compute",
             ln, "step 1: %.2g %.2g" % (l1, n1), "exact" if exact else "DIFFERENT",
             "ok" if ok else "FAILED" + ("" if compute == "bf16" else " (inside)")))
     return total, failures

@@ -100,10 +100,16 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+def gelu_exact(x):
+    """HF's gelu (BERT, ViT): 0.5 x (1 + erf(x / sqrt 2)), written out."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
 class GPT2Attention(nn.Module):
     def __init__(self, d, heads, dtype):
         super().__init__()
         self.d, self.heads, self.hd = d, heads, d // heads
+        self.causal = True  # False: bidirectional, every query sees every key (encoder_ops.py)
         self.c_attn = _Weight((d, 3 * d), (3 * d,), dtype)
         self.c_proj = _Weight((d, d), (d,), dtype)
 
@@ -113,8 +119,9 @@ class GPT2Attention(nn.Module):
         q, k, v = qkv.split(D, dim=2)
         q, k, v = (t.view(B, S, self.heads, self.hd).permute(0, 2, 1, 3) for t in (q, k, v))
         att = torch.matmul(q, k.transpose(-1, -2)) / (self.hd ** 0.5)
-        mask = torch.ones(S, S, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf"))
+        if self.causal:
+            mask = torch.ones(S, S, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf"))
         att = torch.softmax(att, dim=-1)
         y = R(torch.matmul(att, v)).permute(0, 2, 1, 3).reshape(B * S, D)
         return R(torch.addmm(R(self.c_proj.bias), y, R(self.c_proj.weight))).view(B, S, D)
@@ -123,12 +130,13 @@ class GPT2Attention(nn.Module):
 class GPT2MLP(nn.Module):
     def __init__(self, d, inner, dtype):
         super().__init__()
+        self.act = gelu_new  # gelu_exact in encoder_ops.py's variant
         self.c_fc = _Weight((d, inner), (inner,), dtype)
         self.c_proj = _Weight((inner, d), (d,), dtype)
 
     def forward(self, x):
         B, S, D = x.shape
-        h = R(gelu_new(R(torch.addmm(R(self.c_fc.bias), x.reshape(-1, D), R(self.c_fc.weight)))))
+        h = R(self.act(R(torch.addmm(R(self.c_fc.bias), x.reshape(-1, D), R(self.c_fc.weight)))))
         return R(torch.addmm(R(self.c_proj.bias), h, R(self.c_proj.weight))).view(B, S, D)
 
 

@@ -172,6 +172,11 @@ def main(argv=None):
     ap.add_argument("--eval-data")
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--eval-batches", type=int, default=1)
+    ap.add_argument("--bidirectional", action="store_true",
+                    help="gpt2 only: every query sees every key (the encoders' attention; "
+                         "tests/e2e/encoder_ops.py)")
+    ap.add_argument("--exact-gelu", action="store_true",
+                    help="gpt2 only: GELU 0.5 x (1 + erf(x / sqrt 2)) (HF gelu) for gelu_new")
     a = ap.parse_args(argv)
 
     G, S, A = a.global_batch, a.seq_len, a.grad_accum
@@ -196,6 +201,12 @@ def main(argv=None):
         model = models.build_model(cfg, dtype)
     except models.ConfigError as e:
         die(f"{a.config}: {e}")
+    if a.bidirectional or a.exact_gelu:
+        if not isinstance(model, models.GPT2LMHeadModel):
+            die("--bidirectional and --exact-gelu need a gpt2 config")
+        for blk in model.transformer.h:
+            blk.attn.causal = not a.bidirectional
+            blk.mlp.act = models.gelu_exact if a.exact_gelu else models.gelu_new
     if S > model.max_seq_len and isinstance(model, models.GPT2LMHeadModel):
         die(f"--seq-len {S} exceeds n_positions = {model.max_seq_len}")
     tensors, mapping = load_weights(model, a.weights)

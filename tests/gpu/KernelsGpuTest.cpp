@@ -300,34 +300,39 @@ TEST(KernelsGpu, SplitConcat) {
   EXPECT_EQ(dY.get(), x);
 }
 
-TEST(KernelsGpu, CausalAttention) {
+TEST(KernelsGpu, Attention) {
   REQUIRE_GPU();
   struct Case {
     int64_t B, S, H, KV, Dh, window; // window: Mistral's sliding window (0: full causal)
-  } cases[] = {{1, 1, 1, 1, 16, 0},    {2, 37, 4, 2, 64, 0},   {1, 100, 2, 2, 80, 0},
-               {1, 130, 4, 1, 128, 0}, {1, 65, 2, 2, 256, 0},  {2, 64, 3, 3, 32, 0},
-               {2, 37, 4, 2, 64, 5},   {1, 130, 2, 1, 32, 40}, {1, 70, 2, 2, 16, 1}};
+    bool causal = true;              // false: bidirectional (BERT, ViT)
+  } cases[] = {
+      {1, 1, 1, 1, 16, 0},        {2, 37, 4, 2, 64, 0},        {1, 100, 2, 2, 80, 0},
+      {1, 130, 4, 1, 128, 0},     {1, 65, 2, 2, 256, 0},       {2, 64, 3, 3, 32, 0},
+      {2, 37, 4, 2, 64, 5},       {1, 130, 2, 1, 32, 40},      {1, 70, 2, 2, 16, 1},
+      {1, 1, 1, 1, 16, 0, false}, {2, 37, 4, 2, 64, 0, false}, {1, 100, 2, 1, 80, 0, false},
+      {2, 64, 3, 3, 32, 0, false}};
   for (const Case &c : cases) {
     const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
     auto q = randn(nq, 60), k = randn(nk, 61), v = randn(nk, 62), dout = randn(nq, 63);
     std::vector<float> out(nq), dq(nq), dk(nk), dv(nk);
-    std::vector<float> scratch(cpu::causalAttentionScratchFloats(c.S, true));
-    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
-                                c.window, scratch.data());
-    cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
-                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.window,
-                                 scratch.data());
+    std::vector<float> scratch(cpu::attentionScratchFloats(c.S, true));
+    cpu::attentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
+                          c.causal, c.window, scratch.data());
+    cpu::attentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
+                           dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.causal, c.window,
+                           scratch.data());
     Dev<float> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk),
-        dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
-    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.window,
-                                nullptr);
-    expectClose(dO.get(), out, kMat, "attention forward");
+        dS(gpu::attentionBackwardScratchFloats(c.B, c.S, c.H));
+    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh) +
+                            " window=" + std::to_string(c.window) +
+                            (c.causal ? " causal" : " bidirectional");
+    gpu::attentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.causal, c.window,
+                          nullptr);
+    expectClose(dO.get(), out, kMat, ("attention forward" + tag).c_str());
     // The backward reads the CPU's forward output (same D_i on both sides).
     Dev<float> dOutRef(out);
-    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
-                                 c.H, c.KV, c.Dh, c.window, dS.p, nullptr);
-    const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh) +
-                            " window=" + std::to_string(c.window);
+    gpu::attentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S, c.H,
+                           c.KV, c.Dh, c.causal, c.window, dS.p, nullptr);
     // dq and dk are sums of dS = P (dout·v - D) times k or q; with one key
     // (S = 1) dS is exactly zero and both sides are noise of order
     // eps |dout| |v| |k|. The floor is kMat times that scale.
@@ -340,23 +345,25 @@ TEST(KernelsGpu, CausalAttention) {
 
 // grid.y holds B * H blocks: past CUDA's 65535 the call is refused before
 // any launch (no memory is touched).
-TEST(KernelsGpu, CausalAttentionGridLimit) {
+TEST(KernelsGpu, AttentionGridLimit) {
   REQUIRE_GPU();
   const int64_t B = 2, S = 1, H = 32768, KV = 1, Dh = 16;
   float *none = nullptr;
   cpu::bf16 *noneBf16 = nullptr;
-  EXPECT_THROW(gpu::causalAttentionForward(none, none, none, none, B, S, H, KV, Dh, 0, nullptr),
-               gpu::Error);
-  EXPECT_THROW(gpu::causalAttentionBackward(none, none, none, none, none, none, none, none, B, S, H,
-                                            KV, Dh, 0, nullptr, nullptr),
-               gpu::Error);
-  EXPECT_THROW(gpu::causalAttentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh,
-                                           0, nullptr),
-               gpu::Error);
-  EXPECT_THROW(gpu::causalAttentionBackward(noneBf16, noneBf16, noneBf16, noneBf16, noneBf16,
-                                            noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh, 0,
-                                            nullptr, nullptr),
-               gpu::Error);
+  for (bool causal : {true, false}) {
+    EXPECT_THROW(gpu::attentionForward(none, none, none, none, B, S, H, KV, Dh, causal, 0, nullptr),
+                 gpu::Error);
+    EXPECT_THROW(gpu::attentionBackward(none, none, none, none, none, none, none, none, B, S, H, KV,
+                                        Dh, causal, 0, nullptr, nullptr),
+                 gpu::Error);
+    EXPECT_THROW(gpu::attentionForward(noneBf16, noneBf16, noneBf16, noneBf16, B, S, H, KV, Dh,
+                                       causal, 0, nullptr),
+                 gpu::Error);
+    EXPECT_THROW(gpu::attentionBackward(noneBf16, noneBf16, noneBf16, noneBf16, noneBf16, noneBf16,
+                                        noneBf16, noneBf16, B, S, H, KV, Dh, causal, 0, nullptr,
+                                        nullptr),
+                 gpu::Error);
+  }
 }
 
 TEST(KernelsGpu, Elementwise) {
@@ -366,12 +373,15 @@ TEST(KernelsGpu, Elementwise) {
   std::vector<float> y(n), dx(n), dg(n), du(n);
   Dev<float> dA(a), dB(b), dDY(dy), dY(n), dDX(n), dDG(n), dDU(n);
 
-  cpu::geluForward(a.data(), y.data(), n);
-  gpu::geluForward(dA.p, dY.p, n, nullptr);
-  expectClose(dY.get(), y, kElem, "geluForward");
-  cpu::geluBackward(dy.data(), a.data(), dx.data(), n);
-  gpu::geluBackward(dDY.p, dA.p, dDX.p, n, nullptr);
-  expectClose(dDX.get(), dx, kElem, "geluBackward");
+  for (bool tanh : {true, false}) { // HF gelu_new, HF gelu (exact)
+    const std::string tag = tanh ? " tanh" : " exact";
+    cpu::geluForward(a.data(), y.data(), n, tanh);
+    gpu::geluForward(dA.p, dY.p, n, tanh, nullptr);
+    expectClose(dY.get(), y, kElem, ("geluForward" + tag).c_str());
+    cpu::geluBackward(dy.data(), a.data(), dx.data(), n, tanh);
+    gpu::geluBackward(dDY.p, dA.p, dDX.p, n, tanh, nullptr);
+    expectClose(dDX.get(), dx, kElem, ("geluBackward" + tag).c_str());
+  }
 
   cpu::siluMulForward(a.data(), b.data(), y.data(), n);
   gpu::siluMulForward(dA.p, dB.p, dY.p, n, nullptr);
@@ -713,34 +723,37 @@ TEST(KernelsGpuBf16, SplitConcat) {
   EXPECT_EQ(bits(dY.get()), bits(x));
 }
 
-TEST(KernelsGpuBf16, CausalAttention) {
+TEST(KernelsGpuBf16, Attention) {
   REQUIRE_GPU();
   struct Case {
     int64_t B, S, H, KV, Dh, window; // window: Mistral's sliding window (0: full causal)
-  } cases[] = {{1, 1, 1, 1, 16, 0},    {2, 37, 4, 2, 64, 0},   {1, 100, 2, 2, 80, 0},
-               {1, 130, 4, 1, 128, 0}, {1, 65, 2, 2, 256, 0},  {2, 64, 3, 3, 32, 0},
-               {2, 37, 4, 2, 64, 5},   {1, 130, 2, 1, 32, 40}, {1, 70, 2, 2, 16, 1}};
+    bool causal = true;              // false: bidirectional (BERT, ViT)
+  } cases[] = {{1, 1, 1, 1, 16, 0},         {2, 37, 4, 2, 64, 0},        {1, 100, 2, 2, 80, 0},
+               {1, 130, 4, 1, 128, 0},      {1, 65, 2, 2, 256, 0},       {2, 64, 3, 3, 32, 0},
+               {2, 37, 4, 2, 64, 5},        {1, 130, 2, 1, 32, 40},      {1, 70, 2, 2, 16, 1},
+               {2, 37, 4, 2, 64, 0, false}, {1, 100, 2, 1, 80, 0, false}};
   for (const Case &c : cases) {
     const int64_t nq = c.B * c.S * c.H * c.Dh, nk = c.B * c.S * c.KV * c.Dh;
     auto q = randnBf16(nq, 60), k = randnBf16(nk, 61), v = randnBf16(nk, 62),
          dout = randnBf16(nq, 63);
     std::vector<bf16> out(nq), dq(nq), dk(nk), dv(nk);
-    std::vector<float> s(cpu::causalAttentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, true));
-    cpu::causalAttentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
-                                c.window, s.data());
-    cpu::causalAttentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
-                                 dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.window,
-                                 s.data());
+    std::vector<float> s(cpu::attentionBf16ScratchFloats(c.S, c.H, c.KV, c.Dh, true));
+    cpu::attentionForward(q.data(), k.data(), v.data(), out.data(), c.B, c.S, c.H, c.KV, c.Dh,
+                          c.causal, c.window, s.data());
+    cpu::attentionBackward(dout.data(), q.data(), k.data(), v.data(), out.data(), dq.data(),
+                           dk.data(), dv.data(), c.B, c.S, c.H, c.KV, c.Dh, c.causal, c.window,
+                           s.data());
     Dev<bf16> dQ(q), dK(k), dV(v), dO(nq), dDO(dout), dDQ(nq), dDK(nk), dDV(nk), dOutRef(out);
-    Dev<float> dS(gpu::causalAttentionBackwardScratchFloats(c.B, c.S, c.H));
-    gpu::causalAttentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.window,
-                                nullptr);
+    Dev<float> dS(gpu::attentionBackwardScratchFloats(c.B, c.S, c.H));
+    gpu::attentionForward(dQ.p, dK.p, dV.p, dO.p, c.B, c.S, c.H, c.KV, c.Dh, c.causal, c.window,
+                          nullptr);
     const std::string tag = " S=" + std::to_string(c.S) + " Dh=" + std::to_string(c.Dh) +
-                            " window=" + std::to_string(c.window);
+                            " window=" + std::to_string(c.window) +
+                            (c.causal ? " causal" : " bidirectional");
     expectCloseBf16(dO.get(), out, kMat, ("attention bf16 forward" + tag).c_str());
     // The backward reads the CPU's forward output (same D_i on both sides).
-    gpu::causalAttentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S,
-                                 c.H, c.KV, c.Dh, c.window, dS.p, nullptr);
+    gpu::attentionBackward(dDO.p, dQ.p, dK.p, dV.p, dOutRef.p, dDQ.p, dDK.p, dDV.p, c.B, c.S, c.H,
+                           c.KV, c.Dh, c.causal, c.window, dS.p, nullptr);
     // The f32 test's floor for dq and dk where they are exactly zero (S = 1).
     const std::vector<float> qf = toF32(q), kf = toF32(k), vf = toF32(v), df = toF32(dout);
     const double floor = kMat * meanAbs(df) * meanAbs(vf) * std::max(meanAbs(qf), meanAbs(kf));
@@ -757,12 +770,15 @@ TEST(KernelsGpuBf16, Elementwise) {
   std::vector<bf16> y(n), dx(n), dg(n), du(n);
   Dev<bf16> dA(a), dB(b), dDY(dy), dY(n), dDX(n), dDG(n), dDU(n);
 
-  cpu::geluForward(a.data(), y.data(), n);
-  gpu::geluForward(dA.p, dY.p, n, nullptr);
-  expectCloseBf16(dY.get(), y, kElem, "geluForward bf16");
-  cpu::geluBackward(dy.data(), a.data(), dx.data(), n);
-  gpu::geluBackward(dDY.p, dA.p, dDX.p, n, nullptr);
-  expectCloseBf16(dDX.get(), dx, kElem, "geluBackward bf16");
+  for (bool tanh : {true, false}) { // HF gelu_new, HF gelu (exact)
+    const std::string tag = tanh ? " tanh" : " exact";
+    cpu::geluForward(a.data(), y.data(), n, tanh);
+    gpu::geluForward(dA.p, dY.p, n, tanh, nullptr);
+    expectCloseBf16(dY.get(), y, kElem, ("geluForward bf16" + tag).c_str());
+    cpu::geluBackward(dy.data(), a.data(), dx.data(), n, tanh);
+    gpu::geluBackward(dDY.p, dA.p, dDX.p, n, tanh, nullptr);
+    expectCloseBf16(dDX.get(), dx, kElem, ("geluBackward bf16" + tag).c_str());
+  }
 
   cpu::siluMulForward(a.data(), b.data(), y.data(), n);
   gpu::siluMulForward(dA.p, dB.p, dY.p, n, nullptr);

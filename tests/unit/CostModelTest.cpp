@@ -186,6 +186,62 @@ TEST(CostModel, LongSequencesArePricedQuickly) {
   EXPECT_LT(full / quarter, 16.1);
 }
 
+// Bidirectional attention (nn.attention) attends all S x S query-key pairs,
+// causal attention S (S + 1) / 2: the same model with its attention made
+// bidirectional prices each attention op (forward and backward) about twice
+// as long (the kernels' 64-row query tiles: 16 x 1024 keys against
+// 64 x (1 + ... + 16) at S = 1024, 1.88x), and nothing else differently.
+TEST(CostModel, BidirectionalAttentionAttendsEveryPair) {
+  auto attentionSeconds = [](bool bidirectional, double &other) {
+    mlir::MLIRContext ctx;
+    ctx.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+    ImportError error;
+    ImportOptions io;
+    io.noDropout = true;
+    auto module = loadModel(path("models/gpt2/config.json"), &ctx, io, error);
+    EXPECT_TRUE(module) << error.str();
+    int swapped = 0;
+    if (bidirectional)
+      module->walk([&](nn::CausalAttentionOp a) {
+        mlir::OpBuilder b(a);
+        auto n = b.create<nn::AttentionOp>(a.getLoc(), a.getResult().getType(), a.getQuery(),
+                                           a.getKey(), a.getValue(), a.getNumHeadsAttr(),
+                                           a.getNumKvHeadsAttr(), a.getModuleAttr());
+        a.replaceAllUsesWith(n.getResult());
+        a.erase();
+        ++swapped;
+      });
+    EXPECT_EQ(swapped, bidirectional ? 12 : 0);
+    PlanOptions o;
+    o.worldSize = 1;
+    o.microBatch = 1;
+    o.seqLen = 1024;
+    EXPECT_TRUE(mlir::succeeded(runPlanPipeline(*module, o)));
+    Cluster c;
+    EXPECT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+    Prediction pr = predict(*module, c, 1);
+    double attention = 0;
+    other = 0;
+    int ops = 0;
+    for (const TraceEvent &e : pr.events) {
+      if (e.stream != 0)
+        continue;
+      bool isAttention = e.name == (bidirectional ? "attention" : "causal_attention") ||
+                         e.name == (bidirectional ? "attention_grad" : "causal_attention_grad");
+      EXPECT_EQ(e.name.find(bidirectional ? "causal" : "nn.attention"), std::string::npos);
+      (isAttention ? attention : other) += e.duration;
+      ops += isAttention;
+    }
+    EXPECT_EQ(ops, 24); // twelve blocks, forward and backward
+    return attention;
+  };
+  double causalOther = 0, bidirOther = 0;
+  double causal = attentionSeconds(false, causalOther), bidir = attentionSeconds(true, bidirOther);
+  EXPECT_GT(bidir / causal, 1.8);
+  EXPECT_LT(bidir / causal, 2.05);
+  EXPECT_NEAR(bidirOther, causalOther, 1e-9 * causalOther);
+}
+
 // bf16 gathers, one sequence a rank.
 PlanOptions bf16Options(int64_t world, int64_t seqLen) {
   PlanOptions o;

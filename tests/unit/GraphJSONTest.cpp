@@ -252,7 +252,7 @@ TEST(GraphJSONErrors, UnknownOp) {
   auto r = import(graphWith(17, lineWith(17, "\"embedding\"", "\"embed\"")), ctx);
   EXPECT_GRAPH_ERROR(r, 17u, 12u, "unknown op 'embed'",
                      "known: position_ids, embedding, linear, layer_norm, rms_norm, rope, "
-                     "split, causal_attention, gelu, silu_mul, add, cross_entropy");
+                     "split, causal_attention, attention, gelu, silu_mul, add, cross_entropy");
 }
 
 TEST(GraphJSONErrors, UnknownKey) {

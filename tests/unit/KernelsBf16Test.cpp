@@ -356,33 +356,34 @@ TEST(KernelsBf16, SplitConcatAdd) {
 }
 
 //===----------------------------------------------------------------------===//
-// Causal attention
+// Attention, causal and bidirectional
 //===----------------------------------------------------------------------===//
 
 namespace {
 void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed, bool fd,
-                    int64_t window = 0) {
-  SCOPED_TRACE(::testing::Message() << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV
-                                    << " Dh=" << Dh << " window=" << window);
+                    int64_t window = 0, bool causal = true) {
+  SCOPED_TRACE(::testing::Message()
+               << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV << " Dh=" << Dh
+               << " window=" << window << " causal=" << causal);
   std::mt19937 rng(seed);
   const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
   Tensor q = randomT(nq, rng, -2, 2), k = randomT(nk, rng, -2, 2), v = randomT(nk, rng),
          dy = randomT(nq, rng);
-  VecF scratch(causalAttentionBf16ScratchFloats(S, H, KV, Dh, true));
-  VecF f32Scratch(causalAttentionScratchFloats(S, true));
+  VecF scratch(attentionBf16ScratchFloats(S, H, KV, Dh, true));
+  VecF f32Scratch(attentionScratchFloats(S, true));
   VecB out(nq), dq(nq), dk(nk), dv(nk);
   VecF outf(nq), dqf(nq), dkf(nk), dvf(nk);
-  causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh, window,
-                         scratch.data());
-  causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), outf.data(), B, S, H, KV, Dh, window,
-                         f32Scratch.data());
+  attentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh, causal, window,
+                   scratch.data());
+  attentionForward(q.f.data(), k.f.data(), v.f.data(), outf.data(), B, S, H, KV, Dh, causal, window,
+                   f32Scratch.data());
   EXPECT_TRUE(closeBf16("attention out", out, outf));
   // The f32 backward on the stored (bf16) output, as the bf16 one sees it.
   const VecF outUp = up(out);
-  causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(), dq.data(),
-                          dk.data(), dv.data(), B, S, H, KV, Dh, window, scratch.data());
-  causalAttentionBackward(dy.f.data(), q.f.data(), k.f.data(), v.f.data(), outUp.data(), dqf.data(),
-                          dkf.data(), dvf.data(), B, S, H, KV, Dh, window, f32Scratch.data());
+  attentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(), dq.data(),
+                    dk.data(), dv.data(), B, S, H, KV, Dh, causal, window, scratch.data());
+  attentionBackward(dy.f.data(), q.f.data(), k.f.data(), v.f.data(), outUp.data(), dqf.data(),
+                    dkf.data(), dvf.data(), B, S, H, KV, Dh, causal, window, f32Scratch.data());
   EXPECT_TRUE(closeBf16("attention dq", dq, dqf));
   EXPECT_TRUE(closeBf16("attention dk", dk, dkf));
   EXPECT_TRUE(closeBf16("attention dv", dv, dvf));
@@ -390,8 +391,8 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
     return;
   auto fwd = [&] {
     VecF r(nq);
-    causalAttentionForward(q.f.data(), k.f.data(), v.f.data(), r.data(), B, S, H, KV, Dh, window,
-                           f32Scratch.data());
+    attentionForward(q.f.data(), k.f.data(), v.f.data(), r.data(), B, S, H, KV, Dh, causal, window,
+                     f32Scratch.data());
     return r;
   };
   EXPECT_TRUE(closeFd("attention dq", dq, numGrad(q.f, dy.f, fwd)));
@@ -407,6 +408,13 @@ TEST(KernelsBf16, Attention) {
   // Three query tiles, the last partial; two query heads into one kv head's
   // f32 dk, dv sums; a realistic head dim.
   checkAttention(2, 130, 4, 2, 64, 123, false);
+}
+
+TEST(KernelsBf16, BidirectionalAttention) {               // BERT, ViT
+  checkAttention(2, 5, 4, 2, 8, 127, true, 0, false);     // GQA
+  checkAttention(1, 6, 3, 3, 5, 128, true, 0, false);     // MHA, odd Dh
+  checkAttention(1, 6, 4, 1, 24, 129, true, 0, false);    // MQA
+  checkAttention(2, 130, 4, 2, 64, 131, false, 0, false); // three query tiles, all keys each
 }
 
 TEST(KernelsBf16, AttentionWindow) { // Mistral's sliding window
@@ -425,18 +433,21 @@ TEST(KernelsBf16, GeluSiluMul) {
   Tensor x = randomT(n, rng, -6, 6), u = randomT(n, rng, -2, 2), dy = randomT(n, rng);
   VecB y(n), dx(n), dg(n), du(n);
   VecF yf(n), dxf(n), dgf(n), duf(n);
-  geluForward(x.b.data(), y.data(), n);
-  geluForward(x.f.data(), yf.data(), n);
-  EXPECT_TRUE(closeBf16("gelu y", y, yf));
-  geluBackward(dy.b.data(), x.b.data(), dx.data(), n);
-  geluBackward(dy.f.data(), x.f.data(), dxf.data(), n);
-  EXPECT_TRUE(closeBf16("gelu dx", dx, dxf));
-  auto gelu = [&] {
-    VecF r(n);
-    geluForward(x.f.data(), r.data(), n);
-    return r;
-  };
-  EXPECT_TRUE(closeFd("gelu dx", dx, numGrad(x.f, dy.f, gelu)));
+  for (bool tanh : {true, false}) { // HF gelu_new, HF gelu (exact)
+    SCOPED_TRACE(tanh ? "approximate=tanh" : "approximate=none");
+    geluForward(x.b.data(), y.data(), n, tanh);
+    geluForward(x.f.data(), yf.data(), n, tanh);
+    EXPECT_TRUE(closeBf16("gelu y", y, yf));
+    geluBackward(dy.b.data(), x.b.data(), dx.data(), n, tanh);
+    geluBackward(dy.f.data(), x.f.data(), dxf.data(), n, tanh);
+    EXPECT_TRUE(closeBf16("gelu dx", dx, dxf));
+    auto gelu = [&] {
+      VecF r(n);
+      geluForward(x.f.data(), r.data(), n, tanh);
+      return r;
+    };
+    EXPECT_TRUE(closeFd("gelu dx", dx, numGrad(x.f, dy.f, gelu)));
+  }
 
   siluMulForward(x.b.data(), u.b.data(), y.data(), n);
   siluMulForward(x.f.data(), u.f.data(), yf.data(), n);
@@ -584,16 +595,25 @@ TEST(KernelsBf16, ScratchBounds) {
     Tensor q = randomT(B * S * H * Dh, rng), k = randomT(B * S * KV * Dh, rng),
            v = randomT(B * S * KV * Dh, rng), dy = randomT(B * S * H * Dh, rng);
     VecB out(q.b.size()), dq(q.b.size()), dk(k.b.size()), dv(k.b.size());
-    expectWithin("attention forward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, false), true,
+    expectWithin("attention forward", attentionBf16ScratchFloats(S, H, KV, Dh, false), true,
                  [&](float *s) {
-                   causalAttentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H,
-                                          KV, Dh, 0, s);
+                   attentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh,
+                                    true, 0, s);
                  });
-    expectWithin("attention backward", causalAttentionBf16ScratchFloats(S, H, KV, Dh, true), true,
+    expectWithin("attention backward", attentionBf16ScratchFloats(S, H, KV, Dh, true), true,
                  [&](float *s) {
-                   causalAttentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(),
-                                           out.data(), dq.data(), dk.data(), dv.data(), B, S, H, KV,
-                                           Dh, 0, s);
+                   attentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(),
+                                     dq.data(), dk.data(), dv.data(), B, S, H, KV, Dh, true, 0, s);
+                 });
+    expectWithin("bidirectional attention forward", attentionBf16ScratchFloats(S, H, KV, Dh, false),
+                 true, [&](float *s) {
+                   attentionForward(q.b.data(), k.b.data(), v.b.data(), out.data(), B, S, H, KV, Dh,
+                                    false, 0, s);
+                 });
+    expectWithin("bidirectional attention backward", attentionBf16ScratchFloats(S, H, KV, Dh, true),
+                 true, [&](float *s) {
+                   attentionBackward(dy.b.data(), q.b.data(), k.b.data(), v.b.data(), out.data(),
+                                     dq.data(), dk.data(), dv.data(), B, S, H, KV, Dh, false, 0, s);
                  });
   }
   EXPECT_EQ(biasBackwardBf16ScratchFloats(10, 300), 0); // sums on the stack

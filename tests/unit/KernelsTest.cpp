@@ -213,8 +213,10 @@ VecD refRope(const VecD &x, int64_t B, int64_t S, int64_t H, int64_t Dh, double 
 }
 
 // window > 0: query i sees keys i-window+1..i (Mistral); 0: keys 0..i.
+// Causal: query i sees keys lo..i (lo = i - window + 1 with a window);
+// bidirectional: every key 0..S-1.
 VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_t S, int64_t H,
-                  int64_t KV, int64_t Dh, int64_t window = 0) {
+                  int64_t KV, int64_t Dh, int64_t window = 0, bool causal = true) {
   VecD out(B * S * H * Dh, 0.0);
   VecD p(S);
   for (int64_t b = 0; b < B; ++b)
@@ -223,8 +225,9 @@ VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_
       for (int64_t i = 0; i < S; ++i) {
         const double *qi = &q[((b * S + i) * H + h) * Dh];
         double mx = -INFINITY;
-        const int64_t lo = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
-        for (int64_t j = lo; j <= i; ++j) {
+        const int64_t lo = causal && window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+        const int64_t hi = causal ? i : S - 1;
+        for (int64_t j = lo; j <= hi; ++j) {
           const double *kj = &k[((b * S + j) * KV + kvh) * Dh];
           double s = 0;
           for (int64_t d = 0; d < Dh; ++d)
@@ -233,10 +236,10 @@ VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_
           mx = std::max(mx, p[j]);
         }
         double sum = 0;
-        for (int64_t j = lo; j <= i; ++j)
+        for (int64_t j = lo; j <= hi; ++j)
           sum += (p[j] = std::exp(p[j] - mx));
         double *oi = &out[((b * S + i) * H + h) * Dh];
-        for (int64_t j = lo; j <= i; ++j) {
+        for (int64_t j = lo; j <= hi; ++j) {
           const double *vj = &v[((b * S + j) * KV + kvh) * Dh];
           for (int64_t d = 0; d < Dh; ++d)
             oi[d] += p[j] / sum * vj[d];
@@ -246,7 +249,10 @@ VecD refAttention(const VecD &q, const VecD &k, const VecD &v, int64_t B, int64_
   return out;
 }
 
-double refGelu(double x) {
+// tanh: HF gelu_new; else exact (HF gelu), in double.
+double refGelu(double x, bool tanh) {
+  if (!tanh)
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
 }
 
@@ -531,15 +537,16 @@ TEST(Kernels, Add) {
 }
 
 //===----------------------------------------------------------------------===//
-// Causal attention
+// Attention, causal and bidirectional
 //===----------------------------------------------------------------------===//
 
 namespace {
 void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, unsigned seed,
-                    float qkRange = 2.0f, double tol = kTol, int64_t window = 0) {
+                    float qkRange = 2.0f, double tol = kTol, int64_t window = 0,
+                    bool causal = true) {
   SCOPED_TRACE(::testing::Message()
                << "B=" << B << " S=" << S << " H=" << H << " KV=" << KV << " Dh=" << Dh
-               << " q, k in +-" << qkRange << " window=" << window);
+               << " q, k in +-" << qkRange << " window=" << window << " causal=" << causal);
   std::mt19937 rng(seed);
   const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
   VecF q = randomF(nq, rng, -qkRange, qkRange), k = randomF(nk, rng, -qkRange, qkRange),
@@ -548,26 +555,27 @@ void checkAttention(int64_t B, int64_t S, int64_t H, int64_t KV, int64_t Dh, uns
 
   // Scratch exactly as documented, followed by canaries that must survive.
   const int64_t T = std::min<int64_t>(S, 64);
-  const int64_t fwdScratch = causalAttentionScratchFloats(S, false),
-                bwdScratch = causalAttentionScratchFloats(S, true);
+  const int64_t fwdScratch = attentionScratchFloats(S, false),
+                bwdScratch = attentionScratchFloats(S, true);
   ASSERT_EQ(fwdScratch, T * S);
   ASSERT_EQ(bwdScratch, 2 * T * S);
   const float canary = -7.25f;
   VecF scratch(bwdScratch + 16, canary);
   VecF out(nq);
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, window,
-                         scratch.data());
+  attentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, causal, window,
+                   scratch.data());
   for (int64_t i = fwdScratch; i < int64_t(scratch.size()); ++i)
     ASSERT_EQ(scratch[i], canary) << "forward wrote past its T*S floats of scratch";
-  EXPECT_TRUE(close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh, window), tol));
+  EXPECT_TRUE(
+      close("attention out", out, refAttention(qd, kd, vd, B, S, H, KV, Dh, window, causal), tol));
 
   std::fill(scratch.begin(), scratch.end(), canary);
   VecF dq(nq, 99.0f), dk(nk, 99.0f), dv(nk, 99.0f);
-  causalAttentionBackward(dy.data(), q.data(), k.data(), v.data(), out.data(), dq.data(), dk.data(),
-                          dv.data(), B, S, H, KV, Dh, window, scratch.data());
+  attentionBackward(dy.data(), q.data(), k.data(), v.data(), out.data(), dq.data(), dk.data(),
+                    dv.data(), B, S, H, KV, Dh, causal, window, scratch.data());
   for (int64_t i = bwdScratch; i < int64_t(scratch.size()); ++i)
     ASSERT_EQ(scratch[i], canary) << "backward wrote past its 2*T*S floats of scratch";
-  auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh, window)); };
+  auto loss = [&] { return dotD(dyd, refAttention(qd, kd, vd, B, S, H, KV, Dh, window, causal)); };
   EXPECT_TRUE(close("attention dq", dq, numGrad(qd, loss), tol));
   EXPECT_TRUE(close("attention dk", dk, numGrad(kd, loss), tol));
   EXPECT_TRUE(close("attention dv", dv, numGrad(vd, loss), tol));
@@ -604,15 +612,59 @@ TEST(Kernels, AttentionWindowSeveralTiles) {
   checkAttention(1, 130, 2, 1, 8, 43, 2.0f, kTol, 50);
 }
 
+// Bidirectional (BERT, ViT): every query sees every key, the same kernels.
+TEST(Kernels, BidirectionalAttentionGQA) {
+  checkAttention(2, 5, 4, 2, 8, 50, 2.0f, kTol, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionMHA) { // odd Dh: vector tails
+  checkAttention(2, 5, 3, 3, 5, 51, 2.0f, kTol, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionMQA) {
+  checkAttention(1, 6, 4, 1, 24, 52, 2.0f, kTol, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionLargeScores) {
+  checkAttention(1, 5, 2, 1, 8, 53, 6.0f, 1e-5, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionSingleToken) {
+  checkAttention(2, 1, 4, 2, 8, 54, 2.0f, kTol, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionSeveralTiles) {
+  // S = 130: every query tile, the partial one too, reads all 130 keys; a
+  // key's dk, dv sum over every tile and both query heads.
+  checkAttention(1, 130, 2, 1, 8, 55, 2.0f, kTol, 0, false);
+}
+TEST(Kernels, BidirectionalAttentionDiffersFromCausal) {
+  // The two forms agree on the last query (it sees every key either way)
+  // and nowhere else: a kernel that ignored `causal` would fail here.
+  std::mt19937 rng(56);
+  const int64_t B = 1, S = 6, H = 2, KV = 1, Dh = 4;
+  VecF q = randomF(B * S * H * Dh, rng), k = randomF(B * S * KV * Dh, rng),
+       v = randomF(B * S * KV * Dh, rng), causal(q.size()), bidir(q.size()),
+       scratch(attentionScratchFloats(S, false));
+  attentionForward(q.data(), k.data(), v.data(), causal.data(), B, S, H, KV, Dh, true, 0,
+                   scratch.data());
+  attentionForward(q.data(), k.data(), v.data(), bidir.data(), B, S, H, KV, Dh, false, 0,
+                   scratch.data());
+  const int64_t row = H * Dh;
+  for (int64_t i = 0; i < S; ++i) {
+    double diff = 0;
+    for (int64_t c = 0; c < row; ++c)
+      diff = std::max(diff, (double)std::fabs(causal[i * row + c] - bidir[i * row + c]));
+    if (i + 1 < S)
+      EXPECT_GT(diff, 1e-3) << "query " << i;
+    else
+      EXPECT_LT(diff, 1e-6) << "query " << i;
+  }
+}
+
 TEST(Kernels, AttentionLongerForward) {
   // Longer sequence, realistic head dim, forward only against the reference.
   std::mt19937 rng(24);
   const int64_t B = 1, S = 40, H = 2, KV = 1, Dh = 64;
   VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
-       v = randomF(B * S * KV * Dh, rng), out(q.size()),
-       scratch(causalAttentionScratchFloats(S, false));
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, 0,
-                         scratch.data());
+       v = randomF(B * S * KV * Dh, rng), out(q.size()), scratch(attentionScratchFloats(S, false));
+  attentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, true, 0,
+                   scratch.data());
   EXPECT_TRUE(close("attention out S=40", out,
                     refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
 }
@@ -622,12 +674,13 @@ TEST(Kernels, AttentionSeveralTilesForward) {
   std::mt19937 rng(25);
   const int64_t B = 2, S = 130, H = 4, KV = 2, Dh = 64;
   VecF q = randomF(B * S * H * Dh, rng, -1, 1), k = randomF(B * S * KV * Dh, rng, -1, 1),
-       v = randomF(B * S * KV * Dh, rng), out(q.size()),
-       scratch(causalAttentionScratchFloats(S, false));
-  causalAttentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, 0,
-                         scratch.data());
-  EXPECT_TRUE(close("attention out S=130", out,
-                    refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh), kTol));
+       v = randomF(B * S * KV * Dh, rng), out(q.size()), scratch(attentionScratchFloats(S, false));
+  for (bool causal : {true, false}) {
+    attentionForward(q.data(), k.data(), v.data(), out.data(), B, S, H, KV, Dh, causal, 0,
+                     scratch.data());
+    EXPECT_TRUE(close(causal ? "attention out S=130" : "bidirectional attention out S=130", out,
+                      refAttention(toD(q), toD(k), toD(v), B, S, H, KV, Dh, 0, causal), kTol));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -635,22 +688,39 @@ TEST(Kernels, AttentionSeveralTilesForward) {
 //===----------------------------------------------------------------------===//
 
 TEST(Kernels, Gelu) {
-  std::mt19937 rng(30);
-  VecF x = randomF(64, rng, -6, 6);
-  x.insert(x.end(), {0.0f, -0.0f, 1e-4f, -1e-4f, 10.0f, -10.0f, 30.0f, -30.0f, 0.5f, -3.0f});
-  const int64_t n = x.size();
-  VecF dy = randomF(n, rng), y(n), dx(n);
-  VecD xd = toD(x), dyd = toD(dy);
-  auto ref = [&] {
-    VecD r(n);
-    for (int64_t i = 0; i < n; ++i)
-      r[i] = refGelu(xd[i]);
-    return r;
-  };
-  geluForward(x.data(), y.data(), n);
-  EXPECT_TRUE(close("gelu y", y, ref(), kTol));
-  geluBackward(dy.data(), x.data(), dx.data(), n);
-  EXPECT_TRUE(close("gelu dx", dx, numGrad(xd, [&] { return dotD(dyd, ref()); }, 1e-6), kTol));
+  // Both forms: tanh (HF gelu_new) and exact erf (HF gelu), each against its
+  // double-precision formula and its derivative by finite differences.
+  for (bool tanh : {true, false}) {
+    SCOPED_TRACE(tanh ? "approximate=tanh" : "approximate=none");
+    std::mt19937 rng(30);
+    VecF x = randomF(64, rng, -6, 6);
+    x.insert(x.end(), {0.0f, -0.0f, 1e-4f, -1e-4f, 10.0f, -10.0f, 30.0f, -30.0f, 0.5f, -3.0f});
+    const int64_t n = x.size();
+    VecF dy = randomF(n, rng), y(n), dx(n);
+    VecD xd = toD(x), dyd = toD(dy);
+    auto ref = [&] {
+      VecD r(n);
+      for (int64_t i = 0; i < n; ++i)
+        r[i] = refGelu(xd[i], tanh);
+      return r;
+    };
+    geluForward(x.data(), y.data(), n, tanh);
+    EXPECT_TRUE(close("gelu y", y, ref(), kTol));
+    geluBackward(dy.data(), x.data(), dx.data(), n, tanh);
+    EXPECT_TRUE(close("gelu dx", dx, numGrad(xd, [&] { return dotD(dyd, ref()); }, 1e-6), kTol));
+  }
+}
+
+TEST(Kernels, GeluFormsDiffer) {
+  // The forms differ by 1.5e-4 to 4.7e-4 at these points (most near |x| =
+  // 2.7): a kernel that ignored its form would fail here.
+  VecF x = {-2.7f, -1.5f, -1.0f, 1.0f, 2.5f, 3.0f}, a(6), b(6);
+  geluForward(x.data(), a.data(), 6, true);
+  geluForward(x.data(), b.data(), 6, false);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(b[i], refGelu(x[i], false), 1e-6);
+    EXPECT_GT(std::fabs(a[i] - b[i]), 1e-4) << "x = " << x[i];
+  }
 }
 
 TEST(Kernels, SiluMul) {
@@ -683,19 +753,26 @@ TEST(Kernels, GeluSiluSweep) {
     x.insert(x.end(), {big, -big});
   const int64_t n = x.size();
   VecF ones(n, 1.0f), y(n), dx(n), dg(n), du(n);
-  VecD gelu(n), dgelu(n), silu(n), dsilu(n);
+  VecD gelu(n), dgelu(n), erfGelu(n), dErfGelu(n), silu(n), dsilu(n);
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i], c = std::sqrt(2 / kPi), u = c * (v + 0.044715 * v * v * v);
     const double t = std::tanh(u), s = 1 / (1 + std::exp(-v));
     gelu[i] = 0.5 * v * (1 + t);
     dgelu[i] = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * c * (1 + 3 * 0.044715 * v * v);
+    const double cdf = 0.5 * (1 + std::erf(v / std::sqrt(2.0)));
+    erfGelu[i] = v * cdf;
+    dErfGelu[i] = cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2 * kPi);
     silu[i] = v * s;
     dsilu[i] = s * (1 + v * (1 - s));
   }
-  geluForward(x.data(), y.data(), n);
+  geluForward(x.data(), y.data(), n, true);
   EXPECT_TRUE(closeEach("gelu sweep y", y, gelu, kTol));
-  geluBackward(ones.data(), x.data(), dx.data(), n);
+  geluBackward(ones.data(), x.data(), dx.data(), n, true);
   EXPECT_TRUE(closeEach("gelu sweep dx", dx, dgelu, kTol));
+  geluForward(x.data(), y.data(), n, false);
+  EXPECT_TRUE(closeEach("exact gelu sweep y", y, erfGelu, kTol));
+  geluBackward(ones.data(), x.data(), dx.data(), n, false);
+  EXPECT_TRUE(closeEach("exact gelu sweep dx", dx, dErfGelu, kTol));
   siluMulForward(x.data(), ones.data(), y.data(), n);
   EXPECT_TRUE(closeEach("silu sweep y", y, silu, kTol));
   siluMulBackward(ones.data(), x.data(), ones.data(), dg.data(), du.data(), n);
@@ -705,9 +782,11 @@ TEST(Kernels, GeluSiluSweep) {
   // NaN propagates (a diverged run must show it), infinities saturate.
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
   VecF special = {nan, inf, -inf}, out(3), one(3, 1.0f);
-  geluForward(special.data(), out.data(), 3);
-  EXPECT_TRUE(std::isnan(out[0]));
-  EXPECT_EQ(out[1], inf);
+  for (bool tanh : {true, false}) {
+    geluForward(special.data(), out.data(), 3, tanh);
+    EXPECT_TRUE(std::isnan(out[0]));
+    EXPECT_EQ(out[1], inf);
+  }
   siluMulForward(special.data(), one.data(), out.data(), 3);
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_EQ(out[1], inf);
@@ -730,11 +809,18 @@ TEST(Kernels, InPlace) {
     EXPECT_TRUE(close(what, buf, toD(want), 1e-7));
   };
   same(
-      "gelu in place", [&](float *o) { geluForward(x.data(), o, N); },
-      [&](float *io) { geluForward(io, io, N); }, x);
+      "gelu in place", [&](float *o) { geluForward(x.data(), o, N, true); },
+      [&](float *io) { geluForward(io, io, N, true); }, x);
   same(
-      "gelu backward in place", [&](float *o) { geluBackward(u.data(), x.data(), o, N); },
-      [&](float *io) { geluBackward(io, x.data(), io, N); }, u);
+      "gelu backward in place", [&](float *o) { geluBackward(u.data(), x.data(), o, N, true); },
+      [&](float *io) { geluBackward(io, x.data(), io, N, true); }, u);
+  same(
+      "exact gelu in place", [&](float *o) { geluForward(x.data(), o, N, false); },
+      [&](float *io) { geluForward(io, io, N, false); }, x);
+  same(
+      "exact gelu backward in place",
+      [&](float *o) { geluBackward(u.data(), x.data(), o, N, false); },
+      [&](float *io) { geluBackward(io, x.data(), io, N, false); }, u);
   same(
       "silu_mul in place", [&](float *o) { siluMulForward(x.data(), u.data(), o, N); },
       [&](float *io) { siluMulForward(io, u.data(), io, N); }, x);

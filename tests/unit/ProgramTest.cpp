@@ -175,6 +175,54 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
   }
 }
 
+// The encoders' ops in a planned program: gpt2-tiny's JSON graph with
+// bidirectional attention and exact GELU round-trips through writeProgram and
+// parseProgram, its attention ops decode as not causal and its GELUs as exact;
+// tanh, the default, is the one form left unwritten.
+TEST(WriteProgram, RoundTripsEncoderOps) {
+  const std::string bin = FSDP_BINARY_DIR "/bin/", dir = ::testing::TempDir();
+  const std::string mlir = dir + "/enc-gpt2.mlir", gpt2 = dir + "/enc-gpt2.json",
+                    graph = dir + "/enc.json", out = dir + "/enc-program.json";
+  const std::string cmd =
+      bin +
+      "fsdp-translate --import-hf-config " FSDP_SOURCE_DIR "/models/gpt2-tiny/config.json -o " +
+      mlir + " && " + bin + "fsdp-translate --export-graph-json " + mlir + " -o " + gpt2 +
+      " && sed -e 's/\"op\":\"causal_attention\"/\"op\":\"attention\"/' -e "
+      "'s/\"op\":\"gelu\",/\"op\":\"gelu\",\"approximate\":\"none\",/' " +
+      gpt2 + " > " + graph + " && " + bin + "fsdp-plan " + graph +
+      " --world-size 2 --micro-batch 2 --seq-len 16 -o " + out + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Program p, q;
+  ASSERT_EQ(loadProgram(out, p), "");
+  int attention = 0, attentionGrad = 0, exact = 0, tanh = 0;
+  for (const Instruction &i : p.microStep.compute) {
+    EXPECT_NE(i.op, Op::CausalAttention);
+    EXPECT_NE(i.op, Op::CausalAttentionGrad);
+    if (i.op == Op::Attention || i.op == Op::AttentionGrad) {
+      (i.op == Op::Attention ? attention : attentionGrad)++;
+      EXPECT_FALSE(i.call.causal);
+      EXPECT_EQ(i.call.window, 0);
+    }
+    if (i.op == Op::Gelu || i.op == Op::GeluGrad) {
+      (i.call.approximate == GeluApproximate::None ? exact : tanh)++;
+      EXPECT_EQ(i.call.approximate, i.approximate);
+    }
+  }
+  EXPECT_EQ(attention, 2); // gpt2-tiny's two blocks
+  EXPECT_EQ(attentionGrad, 2);
+  EXPECT_EQ(exact, 4); // two gelu, two gelu_grad
+  EXPECT_EQ(tanh, 0);
+  const std::string text = writeProgram(p);
+  ASSERT_EQ(parseProgram(text, "written", q), "");
+  EXPECT_TRUE(p == q);
+  EXPECT_NE(text.find("\"approximate\":\"none\""), std::string::npos);
+  for (Instruction &i : p.microStep.compute)
+    i.approximate = GeluApproximate::Tanh;
+  EXPECT_EQ(writeProgram(p).find("approximate"), std::string::npos);
+  for (const std::string &f : {mlir, gpt2, graph, out})
+    std::remove(f.c_str());
+}
+
 // A change anywhere is seen: the comparison is not vacuous.
 TEST(WriteProgram, EqualityNoticesOneField) {
   Program p;
@@ -182,6 +230,9 @@ TEST(WriteProgram, EqualityNoticesOneField) {
   Program q = p;
   EXPECT_TRUE(p == q);
   q.microStep.compute[0].eps = 1e-5;
+  EXPECT_FALSE(p == q);
+  q = p;
+  q.microStep.compute[0].approximate = GeluApproximate::None;
   EXPECT_FALSE(p == q);
   q = p;
   q.memory.push_back({"peak_bytes", 1});

@@ -229,8 +229,10 @@ void Checker::instruction(const Instruction &i) {
     break;
   }
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool fwd = i.op == Op::CausalAttention;
+  case Op::CausalAttentionGrad:
+  case Op::Attention:
+  case Op::AttentionGrad: {
+    bool fwd = i.op == Op::CausalAttention || i.op == Op::Attention;
     arity(i, fwd ? 3 : 5, fwd ? 1 : 3);
     int64_t q = fwd ? i.in[0] : i.in[1];
     i128 B = dim(q, 0), S = dim(q, 1), H = i.numHeads, KV = i.numKvHeads;
@@ -253,7 +255,7 @@ void Checker::instruction(const Instruction &i) {
       touches(i.out[1], kvn);
       touches(i.out[2], kvn);
     }
-    i128 need = (i128)kernels::causalAttentionScratchFloats((int64_t)S, !fwd) * 4;
+    i128 need = (i128)kernels::attentionScratchFloats((int64_t)S, !fwd) * 4;
     if (i.scratchBytes < need)
       bad("attention scratch too small");
     inArena(p, where + " scratch", i.scratch, i.scratchBytes);

@@ -25,3 +25,12 @@ write("unrecorded", lambda m: m["compute"][2].update(event=17))
 write("twice", lambda m: m["compute"][3].update(op="record", event=0))
 write("range", lambda m: m["comm"][2].update(event=99))
 write("unknown", lambda m: m["compute"][4].update(op="conv2d"))
+
+
+def first(m, op):
+    return next(i for i in m["compute"] if i["op"] == op)
+
+
+# GELU's form is "tanh" or "none"; bidirectional attention has no window.
+write("gelu-form", lambda m: first(m, "gelu").update(approximate="erf"))
+write("attention-window", lambda m: first(m, "causal_attention").update(op="attention", window=4))

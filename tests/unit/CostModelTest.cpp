@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <unistd.h>
 
 using namespace fsdp;
 
@@ -116,7 +117,8 @@ TEST(CostModel, BadClusterFilesNameTheValue) {
     size_t at = t.find(from);
     EXPECT_NE(at, std::string::npos) << from;
     t.replace(at, from.size(), to);
-    std::string file = ::testing::TempDir() + "cluster-bad.json";
+    // Per process: other checkouts run this test in the same TempDir.
+    std::string file = ::testing::TempDir() + std::to_string(::getpid()) + "-cluster-bad.json";
     std::ofstream(file) << t;
     Cluster c;
     std::string err = loadCluster(file, c);

@@ -9,6 +9,7 @@
 #include "runtime/Program.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -115,7 +116,8 @@ TEST(IssueOrder, WaitBeforeItsOwnRecord) {
 TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
   std::string bin = FSDP_BINARY_DIR "/bin/fsdp-plan";
   for (const char *strategy : {"full-shard", "shard-grad-op", "no-shard", "hybrid-shard"}) {
-    std::string out = ::testing::TempDir() + "/program-" + strategy + ".json";
+    std::string out =
+        ::testing::TempDir() + "/program-" + std::to_string(::getpid()) + "-" + strategy + ".json";
     std::string cmd = bin + " " FSDP_SOURCE_DIR "/models/llama-tiny/config.json --world-size 4 " +
                       "--micro-batch 2 --seq-len 16 --strategy " + strategy +
                       (std::string(strategy) == "hybrid-shard" ? " --shard-size 2" : "") + " -o " +
@@ -155,7 +157,7 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"Llama-3.1-405B", "--world-size 1024 --micro-batch 1 --seq-len 64"},
   };
   for (const Case &c : cases) {
-    std::string out = ::testing::TempDir() + "/roundtrip.json";
+    std::string out = ::testing::TempDir() + "/roundtrip-" + std::to_string(::getpid()) + ".json";
     std::string cmd =
         bin + " " FSDP_SOURCE_DIR "/models/" + c.model + "/config.json " + c.flags +
         (std::string(c.flags).find("--seq-len") == std::string::npos ? " --seq-len 16" : "") +

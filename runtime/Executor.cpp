@@ -75,7 +75,7 @@ private:
   int shardMember() const { return comm.memberIndex(Group::Shard); }
 
   void initWeights();
-  void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
+  void fillInputs(bool eval, int64_t step, int64_t micro);
   void runPhase(const Phase &s, const char *name);
   double evaluate();
   void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
@@ -118,8 +118,8 @@ private:
   std::string commError;
 };
 
-void Rank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro) {
-  detail::fillTokens(p, from, o.gradAccum, comm.rank(), stepIndex, micro, t<int64_t>(p.tokens),
+void Rank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
+  detail::fillInputs(p, o, data, eval, comm.rank(), stepIndex, micro, t<char>(p.tokens),
                      t<int64_t>(p.targets));
 }
 
@@ -149,12 +149,16 @@ void Rank::runPhase(const Phase &s, const char *name) {
 double Rank::evaluate() {
   recording = false;
   double sum = 0;
-  for (int64_t b = 0; b < o.evalBatches; ++b)
+  for (int64_t b = 0; b < o.evalBatches; ++b) {
+    float unused;
+    if (std::string err = detail::lossScale(p, o, data, true, b, &unused); !err.empty())
+      fail(err);
     for (int64_t a = 0; a < o.gradAccum; ++a) {
-      fillInputs(data.eval, b, a);
+      fillInputs(true, b, a);
       runPhase(p.microStep, "eval");
       sum += *at(p.tensors[p.loss].offset);
     }
+  }
   for (const Unit &u : p.units)
     std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
   recording = true;
@@ -397,13 +401,15 @@ std::string Rank::run(const StepCallback &onStep) {
     if (!err.empty())
       fail(err);
     step = first;
-    lossScale = 1.0f / (float)(detail::globalBatch(p, o) * p.seqLen); // the mean over G x S
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
+      // The mean over the step's G x S tokens, G images, or selected tokens.
+      if (std::string err = detail::lossScale(p, o, data, false, t, &lossScale); !err.empty())
+        fail(err);
       auto start = std::chrono::steady_clock::now();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
-        fillInputs(data.train, t, a);
+        fillInputs(false, t, a);
         runPhase(p.microStep, "micro_step");
         lossSum += *at(p.tensors[p.loss].offset);
       }

@@ -10,6 +10,7 @@
 
 #include "runtime/Program.h"
 #include "runtime/io/Dataset.h"
+#include "runtime/io/Images.h"
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +51,10 @@ struct RunOptions {
   std::string evalData;
   int64_t evalEvery = 0, evalBatches = 1;
   std::string trace; // write the measured timeline here (Chrome trace)
+  // Image programs: the labels of `data` and of `evalData` (.npy).
+  std::string labels, evalLabels;
+  // Masked-LM programs: the token a selected position's input becomes.
+  int64_t maskTokenId = 103;
 };
 
 struct StepReport {
@@ -125,18 +130,38 @@ private:
   std::atomic<int64_t> highWater{0};
 };
 
-/// The token streams of a run: the training data (--data, or synthetic) and
-/// the held-out data (--eval-data, when given), read and checked once.
+/// The data of a run, as the program's inputs.kind takes it: token streams
+/// (tokens, masked_tokens: --data or synthetic, --eval-data) or images and
+/// labels (--data and --labels, --eval-data and --eval-labels), read and
+/// checked whole once, before the first step.
 struct Inputs {
   io::Dataset train, eval;
+  io::ImageSet trainImages, evalImages;
   std::string open(const program::Program &p, const RunOptions &options);
-  int64_t bytes() const { return train.bytes() + eval.bytes(); }
+  int64_t bytes() const {
+    return train.bytes() + eval.bytes() + trainImages.bytes() + evalImages.bytes();
+  }
 };
 
 /// Rank `rank`'s tokens and targets ([micro_batch, seq_len] each) for
 /// micro-step `micro` of optimizer step `step` (DESIGN.md's data semantics).
 void fillTokens(const program::Program &p, const io::Dataset &data, int64_t gradAccum, int rank,
                 int64_t step, int64_t micro, int64_t *tokens, int64_t *targets);
+
+/// Rank `rank`'s inputs for micro-step `micro` of step `step` (or, `eval`,
+/// of eval batch `step`), as the program's inputs.kind says: `input` receives
+/// the bytes of tensor p.tokens (i64 tokens, or f32 or bf16 patches),
+/// `targets` the elements of p.targets (io/Batches.h).
+void fillInputs(const program::Program &p, const RunOptions &options, const Inputs &data, bool eval,
+                int rank, int64_t step, int64_t micro, char *input, int64_t *targets);
+
+/// The scale of the loss's gradient in step `step` (from 0), so that the
+/// gradients are those of the step's mean loss: 1 / (G seq_len) for tokens,
+/// 1 / G for images (a label an image), 1 / (the selected positions of the
+/// global batch, io::maskedCount) for masked tokens. A masked step (or,
+/// `eval`, eval batch) with none selected is an error naming it.
+std::string lossScale(const program::Program &p, const RunOptions &options, const Inputs &data,
+                      bool eval, int64_t step, float *scale);
 
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):

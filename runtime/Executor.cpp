@@ -484,13 +484,17 @@ std::string fsdp::runtime::threadsBackendRefuses(const Program &program, const s
 }
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
-                                      const StepCallback &onStep) {
+                                      const StepCallback &onStep, const detail::Inputs *inputs) {
   if (std::string why = threadsBackendRefuses(program, "PLAN"); !why.empty())
     return why;
-  detail::Inputs data;
-  std::string err = data.open(program, options);
-  if (!err.empty())
-    return err;
+  detail::Inputs opened;
+  if (!inputs) {
+    std::string err = opened.open(program, options);
+    if (!err.empty())
+      return err;
+    inputs = &opened;
+  }
+  const detail::Inputs &data = *inputs;
   // Ranks are the parallelism: one BLAS thread each, or N ranks would each
   // spin up all the cores' worth of BLAS threads (measured: 10x slower for 4
   // ranks on 2 cores).

@@ -83,11 +83,15 @@ inline constexpr int64_t kMaxThreadRanks = 2048;
 /// MPI (`plan` names the program in the command it suggests).
 std::string threadsBackendRefuses(const program::Program &program, const std::string &plan);
 
+namespace detail {
+struct Inputs;
+}
 /// Runs `program` with every rank a thread of this process. Calls `onStep`
-/// once per optimizer step (from rank 0). Returns "" or the first error,
-/// naming the rank and the instruction.
+/// once per optimizer step (from rank 0). `inputs`: the data already opened
+/// (detail::Inputs::open), or null to open it here. Returns "" or the first
+/// error, naming the rank and the instruction.
 std::string runThreads(const program::Program &program, const RunOptions &options,
-                       const StepCallback &onStep);
+                       const StepCallback &onStep, const detail::Inputs *inputs = nullptr);
 
 class Communicator;
 /// Runs this process's rank of `program` with `comm` (MPI: one process a

@@ -591,6 +591,15 @@ int main(int argc, char **argv) {
   // of the run. The --weights are checked against the model here too, so that
   // an error is said once. Under MPI a failure here ends every process.
   std::unique_ptr<io::CheckpointDir> saveDir;
+  // The threads backend's data (every rank's), read and checked whole before
+  // any output is made: a file that does not fit leaves nothing behind. (The
+  // other backends' processes read their own, before their first step.)
+  runtime::detail::Inputs threadsInputs;
+  if (backend == "threads") {
+    std::string dataErr = threadsInputs.open(p, o);
+    if (!dataErr.empty())
+      return fail(dataErr);
+  }
   if (myRank == 0) {
     std::string outErr;
     for (auto [flag, path] :
@@ -724,7 +733,7 @@ int main(int argc, char **argv) {
       return finish(fail(err));
 #endif
   } else {
-    err = runtime::runThreads(p, o, onStep);
+    err = runtime::runThreads(p, o, onStep, &threadsInputs);
     if (!err.empty())
       return fail(err);
   }

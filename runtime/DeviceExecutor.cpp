@@ -585,15 +585,17 @@ double DeviceRank::evaluate() {
   recording = false;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
-    float unused;
-    if (std::string err = detail::lossScale(p, o, data, true, b, &unused); !err.empty())
+    detail::LossNorm norm;
+    if (std::string err = detail::lossNorm(p, o, data, true, b, &norm); !err.empty())
       fail(err);
     for (int64_t a = 0; a < o.gradAccum; ++a)
       microStep(true, b, a, "eval");
     cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
     waitFor(stepDone, "eval batch " + std::to_string(b + 1));
+    double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a)
-      sum += lossHost[a];
+      batch += lossHost[a];
+    sum += batch / norm.divisor;
   }
   for (const Unit &u : p.units)
     if (u.shardNumel > 0)
@@ -602,7 +604,7 @@ double DeviceRank::evaluate() {
   recording = true;
   if (!host.allReduceScalar(Group::World, &sum))
     fail("stopped: " + host.error());
-  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
+  return sum / double(o.evalBatches);
 }
 
 // After a step's wait: the timing events become trace records (seconds
@@ -636,8 +638,10 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
       // The mean over the step's G x S tokens, G images, or selected tokens.
-      if (std::string err = detail::lossScale(p, o, data, false, t, &lossScale); !err.empty())
+      detail::LossNorm norm;
+      if (std::string err = detail::lossNorm(p, o, data, false, t, &norm); !err.empty())
         fail(err);
+      lossScale = norm.gradScale;
       auto start = std::chrono::steady_clock::now();
       for (int64_t a = 0; a < o.gradAccum; ++a)
         microStep(false, t, a, "micro_step");
@@ -658,7 +662,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       // For the report only, outside the plan: the mean loss over ranks.
       if (!host.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + host.error());
-      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
+      StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = host.stagingBytes();
       std::string err = detail::afterStep(

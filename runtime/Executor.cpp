@@ -148,23 +148,27 @@ void Rank::runPhase(const Phase &s, const char *name) {
 // zeroed, so training goes on exactly as without it.
 double Rank::evaluate() {
   recording = false;
+  // Each batch's loss is its micro-steps' sum over ranks over its divisor,
+  // the same on every rank: this rank's share of it is summed, then the ranks'.
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
-    float unused;
-    if (std::string err = detail::lossScale(p, o, data, true, b, &unused); !err.empty())
+    detail::LossNorm norm;
+    if (std::string err = detail::lossNorm(p, o, data, true, b, &norm); !err.empty())
       fail(err);
+    double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a) {
       fillInputs(true, b, a);
       runPhase(p.microStep, "eval");
-      sum += *at(p.tensors[p.loss].offset);
+      batch += *at(p.tensors[p.loss].offset);
     }
+    sum += batch / norm.divisor;
   }
   for (const Unit &u : p.units)
     std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
   recording = true;
   if (!comm.allReduceScalar(Group::World, &sum))
     fail("stopped: " + comm.error());
-  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
+  return sum / double(o.evalBatches);
 }
 
 void Rank::initWeights() {
@@ -404,8 +408,10 @@ std::string Rank::run(const StepCallback &onStep) {
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
       // The mean over the step's G x S tokens, G images, or selected tokens.
-      if (std::string err = detail::lossScale(p, o, data, false, t, &lossScale); !err.empty())
+      detail::LossNorm norm;
+      if (std::string err = detail::lossNorm(p, o, data, false, t, &norm); !err.empty())
         fail(err);
+      lossScale = norm.gradScale;
       auto start = std::chrono::steady_clock::now();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
@@ -422,7 +428,7 @@ std::string Rank::run(const StepCallback &onStep) {
       // every rank's.
       if (!comm.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + comm.error());
-      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
+      StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       std::string err = detail::afterStep(

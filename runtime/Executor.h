@@ -159,13 +159,22 @@ void fillTokens(const program::Program &p, const io::Dataset &data, int64_t grad
 void fillInputs(const program::Program &p, const RunOptions &options, const Inputs &data, bool eval,
                 int rank, int64_t step, int64_t micro, char *input, int64_t *targets);
 
-/// The scale of the loss's gradient in step `step` (from 0), so that the
-/// gradients are those of the step's mean loss: 1 / (G seq_len) for tokens,
-/// 1 / G for images (a label an image), 1 / (the selected positions of the
-/// global batch, io::maskedCount) for masked tokens. A masked step (or,
-/// `eval`, eval batch) with none selected is an error naming it.
-std::string lossScale(const program::Program &p, const RunOptions &options, const Inputs &data,
-                      bool eval, int64_t step, float *scale);
+/// How the loss of step `step` (from 0; with `eval`, of eval batch `step`)
+/// is normalised, so that it and its gradients are those of the step's mean
+/// loss. `gradScale` scales the loss's gradient (cross_entropy_grad);
+/// `divisor` turns the sum, over ranks and micro-steps, of the micro-step's
+/// loss tensor into the step's loss. Tokens: each micro-step's loss is the
+/// mean over its B x S tokens, so 1 / (G S) and R A; images: the mean over
+/// its B images, 1 / G and R A; masked tokens: the sum of the cross-entropy
+/// over its selected positions, so 1 / n and n, n the selected positions of
+/// the whole global batch (io::maskedCount). A masked step (or eval batch)
+/// with none selected is an error naming it.
+struct LossNorm {
+  float gradScale = 1;
+  double divisor = 1;
+};
+std::string lossNorm(const program::Program &p, const RunOptions &options, const Inputs &data,
+                     bool eval, int64_t step, LossNorm *norm);
 
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):
@@ -180,11 +189,11 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
 /// runtime reads (F32, BF16, F16); an error names the file and the tensor.
 std::string checkWeights(const program::Program &p, const io::WeightSource &weights);
 
-/// A step's report from the sum over ranks of their micro-steps' losses, the
-/// gradient norm and the step's seconds (peakBytes and outsideArenaBytes are
-/// the caller's).
+/// A step's report from the sum over ranks of their micro-steps' losses
+/// (divided by the step's LossNorm::divisor), the gradient norm and the
+/// step's seconds (peakBytes and outsideArenaBytes are the caller's).
 StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
-                      double lossSum, double gradNorm, double seconds);
+                      double lossSum, double lossDivisor, double gradNorm, double seconds);
 
 /// Fills the rank's parameter and Adam shards from options.resume (resharded
 /// when another plan saved it); *first: the steps already taken.

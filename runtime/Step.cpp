@@ -74,16 +74,17 @@ void fsdp::runtime::detail::fillInputs(const Program &p, const RunOptions &o, co
   }
 }
 
-std::string fsdp::runtime::detail::lossScale(const Program &p, const RunOptions &o,
-                                             const Inputs &data, bool eval, int64_t step,
-                                             float *scale) {
+std::string fsdp::runtime::detail::lossNorm(const Program &p, const RunOptions &o,
+                                            const Inputs &data, bool eval, int64_t step,
+                                            LossNorm *norm) {
   int64_t G = globalBatch(p, o);
+  norm->divisor = (double)(p.worldSize * o.gradAccum); // the micro-steps' means
   switch (p.inputKind) {
   case InputKind::Tokens:
-    *scale = 1.0f / (float)(G * p.seqLen);
+    norm->gradScale = 1.0f / (float)(G * p.seqLen);
     return "";
   case InputKind::Images:
-    *scale = 1.0f / (float)G;
+    norm->gradScale = 1.0f / (float)G;
     return "";
   case InputKind::MaskedTokens: {
     io::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
@@ -93,7 +94,8 @@ std::string fsdp::runtime::detail::lossScale(const Program &p, const RunOptions 
              ": no token of its global batch of " + std::to_string(G) + " x " +
              std::to_string(p.seqLen) + " tokens is selected for the masked-LM loss " +
              "(splitmix64(index) mod 20 < 3), so it has no loss to take";
-    *scale = 1.0f / (float)n;
+    norm->gradScale = 1.0f / (float)n;
+    norm->divisor = (double)n; // the micro-steps' sums
     return "";
   }
   }
@@ -277,12 +279,13 @@ int64_t fsdp::runtime::detail::globalBatch(const Program &p, const RunOptions &o
 }
 
 StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,
-                                             double lossSum, double gradNorm, double seconds) {
+                                             double lossSum, double lossDivisor, double gradNorm,
+                                             double seconds) {
   int64_t G = globalBatch(p, o);
   StepReport r;
   r.step = step + 1;
   r.steps = o.steps;
-  r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
+  r.loss = lossSum / lossDivisor;
   r.gradNorm = gradNorm;
   r.lr = learningRate(o, r.step);
   r.stepTimeS = seconds;

@@ -11,8 +11,8 @@
 // For each micro-step a in [0, A) and rank r in [0, R), in that order, OUT
 // gets the rank's input tensor (images: f32 patches [B, P, C PH PW]; masked:
 // i64 tokens [B, S]) and its targets (i64: [B, 1] labels; [B, S]), raw
-// little-endian; masked adds the step's selected count (i64, detail::lossScale's
-// 1 / scale, and io::maskedCount). Errors go to stderr with exit status 1.
+// little-endian; masked adds the step's selected count (i64: io::maskedCount, which
+// detail::lossNorm divides by). Errors go to stderr with exit status 1.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
@@ -90,13 +90,15 @@ int main(int argc, char **argv) {
       std::fwrite(targets.data(), 8, targets.size(), f);
     }
   if (kind == "masked") {
-    float scale = 0;
-    err = runtime::detail::lossScale(p, o, in, false, step, &scale);
+    runtime::detail::LossNorm norm;
+    err = runtime::detail::lossNorm(p, o, in, false, step, &norm);
     int64_t count = io::maskedCount(in.train, p.seqLen,
                                     io::BatchLayout{p.microBatch, p.worldSize, o.gradAccum}, step);
-    if (!err.empty() || std::lround(1.0 / scale) != count) {
-      std::fprintf(stderr, "fsdp-dump-batches: the loss scale %g is not 1/%lld: %s\n", scale,
-                   (long long)count, err.c_str());
+    if (!err.empty() || norm.divisor != (double)count || norm.gradScale != 1.0f / (float)count) {
+      std::fprintf(stderr,
+                   "fsdp-dump-batches: the loss's normalisation (%g, 1/%g) is not "
+                   "1/%lld: %s\n",
+                   norm.gradScale, norm.divisor, (long long)count, err.c_str());
       return 1;
     }
     std::fwrite(&count, 8, 1, f);

@@ -10,9 +10,11 @@ The model is one table "embed.weight" [V, V] whose rows are the logits of
 each input token (embedding, cross_entropy over the inputs, and their
 gradients). Its loss reads the inputs, not the masked targets: today's
 cross_entropy does not skip the targets' -100s, and the loader refuses a
-masked program whose ops index by its targets. It trains nothing meaningful;
-what it exercises is the runtime around it (the masked batches, the per-step
-selected count, the flags).
+masked program whose ops index by its targets. Nor is its loss tensor the
+sum over the selected positions that fsdp-run divides by the step's count
+(docs/program-format.md, "Inputs"): the loss it reports is no masked-LM loss.
+What it exercises is the runtime around the model (the masked batches, the
+per-step selected count and its error, the flags).
 """
 import argparse
 import json

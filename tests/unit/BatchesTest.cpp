@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Batches.h"
 #include "runtime/Executor.h"
+#include "runtime/kernels/cpu.h"
 
 #include <gtest/gtest.h>
 
@@ -172,38 +173,47 @@ TEST(Masking, MaskedBatchesAndTheirCount) {
   std::remove(path.c_str());
 }
 
-// The loss's scale: one over the selected count; a step with none is an
-// error naming it, and so is an eval batch.
-TEST(Masking, LossScaleAndTheStepWithNoneSelected) {
+// The loss's normalisation: a masked step's gradient scale is one over its
+// selected count, and its loss the micro-steps' sums over that count; a step
+// with none is an error naming it, and so is an eval batch.
+TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   program::Program p = maskedProgram(2, 16, 2, 50);
   runtime::RunOptions o;
   o.gradAccum = 3;
   runtime::detail::Inputs in;
   std::string path = tokenFile(1000);
   ASSERT_EQ(in.train.open(path, p), "");
-  float scale = 0;
-  ASSERT_EQ(runtime::detail::lossScale(p, o, in, false, 7, &scale), "");
-  EXPECT_EQ(scale, 1.0f / 44);
+  runtime::detail::LossNorm norm;
+  ASSERT_EQ(runtime::detail::lossNorm(p, o, in, false, 7, &norm), "");
+  EXPECT_EQ(norm.gradScale, 1.0f / 44);
+  EXPECT_EQ(norm.divisor, 44);
+  // The report: the sum over ranks and micro-steps of the micro-steps' sums, over the count.
+  runtime::StepReport r = runtime::detail::stepReport(p, o, 7, 88.0, norm.divisor, 1.0, 0.5);
+  EXPECT_EQ(r.step, 8);
+  EXPECT_EQ(r.loss, 2.0);
+  EXPECT_EQ(r.tokensPerS, 12 * 16 / 0.5);
   // Three tokens and one-token windows: every sample is the window at 0,
   // which is never selected.
   program::Program one = maskedProgram(2, 1, 2, 50);
   std::string tiny = tokenFile(3);
   ASSERT_EQ(in.train.open(tiny, one), "");
   ASSERT_EQ(in.eval.open(tiny, one), "");
-  EXPECT_EQ(runtime::detail::lossScale(one, o, in, false, 4, &scale),
+  EXPECT_EQ(runtime::detail::lossNorm(one, o, in, false, 4, &norm),
             "step 5: no token of its global batch of 12 x 1 tokens is selected for the "
             "masked-LM loss (splitmix64(index) mod 20 < 3), so it has no loss to take");
-  EXPECT_EQ(runtime::detail::lossScale(one, o, in, true, 0, &scale),
+  EXPECT_EQ(runtime::detail::lossNorm(one, o, in, true, 0, &norm),
             "eval batch 1: no token of its global batch of 12 x 1 tokens is selected for the "
             "masked-LM loss (splitmix64(index) mod 20 < 3), so it has no loss to take");
-  // The other kinds: the mean over G x S tokens, over G images.
-  program::Program tokensProgram = maskedProgram(2, 16, 2, 50);
-  tokensProgram.inputKind = program::InputKind::Tokens;
-  ASSERT_EQ(runtime::detail::lossScale(tokensProgram, o, in, false, 4, &scale), "");
-  EXPECT_EQ(scale, 1.0f / (12 * 16));
-  tokensProgram.inputKind = program::InputKind::Images;
-  ASSERT_EQ(runtime::detail::lossScale(tokensProgram, o, in, false, 4, &scale), "");
-  EXPECT_EQ(scale, 1.0f / 12);
+  // The other kinds: each micro-step's loss a mean, over G x S tokens or G images.
+  program::Program other = maskedProgram(2, 16, 2, 50);
+  other.inputKind = program::InputKind::Tokens;
+  ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
+  EXPECT_EQ(norm.gradScale, 1.0f / (12 * 16));
+  EXPECT_EQ(norm.divisor, 2 * 3);
+  other.inputKind = program::InputKind::Images;
+  ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
+  EXPECT_EQ(norm.gradScale, 1.0f / 12);
+  EXPECT_EQ(norm.divisor, 2 * 3);
   std::remove(path.c_str());
   std::remove(tiny.c_str());
 }
@@ -277,4 +287,43 @@ TEST(Patches, ImageBatchesOfEachRankAndMicroStep) {
       }
   std::remove(imagesPath.c_str());
   std::remove(labelsPath.c_str());
+}
+
+// What the executors call (detail::fillInputs): an image program's patches in
+// its input tensor's dtype; bf16 patches are the f32 ones rounded once.
+TEST(Patches, FillInputsInTheTensorsDtype) {
+  program::Program p;
+  p.inputKind = program::InputKind::Images;
+  program::ImageSpec &spec = p.image;
+  spec.height = 2, spec.width = 4, spec.channels = 3, spec.patchHeight = 2, spec.patchWidth = 2;
+  spec.classes = 4;
+  p.microBatch = 2, p.worldSize = 1, p.shardSize = 1, p.seqLen = 3;
+  p.tokens = 0, p.targets = 1;
+  p.tensors = {{0, {2, 2, 12}, program::DType::F32}, {0, {2, 1}, program::DType::I64}};
+  std::string pixels;
+  for (int k = 0; k < 3 * 24; ++k)
+    pixels += char(k * 37 % 256);
+  runtime::RunOptions o;
+  o.gradAccum = 2;
+  o.data = npyFile("|u1", "(3, 2, 4, 3)", pixels);
+  o.labels =
+      npyFile("<i8", "(3,)", std::string("\3\0\0\0\0\0\0\0\1\0\0\0\0\0\0\0\2\0\0\0\0\0\0\0", 24));
+  runtime::detail::Inputs in;
+  ASSERT_EQ(in.open(p, o), "");
+  std::vector<float> f32(2 * 2 * 12), want(2 * 2 * 12);
+  std::vector<int64_t> targets(2), wantTargets(2);
+  runtime::detail::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(f32.data()),
+                              targets.data());
+  fillImages(in.trainImages, spec, BatchLayout{2, 1, 2}, 0, 5, 1, want.data(), wantTargets.data());
+  EXPECT_EQ(f32, want);
+  EXPECT_EQ(targets, wantTargets);
+  EXPECT_EQ(targets, (std::vector<int64_t>{1, 2})); // images (5*4 + 2) mod 3 and (5*4 + 3) mod 3
+  p.tensors[0].dtype = program::DType::BF16;
+  std::vector<uint16_t> bf16(2 * 2 * 12), rounded(2 * 2 * 12);
+  runtime::detail::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(bf16.data()),
+                              targets.data());
+  kernels::toBf16(want.data(), rounded.data(), (int64_t)want.size());
+  EXPECT_EQ(bf16, rounded);
+  std::remove(o.data.c_str());
+  std::remove(o.labels.c_str());
 }

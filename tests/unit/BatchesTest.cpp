@@ -47,7 +47,7 @@ std::string writeBytes(const std::string &bytes, const std::string &stem) {
 }
 
 /// A masked-LM program of micro_batch B, seq_len S, R ranks and a
-/// vocabulary of V (what Dataset, the batches and lossScale read).
+/// vocabulary of V (what Dataset, the batches and lossNorm read).
 program::Program maskedProgram(int64_t B, int64_t S, int64_t R, int64_t V) {
   program::Program p;
   p.inputKind = program::InputKind::MaskedTokens;

@@ -125,9 +125,13 @@ private:
   void setUp();
   void initShards(bool resume, int64_t *first);
   void copyShards(bool toDevice);
-  void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
+  void fillInputs(bool eval, int64_t step, int64_t micro);
   void runPhase(const Phase &s, const char *phase, bool optimizer);
-  void microStep(const io::Dataset &from, int64_t index, int64_t a, const char *phase);
+  void microStep(bool eval, int64_t index, int64_t a, const char *phase);
+  // Bytes of the pinned input buffer's two parts: the model's input (tokens
+  // or patches), rounded up to 8 so that the i64 targets after it align.
+  int64_t inputBytes() const { return (p.tensors[p.tokens].bytes() + 7) / 8 * 8; }
+  int64_t targetBytes() const { return p.tensors[p.targets].bytes(); }
   double evaluate();
   void enqueue(const Instruction &inst, int stream, bool optimizer);
   void computeOne(const Instruction &inst);
@@ -149,9 +153,9 @@ private:
   std::vector<cudaEvent_t> events;
   cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, stepDone = nullptr;
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
-  int64_t *inputHost[2] = {nullptr, nullptr}; // pinned: tokens then targets
-  float *lossHost = nullptr;                  // pinned: one a micro-step
-  double *normHost = nullptr;                 // pinned
+  char *inputHost[2] = {nullptr, nullptr}; // pinned: the input (tokens), then the targets
+  float *lossHost = nullptr;               // pinned: one a micro-step
+  double *normHost = nullptr;              // pinned
 
   int64_t step = 0, traceStep = 0, microIndex = 0;
   double gradNorm = 0;
@@ -191,7 +195,7 @@ DeviceRank::~DeviceRank() {
     cudaStreamDestroy(compute);
   if (comm)
     cudaStreamDestroy(comm);
-  for (int64_t *h : inputHost)
+  for (char *h : inputHost)
     if (h)
       cudaFreeHost(h);
   if (lossHost)
@@ -247,9 +251,8 @@ void DeviceRank::setUp() {
   for (cudaEvent_t *e :
        {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0], &inputCopied[1]})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
-  int64_t tokens = p.microBatch * p.seqLen;
   for (auto &h : inputHost)
-    cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(2 * tokens * 8)),
+    cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(inputBytes() + targetBytes())),
          "cudaMallocHost (inputs)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&lossHost), size_t(4 * o.gradAccum)),
        "cudaMallocHost (losses)");
@@ -301,17 +304,19 @@ void DeviceRank::copyShards(bool toDevice) {
     }
 }
 
-void DeviceRank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro) {
+void DeviceRank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
   int j = int(microIndex++ % 2);
   // The pinned buffer's previous copy must have left it.
   waitFor(inputCopied[j], curPhase + " (inputs of step " + std::to_string(stepIndex + 1) + ")");
-  int64_t n = p.microBatch * p.seqLen;
-  int64_t *tok = inputHost[j], *tgt = inputHost[j] + n;
-  detail::fillTokens(p, from, o.gradAccum, comms.rank(), stepIndex, micro, tok, tgt);
+  char *in = inputHost[j];
+  int64_t *tgt = reinterpret_cast<int64_t *>(inputHost[j] + inputBytes());
+  detail::fillInputs(p, o, data, eval, comms.rank(), stepIndex, micro, in, tgt);
   curInst = nullptr;
-  cuda(cudaMemcpyAsync(t<int64_t>(p.tokens), tok, size_t(n * 8), cudaMemcpyHostToDevice, compute),
+  cuda(cudaMemcpyAsync(t<char>(p.tokens), in, size_t(p.tensors[p.tokens].bytes()),
+                       cudaMemcpyHostToDevice, compute),
        "cudaMemcpyAsync (tokens)");
-  cuda(cudaMemcpyAsync(t<int64_t>(p.targets), tgt, size_t(n * 8), cudaMemcpyHostToDevice, compute),
+  cuda(cudaMemcpyAsync(t<int64_t>(p.targets), tgt, size_t(targetBytes()), cudaMemcpyHostToDevice,
+                       compute),
        "cudaMemcpyAsync (targets)");
   cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
 }
@@ -565,9 +570,9 @@ void DeviceRank::optimizerStep(const Unit &u) {
 
 // Micro-step `a` of step (or eval batch) `index` on `from`'s tokens, its
 // loss queued into lossHost[a].
-void DeviceRank::microStep(const io::Dataset &from, int64_t index, int64_t a, const char *phase) {
+void DeviceRank::microStep(bool eval, int64_t index, int64_t a, const char *phase) {
   curPhase = phase;
-  fillInputs(from, index, a);
+  fillInputs(eval, index, a);
   runPhase(p.microStep, phase, false);
   curInst = nullptr;
   cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
@@ -582,12 +587,17 @@ double DeviceRank::evaluate() {
   recording = false;
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
+    detail::LossNorm norm;
+    if (std::string err = detail::lossNorm(p, o, data, true, b, &norm); !err.empty())
+      fail(err);
     for (int64_t a = 0; a < o.gradAccum; ++a)
-      microStep(data.eval, b, a, "eval");
+      microStep(true, b, a, "eval");
     cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
     waitFor(stepDone, "eval batch " + std::to_string(b + 1));
+    double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a)
-      sum += lossHost[a];
+      batch += lossHost[a];
+    sum += batch / norm.divisor;
   }
   for (const Unit &u : p.units)
     if (u.shardNumel > 0)
@@ -596,7 +606,7 @@ double DeviceRank::evaluate() {
   recording = true;
   if (!host.allReduceScalar(Group::World, &sum))
     fail("stopped: " + host.error());
-  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
+  return sum / double(o.evalBatches);
 }
 
 // After a step's wait: the timing events become trace records (seconds
@@ -622,7 +632,6 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     if (!err.empty())
       fail(err);
     step = first;
-    lossScale = 1.0f / (float)(detail::globalBatch(p, o) * p.seqLen); // the mean over G x S
     if (traceBase) {
       curInst = nullptr;
       cuda(cudaEventRecord(traceBase, compute), "cudaEventRecord (trace)");
@@ -630,9 +639,14 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     }
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
+      // The mean over the step's G x S tokens, G images, or selected tokens.
+      detail::LossNorm norm;
+      if (std::string err = detail::lossNorm(p, o, data, false, t, &norm); !err.empty())
+        fail(err);
+      lossScale = norm.gradScale;
       auto start = std::chrono::steady_clock::now();
       for (int64_t a = 0; a < o.gradAccum; ++a)
-        microStep(data.train, t, a, "micro_step");
+        microStep(false, t, a, "micro_step");
       ++step;
       runPhase(p.optimizer, "optimizer", true);
       curInst = nullptr;
@@ -650,7 +664,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       // For the report only, outside the plan: the mean loss over ranks.
       if (!host.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + host.error());
-      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
+      StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = host.stagingBytes();
       std::string err = detail::afterStep(

@@ -75,7 +75,7 @@ private:
   int shardMember() const { return comm.memberIndex(Group::Shard); }
 
   void initWeights();
-  void fillInputs(const io::Dataset &from, int64_t step, int64_t micro);
+  void fillInputs(bool eval, int64_t step, int64_t micro);
   void runPhase(const Phase &s, const char *name);
   double evaluate();
   void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
@@ -118,8 +118,8 @@ private:
   std::string commError;
 };
 
-void Rank::fillInputs(const io::Dataset &from, int64_t stepIndex, int64_t micro) {
-  detail::fillTokens(p, from, o.gradAccum, comm.rank(), stepIndex, micro, t<int64_t>(p.tokens),
+void Rank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
+  detail::fillInputs(p, o, data, eval, comm.rank(), stepIndex, micro, t<char>(p.tokens),
                      t<int64_t>(p.targets));
 }
 
@@ -148,19 +148,27 @@ void Rank::runPhase(const Phase &s, const char *name) {
 // zeroed, so training goes on exactly as without it.
 double Rank::evaluate() {
   recording = false;
+  // Each batch's loss is its micro-steps' sum over ranks over its divisor,
+  // the same on every rank: this rank's share of it is summed, then the ranks'.
   double sum = 0;
-  for (int64_t b = 0; b < o.evalBatches; ++b)
+  for (int64_t b = 0; b < o.evalBatches; ++b) {
+    detail::LossNorm norm;
+    if (std::string err = detail::lossNorm(p, o, data, true, b, &norm); !err.empty())
+      fail(err);
+    double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a) {
-      fillInputs(data.eval, b, a);
+      fillInputs(true, b, a);
       runPhase(p.microStep, "eval");
-      sum += *at(p.tensors[p.loss].offset);
+      batch += *at(p.tensors[p.loss].offset);
     }
+    sum += batch / norm.divisor;
+  }
   for (const Unit &u : p.units)
     std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
   recording = true;
   if (!comm.allReduceScalar(Group::World, &sum))
     fail("stopped: " + comm.error());
-  return sum / double(p.worldSize * o.gradAccum * o.evalBatches);
+  return sum / double(o.evalBatches);
 }
 
 void Rank::initWeights() {
@@ -397,13 +405,17 @@ std::string Rank::run(const StepCallback &onStep) {
     if (!err.empty())
       fail(err);
     step = first;
-    lossScale = 1.0f / (float)(detail::globalBatch(p, o) * p.seqLen); // the mean over G x S
     for (int64_t t = first; t < o.steps; ++t) {
       traceStep = t;
+      // The mean over the step's G x S tokens, G images, or selected tokens.
+      detail::LossNorm norm;
+      if (std::string err = detail::lossNorm(p, o, data, false, t, &norm); !err.empty())
+        fail(err);
+      lossScale = norm.gradScale;
       auto start = std::chrono::steady_clock::now();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
-        fillInputs(data.train, t, a);
+        fillInputs(false, t, a);
         runPhase(p.microStep, "micro_step");
         lossSum += *at(p.tensors[p.loss].offset);
       }
@@ -416,7 +428,7 @@ std::string Rank::run(const StepCallback &onStep) {
       // every rank's.
       if (!comm.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + comm.error());
-      StepReport r = detail::stepReport(p, o, t, lossSum, gradNorm, seconds);
+      StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       std::string err = detail::afterStep(
@@ -478,13 +490,17 @@ std::string fsdp::runtime::threadsBackendRefuses(const Program &program, const s
 }
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
-                                      const StepCallback &onStep) {
+                                      const StepCallback &onStep, const detail::Inputs *inputs) {
   if (std::string why = threadsBackendRefuses(program, "PLAN"); !why.empty())
     return why;
-  detail::Inputs data;
-  std::string err = data.open(program, options);
-  if (!err.empty())
-    return err;
+  detail::Inputs opened;
+  if (!inputs) {
+    std::string err = opened.open(program, options);
+    if (!err.empty())
+      return err;
+    inputs = &opened;
+  }
+  const detail::Inputs &data = *inputs;
   // Ranks are the parallelism: one BLAS thread each, or N ranks would each
   // spin up all the cores' worth of BLAS threads (measured: 10x slower for 4
   // ranks on 2 cores).

@@ -10,6 +10,7 @@
 
 #include "runtime/Program.h"
 #include "runtime/io/Dataset.h"
+#include "runtime/io/Images.h"
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +51,10 @@ struct RunOptions {
   std::string evalData;
   int64_t evalEvery = 0, evalBatches = 1;
   std::string trace; // write the measured timeline here (Chrome trace)
+  // Image programs: the labels of `data` and of `evalData` (.npy).
+  std::string labels, evalLabels;
+  // Masked-LM programs: the token a selected position's input becomes.
+  int64_t maskTokenId = 103;
 };
 
 struct StepReport {
@@ -78,11 +83,15 @@ inline constexpr int64_t kMaxThreadRanks = 2048;
 /// MPI (`plan` names the program in the command it suggests).
 std::string threadsBackendRefuses(const program::Program &program, const std::string &plan);
 
+namespace detail {
+struct Inputs;
+}
 /// Runs `program` with every rank a thread of this process. Calls `onStep`
-/// once per optimizer step (from rank 0). Returns "" or the first error,
-/// naming the rank and the instruction.
+/// once per optimizer step (from rank 0). `inputs`: the data already opened
+/// (detail::Inputs::open), or null to open it here. Returns "" or the first
+/// error, naming the rank and the instruction.
 std::string runThreads(const program::Program &program, const RunOptions &options,
-                       const StepCallback &onStep);
+                       const StepCallback &onStep, const detail::Inputs *inputs = nullptr);
 
 class Communicator;
 /// Runs this process's rank of `program` with `comm` (MPI: one process a
@@ -125,18 +134,47 @@ private:
   std::atomic<int64_t> highWater{0};
 };
 
-/// The token streams of a run: the training data (--data, or synthetic) and
-/// the held-out data (--eval-data, when given), read and checked once.
+/// The data of a run, as the program's inputs.kind takes it: token streams
+/// (tokens, masked_tokens: --data or synthetic, --eval-data) or images and
+/// labels (--data and --labels, --eval-data and --eval-labels), read and
+/// checked whole once, before the first step.
 struct Inputs {
   io::Dataset train, eval;
+  io::ImageSet trainImages, evalImages;
   std::string open(const program::Program &p, const RunOptions &options);
-  int64_t bytes() const { return train.bytes() + eval.bytes(); }
+  int64_t bytes() const {
+    return train.bytes() + eval.bytes() + trainImages.bytes() + evalImages.bytes();
+  }
 };
 
 /// Rank `rank`'s tokens and targets ([micro_batch, seq_len] each) for
 /// micro-step `micro` of optimizer step `step` (DESIGN.md's data semantics).
 void fillTokens(const program::Program &p, const io::Dataset &data, int64_t gradAccum, int rank,
                 int64_t step, int64_t micro, int64_t *tokens, int64_t *targets);
+
+/// Rank `rank`'s inputs for micro-step `micro` of step `step` (or, `eval`,
+/// of eval batch `step`), as the program's inputs.kind says: `input` receives
+/// the bytes of tensor p.tokens (i64 tokens, or f32 or bf16 patches),
+/// `targets` the elements of p.targets (io/Batches.h).
+void fillInputs(const program::Program &p, const RunOptions &options, const Inputs &data, bool eval,
+                int rank, int64_t step, int64_t micro, char *input, int64_t *targets);
+
+/// How the loss of step `step` (from 0; with `eval`, of eval batch `step`)
+/// is normalised, so that it and its gradients are those of the step's mean
+/// loss. `gradScale` scales the loss's gradient (cross_entropy_grad);
+/// `divisor` turns the sum, over ranks and micro-steps, of the micro-step's
+/// loss tensor into the step's loss. Tokens: each micro-step's loss is the
+/// mean over its B x S tokens, so 1 / (G S) and R A; images: the mean over
+/// its B images, 1 / G and R A; masked tokens: the sum of the cross-entropy
+/// over its selected positions, so 1 / n and n, n the selected positions of
+/// the whole global batch (io::maskedCount). A masked step (or eval batch)
+/// with none selected is an error naming it.
+struct LossNorm {
+  float gradScale = 1;
+  double divisor = 1;
+};
+std::string lossNorm(const program::Program &p, const RunOptions &options, const Inputs &data,
+                     bool eval, int64_t step, LossNorm *norm);
 
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):
@@ -151,11 +189,11 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
 /// runtime reads (F32, BF16, F16); an error names the file and the tensor.
 std::string checkWeights(const program::Program &p, const io::WeightSource &weights);
 
-/// A step's report from the sum over ranks of their micro-steps' losses, the
-/// gradient norm and the step's seconds (peakBytes and outsideArenaBytes are
-/// the caller's).
+/// A step's report from the sum over ranks of their micro-steps' losses
+/// (divided by the step's LossNorm::divisor), the gradient norm and the
+/// step's seconds (peakBytes and outsideArenaBytes are the caller's).
 StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
-                      double lossSum, double gradNorm, double seconds);
+                      double lossSum, double lossDivisor, double gradNorm, double seconds);
 
 /// Fills the rank's parameter and Adam shards from options.resume (resharded
 /// when another plan saved it); *first: the steps already taken.

@@ -48,6 +48,30 @@ std::optional<Target> fsdp::program::parseTarget(const std::string &name) {
   return std::nullopt;
 }
 
+const char *fsdp::program::inputKindName(InputKind k) {
+  switch (k) {
+  case InputKind::Tokens:
+    return "tokens";
+  case InputKind::MaskedTokens:
+    return "masked_tokens";
+  case InputKind::Images:
+    return "images";
+  }
+  return "?";
+}
+
+std::optional<InputKind> fsdp::program::parseInputKind(const std::string &name) {
+  for (InputKind k : {InputKind::Tokens, InputKind::MaskedTokens, InputKind::Images})
+    if (name == inputKindName(k))
+      return k;
+  return std::nullopt;
+}
+
+bool fsdp::program::operator==(const ImageSpec &a, const ImageSpec &b) {
+  return a.height == b.height && a.width == b.width && a.channels == b.channels &&
+         a.patchHeight == b.patchHeight && a.patchWidth == b.patchWidth && a.classes == b.classes;
+}
+
 const OpInfo *fsdp::program::findOp(const std::string &name) {
   for (const OpInfo &info : kOps)
     if (name == info.name)
@@ -323,7 +347,18 @@ std::string fsdp::program::writeProgram(const Program &p) {
     memory[k] = v;
   top["memory"] = memory;
   top["events"] = p.events;
-  top["inputs"] = {{"tokens", p.tokens}, {"targets", p.targets}};
+  // A token program writes no kind: the default, as every program before
+  // the field had.
+  ojson inputs = ojson::object();
+  if (p.inputKind != InputKind::Tokens)
+    inputs["kind"] = inputKindName(p.inputKind);
+  inputs["tokens"] = p.tokens;
+  inputs["targets"] = p.targets;
+  if (p.inputKind == InputKind::Images)
+    inputs["image"] = {{"height", p.image.height},          {"width", p.image.width},
+                       {"channels", p.image.channels},      {"patch_height", p.image.patchHeight},
+                       {"patch_width", p.image.patchWidth}, {"classes", p.image.classes}};
+  top["inputs"] = inputs;
   top["loss"] = p.loss;
   std::vector<ojson> units, tensors;
   for (const Unit &u : p.units) {
@@ -411,6 +446,7 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
          a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
          a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
-         a.targets == b.targets && a.loss == b.loss && a.units == b.units &&
-         a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;
+         a.targets == b.targets && a.loss == b.loss && a.inputKind == b.inputKind &&
+         a.image == b.image && a.units == b.units && a.tensors == b.tensors &&
+         a.microStep == b.microStep && a.optimizer == b.optimizer;
 }

@@ -33,6 +33,34 @@ enum class Target { Cpu, Cuda };
 const char *targetName(Target t);
 std::optional<Target> parseTarget(const std::string &name);
 
+/// What the model takes as input (the program's `inputs.kind`,
+/// docs/program-format.md), and so how the runtime builds each batch
+/// (runtime/io/Batches.h):
+/// - Tokens: `tokens` and `targets` i64 [micro_batch, seq_len], targets the
+///   next tokens (causal LM; the default);
+/// - MaskedTokens: the same windows, about 15% of positions selected by
+///   absolute file index and replaced by the mask token; targets hold the
+///   original at selected positions and kIgnoreTarget elsewhere (BERT);
+/// - Images: `tokens` is the patches, f32 or bf16 [micro_batch, patches,
+///   channels * patch_height * patch_width], `targets` the labels, i64
+///   [micro_batch, 1] (ViT).
+enum class InputKind { Tokens, MaskedTokens, Images };
+const char *inputKindName(InputKind k);
+std::optional<InputKind> parseInputKind(const std::string &name);
+
+/// An image program's input: images of height x width x channels cut into
+/// patches of patch_height x patch_width, and the classifier's classes.
+struct ImageSpec {
+  int64_t height = 0, width = 0, channels = 0, patchHeight = 0, patchWidth = 0, classes = 0;
+  int64_t patches() const { return (height / patchHeight) * (width / patchWidth); }
+  int64_t patchValues() const { return channels * patchHeight * patchWidth; }
+};
+bool operator==(const ImageSpec &a, const ImageSpec &b);
+
+/// The target of a masked-LM position that is not selected: what
+/// torch.nn.CrossEntropyLoss ignores by default (ignore_index).
+inline constexpr int64_t kIgnoreTarget = -100;
+
 struct Tensor {
   int64_t offset = 0;
   std::vector<int64_t> shape;
@@ -143,6 +171,8 @@ struct Program {
   // The planner's predicted times (0: none in the program).
   double predictedMicroStepS = 0, predictedOptimizerS = 0;
   int64_t tokens = -1, targets = -1, loss = -1;
+  InputKind inputKind = InputKind::Tokens;
+  ImageSpec image; // inputKind == Images
   std::vector<Unit> units;
   std::vector<Tensor> tensors;
   Phase microStep, optimizer;

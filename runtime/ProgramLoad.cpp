@@ -103,6 +103,7 @@ private:
     }
   }
   void checkIndices(const std::string &phase, const Phase &s);
+  void loadInputs(const json &j);
   const Tensor &tensor(int64_t id, const std::string &where) {
     if (id < 0 || id >= (int64_t)p.tensors.size())
       fail(where, "tensor " + std::to_string(id) + " does not exist");
@@ -263,18 +264,80 @@ void Loader::run(const std::string &text) {
     p.units.push_back(u);
   }
 
-  p.tokens = get<int64_t>(at(j, "inputs", "top level"), "tokens", "inputs");
-  p.targets = get<int64_t>(at(j, "inputs", "top level"), "targets", "inputs");
+  loadInputs(at(j, "inputs", "top level"));
   p.loss = get<int64_t>(j, "loss", "top level");
-  for (int64_t id : {p.tokens, p.targets})
-    if (tensor(id, "inputs").dtype != DType::I64 ||
-        tensor(id, "inputs").shape != std::vector<int64_t>{p.microBatch, p.seqLen})
-      fail("inputs", "tokens and targets must be i64 [micro_batch, seq_len]");
   if (tensor(p.loss, "loss").numel() != 1)
     fail("loss", "the loss must be a scalar");
 
   loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
   loadPhase(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
+}
+
+// The model's inputs: their kind (left out: tokens) and tensors; an image
+// program's image and patch sizes and classes.
+void Loader::loadInputs(const json &j) {
+  if (!j.is_object())
+    fail("inputs", "must be an object");
+  for (auto &[key, v] : j.items())
+    if (key != "kind" && key != "tokens" && key != "targets" && key != "image")
+      fail("inputs", "unknown key '" + key + "' (kind, tokens, targets, image)");
+  if (j.contains("kind")) {
+    std::string kind = get<std::string>(j, "kind", "inputs");
+    auto k = parseInputKind(kind);
+    if (!k)
+      fail("inputs", "kind '" + kind + "' is not tokens, masked_tokens or images");
+    p.inputKind = *k;
+  }
+  p.tokens = get<int64_t>(j, "tokens", "inputs");
+  p.targets = get<int64_t>(j, "targets", "inputs");
+  const Tensor &tokens = tensor(p.tokens, "inputs"), &targets = tensor(p.targets, "inputs");
+  if (p.tokens == p.targets)
+    fail("inputs", "tokens and targets must be two tensors");
+  if (p.inputKind != InputKind::Images) {
+    if (j.contains("image"))
+      fail("inputs", "'image' belongs to a program whose inputs are images, not " +
+                         std::string(inputKindName(p.inputKind)));
+    for (const Tensor *t : {&tokens, &targets})
+      if (t->dtype != DType::I64 || t->shape != std::vector<int64_t>{p.microBatch, p.seqLen})
+        fail("inputs", "tokens and targets must be i64 [micro_batch, seq_len]");
+    return;
+  }
+  const json &im = at(j, "image", "inputs");
+  ImageSpec &s = p.image;
+  s.height = get<int64_t>(im, "height", "inputs.image");
+  s.width = get<int64_t>(im, "width", "inputs.image");
+  s.channels = get<int64_t>(im, "channels", "inputs.image");
+  s.patchHeight = get<int64_t>(im, "patch_height", "inputs.image");
+  s.patchWidth = get<int64_t>(im, "patch_width", "inputs.image");
+  s.classes = get<int64_t>(im, "classes", "inputs.image");
+  for (auto &[key, v] : im.items())
+    if (key != "height" && key != "width" && key != "channels" && key != "patch_height" &&
+        key != "patch_width" && key != "classes")
+      fail("inputs.image", "unknown key '" + key +
+                               "' (height, width, channels, patch_height, patch_width, classes)");
+  for (int64_t v : {s.height, s.width, s.channels, s.patchHeight, s.patchWidth, s.classes})
+    if (v < 1)
+      fail("inputs.image", "height, width, channels, patch_height, patch_width and classes "
+                           "must be at least 1");
+  if (s.height % s.patchHeight != 0 || s.width % s.patchWidth != 0)
+    fail("inputs.image", "the image (" + std::to_string(s.height) + " x " +
+                             std::to_string(s.width) + ") is not a whole number of patches (" +
+                             std::to_string(s.patchHeight) + " x " + std::to_string(s.patchWidth) +
+                             ")");
+  // Each factor is below 2^63: their products fit in 128 bits.
+  i128 pixels = (i128)s.height * s.width * s.channels;
+  if (pixels > ((i128)1 << 40))
+    fail("inputs.image", "an image of " + str(pixels) + " values is more than fsdp-run reads");
+  if (p.seqLen != s.patches() + 1)
+    fail("inputs.image", "seq_len " + std::to_string(p.seqLen) + " must be the patches and " +
+                             "the CLS token, " + std::to_string(s.patches() + 1));
+  std::vector<int64_t> patchShape = {p.microBatch, s.patches(), s.patchValues()};
+  if ((tokens.dtype != DType::F32 && tokens.dtype != DType::BF16) || tokens.shape != patchShape)
+    fail("inputs", "an image program's tokens (its patches) must be f32 or bf16 [micro_batch, " +
+                       std::to_string(s.patches()) + " patches, " +
+                       std::to_string(s.patchValues()) + " values]");
+  if (targets.dtype != DType::I64 || targets.shape != std::vector<int64_t>{p.microBatch, 1})
+    fail("inputs", "an image program's targets (its labels) must be i64 [micro_batch, 1]");
 }
 
 void Loader::loadPhase(const json &j, const std::string &phase, Phase &s) {
@@ -340,7 +403,19 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
     std::string rowsText =
         std::to_string(rows) +
         (inst.op == Op::CrossEntropy || inst.op == Op::CrossEntropyGrad ? " classes" : " rows");
-    if (ids == p.tokens || ids == p.targets) {
+    if (p.inputKind == InputKind::Images && ids == p.tokens) {
+      fail(where, "indexes by the image patches, which are not ids");
+    } else if (p.inputKind == InputKind::Images && ids == p.targets) {
+      // Labels: the data reader holds them below the classes.
+      if (p.image.classes > rows)
+        fail(where, "labels up to " + std::to_string(p.image.classes - 1) + " (of " +
+                        std::to_string(p.image.classes) + " classes) index " + table + " " +
+                        rowsText);
+    } else if (p.inputKind == InputKind::MaskedTokens && ids == p.targets) {
+      fail(where, "indexes by the targets of masked_tokens inputs, which hold " +
+                      std::to_string(kIgnoreTarget) +
+                      " at every position not selected; this op does not skip them");
+    } else if (ids == p.tokens || ids == p.targets) {
       if (vocab <= 0)
         fail(where, "indexes by token, but no cross_entropy gives the vocabulary");
       if (vocab > rows)

@@ -10,6 +10,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
 #include "runtime/TraceFormat.h"
+#include "runtime/io/Batches.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/io/Files.h"
@@ -30,23 +31,75 @@ using namespace fsdp::program;
 void fsdp::runtime::detail::fillTokens(const Program &p, const io::Dataset &data, int64_t gradAccum,
                                        int rank, int64_t step, int64_t micro, int64_t *tokens,
                                        int64_t *targets) {
-  int64_t B = p.microBatch, S = p.seqLen, R = p.worldSize;
-  // ((step·G + g)·S) mod w, exactly: a run resumed at a late step (any step
-  // count a checkpoint holds) must not overflow into a negative start.
-  const int64_t w = data.size() - S - 1; // at least 1: Dataset::open checks
-  auto mulMod = [w](int64_t a, int64_t b) {
-    return (int64_t)((unsigned __int128)a * (unsigned __int128)b % (unsigned __int128)w);
-  };
-  int64_t stepPart = mulMod(mulMod(mulMod(step % w, B), R), gradAccum); // step·G mod w
-  for (int64_t b = 0; b < B; ++b) {
-    // g = micro·B·R + rank·B + b, mod w
-    int64_t g = (mulMod(mulMod(micro, B), R) + mulMod(rank, B) + b % w) % w;
-    int64_t start = mulMod((stepPart + g) % w, S);
+  int64_t S = p.seqLen;
+  io::BatchLayout l{p.microBatch, p.worldSize, gradAccum};
+  for (int64_t b = 0; b < l.microBatch; ++b) {
+    // ((step G + g) S) mod (n - S - 1), exactly: a run resumed at a late step
+    // (any step count a checkpoint holds) must not overflow into a negative
+    // start. The modulus is at least 1: Dataset::open checks.
+    int64_t start = io::windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
     for (int64_t s = 0; s < S; ++s) {
       tokens[b * S + s] = data.token(start + s);
       targets[b * S + s] = data.token(start + s + 1);
     }
   }
+}
+
+void fsdp::runtime::detail::fillInputs(const Program &p, const RunOptions &o, const Inputs &data,
+                                       bool eval, int rank, int64_t step, int64_t micro,
+                                       char *input, int64_t *targets) {
+  io::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+  switch (p.inputKind) {
+  case InputKind::Tokens:
+    fillTokens(p, eval ? data.eval : data.train, o.gradAccum, rank, step, micro,
+               reinterpret_cast<int64_t *>(input), targets);
+    return;
+  case InputKind::MaskedTokens:
+    io::fillMaskedTokens(eval ? data.eval : data.train, p.seqLen, l, rank, step, micro,
+                         o.maskTokenId, reinterpret_cast<int64_t *>(input), targets);
+    return;
+  case InputKind::Images: {
+    const io::ImageSet &from = eval ? data.evalImages : data.trainImages;
+    const Tensor &patches = p.tensors[p.tokens];
+    if (patches.dtype == DType::F32) {
+      io::fillImages(from, p.image, l, rank, step, micro, reinterpret_cast<float *>(input),
+                     targets);
+    } else { // bf16 compute: the patches rounded once, as a bf16 cast of them
+      std::vector<float> wide(patches.numel());
+      io::fillImages(from, p.image, l, rank, step, micro, wide.data(), targets);
+      kernels::toBf16(wide.data(), reinterpret_cast<uint16_t *>(input), patches.numel());
+    }
+    return;
+  }
+  }
+}
+
+std::string fsdp::runtime::detail::lossNorm(const Program &p, const RunOptions &o,
+                                            const Inputs &data, bool eval, int64_t step,
+                                            LossNorm *norm) {
+  int64_t G = globalBatch(p, o);
+  norm->divisor = (double)(p.worldSize * o.gradAccum); // the micro-steps' means
+  switch (p.inputKind) {
+  case InputKind::Tokens:
+    norm->gradScale = 1.0f / (float)(G * p.seqLen);
+    return "";
+  case InputKind::Images:
+    norm->gradScale = 1.0f / (float)G;
+    return "";
+  case InputKind::MaskedTokens: {
+    io::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+    int64_t n = io::maskedCount(eval ? data.eval : data.train, p.seqLen, l, step);
+    if (n == 0)
+      return (eval ? "eval batch " : "step ") + std::to_string(step + 1) +
+             ": no token of its global batch of " + std::to_string(G) + " x " +
+             std::to_string(p.seqLen) + " tokens is selected for the masked-LM loss " +
+             "(splitmix64(index) mod 20 < 3), so it has no loss to take";
+    norm->gradScale = 1.0f / (float)n;
+    norm->divisor = (double)n; // the micro-steps' sums
+    return "";
+  }
+  }
+  return "";
 }
 
 // A deterministic initialisation that does not depend on the world size:
@@ -202,6 +255,12 @@ bool fsdp::runtime::detail::evalDue(const RunOptions &o, int64_t step) {
 }
 
 std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptions &o) {
+  if (p.inputKind == InputKind::Images) {
+    std::string err = trainImages.open(o.data, o.labels, p.image, "--data", "--labels");
+    if (err.empty() && !o.evalData.empty())
+      err = evalImages.open(o.evalData, o.evalLabels, p.image, "--eval-data", "--eval-labels");
+    return err;
+  }
   std::string err = train.open(o.data, p, o.dataDtype);
   if (err.empty() && !o.evalData.empty())
     err = eval.open(o.evalData, p, o.dataDtype);
@@ -220,12 +279,13 @@ int64_t fsdp::runtime::detail::globalBatch(const Program &p, const RunOptions &o
 }
 
 StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions &o, int64_t step,
-                                             double lossSum, double gradNorm, double seconds) {
+                                             double lossSum, double lossDivisor, double gradNorm,
+                                             double seconds) {
   int64_t G = globalBatch(p, o);
   StepReport r;
   r.step = step + 1;
   r.steps = o.steps;
-  r.loss = lossSum / (double)(p.worldSize * o.gradAccum);
+  r.loss = lossSum / lossDivisor;
   r.gradNorm = gradNorm;
   r.lr = learningRate(o, r.step);
   r.stepTimeS = seconds;

@@ -62,7 +62,11 @@ static void usage(FILE *to) {
           "                        its shards, or model.safetensors), or the index itself\n"
           "                        (default: the seeded initialisation)\n"
           "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
-          "                        synthetic tokens\n"
+          "                        synthetic tokens; for a program whose inputs are images, a\n"
+          "                        .npy of uint8 [N, height, width, channels]\n"
+          "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
+          "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
+          "                        103, BERT's [MASK]); below the vocabulary\n"
           "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
           "                        uint16 when the vocabulary has at most 65536 tokens)\n"
           "  --lr X                AdamW learning rate (default 1e-3)\n"
@@ -75,8 +79,9 @@ static void usage(FILE *to) {
           "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
           "  --min-lr X            the schedule's last rate (default 0)\n"
           "Evaluation:\n"
-          "  --eval-data FILE      held-out tokens (same width as --data); eval_loss in\n"
-          "                        --metrics and the progress line\n"
+          "  --eval-data FILE      held-out tokens (same width as --data), or images; eval_loss\n"
+          "                        in --metrics and the progress line\n"
+          "  --eval-labels FILE    the labels of --eval-data images (.npy, as --labels)\n"
           "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
           "  --eval-batches K      batches an evaluation averages (default 1)\n"
           "Outputs (their folders checked before step 1):\n"
@@ -173,6 +178,49 @@ static std::string checkPlanFile(const std::string &path) {
                      : path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + err;
 }
 
+// The data flags against what the program's model takes (its inputs.kind):
+// images need --data and --labels (and --eval-labels with --eval-data);
+// masked tokens a --mask-token-id below the vocabulary; a flag of another
+// kind of input is an error rather than ignored. The files themselves are
+// read and checked whole before the first step (detail::Inputs::open).
+static std::string checkInputFlags(const program::Program &p, const std::string &plan,
+                                   const runtime::RunOptions &o, bool maskGiven, bool dtypeGiven) {
+  using program::InputKind;
+  std::string kind = std::string(plan) + "'s inputs are " + program::inputKindName(p.inputKind);
+  if (p.inputKind != InputKind::Images) {
+    if (!o.labels.empty())
+      return "--labels is for a model that takes images; " + kind;
+    if (!o.evalLabels.empty())
+      return "--eval-labels is for a model that takes images; " + kind;
+  }
+  if (p.inputKind != InputKind::MaskedTokens && maskGiven)
+    return "--mask-token-id is for a masked-LM model (inputs masked_tokens); " + kind;
+  if (p.inputKind == InputKind::Images) {
+    if (dtypeGiven)
+      return "--data-dtype is for token files; " + kind + " (.npy files say their dtype)";
+    if (o.data.empty())
+      return kind + ": give them with --data IMAGES.npy (uint8 [N, " +
+             std::to_string(p.image.height) + ", " + std::to_string(p.image.width) + ", " +
+             std::to_string(p.image.channels) + "]) and --labels LABELS.npy";
+    if (o.labels.empty())
+      return "--data " + o.data + " needs its labels: --labels LABELS.npy (int64 or int32 [N])";
+    if (!o.evalData.empty() && o.evalLabels.empty())
+      return "--eval-data " + o.evalData +
+             " needs its labels: --eval-labels LABELS.npy (int64 or int32 [N])";
+  }
+  if (p.inputKind == InputKind::MaskedTokens) {
+    int64_t vocab = p.vocabSize();
+    std::string id =
+        "--mask-token-id " + std::to_string(o.maskTokenId) + (maskGiven ? "" : " (the default)");
+    if (vocab <= 0)
+      return id + ": " + plan + " gives no vocabulary (no cross_entropy) to check it against";
+    if (o.maskTokenId >= vocab)
+      return id + " is outside the model's vocabulary of " + std::to_string(vocab) +
+             " tokens (it must be below vocab_size)";
+  }
+  return "";
+}
+
 // Lowers a .mlir plan to its program with fsdp-translate, next to this binary.
 static std::string lowerMlir(const std::string &plan, const char *argv0, std::string &json) {
   std::string self(argv0);
@@ -218,13 +266,14 @@ int main(int argc, char **argv) {
                                              {"--clip-grad-norm", &o.clipGradNorm},
                                              {"--min-lr", &o.minLr}};
   std::map<std::string, std::string *> strings = {
-      {"--weights", &o.weights},   {"--data", &o.data},
-      {"--metrics", &metricsPath}, {"--save", &o.save},
-      {"--resume", &o.resume},     {"--save-weights", &o.saveWeights},
-      {"--trace", &o.trace},       {"--nccl-id-file", &ncclIdFile},
-      {"--eval-data", &o.evalData}};
+      {"--weights", &o.weights},       {"--data", &o.data},
+      {"--metrics", &metricsPath},     {"--save", &o.save},
+      {"--resume", &o.resume},         {"--save-weights", &o.saveWeights},
+      {"--trace", &o.trace},           {"--nccl-id-file", &ncclIdFile},
+      {"--eval-data", &o.evalData},    {"--labels", &o.labels},
+      {"--eval-labels", &o.evalLabels}};
   std::string schedule = "constant";
-  bool evalFlags = false, maxShardGiven = false;
+  bool evalFlags = false, maxShardGiven = false, maskGiven = false, dtypeGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -311,7 +360,11 @@ int main(int argc, char **argv) {
     } else if (a == "--backend") {
       backend = value();
       backendGiven = true;
+    } else if (a == "--mask-token-id") {
+      o.maskTokenId = (int64_t)integer(value(), a, 0, INT64_MAX);
+      maskGiven = true;
     } else if (a == "--data-dtype") {
+      dtypeGiven = true;
       o.dataDtype = value();
       if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
         return fail("--data-dtype expects uint16 or uint32, not '" + o.dataDtype + "'");
@@ -345,6 +398,8 @@ int main(int argc, char **argv) {
   }
   if (o.steps < 1 || o.gradAccum < 1)
     return fail("--steps and --grad-accum must be at least 1");
+  if (!o.evalLabels.empty() && o.evalData.empty())
+    return fail("--eval-labels " + o.evalLabels + " needs --eval-data FILE, the held-out images");
   if (evalFlags && o.evalData.empty())
     return fail("--eval-every and --eval-batches need --eval-data FILE, the held-out tokens");
   if (maxShardGiven && (o.saveWeights.empty() || !io::isWeightsFolder(o.saveWeights)))
@@ -467,6 +522,8 @@ int main(int argc, char **argv) {
                              std::to_string(o.gradAccum) +
                              " micro-steps, more tokens than fsdp-run counts (2^62)")
                       : 1);
+  if (std::string why = checkInputFlags(p, planPath, o, maskGiven, dtypeGiven); !why.empty())
+    return finish(mpiRank == 0 ? fail(why) : 1);
   if (std::string why = runtime::threadsBackendRefuses(p, planPath);
       backend == "threads" && !why.empty())
     return fail(why);
@@ -534,6 +591,15 @@ int main(int argc, char **argv) {
   // of the run. The --weights are checked against the model here too, so that
   // an error is said once. Under MPI a failure here ends every process.
   std::unique_ptr<io::CheckpointDir> saveDir;
+  // The threads backend's data (every rank's), read and checked whole before
+  // any output is made: a file that does not fit leaves nothing behind. (The
+  // other backends' processes read their own, before their first step.)
+  runtime::detail::Inputs threadsInputs;
+  if (backend == "threads") {
+    std::string dataErr = threadsInputs.open(p, o);
+    if (!dataErr.empty())
+      return fail(dataErr);
+  }
   if (myRank == 0) {
     std::string outErr;
     for (auto [flag, path] :
@@ -667,7 +733,7 @@ int main(int argc, char **argv) {
       return finish(fail(err));
 #endif
   } else {
-    err = runtime::runThreads(p, o, onStep);
+    err = runtime::runThreads(p, o, onStep, &threadsInputs);
     if (!err.empty())
       return fail(err);
   }

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Write a small runnable image program (docs/program-format.md, inputs kind
+"images"): a linear classifier over whole images, the planner's part of ViT
+written by hand so that fsdp-run's image batches can be trained end to end
+before the ViT graph exists.
+
+usage: make_image_program.py OUT.json --height H --width W --channels C
+                             --classes K --micro-batch B --world-size R
+
+The image is one patch (patch = image, so P = 1 and seq_len = 2); the model is
+logits = patches x W^T with one parameter "classifier.weight" [K, C*H*W] in
+one full-shard unit padded to R shards, and the step the planner would make of
+it: gather, linear, cross_entropy and its gradient (scaled by the runtime's
+1/G), the weight's gradient into the unit's buffer, reduce-scatter, then the
+global norm and AdamW. With HF's Conv2d kernel [K, C, H, W] viewed as
+[K, C*H*W], it is a convolution with kernel = stride = the image.
+"""
+import argparse
+import json
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--height", type=int, required=True)
+    ap.add_argument("--width", type=int, required=True)
+    ap.add_argument("--channels", type=int, required=True)
+    ap.add_argument("--classes", type=int, required=True)
+    ap.add_argument("--micro-batch", type=int, required=True)
+    ap.add_argument("--world-size", type=int, required=True)
+    a = ap.parse_args(argv)
+    B, R, K = a.micro_batch, a.world_size, a.classes
+    V = a.channels * a.height * a.width
+    numel = K * V
+    padded = -(-numel // R) * R
+    shard = padded // R
+    offset = 0
+
+    def take(nbytes):
+        nonlocal offset
+        at = offset
+        offset += (nbytes + 15) // 16 * 16
+        return at
+
+    units = {"name": "unit0", "module": "classifier", "numel": numel, "padded_numel": padded,
+             "shard_size": R, "shard_numel": shard}
+    for key in ("shard_offset", "grad_shard_offset", "exp_avg_offset", "exp_avg_sq_offset"):
+        units[key] = take(shard * 4)
+    units["params"] = [{"name": "classifier.weight", "shape": [K, V], "offset": 0,
+                        "numel": numel, "decay": True}]
+    gathered = take(padded * 4)
+    grads = take(padded * 4)
+    tensors = [
+        {"offset": take(B * V * 4), "shape": [B, 1, V], "dtype": "f32"},  # 0 patches
+        {"offset": take(B * 8), "shape": [B, 1], "dtype": "i64"},   # 1 labels
+        {"offset": take(4), "shape": [], "dtype": "f32"},           # 2 loss
+        {"offset": take(B * K * 4), "shape": [B, 1, K], "dtype": "f32"},  # 3 logits
+        {"offset": take(B * K * 4), "shape": [B, 1, K], "dtype": "f32"},  # 4 dlogits
+        {"offset": gathered, "shape": [K, V], "dtype": "f32"},      # 5 the weight
+        {"offset": grads, "shape": [K, V], "dtype": "f32"},         # 6 its gradient
+    ]
+    for i, t in enumerate(tensors):
+        t["id"] = i
+    compute = [
+        {"op": "record", "event": 0},
+        {"op": "wait", "event": 1, "phase": "forward"},
+        {"op": "linear", "module": "classifier", "layout": "out_in", "in": [0, 5], "out": [3],
+         "unit": 0, "phase": "forward"},
+        {"op": "cross_entropy", "in": [3, 1], "out": [2], "phase": "forward"},
+        {"op": "cross_entropy_grad", "in": [3, 1], "out": [4], "phase": "backward"},
+        {"op": "alloc", "kind": "grads", "unit": 0, "dst": grads, "zero_from": numel,
+         "phase": "backward"},
+        {"op": "linear_grad_weight", "module": "classifier", "layout": "out_in", "in": [4, 0],
+         "out": [6], "phase": "backward"},
+        {"op": "free", "kind": "params", "unit": 0, "phase": "backward"},
+        {"op": "record", "event": 2},
+        {"op": "wait", "event": 3, "phase": "backward"},
+        {"op": "free", "kind": "grads", "unit": 0, "phase": "backward"},
+    ]
+    comm = [
+        {"op": "wait", "event": 0},
+        {"op": "all_gather", "unit": 0, "dst": gathered, "phase": "forward"},
+        {"op": "record", "event": 1},
+        {"op": "wait", "event": 2},
+        {"op": "reduce_scatter", "unit": 0, "src": grads, "phase": "backward"},
+        {"op": "record", "event": 3},
+    ]
+    program = {
+        "format": "fsdp-program", "version": 1,
+        "model": {"name": "image-linear", "model_type": "vit", "parameters": numel},
+        "world_size": R, "strategy": "full-shard", "shard_size": R,
+        "micro_batch": B, "seq_len": 2, "arena_bytes": offset,
+        "memory": {"peak_bytes": offset}, "events": 6,
+        "inputs": {"kind": "images", "tokens": 0, "targets": 1,
+                   "image": {"height": a.height, "width": a.width, "channels": a.channels,
+                             "patch_height": a.height, "patch_width": a.width, "classes": K}},
+        "loss": 2, "units": [units], "tensors": tensors,
+        "micro_step": {"compute": compute, "comm": comm},
+        "optimizer": {"compute": [{"op": "record", "event": 4},
+                                  {"op": "wait", "event": 5, "phase": "optimizer"},
+                                  {"op": "optimizer_step", "unit": 0, "phase": "optimizer"}],
+                      "comm": [{"op": "wait", "event": 4},
+                               {"op": "grad_norm", "phase": "optimizer"},
+                               {"op": "record", "event": 5}]},
+    }
+    with open(a.out, "w") as f:
+        json.dump(program, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import batches_ref
 import models
 from models import ConfigError, _get, _Weight
 
@@ -160,33 +161,26 @@ class BertForMaskedLM(nn.Module):
         return R(F.linear(h, R(e.word_embeddings.weight), R(self.cls.predictions.bias)))
 
 
-def splitmix64(p):
-    """DESIGN.md's mixer over absolute token indices (numpy uint64 array)."""
-    with np.errstate(over="ignore"):
-        z = np.asarray(p, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
 def mlm_selected(positions):
-    """True where a token at absolute file index p is selected: splitmix64(p) mod 20 < 3."""
-    return splitmix64(positions) % np.uint64(20) < np.uint64(3)
+    """True where a token at absolute file index p is selected
+    (batches_ref.selected: splitmix64(p) mod 20 < 3), for an array of them."""
+    pos = np.asarray(positions)
+    return np.array([batches_ref.selected(int(p)) for p in pos.flat], dtype=bool).reshape(pos.shape)
 
 
-def mlm_batch(tokens, starts, S, mask_id, ignore=-100):
+def mlm_batch(tokens, starts, S, mask_id, ignore=batches_ref.IGNORE):
     """Inputs and targets of masked-LM samples of S tokens from each start:
     a selected token's input is mask_id, its target the original; other
     targets are `ignore`."""
     pos = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(S, dtype=np.int64)[None, :]
     orig = np.asarray(tokens)[pos].astype(np.int64)
-    sel = mlm_selected(pos.astype(np.uint64))
+    sel = mlm_selected(pos)
     inputs = np.where(sel, mask_id, orig)
     targets = np.where(sel, orig, ignore)
     return torch.from_numpy(inputs), torch.from_numpy(targets), int(sel.sum())
 
 
-def mlm_loss(logits, targets, count, ignore=-100):
+def mlm_loss(logits, targets, count, ignore=batches_ref.IGNORE):
     """Sum of cross-entropy over the selected tokens, divided by `count`, the
     selected tokens of the whole global batch (so that every world size and
     micro-batching trains the same model)."""

@@ -260,6 +260,10 @@ double elementFlops(Operation *op) {
   return 0;
 }
 
+// An activation's sequence: the run's S, or the length the model fixes
+// (ViT's class token and patches).
+int64_t seqOf(Value v, int64_t B, int64_t S) { return concreteShape(v.getType(), B, S)[1]; }
+
 int64_t numel(Value v, int64_t B, int64_t S) {
   int64_t n = 1;
   for (int64_t d : concreteShape(v.getType(), B, S))
@@ -338,7 +342,7 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
     // a softmax (an exp and a few operations) over every score.
     int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
     int64_t heads = a.getNumHeads();
-    double pairs = attendedPairs(S, a.getWindow().value_or(0));
+    double pairs = attendedPairs(seqOf(a.getQuery(), B, S), a.getWindow().value_or(0));
     c.flops = 4.0 * B * width * pairs;
     c.vectorFlops = 15.0 * B * heads * pairs;
     c.matmul = true;
@@ -347,7 +351,7 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
     // softmax again and its gradient.
     int64_t width = cast<RankedTensorType>(a.getQuery().getType()).getShape().back();
     int64_t heads = a.getNumHeads();
-    double pairs = attendedPairs(S, a.getWindow().value_or(0));
+    double pairs = attendedPairs(seqOf(a.getQuery(), B, S), a.getWindow().value_or(0));
     c.flops = 10.0 * B * width * pairs;
     c.vectorFlops = 25.0 * B * heads * pairs;
     c.matmul = true;
@@ -398,6 +402,7 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   if (!fwd && !isa<nn::CausalAttentionGradOp>(op))
     return 0;
   Value q = fwd ? op->getOperand(0) : op->getOperand(1);
+  S = seqOf(q, B, S);
   int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
   double dh = (double)cast<RankedTensorType>(q.getType()).getShape().back() / heads;
   // With a sliding window W, a tile of t rows from i0 meets at most t+W-1 keys.

@@ -360,6 +360,11 @@ def NN_FirstTokenOp : NN_ComputeOp<"first_token", [
 def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "mean cross-entropy of logits[B,S,V] against targets[B,S]";
+  let description = [{
+    A target of -100 (PyTorch's `ignore_index`; masked-LM's unselected
+    tokens) counts neither in the loss nor in its gradient: the mean is over
+    the other targets.
+  }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
                        OptionalAttr<StrAttr>:$module);
   let results = (outs 0DTensorOf<[F32]>:$result);
@@ -375,8 +380,9 @@ def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
 def NN_CrossEntropyGradOp : NN_ComputeOp<"cross_entropy_grad"> {
   let summary = "d(loss)/d(logits): (softmax(logits) - onehot(targets)) * loss_scale";
   let description = [{
-    `loss_scale` is 1 / (tokens in the optimizer step's global batch); the
-    runtime supplies it, since gradient accumulation is a run-time choice.
+    `loss_scale` is 1 / (tokens in the optimizer step's global batch), or
+    of its targets that are not -100 (whose rows get zeros); the runtime
+    supplies it, since gradient accumulation is a run-time choice.
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
                        OptionalAttr<StrAttr>:$module);

@@ -260,6 +260,10 @@ double elementFlops(Operation *op) {
   return 0;
 }
 
+// An activation's sequence: the run's S, or the length the model fixes
+// (ViT's class token and patches).
+int64_t seqOf(Value v, int64_t B, int64_t S) { return concreteShape(v.getType(), B, S)[1]; }
+
 int64_t numel(Value v, int64_t B, int64_t S) {
   int64_t n = 1;
   for (int64_t d : concreteShape(v.getType(), B, S))
@@ -293,6 +297,35 @@ double bandwidthEfficiency(const Cluster &c, OpKind kind) {
   return e > 0 ? e : c.memoryEfficiency;
 }
 
+// A linear's (or its gradients') product: rows of the activation by the
+// weight read as its matrix, [in, out] or [out, in], an out_in weight of more
+// dimensions [out, d1, ..., dk] read flat (ViT's patch kernel). The rows are
+// the activation's, B x S for most, B for a linear after first_token.
+struct LinearGemm {
+  double rows, in, out;
+};
+std::optional<LinearGemm> linearGemm(Operation *op, int64_t B, int64_t S) {
+  Value w, act;
+  bool inOut;
+  if (auto l = dyn_cast<nn::LinearOp>(op))
+    w = l.getWeight(), act = l.getInput(), inOut = l.getLayout() == nn::WeightLayout::in_out;
+  else if (auto l = dyn_cast<nn::LinearGradInputOp>(op))
+    w = l.getWeight(), act = l.getResult(), inOut = l.getLayout() == nn::WeightLayout::in_out;
+  else if (auto l = dyn_cast<nn::LinearGradWeightOp>(op))
+    w = l.getResult(), act = l.getInput(), inOut = l.getLayout() == nn::WeightLayout::in_out;
+  else
+    return std::nullopt;
+  auto shape = cast<RankedTensorType>(w.getType()).getShape();
+  double trailing = 1;
+  for (int64_t d : shape.drop_front())
+    trailing *= (double)d;
+  LinearGemm g;
+  g.in = inOut ? (double)shape[0] : trailing;
+  g.out = inOut ? (double)shape[1] : (double)shape[0];
+  g.rows = g.in > 0 ? (double)numel(act, B, S) / g.in : 0;
+  return g;
+}
+
 OpCost opCost(Operation *op, int64_t B, int64_t S) {
   OpCost c;
   for (Value v : op->getOperands())
@@ -301,18 +334,8 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
   for (Value v : op->getResults())
     if (isa<RankedTensorType>(v.getType()))
       c.bytes += tensorBytes(v.getType(), B, S);
-  auto linearFlops = [&](Value w) {
-    auto shape = cast<RankedTensorType>(w.getType()).getShape();
-    return 2.0 * (double)B * S * shape[0] * shape[1];
-  };
-  if (auto l = dyn_cast<nn::LinearOp>(op)) {
-    c.flops = linearFlops(l.getWeight());
-    c.matmul = true;
-  } else if (auto l = dyn_cast<nn::LinearGradInputOp>(op)) {
-    c.flops = linearFlops(l.getWeight());
-    c.matmul = true;
-  } else if (auto l = dyn_cast<nn::LinearGradWeightOp>(op)) {
-    c.flops = linearFlops(l.getResult());
+  if (auto g = linearGemm(op, B, S)) {
+    c.flops = 2.0 * g->rows * g->in * g->out;
     c.matmul = true;
   } else if (isa<nn::CausalAttentionOp, nn::AttentionOp, nn::CausalAttentionGradOp,
                  nn::AttentionGradOp>(op)) {
@@ -326,9 +349,10 @@ OpCost opCost(Operation *op, int64_t B, int64_t S) {
     int64_t width = cast<RankedTensorType>(q.getType()).getShape().back();
     int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
     auto window = op->getAttrOfType<IntegerAttr>("window");
+    int64_t Sq = seqOf(q, B, S); // a fixed sequence (ViT) or the plan's
     double pairs = isa<nn::AttentionOp, nn::AttentionGradOp>(op)
-                       ? (double)S * S
-                       : attendedPairs(S, window ? window.getInt() : 0);
+                       ? (double)Sq * Sq
+                       : attendedPairs(Sq, window ? window.getInt() : 0);
     c.flops = (fwd ? 4.0 : 10.0) * B * width * pairs;
     c.vectorFlops = (fwd ? 15.0 : 25.0) * B * heads * pairs;
     c.matmul = true;
@@ -366,24 +390,14 @@ double gemmSeconds(const Cluster &c, double m, double k, double n, bool bf16,
 // Matmul seconds of an op, by its shapes: linears as one product, attention
 // as the products on 64-row query tiles the kernels make.
 double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool bf16) {
-  auto dims = [](Value w) {
-    auto s = cast<RankedTensorType>(w.getType()).getShape();
-    return std::pair<double, double>(s[0], s[1]);
-  };
-  double rows = (double)B * S;
-  if (auto l = dyn_cast<nn::LinearOp>(op)) {
-    auto [a, b] = dims(l.getWeight());
-    bool inOut = l.getLayout() == nn::WeightLayout::in_out;
-    return gemmSeconds(c, rows, inOut ? a : b, inOut ? b : a, bf16);
-  }
-  if (auto l = dyn_cast<nn::LinearGradInputOp>(op)) {
-    auto [a, b] = dims(l.getWeight());
-    bool inOut = l.getLayout() == nn::WeightLayout::in_out;
-    return gemmSeconds(c, rows, inOut ? b : a, inOut ? a : b, bf16);
-  }
-  if (auto l = dyn_cast<nn::LinearGradWeightOp>(op)) {
-    auto [a, b] = dims(l.getResult());
-    return gemmSeconds(c, a, rows, b, bf16);
+  if (auto g = linearGemm(op, B, S)) {
+    if (isa<nn::LinearOp>(op)) // [rows, in] x [in, out]
+      return gemmSeconds(c, g->rows, g->in, g->out, bf16);
+    if (isa<nn::LinearGradInputOp>(op)) // [rows, out] x [out, in]
+      return gemmSeconds(c, g->rows, g->out, g->in, bf16);
+    // the weight's shape, [in, out] or [out, in], over the rows
+    bool inOut = cast<nn::LinearGradWeightOp>(op).getLayout() == nn::WeightLayout::in_out;
+    return gemmSeconds(c, inOut ? g->in : g->out, g->rows, inOut ? g->out : g->in, bf16);
   }
   bool fwd = isa<nn::CausalAttentionOp, nn::AttentionOp>(op);
   if (!fwd && !isa<nn::CausalAttentionGradOp, nn::AttentionGradOp>(op))
@@ -391,6 +405,7 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
   // Bidirectional attention: every query tile meets all S keys.
   bool causal = isa<nn::CausalAttentionOp, nn::CausalAttentionGradOp>(op);
   Value q = fwd ? op->getOperand(0) : op->getOperand(1);
+  S = seqOf(q, B, S);
   int64_t heads = op->getAttrOfType<IntegerAttr>("num_heads").getInt();
   double dh = (double)cast<RankedTensorType>(q.getType()).getShape().back() / heads;
   // With a sliding window W, a tile of t rows from i0 meets at most t+W-1 keys.

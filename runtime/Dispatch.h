@@ -17,7 +17,8 @@
 //   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
 //   layerNormBackward, rmsNormForward, rmsNormBackward, rope, split, concat,
 //   attentionForward, attentionBackward, geluForward, geluBackward,
-//   siluMulForward, siluMulBackward, add, crossEntropyForward (writing the
+//   siluMulForward, siluMulBackward, add, classTokenForward, classTokenBackward,
+//   firstTokenForward, firstTokenBackward, crossEntropyForward (writing the
 //   loss to its output tensor), crossEntropyBackward (with the loss scale),
 //   fromBf16, toBf16, roundToBf16.
 //
@@ -157,6 +158,18 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     return true;
   case Op::Add:
     k.add(f(i.in[0]), f(i.in[1]), f(i.out[0]), c.n);
+    return true;
+  case Op::ClassToken:
+    k.classTokenForward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), c.B, c.S, c.D);
+    return true;
+  case Op::ClassTokenGrad:
+    k.classTokenBackward(f(i.in[0]), f(i.out[0]), f(i.out[1]), f(i.out[2]), c.B, c.S, c.D);
+    return true;
+  case Op::FirstToken:
+    k.firstTokenForward(f(i.in[0]), f(i.out[0]), c.B, c.S, c.D);
+    return true;
+  case Op::FirstTokenGrad:
+    k.firstTokenBackward(f(i.in[0]), f(i.out[0]), c.B, c.S, c.D);
     return true;
   case Op::CrossEntropy:
     k.crossEntropyForward(f(i.in[0]), ids(i.in[1]), k.template tensor<float>(i.out[0]), c.n, c.V,

@@ -10,6 +10,8 @@
 #include "runtime/OpChecks.h"
 #include "runtime/Scratch.h"
 
+#include <cstdint>
+
 using namespace fsdp::program;
 using namespace fsdp::program::detail;
 
@@ -169,9 +171,12 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   case Op::LinearGradWeight: {
     int64_t wid = inst.op == Op::LinearGradWeight ? inst.out[0] : inst.in[1];
     const Tensor &w = t(wid);
-    if (w.shape.size() != 2)
-      fail("the weight must be 2-D");
-    int64_t in = inst.layoutInOut ? w.shape[0] : w.shape[1];
+    if (w.shape.size() < 2 || (w.shape.size() > 2 && inst.layoutInOut))
+      fail("the weight must be 2-D, or an out_in [out, d1, ..., dk] read as [out, d1 * ... * dk]");
+    i128 trailing = elements(std::vector<int64_t>(w.shape.begin() + 1, w.shape.end()));
+    if (trailing > INT64_MAX)
+      fail("the weight's trailing dimensions hold more elements than a tensor can");
+    int64_t in = inst.layoutInOut ? w.shape[0] : (int64_t)trailing;
     int64_t out = inst.layoutInOut ? w.shape[1] : w.shape[0];
     int64_t x = inst.op == Op::Linear            ? inst.in[0]
                 : inst.op == Op::LinearGradInput ? inst.out[0]
@@ -271,6 +276,34 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (inst.op == Op::Add && n(inst.in[0]) != n(inst.out[0]))
       fail("output size does not match");
     break;
+  case Op::ClassToken:
+  case Op::ClassTokenGrad: {
+    // x [B, S-1, D], cls [1, 1, D], positions [1, S, D] and the sequence
+    // [B, S, D]: the forward's inputs and output, the backward's outputs
+    // and input.
+    bool fwd = inst.op == Op::ClassToken;
+    int64_t x = fwd ? inst.in[0] : inst.out[0], cls = fwd ? inst.in[1] : inst.out[1],
+            pos = fwd ? inst.in[2] : inst.out[2], y = fwd ? inst.out[0] : inst.in[0];
+    for (int64_t id : {x, cls, pos, y})
+      if (t(id).shape.size() != 3)
+        fail("class token tensors must be 3-D");
+    const auto &ys = t(y).shape;
+    if (ys[1] < 2 || t(x).shape != std::vector<int64_t>{ys[0], ys[1] - 1, ys[2]} ||
+        t(cls).shape != std::vector<int64_t>{1, 1, ys[2]} ||
+        t(pos).shape != std::vector<int64_t>{1, ys[1], ys[2]})
+      fail("class token needs x [B, S-1, D], cls [1, 1, D], positions [1, S, D] and the "
+           "sequence [B, S, D]");
+    break;
+  }
+  case Op::FirstToken:
+  case Op::FirstTokenGrad: {
+    int64_t seq = inst.op == Op::FirstToken ? inst.in[0] : inst.out[0];
+    int64_t first = inst.op == Op::FirstToken ? inst.out[0] : inst.in[0];
+    const auto &s = t(seq).shape;
+    if (s.size() != 3 || s[1] < 1 || t(first).shape != std::vector<int64_t>{s[0], 1, s[2]})
+      fail("first token needs the sequence [B, S, D] and its first rows [B, 1, D]");
+    break;
+  }
   case Op::CrossEntropy:
     f32(inst.out[0]);
     [[fallthrough]];
@@ -416,6 +449,22 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[0], c.n);
     touches(out[0], c.n);
     break;
+  case Op::ClassToken:
+  case Op::ClassTokenGrad: {
+    bool fwd = inst.op == Op::ClassToken;
+    touches(fwd ? in[0] : out[0], (i128)c.B * (c.S - 1) * c.D);
+    touches(fwd ? in[1] : out[1], c.D);
+    touches(fwd ? in[2] : out[2], (i128)c.S * c.D);
+    touches(fwd ? out[0] : in[0], (i128)c.B * c.S * c.D);
+    break;
+  }
+  case Op::FirstToken:
+  case Op::FirstTokenGrad: {
+    bool fwd = inst.op == Op::FirstToken;
+    touches(fwd ? in[0] : out[0], (i128)c.B * c.S * c.D);
+    touches(fwd ? out[0] : in[0], (i128)c.B * c.D);
+    break;
+  }
   default:
     break;
   }

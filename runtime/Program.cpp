@@ -103,7 +103,11 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::LinearGradWeight: {
     const auto &w = i.op == Op::LinearGradWeight ? shape(0, Out) : shape(1, In);
     c.layoutInOut = i.layoutInOut;
-    c.in = i.layoutInOut ? w[0] : w[1], c.out = i.layoutInOut ? w[1] : w[0];
+    // An out_in weight [out, d1, ..., dk] is read flat as [out, d1 * ... * dk].
+    int64_t trailing = 1;
+    for (size_t k = 1; k < w.size(); ++k)
+      trailing *= w[k];
+    c.in = i.layoutInOut ? w[0] : trailing, c.out = i.layoutInOut ? w[1] : w[0];
     // Rows by the input's elements (forward) or the output gradient's.
     c.n = i.op == Op::Linear ? rows(numel(0, In), c.in) : rows(numel(0, In), c.out);
     c.bias = i.op == Op::Linear && i.in.size() == 3;
@@ -153,6 +157,14 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::SiluMulGrad:
   case Op::Add:
     c.n = numel(0, In);
+    break;
+  case Op::ClassToken:     // x [B, S-1, D], cls, positions -> [B, S, D]
+  case Op::FirstTokenGrad: // dy [B, 1, D] -> dx [B, S, D]
+    c.B = shape(0, Out)[0], c.S = shape(0, Out)[1], c.D = last(0, Out);
+    break;
+  case Op::ClassTokenGrad: // dy [B, S, D] -> dx, dcls, dpositions
+  case Op::FirstToken:     // x [B, S, D] -> [B, 1, D]
+    c.B = shape(0, In)[0], c.S = shape(0, In)[1], c.D = last(0, In);
     break;
   case Op::CrossEntropy:
   case Op::CrossEntropyGrad: // logits, targets

@@ -122,6 +122,22 @@ LogicalResult AddOp::buildGradients(OpBuilder &, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult ClassTokenOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<ClassTokenGradOp>(
+      getLoc(), TypeRange{getInput().getType(), getCls().getType(), getPositions().getType()},
+      resultGrads[0], moduleOf(*this));
+  operandGrads.append({g.getInputGrad(), g.getClsGrad(), g.getPositionsGrad()});
+  return success();
+}
+
+LogicalResult FirstTokenOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      b.create<FirstTokenGradOp>(getLoc(), getInput().getType(), resultGrads[0], moduleOf(*this)));
+  return success();
+}
+
 LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value>,
                                              SmallVectorImpl<Value> &operandGrads) {
   // The loss is the seed: its own gradient is the run-time loss scale.

@@ -308,18 +308,48 @@ LogicalResult EmbeddingOp::verify() {
   return expectResultShape(*this, {ids[0], ids[1], shapeOf(getTable())[1]});
 }
 
-int64_t LinearOp::getInFeatures() {
-  auto w = shapeOf(getWeight());
-  return getLayout() == WeightLayout::in_out ? w[0] : w[1];
+namespace {
+// A linear weight read as its matrix: `in_out` [in, out]; `out_in` [out, in],
+// or [out, d1, ..., dk] read flat as [out, d1 * ... * dk] (ViT's patch kernel).
+// Returns {in, out}, dynamic where a dimension is.
+std::pair<int64_t, int64_t> linearDims(WeightLayout layout, ArrayRef<int64_t> w) {
+  if (layout == WeightLayout::in_out || w.size() <= 2)
+    return layout == WeightLayout::in_out ? std::pair{w[0], w[1]} : std::pair{w[1], w[0]};
+  int64_t in = 1;
+  for (int64_t d : w.drop_front()) {
+    if (ShapedType::isDynamic(d))
+      return {ShapedType::kDynamic, w[0]};
+    in *= d;
+  }
+  return {in, w[0]};
 }
 
-int64_t LinearOp::getOutFeatures() {
-  auto w = shapeOf(getWeight());
-  return getLayout() == WeightLayout::in_out ? w[1] : w[0];
+// The weight's rank: 2, or more for an out_in weight of static trailing
+// dimensions (a parameter's are; a product past any model is refused).
+LogicalResult expectLinearWeight(Operation *op, WeightLayout layout, Value weight, StringRef what) {
+  auto w = shapeOf(weight);
+  if (w.size() == 2)
+    return success();
+  if (w.size() < 2 || layout != WeightLayout::out_in)
+    return op->emitOpError() << what << " must have rank 2" << (w.size() > 2 ? " (in_out)" : "")
+                             << ", or be an out_in [out, d1, ..., dk] weight read as [out, d1 * "
+                                "... * dk], but it is "
+                             << shapeStr(w);
+  if (!boundedNumElements(w.drop_front()))
+    return op->emitOpError() << what << " " << shapeStr(w)
+                             << " must have static positive trailing dimensions of at most "
+                             << kMaxParameters << " elements";
+  return success();
 }
+} // namespace
+
+int64_t LinearOp::getInFeatures() { return linearDims(getLayout(), shapeOf(getWeight())).first; }
+
+int64_t LinearOp::getOutFeatures() { return linearDims(getLayout(), shapeOf(getWeight())).second; }
 
 LogicalResult LinearOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getWeight(), "weight", 2)) ||
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectLinearWeight(*this, getLayout(), getWeight(), "weight")) ||
       failed(expectSameElementType(*this, getInput(), getWeight(), "weight")) ||
       failed(expectSameElementType(*this, getInput(), getResult(), "result")))
     return failure();
@@ -330,7 +360,11 @@ LogicalResult LinearOp::verify() {
   if (!dimMatches(in.back(), inF))
     return emitOpError() << "weight " << shapeStr(shapeOf(getWeight())) << " is "
                          << stringifyWeightLayout(getLayout()) << ", so the input's last "
-                         << "dimension must be " << inF << ", but the input is " << shapeStr(in);
+                         << "dimension must be " << inF
+                         << (shapeOf(getWeight()).size() > 2 ? " (the product of the weight's "
+                                                               "trailing dimensions)"
+                                                             : "")
+                         << ", but the input is " << shapeStr(in);
   if (getBias()) {
     if (failed(expectSameElementType(*this, getInput(), getBias(), "bias")) ||
         failed(expectVector(*this, getBias(), "bias", outF)))
@@ -549,6 +583,73 @@ LogicalResult AddOp::verify() {
   return expectElementwisePair(*this, getLhs(), getRhs(), "operands ", "", "rhs");
 }
 
+namespace {
+// ViT's sequence [B, P+1, D] of x [B, P, D], cls [1, 1, D] and positions
+// [1, P+1, D]: the positions, static as a parameter, fix P+1 and D.
+LogicalResult verifyClassToken(Operation *op, Value x, Value cls, Value pos, Value y,
+                               StringRef xWhat, StringRef yWhat) {
+  for (auto [v, what] : {std::pair<Value, StringRef>{x, xWhat},
+                         {cls, "class token"},
+                         {pos, "positions"},
+                         {y, yWhat}})
+    if (failed(expectRank(op, v, what, 3)))
+      return failure();
+  auto p = shapeOf(pos);
+  if (p[0] != 1 || ShapedType::isDynamic(p[1]) || p[1] < 2 || ShapedType::isDynamic(p[2]))
+    return op->emitOpError() << "positions must be a static [1, P+1, D] with P >= 1, but they are "
+                             << shapeStr(p);
+  int64_t S = p[1], D = p[2];
+  if (!shapeMatches(shapeOf(cls), {1, 1, D}) ||
+      !cast<RankedTensorType>(cls.getType()).hasStaticShape())
+    return op->emitOpError() << "class token must be [1, 1, " << D << "], but it is "
+                             << shapeStr(shapeOf(cls));
+  auto xs = shapeOf(x), ys = shapeOf(y);
+  if (!shapeMatches(xs.drop_front(), {S - 1, D}))
+    return op->emitOpError() << xWhat << " must be [B, " << S - 1 << ", " << D
+                             << "] (one position fewer than the " << S << " positions), but it is "
+                             << shapeStr(xs);
+  if (!shapeMatches(ys, {xs[0], S, D}))
+    return op->emitOpError() << yWhat << " must be " << shapeStr({xs[0], S, D})
+                             << " (the class token and the patches), but it is " << shapeStr(ys);
+  // Both dynamic would make them one length: the run's sequence.
+  if (ShapedType::isDynamic(xs[1]) && ShapedType::isDynamic(ys[1]))
+    return op->emitOpError() << xWhat << " [B, " << S - 1 << ", D] and " << yWhat << " [B, " << S
+                             << ", D] differ in sequence length, so one of them must be static";
+  for (Value v : {cls, pos, y})
+    if (failed(expectSameElementType(op, x, v, "a tensor")))
+      return failure();
+  return success();
+}
+
+// [B, S, D] and its first row [B, 1, D].
+LogicalResult verifyFirstToken(Operation *op, Value seq, Value first, StringRef seqWhat,
+                               StringRef firstWhat) {
+  if (failed(expectRank(op, seq, seqWhat, 3)) || failed(expectRank(op, first, firstWhat, 3)) ||
+      failed(staticLastDim(op, seq, seqWhat)) ||
+      failed(expectSameElementType(op, seq, first, firstWhat)))
+    return failure();
+  auto s = shapeOf(seq), f = shapeOf(first);
+  if (!shapeMatches(f, {s[0], 1, s[2]}) || f[1] != 1)
+    return op->emitOpError() << firstWhat << " must be " << shapeStr({s[0], 1, s[2]})
+                             << " (row 0 of each sequence of " << shapeStr(s) << "), but it is "
+                             << shapeStr(f);
+  return success();
+}
+} // namespace
+
+LogicalResult ClassTokenOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  return verifyClassToken(*this, getInput(), getCls(), getPositions(), getResult(), "input",
+                          "result");
+}
+
+LogicalResult FirstTokenOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  return verifyFirstToken(*this, getInput(), getResult(), "input", "result");
+}
+
 LogicalResult CrossEntropyOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getLogits(), "logits", 3)) ||
       failed(expectRank(*this, getTargets(), "targets", 2)))
@@ -586,11 +687,11 @@ LogicalResult CrossEntropyGradOp::verify() {
 }
 
 LogicalResult LinearGradInputOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getWeight(), "weight", 2)))
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(expectLinearWeight(*this, getLayout(), getWeight(), "weight")))
     return failure();
   auto w = shapeOf(getWeight());
-  bool inOut = getLayout() == WeightLayout::in_out;
-  int64_t inF = inOut ? w[0] : w[1], outF = inOut ? w[1] : w[0];
+  auto [inF, outF] = linearDims(getLayout(), w);
   auto dy = shapeOf(getGrad());
   if (dy.empty() || !dimMatches(dy.back(), outF))
     return emitOpError() << "gradient " << shapeStr(dy) << " must end in " << dimStr(outF)
@@ -611,6 +712,19 @@ LogicalResult LinearGradWeightOp::verify() {
     if (!dimMatches(dy[i], x[i]))
       return emitOpError() << "gradient " << shapeStr(dy) << " and input " << shapeStr(x)
                            << " must agree on all but the last dimension";
+  // The result is the weight's gradient, shaped as the weight: [out, d1, ...,
+  // dk] for an out_in weight of more dimensions.
+  if (failed(expectLinearWeight(*this, getLayout(), getResult(), "result")))
+    return failure();
+  auto r = shapeOf(getResult());
+  if (r.size() > 2) {
+    auto [inF, outF] = linearDims(getLayout(), r);
+    if (!dimMatches(outF, dy.back()) || !dimMatches(inF, x.back()))
+      return emitOpError() << "result " << shapeStr(r) << " must be [" << dimStr(dy.back())
+                           << ", ...] with trailing dimensions of " << dimStr(x.back())
+                           << " elements";
+    return success();
+  }
   SmallVector<int64_t> expected = getLayout() == WeightLayout::in_out
                                       ? SmallVector<int64_t>{x.back(), dy.back()}
                                       : SmallVector<int64_t>{dy.back(), x.back()};
@@ -740,6 +854,20 @@ LogicalResult SiluMulGradOp::verify() {
       failed(expectType(*this, getGateGrad(), getGate().getType(), "gate gradient")))
     return failure();
   return expectType(*this, getUpGrad(), getGate().getType(), "up gradient");
+}
+
+LogicalResult ClassTokenGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) ||
+      failed(verifyClassToken(*this, getInputGrad(), getClsGrad(), getPositionsGrad(), getGrad(),
+                              "input gradient", "gradient")))
+    return failure();
+  return success();
+}
+
+LogicalResult FirstTokenGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  return verifyFirstToken(*this, getResult(), getGrad(), "result", "gradient");
 }
 
 #define GET_OP_CLASSES

@@ -202,6 +202,11 @@ def NN_LinearOp : NN_ComputeOp<"linear", [
   let description = [{
     `in_out` reads the weight as `[in, out]` (HF Conv1D, GPT-2), `out_in` as
     `[out, in]` (torch.nn.Linear, LLaMA): `y = x W` or `y = x Wᵀ`.
+    An `out_in` weight may have more than two dimensions, `[out, d1, ..., dk]`
+    with `d1 * ... * dk = in`: read flat, it is the `[out, in]` matrix (the
+    layout is contiguous, so nothing is copied). ViT's patch embedding is one:
+    HF's Conv2d kernel `[D, C, p, p]` over patches flattened in (C, ph, pw)
+    order.
     ```mlir
     %y = nn.linear in_out %x, %w, %b : (tensor<?x?x768xf32>, tensor<768x2304xf32>, tensor<2304xf32>) -> tensor<?x?x2304xf32>
     ```
@@ -347,9 +352,43 @@ def NN_AddOp : NN_ComputeOp<"add", [
   }];
 }
 
+def NN_ClassTokenOp : NN_ComputeOp<"class_token", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "ViT's sequence: the class token before the patches, plus positions";
+  let description = [{
+    `x` is the patch embeddings `[B, P, D]`, `cls` the class token `[1, 1, D]`
+    and `positions` the learned position embeddings `[1, P+1, D]` (HF ViT's
+    `cls_token` and `position_embeddings`); the result is `[B, P+1, D]`,
+    `concat(cls, x)` along the sequence plus `positions`. `positions` is
+    static, so P+1 is known; x's and the result's sequence may be dynamic.
+    ```mlir
+    %h = nn.class_token %x, %cls, %pos : (tensor<?x196x768xf32>, tensor<1x1x768xf32>, tensor<1x197x768xf32>) -> tensor<?x197x768xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$cls,
+                       NN_FloatTensor:$positions, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cls `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_FirstTokenOp : NN_ComputeOp<"first_token", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "row 0 of each sequence: [B, S, D] gives [B, 1, D] (ViT's CLS token)";
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "mean cross-entropy of logits[B,S,V] against targets[B,S]";
+  let description = [{
+    A target of -100 (PyTorch's `ignore_index`; masked-LM's unselected
+    tokens) counts neither in the loss nor in its gradient: the mean is over
+    the other targets.
+  }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
                        OptionalAttr<StrAttr>:$module);
   let results = (outs 0DTensorOf<[F32]>:$result);
@@ -365,8 +404,9 @@ def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
 def NN_CrossEntropyGradOp : NN_ComputeOp<"cross_entropy_grad"> {
   let summary = "d(loss)/d(logits): (softmax(logits) - onehot(targets)) * loss_scale";
   let description = [{
-    `loss_scale` is 1 / (tokens in the optimizer step's global batch); the
-    runtime supplies it, since gradient accumulation is a run-time choice.
+    `loss_scale` is 1 / (tokens in the optimizer step's global batch), or
+    of its targets that are not -100 (whose rows get zeros); the runtime
+    supplies it, since gradient accumulation is a run-time choice.
   }];
   let arguments = (ins NN_FloatTensor:$logits, NN_IndexTensor:$targets,
                        OptionalAttr<StrAttr>:$module);
@@ -502,6 +542,24 @@ def NN_SiluMulGradOp : NN_ComputeOp<"silu_mul_grad"> {
   let assemblyFormat = [{
     $grad `,` $gate `,` $up attr-dict `:` functional-type(operands, results)
   }];
+}
+
+def NN_ClassTokenGradOp : NN_ComputeOp<"class_token_grad"> {
+  let summary = "dx, dcls, dpositions of class_token: rows 1.. of dy, and dy summed over the batch";
+  let arguments = (ins NN_FloatTensor:$grad, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$cls_grad,
+                      NN_FloatTensor:$positions_grad);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type(results)";
+}
+
+def NN_FirstTokenGradOp : NN_ComputeOp<"first_token_grad"> {
+  let summary = "dx of first_token: dy in row 0 of each sequence, zeros elsewhere";
+  let description = [{
+    The result's type (that of first_token's input) gives the sequence length.
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
 }
 
 #endif // FSDP_NN_OPS

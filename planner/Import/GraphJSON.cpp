@@ -69,6 +69,8 @@ const std::vector<OpSpec> &opSpecs() {
       {"gelu", 1, 1, false, {{"approximate", AttrKind::Approximate, false}}},
       {"silu_mul", 2, 2, false, {}},
       {"add", 2, 2, false, {}},
+      {"class_token", 3, 3, false, {}},
+      {"first_token", 1, 1, false, {}},
       {"cross_entropy", 2, 2, false, {}},
   };
   return specs;

@@ -19,16 +19,28 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
   };
   // Activations are [batch, sequence, features...]: one graph serves every
   // micro-batch and sequence length, which the planner sizes them by, so
-  // those two are dynamic and the rest static (the dialect lets a static size
-  // stand where a dynamic one is expected, and the other way round).
+  // batch is dynamic and the features static (the dialect lets a static size
+  // stand where a dynamic one is expected, and the other way round). The
+  // sequence is dynamic, or static where the model fixes it: ViT's class
+  // token makes P+1 of P patches, and first_token keeps 1.
   auto activationOk = [](Type t) {
     ArrayRef<int64_t> shape = cast<RankedTensorType>(t).getShape();
     return shape.size() >= 2 && ShapedType::isDynamic(shape[0]) &&
-           ShapedType::isDynamic(shape[1]) &&
            llvm::none_of(shape.drop_front(2), ShapedType::isDynamic);
   };
-  const char *activation = "an activation is [batch, sequence, features...], batch and "
-                           "sequence dynamic (?) and the features static";
+  auto argumentOk = [](Type t) {
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(t).getShape();
+    return shape.size() >= 2 && ShapedType::isDynamic(shape[0]) && ShapedType::isDynamic(shape[1]);
+  };
+  const char *activation = "an activation is [batch, sequence, features...], batch dynamic (?), "
+                           "the sequence dynamic or fixed by the model (class_token, first_token) "
+                           "and the features static";
+  // An activation of a static sequence (parameters are not activations).
+  auto fixedSequence = [](Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    return t && !v.getDefiningOp<nn::ParamOp>() && t.getRank() >= 2 &&
+           !ShapedType::isDynamic(t.getShape()[1]);
+  };
   const char *supported = "supported: f32, bf16, f16, f64, i64, i32";
   Block &body = graph.getBody().front();
   int64_t vocab = 0; // the width of the logits of the loss the graph returns
@@ -43,7 +55,7 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
     if (!dtypeOk(arg.getType()))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
                                  << ", whose dtype a model does not hold (" << supported << ")";
-    if (!activationOk(arg.getType()))
+    if (!activationOk(arg.getType()) || !argumentOk(arg.getType()))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
                                  << ", but the token ids and targets are [?, ?] (batch, sequence)";
   }
@@ -62,7 +74,7 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       SmallVector<unsigned, 2> weights;
       if (isa<nn::EmbeddingOp, nn::RMSNormOp>(op))
         weights = {1};
-      else if (isa<nn::LinearOp, nn::LayerNormOp>(op))
+      else if (isa<nn::LinearOp, nn::LayerNormOp, nn::ClassTokenOp>(op))
         weights = {1, 2};
       for (OpOperand &use : op.getOpOperands()) {
         bool weight = llvm::is_contained(weights, use.getOperandNumber());
@@ -71,7 +83,8 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
           return op.emitOpError() << "operand " << use.getOperandNumber() << " is the parameter '"
                                   << param.getName() << "', but an activation belongs there (a "
                                   << "parameter is an embedding's table, a linear's weight or "
-                                     "bias, or a norm's weight or bias)";
+                                     "bias, a norm's weight or bias, or a class token and "
+                                     "positions)";
         if (!param && weight)
           return op.emitOpError() << "operand " << use.getOperandNumber()
                                   << " is a weight, which must be an nn.param";
@@ -99,6 +112,20 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       if (!isa<nn::ParamOp, nn::CrossEntropyOp>(op) && !activationOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", but " << activation;
+      // A fixed sequence comes from class_token or first_token, or from an
+      // operand of one: elsewhere it would differ from the run's.
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp, nn::FirstTokenOp>(op) &&
+          !ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
+          llvm::none_of(op.getOperands(), fixedSequence))
+        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
+                                << ", whose sequence is fixed, but no operand fixes it (a fixed "
+                                   "sequence comes from class_token or first_token)";
+      // ... and stays fixed: a dynamic sequence is the run's.
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp>(op) &&
+          ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
+          llvm::any_of(op.getOperands(), fixedSequence))
+        return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
+                                << ", whose sequence is dynamic, but an operand's is fixed";
     }
   }
   return success();

@@ -286,6 +286,21 @@ FSDP_HOT void siluMulBackward(const float *dy, const float *gate, const float *u
 
 FSDP_HOT void add(const float *a, const float *b, float *y, int64_t n) { addT(a, b, y, n); }
 
+FSDP_HOT void classTokenForward(const float *x, const float *cls, const float *pos, float *y,
+                                int64_t B, int64_t S, int64_t D) {
+  classTokenForwardT(x, cls, pos, y, B, S, D);
+}
+FSDP_HOT void classTokenBackward(const float *dy, float *dx, float *dcls, float *dpos, int64_t B,
+                                 int64_t S, int64_t D) {
+  classTokenBackwardT(dy, dx, dcls, dpos, B, S, D);
+}
+FSDP_HOT void firstTokenForward(const float *x, float *y, int64_t B, int64_t S, int64_t D) {
+  firstTokenForwardT(x, y, B, S, D);
+}
+FSDP_HOT void firstTokenBackward(const float *dy, float *dx, int64_t B, int64_t S, int64_t D) {
+  firstTokenBackwardT(dy, dx, B, S, D);
+}
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy
 //===----------------------------------------------------------------------===//

@@ -104,9 +104,26 @@ void siluMulBackward(const float *dy, const float *gate, const float *up, float 
 
 void add(const float *a, const float *b, float *y, int64_t n);
 
-// Mean over the n rows of -log softmax(logits[i])[targets[i]]; targets in [0, V).
+// ViT's sequence: x[B, S-1, D] (patches), cls[1, 1, D], pos[1, S, D];
+// y[b, 0] = cls + pos[0], y[b, s] = x[b, s-1] + pos[s].
+void classTokenForward(const float *x, const float *cls, const float *pos, float *y, int64_t B,
+                       int64_t S, int64_t D);
+// dx[b, s-1] = dy[b, s]; dpos[s] = sum over b of dy[b, s]; dcls = dpos[0]
+void classTokenBackward(const float *dy, float *dx, float *dcls, float *dpos, int64_t B, int64_t S,
+                        int64_t D);
+// y[B, 1, D] = x[:, 0, :] of x[B, S, D]; dx = dy in row 0, zeros elsewhere
+void firstTokenForward(const float *x, float *y, int64_t B, int64_t S, int64_t D);
+void firstTokenBackward(const float *dy, float *dx, int64_t B, int64_t S, int64_t D);
+
+// A target that selects nothing (PyTorch's ignore_index): its row counts
+// neither in the loss nor in its gradient (masked-LM's unselected tokens).
+inline constexpr int64_t kIgnoreIndex = -100;
+
+// Mean over the n rows of -log softmax(logits[i])[targets[i]]; targets in
+// [0, V) or kIgnoreIndex: the mean is over the rows not ignored (0 if none).
 float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n, int64_t V);
-// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale
+// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale; zeros
+// for an ignored row
 void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
                           int64_t V, float scale);
 
@@ -245,6 +262,13 @@ void siluMulForward(const bf16 *gate, const bf16 *up, bf16 *y, int64_t n);
 void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dgate, bf16 *dup,
                      int64_t n);
 void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n);
+
+void classTokenForward(const bf16 *x, const bf16 *cls, const bf16 *pos, bf16 *y, int64_t B,
+                       int64_t S, int64_t D);
+void classTokenBackward(const bf16 *dy, bf16 *dx, bf16 *dcls, bf16 *dpos, int64_t B, int64_t S,
+                        int64_t D);
+void firstTokenForward(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t D);
+void firstTokenBackward(const bf16 *dy, bf16 *dx, int64_t B, int64_t S, int64_t D);
 
 // logits bf16, the loss f32 (upcast inside)
 float crossEntropyForward(const bf16 *logits, const int64_t *targets, int64_t n, int64_t V);

@@ -291,6 +291,21 @@ FSDP_HOT void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, 
 
 FSDP_HOT void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n) { addT(a, b, y, n); }
 
+FSDP_HOT void classTokenForward(const bf16 *x, const bf16 *cls, const bf16 *pos, bf16 *y, int64_t B,
+                                int64_t S, int64_t D) {
+  classTokenForwardT(x, cls, pos, y, B, S, D);
+}
+FSDP_HOT void classTokenBackward(const bf16 *dy, bf16 *dx, bf16 *dcls, bf16 *dpos, int64_t B,
+                                 int64_t S, int64_t D) {
+  classTokenBackwardT(dy, dx, dcls, dpos, B, S, D);
+}
+FSDP_HOT void firstTokenForward(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t D) {
+  firstTokenForwardT(x, y, B, S, D);
+}
+FSDP_HOT void firstTokenBackward(const bf16 *dy, bf16 *dx, int64_t B, int64_t S, int64_t D) {
+  firstTokenBackwardT(dy, dx, B, S, D);
+}
+
 FSDP_HOT float crossEntropyForward(const bf16 *logits, const int64_t *targets, int64_t n,
                                    int64_t V) {
   return crossEntropyForwardT(logits, targets, n, V);

@@ -495,6 +495,53 @@ template <class T> FSDP_INLINE void addT(const T *a, const T *b, T *y, int64_t n
     store(y + i, load(a[i]) + load(b[i]));
 }
 
+// ViT's sequence: y[b, 0] = cls + pos[0], y[b, s] = x[b, s-1] + pos[s].
+template <class T>
+FSDP_INLINE void classTokenForwardT(const T *x, const T *cls, const T *pos, T *y, int64_t B,
+                                    int64_t S, int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      const T *src = s == 0 ? cls : x + (b * (S - 1) + s - 1) * D;
+      const T *p = pos + s * D;
+      T *out = y + (b * S + s) * D;
+      for (int64_t c = 0; c < D; ++c)
+        store(out + c, load(src[c]) + load(p[c]));
+    }
+}
+
+// dx[b, s-1] = dy[b, s]; dpos[s] = sum over b of dy[b, s] (in float, b in
+// order, rounded once); dcls = dpos[0].
+template <class T>
+FSDP_INLINE void classTokenBackwardT(const T *dy, T *dx, T *dcls, T *dpos, int64_t B, int64_t S,
+                                     int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(dx + b * (S - 1) * D, dy + (b * S + 1) * D, sizeof(T) * size_t((S - 1) * D));
+  for (int64_t e = 0; e < S * D; ++e) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < B; ++b)
+      acc += load(dy[b * S * D + e]);
+    store(dpos + e, acc);
+    if (e < D)
+      store(dcls + e, acc);
+  }
+}
+
+// y[b] = x[b, 0]
+template <class T>
+FSDP_INLINE void firstTokenForwardT(const T *x, T *y, int64_t B, int64_t S, int64_t D) {
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(y + b * D, x + b * S * D, sizeof(T) * size_t(D));
+}
+
+// dx[b, 0] = dy[b], zeros elsewhere
+template <class T>
+FSDP_INLINE void firstTokenBackwardT(const T *dy, T *dx, int64_t B, int64_t S, int64_t D) {
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(dx + b * S * D, dy + b * D, sizeof(T) * size_t(D));
+    std::memset(static_cast<void *>(dx + (b * S + 1) * D), 0, sizeof(T) * size_t((S - 1) * D));
+  }
+}
+
 // Row max and sum of exp(x - max): terms in float, eight lanes summed in
 // double.
 template <class T> FSDP_INLINE void rowLse(const T *x, int64_t V, float &mx, double &sum) {
@@ -511,30 +558,39 @@ template <class T> FSDP_INLINE void rowLse(const T *x, int64_t V, float &mx, dou
   sum = s;
 }
 
+// Rows whose target is kIgnoreIndex count neither in the loss nor in its
+// gradient: the mean is over the other rows (0 when there are none).
 template <class T>
 FSDP_INLINE float crossEntropyForwardT(const T *logits, const int64_t *targets, int64_t n,
                                        int64_t V) {
-  if (n <= 0)
-    return 0.0f;
   double total = 0.0;
+  int64_t counted = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (targets[i] == kIgnoreIndex)
+      continue;
     const T *x = logits + i * V;
     float mx;
     double sum;
     rowLse(x, V, mx, sum);
     total += double(mx) + std::log(sum) - double(load(x[targets[i]]));
+    ++counted;
   }
-  return float(total / double(n));
+  return counted > 0 ? float(total / double(counted)) : 0.0f;
 }
 
 // dlogits may be logits (in place). The target's element is rounded once
-// (softmax * scale - scale in float, then stored).
+// (softmax * scale - scale in float, then stored). An ignored row's gradient
+// is zeros.
 template <class T>
 FSDP_INLINE void crossEntropyBackwardT(const T *logits, const int64_t *targets, T *dlogits,
                                        int64_t n, int64_t V, float scale) {
   for (int64_t i = 0; i < n; ++i) {
     const T *x = logits + i * V;
     T *d = dlogits + i * V;
+    if (targets[i] == kIgnoreIndex) {
+      std::memset(static_cast<void *>(d), 0, sizeof(T) * size_t(V));
+      continue;
+    }
     float mx;
     double sum;
     rowLse(x, V, mx, sum);

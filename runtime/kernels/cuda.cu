@@ -824,6 +824,63 @@ template <class T> __global__ void addKernel(const T *a, const T *b, T *y, int64
   FSDP_GRID_LOOP(i, n) { store(y[i], load(a[i]) + load(b[i])); }
 }
 
+// ViT's sequence (cpu.h): y[b, s] = (s ? x[b, s-1] : cls) + pos[s].
+template <class T>
+__global__ void classTokenForwardKernel(const T *x, const T *cls, const T *pos, T *y, int64_t B,
+                                        int64_t S, int64_t D) {
+  FSDP_GRID_LOOP(e, B * S * D) {
+    const int64_t b = e / (S * D), r = e - b * S * D, s = r / D, c = r - s * D;
+    const float v = s == 0 ? load(cls[c]) : load(x[(b * (S - 1) + s - 1) * D + c]);
+    store(y[e], v + load(pos[r]));
+  }
+}
+
+// dx[b, s-1] = dy[b, s]
+template <class T>
+__global__ void classTokenInputGradKernel(const T *dy, T *dx, int64_t B, int64_t S, int64_t D) {
+  const int64_t rowLen = (S - 1) * D;
+  FSDP_GRID_LOOP(e, B * rowLen) {
+    const int64_t b = e / rowLen, r = e - b * rowLen;
+    dx[e] = dy[b * S * D + D + r];
+  }
+}
+
+// dpos[s, c] = sum over b of dy[b, s, c] in float, b in order (as the CPU
+// kernel: the same bits); dcls = dpos[0].
+template <class T>
+__global__ void classTokenParamGradKernel(const T *dy, T *dcls, T *dpos, int64_t B, int64_t S,
+                                          int64_t D) {
+  FSDP_GRID_LOOP(e, S * D) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < B; ++b)
+      acc = __fadd_rn(acc, load(dy[b * S * D + e]));
+    store(dpos[e], acc);
+    if (e < D)
+      store(dcls[e], acc);
+  }
+}
+
+// y[b] = x[b, 0]
+template <class T>
+__global__ void firstTokenForwardKernel(const T *x, T *y, int64_t B, int64_t S, int64_t D) {
+  FSDP_GRID_LOOP(e, B * D) {
+    const int64_t b = e / D, c = e - b * D;
+    y[e] = x[b * S * D + c];
+  }
+}
+
+// dx[b, 0] = dy[b], zeros elsewhere
+template <class T>
+__global__ void firstTokenBackwardKernel(const T *dy, T *dx, int64_t B, int64_t S, int64_t D) {
+  FSDP_GRID_LOOP(e, B * S * D) {
+    const int64_t b = e / (S * D), r = e - b * S * D;
+    if (r < D)
+      dx[e] = dy[b * D + r];
+    else
+      store(dx[e], 0.0f);
+  }
+}
+
 template <class T>
 __global__ void biasBroadcastKernel(const T *bias, T *y, int64_t n, int64_t out) {
   FSDP_GRID_LOOP(e, n * out) { y[e] = bias[e % out]; }
@@ -852,6 +909,11 @@ __global__ void crossEntropyRowKernel(const T *logits, const int64_t *targets, d
   FSDP_SHARED(float, fshm, [32]);
   FSDP_SHARED(double, dshm, [32]);
   const int64_t i = blockIdx.x;
+  if (targets[i] == kernels::kIgnoreIndex) { // the whole block: i is the block's
+    if (threadIdx.x == 0)
+      rowLoss[i] = 0;
+    return;
+  }
   const T *x = logits + i * V;
   float mx;
   double sum;
@@ -860,14 +922,19 @@ __global__ void crossEntropyRowKernel(const T *logits, const int64_t *targets, d
     rowLoss[i] = double(mx) + log(sum) - double(load(x[targets[i]]));
 }
 
-__global__ void meanKernel(const double *v, float *out, int64_t n) {
+// The mean of the rows' losses over the rows not ignored (0 if none).
+__global__ void meanKernel(const double *v, const int64_t *targets, float *out, int64_t n) {
   FSDP_SHARED(double, shm, [32]);
-  double s = 0;
+  double s = 0, counted = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += v[i];
+    if (targets[i] != kernels::kIgnoreIndex) {
+      s += v[i];
+      counted += 1;
+    }
   s = blockSum(s, shm);
+  counted = blockSum(counted, shm);
   if (threadIdx.x == 0)
-    *out = n > 0 ? float(s / double(n)) : 0.0f;
+    *out = counted > 0 ? float(s / counted) : 0.0f;
 }
 
 template <class T>
@@ -878,6 +945,11 @@ __global__ void crossEntropyBackwardKernel(const T *logits, const int64_t *targe
   const int64_t i = blockIdx.x;
   const T *x = logits + i * V;
   T *d = dlogits + i * V;
+  if (targets[i] == kernels::kIgnoreIndex) { // the whole block: i is the block's
+    for (int64_t c = threadIdx.x; c < V; c += blockDim.x)
+      store(d[c], 0.0f);
+    return;
+  }
   float mx;
   double sum;
   rowLse(x, V, fshm, dshm, mx, sum);
@@ -1282,7 +1354,7 @@ void crossEntropyForwardT(const T *logits, const int64_t *targets, float *loss, 
                 logits, targets, scratch, V);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(meanKernel, 1, 1024, 0, stream, scratch, loss, n);
+  FSDP_LAUNCH(meanKernel, 1, 1024, 0, stream, scratch, targets, loss, n);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -1490,6 +1562,54 @@ void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t strea
 }
 void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream) {
   launchElementwise(addKernel<bf16>, n, stream, a, b, y, n);
+}
+
+namespace {
+template <class T>
+void classTokenForwardT(const T *x, const T *cls, const T *pos, T *y, int64_t B, int64_t S,
+                        int64_t D, cudaStream_t stream) {
+  launchElementwise(classTokenForwardKernel<T>, B * S * D, stream, x, cls, pos, y, B, S, D);
+}
+template <class T>
+void classTokenBackwardT(const T *dy, T *dx, T *dcls, T *dpos, int64_t B, int64_t S, int64_t D,
+                         cudaStream_t stream) {
+  launchElementwise(classTokenInputGradKernel<T>, B * (S - 1) * D, stream, dy, dx, B, S, D);
+  launchElementwise(classTokenParamGradKernel<T>, S * D, stream, dy, dcls, dpos, B, S, D);
+}
+} // namespace
+
+void classTokenForward(const float *x, const float *cls, const float *pos, float *y, int64_t B,
+                       int64_t S, int64_t D, cudaStream_t stream) {
+  classTokenForwardT(x, cls, pos, y, B, S, D, stream);
+}
+void classTokenForward(const bf16 *x, const bf16 *cls, const bf16 *pos, bf16 *y, int64_t B,
+                       int64_t S, int64_t D, cudaStream_t stream) {
+  classTokenForwardT(x, cls, pos, y, B, S, D, stream);
+}
+void classTokenBackward(const float *dy, float *dx, float *dcls, float *dpos, int64_t B, int64_t S,
+                        int64_t D, cudaStream_t stream) {
+  classTokenBackwardT(dy, dx, dcls, dpos, B, S, D, stream);
+}
+void classTokenBackward(const bf16 *dy, bf16 *dx, bf16 *dcls, bf16 *dpos, int64_t B, int64_t S,
+                        int64_t D, cudaStream_t stream) {
+  classTokenBackwardT(dy, dx, dcls, dpos, B, S, D, stream);
+}
+
+void firstTokenForward(const float *x, float *y, int64_t B, int64_t S, int64_t D,
+                       cudaStream_t stream) {
+  launchElementwise(firstTokenForwardKernel<float>, B * D, stream, x, y, B, S, D);
+}
+void firstTokenForward(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t D,
+                       cudaStream_t stream) {
+  launchElementwise(firstTokenForwardKernel<bf16>, B * D, stream, x, y, B, S, D);
+}
+void firstTokenBackward(const float *dy, float *dx, int64_t B, int64_t S, int64_t D,
+                        cudaStream_t stream) {
+  launchElementwise(firstTokenBackwardKernel<float>, B * S * D, stream, dy, dx, B, S, D);
+}
+void firstTokenBackward(const bf16 *dy, bf16 *dx, int64_t B, int64_t S, int64_t D,
+                        cudaStream_t stream) {
+  launchElementwise(firstTokenBackwardKernel<bf16>, B * S * D, stream, dy, dx, B, S, D);
 }
 
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,

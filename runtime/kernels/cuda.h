@@ -218,14 +218,35 @@ void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream);
 // CPU backends' reduceScatterAddBf16 does).
 void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream);
 
-// *loss (device) = mean over the n rows of -log softmax(logits[i])[targets[i]].
+// ViT's class token and first-token selection (cpu.h); dpos and dcls sum
+// the batch in float in order, as the CPU kernels do.
+void classTokenForward(const float *x, const float *cls, const float *pos, float *y, int64_t B,
+                       int64_t S, int64_t D, cudaStream_t stream);
+void classTokenForward(const bf16 *x, const bf16 *cls, const bf16 *pos, bf16 *y, int64_t B,
+                       int64_t S, int64_t D, cudaStream_t stream);
+void classTokenBackward(const float *dy, float *dx, float *dcls, float *dpos, int64_t B, int64_t S,
+                        int64_t D, cudaStream_t stream);
+void classTokenBackward(const bf16 *dy, bf16 *dx, bf16 *dcls, bf16 *dpos, int64_t B, int64_t S,
+                        int64_t D, cudaStream_t stream);
+void firstTokenForward(const float *x, float *y, int64_t B, int64_t S, int64_t D,
+                       cudaStream_t stream);
+void firstTokenForward(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t D,
+                       cudaStream_t stream);
+void firstTokenBackward(const float *dy, float *dx, int64_t B, int64_t S, int64_t D,
+                        cudaStream_t stream);
+void firstTokenBackward(const bf16 *dy, bf16 *dx, int64_t B, int64_t S, int64_t D,
+                        cudaStream_t stream);
+
+// *loss (device) = mean over the n rows of -log softmax(logits[i])[targets[i]]
+// (rows whose target is kernels::kIgnoreIndex left out; 0 if all are).
 // scratch: n doubles (the per-row losses, then summed by one block).
 void crossEntropyForward(const float *logits, const int64_t *targets, float *loss, int64_t n,
                          int64_t V, double *scratch, cudaStream_t stream);
 // bf16 logits, the loss f32 (upcast inside; same scratch).
 void crossEntropyForward(const bf16 *logits, const int64_t *targets, float *loss, int64_t n,
                          int64_t V, double *scratch, cudaStream_t stream);
-// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale
+// dlogits[i] = (softmax(logits[i]) - onehot(targets[i])) * scale; zeros for
+// an ignored row
 void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
                           int64_t V, float scale, cudaStream_t stream);
 void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,

@@ -413,6 +413,62 @@ TEST(KernelsGpu, CrossEntropy) {
   expectClose(dDL.get(), dl, kElem, "crossEntropyBackward");
 }
 
+// Masked-LM's ignored rows (kIgnoreIndex): left out of the mean, zero gradient.
+TEST(KernelsGpu, CrossEntropyIgnoreIndex) {
+  REQUIRE_GPU();
+  const int64_t n = 41, V = 1003;
+  auto logits = randn(n * V, 82, 2.0f);
+  auto targets = randIds(n, V, 83);
+  for (int64_t i = 0; i < n; i += 3)
+    targets[i] = cpu::kIgnoreIndex;
+  const float ref = cpu::crossEntropyForward(logits.data(), targets.data(), n, V);
+  std::vector<float> dl(n * V);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), dl.data(), n, V, 1.0f / 27);
+  Dev<float> dL(logits), dLoss(1), dDL(n * V);
+  Dev<int64_t> dT(targets);
+  Dev<double> scratch(n);
+  gpu::crossEntropyForward(dL.p, dT.p, dLoss.p, n, V, scratch.p, nullptr);
+  gpu::crossEntropyBackward(dL.p, dT.p, dDL.p, n, V, 1.0f / 27, nullptr);
+  expectClose(dLoss.get(), {ref}, kElem, "crossEntropyForward (ignored rows)");
+  const auto got = dDL.get();
+  expectClose(got, dl, kElem, "crossEntropyBackward (ignored rows)");
+  for (int64_t c = 0; c < V; ++c)
+    ASSERT_EQ(got[3 * V + c], 0.0f) << "ignored row 3, col " << c;
+  // Every row ignored: 0.
+  std::vector<int64_t> none(n, cpu::kIgnoreIndex);
+  Dev<int64_t> dNone(none);
+  gpu::crossEntropyForward(dL.p, dNone.p, dLoss.p, n, V, scratch.p, nullptr);
+  EXPECT_EQ(dLoss.get(), std::vector<float>{0.0f});
+}
+
+// ViT's class token and first-token selection: copies and one f32 addition
+// (forward), the batch summed in order (backward): the CPU kernels' bits.
+TEST(KernelsGpu, ClassTokenFirstToken) {
+  REQUIRE_GPU();
+  const int64_t B = 5, S = 197, D = 67;
+  auto x = randn(B * (S - 1) * D, 84), cls = randn(D, 85), pos = randn(S * D, 86),
+       dy = randn(B * S * D, 87);
+  std::vector<float> y(B * S * D), dx(B * (S - 1) * D), dcls(D), dpos(S * D);
+  cpu::classTokenForward(x.data(), cls.data(), pos.data(), y.data(), B, S, D);
+  cpu::classTokenBackward(dy.data(), dx.data(), dcls.data(), dpos.data(), B, S, D);
+  Dev<float> dX(x), dC(cls), dP(pos), dY(B * S * D), dDY(dy), dDX(dx.size()), dDC(D), dDP(S * D);
+  gpu::classTokenForward(dX.p, dC.p, dP.p, dY.p, B, S, D, nullptr);
+  gpu::classTokenBackward(dDY.p, dDX.p, dDC.p, dDP.p, B, S, D, nullptr);
+  EXPECT_EQ(dY.get(), y);
+  EXPECT_EQ(dDX.get(), dx);
+  EXPECT_EQ(dDC.get(), dcls);
+  EXPECT_EQ(dDP.get(), dpos);
+
+  std::vector<float> f(B * D), df(B * S * D);
+  cpu::firstTokenForward(y.data(), f.data(), B, S, D);
+  cpu::firstTokenBackward(x.data(), df.data(), B, S, D);          // x's first B*D as dy
+  Dev<float> dF(B * D), dDF(std::vector<float>(B * S * D, 7.0f)); // overwritten
+  gpu::firstTokenForward(dY.p, dF.p, B, S, D, nullptr);
+  gpu::firstTokenBackward(dX.p, dDF.p, B, S, D, nullptr);
+  EXPECT_EQ(dF.get(), f);
+  EXPECT_EQ(dDF.get(), df);
+}
+
 TEST(KernelsGpu, AdamW) {
   REQUIRE_GPU();
   const int64_t n = 10007;
@@ -810,6 +866,55 @@ TEST(KernelsGpuBf16, CrossEntropy) {
   gpu::crossEntropyBackward(dL.p, dT.p, dDL.p, n, V, 1.0f / float(n), nullptr);
   expectClose(dLoss.get(), {ref}, kElem, "crossEntropyForward bf16 (f32 loss)");
   expectCloseBf16(dDL.get(), dl, kElem, "crossEntropyBackward bf16");
+}
+
+TEST(KernelsGpuBf16, CrossEntropyIgnoreIndex) {
+  REQUIRE_GPU();
+  const int64_t n = 37, V = 503;
+  auto logits = randnBf16(n * V, 88, 2.0f);
+  auto targets = randIds(n, V, 89);
+  for (int64_t i = 1; i < n; i += 2)
+    targets[i] = cpu::kIgnoreIndex;
+  const float ref = cpu::crossEntropyForward(logits.data(), targets.data(), n, V);
+  std::vector<bf16> dl(n * V);
+  cpu::crossEntropyBackward(logits.data(), targets.data(), dl.data(), n, V, 1.0f / 19);
+  Dev<bf16> dL(logits), dDL(n * V);
+  Dev<float> dLoss(1);
+  Dev<int64_t> dT(targets);
+  Dev<double> scratch(n);
+  gpu::crossEntropyForward(dL.p, dT.p, dLoss.p, n, V, scratch.p, nullptr);
+  gpu::crossEntropyBackward(dL.p, dT.p, dDL.p, n, V, 1.0f / 19, nullptr);
+  expectClose(dLoss.get(), {ref}, kElem, "crossEntropyForward bf16 (ignored rows)");
+  const auto got = dDL.get();
+  expectCloseBf16(got, dl, kElem, "crossEntropyBackward bf16 (ignored rows)");
+  for (int64_t c = 0; c < V; ++c)
+    ASSERT_EQ(got[V + c].bits, 0) << "ignored row 1, col " << c;
+}
+
+TEST(KernelsGpuBf16, ClassTokenFirstToken) {
+  REQUIRE_GPU();
+  const int64_t B = 4, S = 50, D = 33;
+  auto x = randnBf16(B * (S - 1) * D, 90), cls = randnBf16(D, 91), pos = randnBf16(S * D, 92),
+       dy = randnBf16(B * S * D, 93);
+  std::vector<bf16> y(B * S * D), dx(B * (S - 1) * D), dcls(D), dpos(S * D);
+  cpu::classTokenForward(x.data(), cls.data(), pos.data(), y.data(), B, S, D);
+  cpu::classTokenBackward(dy.data(), dx.data(), dcls.data(), dpos.data(), B, S, D);
+  Dev<bf16> dX(x), dC(cls), dP(pos), dY(B * S * D), dDY(dy), dDX(dx.size()), dDC(D), dDP(S * D);
+  gpu::classTokenForward(dX.p, dC.p, dP.p, dY.p, B, S, D, nullptr);
+  gpu::classTokenBackward(dDY.p, dDX.p, dDC.p, dDP.p, B, S, D, nullptr);
+  EXPECT_EQ(bits(dY.get()), bits(y));
+  EXPECT_EQ(bits(dDX.get()), bits(dx));
+  EXPECT_EQ(bits(dDC.get()), bits(dcls));
+  EXPECT_EQ(bits(dDP.get()), bits(dpos));
+
+  std::vector<bf16> f(B * D), df(B * S * D);
+  cpu::firstTokenForward(y.data(), f.data(), B, S, D);
+  cpu::firstTokenBackward(x.data(), df.data(), B, S, D);
+  Dev<bf16> dF(B * D), dDF(B * S * D);
+  gpu::firstTokenForward(dY.p, dF.p, B, S, D, nullptr);
+  gpu::firstTokenBackward(dX.p, dDF.p, B, S, D, nullptr);
+  EXPECT_EQ(bits(dF.get()), bits(f));
+  EXPECT_EQ(bits(dDF.get()), bits(df));
 }
 
 // The casts between the compute dtypes: bit for bit (NaN, infinity, -0 and a

@@ -53,14 +53,20 @@ struct Planned {
   PlanFigures figures;
 };
 
+Planned planFile(const std::string &file, PlanOptions o, const std::string &hardware);
+
 Planned plan(const std::string &model, PlanOptions o, const std::string &hardware) {
+  return planFile(path("models/" + model + "/config.json"), o, hardware);
+}
+
+Planned planFile(const std::string &file, PlanOptions o, const std::string &hardware) {
   Planned p;
   p.context = std::make_unique<mlir::MLIRContext>();
   p.context->loadDialect<nn::NNDialect, plan::FSDPDialect>();
   ImportError error;
   ImportOptions io;
   io.noDropout = true;
-  p.module = loadModel(path("models/" + model + "/config.json"), p.context.get(), io, error);
+  p.module = loadModel(file, p.context.get(), io, error);
   EXPECT_TRUE(p.module) << error.str();
   EXPECT_TRUE(mlir::succeeded(runPlanPipeline(*p.module, o)));
   Cluster c;
@@ -337,6 +343,28 @@ TEST(CostModel, OpEfficienciesPriceTheirOwnKind) {
   EXPECT_GT(slowed.computeS, plain.computeS);
   EXPECT_LE(slowed.computeS - plain.computeS, 0.2 * slowed.commS * 1.0000001);
   EXPECT_GT(slowed.computeS - plain.computeS, 0.05 * 0.2 * slowed.commS);
+}
+
+// ViT's ops: a linear's product has its activation's rows (B x 2 in the
+// block of a class token and one patch, B after first_token, not B x S) and
+// the weight read flat (the patch kernel [16, 3, 2, 2] is 16 x 12), and
+// attention its query's sequence.
+TEST(CostModel, ViTOpsArePricedByTheirShapes) {
+  PlanOptions o;
+  o.worldSize = 2;
+  o.microBatch = 3;
+  o.seqLen = 1;
+  Planned p = planFile(path("tests/lit/Inputs/vit-like-tiny.json"), o, "H100-SXM");
+  Cluster c;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  Prediction pr = predict(*p.module, c, 1);
+  const double B = 3, D = 16, F = 32, V = 10, K = 12;
+  double patch = 2 * B * K * D;              // [B, 12] x [12, 16]
+  double block = 4 * (2 * (2 * B) * D * D) + // q, k, v, o over 2B rows
+                 2 * (2 * (2 * B) * D * F);  // the MLP's two
+  double attention = 4 * B * D * 3;          // (query, key) pairs of 2 rows: 3
+  double head = 2 * B * D * V;               // the class token's row
+  EXPECT_DOUBLE_EQ(pr.modelFlopsPerStep, 3 * (patch + block + attention + head) * o.worldSize);
 }
 
 // Published setups (docs/cost-model.md): what trained fits; raising the

@@ -252,7 +252,8 @@ TEST(GraphJSONErrors, UnknownOp) {
   auto r = import(graphWith(17, lineWith(17, "\"embedding\"", "\"embed\"")), ctx);
   EXPECT_GRAPH_ERROR(r, 17u, 12u, "unknown op 'embed'",
                      "known: position_ids, embedding, linear, layer_norm, rms_norm, rope, "
-                     "split, causal_attention, attention, gelu, silu_mul, add, cross_entropy");
+                     "split, causal_attention, attention, gelu, silu_mul, add, class_token, "
+                     "first_token, cross_entropy");
 }
 
 TEST(GraphJSONErrors, UnknownKey) {
@@ -364,8 +365,13 @@ TEST(GraphJSONErrors, ActivationsAreBatchBySequence) {
                               "and targets are [?, ?] (batch, sequence)");
   auto h = importDiagnostics(graphWith(17, lineWith(17, "[-1, -1, 4]", "[2, 3, 4]")), ctx);
   expectOneDiagnostic(h, "17:5: 'nn.embedding' op result 0 is 'tensor<2x3x4xf32>', but an "
-                         "activation is [batch, sequence, features...], batch and sequence "
-                         "dynamic (?) and the features static");
+                         "activation is [batch, sequence, features...], batch dynamic (?), the "
+                         "sequence dynamic or fixed by the model (class_token, first_token) and "
+                         "the features static");
+  // A static sequence only where class_token or first_token fixes it.
+  auto fixed = importDiagnostics(graphWith(17, lineWith(17, "[-1, -1, 4]", "[-1, 3, 4]")), ctx);
+  expectOneDiagnostic(fixed, "17:5: 'nn.embedding' op result 0 is 'tensor<?x3x4xf32>', whose "
+                             "sequence is fixed, but no operand fixes it");
   auto logits = importDiagnostics(graphWith(18, lineWith(18, "[-1, -1, 16]", "[-1, -1, -1]")), ctx);
   expectOneDiagnostic(logits, "18:5: 'nn.linear' op result 0 is 'tensor<?x?x?xf32>', but an "
                               "activation is");

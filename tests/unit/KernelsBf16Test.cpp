@@ -511,6 +511,96 @@ TEST(KernelsBf16, CrossEntropy) {
   EXPECT_EQ(up(logits.b), up(d));
 }
 
+// Masked-LM: an ignored row (kIgnoreIndex) is left out of the loss and gets
+// a zero gradient, in bf16 as in f32.
+TEST(KernelsBf16, CrossEntropyIgnoreIndex) {
+  std::mt19937 rng(141);
+  const int64_t n = 6, V = 37;
+  const std::vector<int64_t> t = {kIgnoreIndex, 36, 3, kIgnoreIndex, kIgnoreIndex, 7};
+  Tensor logits = randomT(n * V, rng, -4, 4);
+  const float loss = crossEntropyForward(logits.b.data(), t.data(), n, V);
+  const float want = crossEntropyForward(logits.f.data(), t.data(), n, V);
+  EXPECT_NEAR(loss, want, 1e-6 * std::max(1.0f, std::fabs(want)));
+  // The three rows counted, alone.
+  VecF kept;
+  std::vector<int64_t> keptT;
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] != kIgnoreIndex) {
+      kept.insert(kept.end(), logits.f.begin() + i * V, logits.f.begin() + (i + 1) * V);
+      keptT.push_back(t[i]);
+    }
+  EXPECT_NEAR(loss, crossEntropyForward(kept.data(), keptT.data(), 3, V),
+              1e-6 * std::max(1.0f, std::fabs(want)));
+  const float scale = 1.0f / 3;
+  VecB d(n * V);
+  VecF df(n * V);
+  crossEntropyBackward(logits.b.data(), t.data(), d.data(), n, V, scale);
+  crossEntropyBackward(logits.f.data(), t.data(), df.data(), n, V, scale);
+  EXPECT_TRUE(closeBf16("cross_entropy dlogits (ignored rows)", d, df));
+  for (int64_t i : {0, 3, 4})
+    for (int64_t c = 0; c < V; ++c)
+      ASSERT_EQ(d[i * V + c].bits, 0) << "ignored row " << i << " col " << c;
+  // d(mean over the counted rows)/dlogits by finite differences.
+  std::vector<double> g = numGrad(logits.f, VecF{1.0f}, [&] {
+    return VecF{crossEntropyForward(logits.f.data(), t.data(), n, V)};
+  });
+  EXPECT_TRUE(closeFd("cross_entropy dlogits (ignored rows)", d, g));
+}
+
+//===----------------------------------------------------------------------===//
+// ViT: class token and positions, first-token selection
+//===----------------------------------------------------------------------===//
+
+TEST(KernelsBf16, ClassToken) {
+  std::mt19937 rng(145);
+  const int64_t B = 3, P = 4, S = P + 1, D = 6;
+  Tensor x = randomT(B * P * D, rng), cls = randomT(D, rng), pos = randomT(S * D, rng),
+         dy = randomT(B * S * D, rng);
+  auto forward = [&] {
+    VecF y(B * S * D);
+    classTokenForward(x.f.data(), cls.f.data(), pos.f.data(), y.data(), B, S, D);
+    return y;
+  };
+  // One f32 addition rounded once: the f32 kernel's result rounded.
+  VecB y(B * S * D);
+  classTokenForward(x.b.data(), cls.b.data(), pos.b.data(), y.data(), B, S, D);
+  const VecF yf = forward();
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_EQ(y[i].bits, floatToBf16(yf[i])) << "element " << i;
+  // The batch sums in f32, in the f32 kernel's order, rounded once.
+  VecB dx(B * P * D), dcls(D), dpos(S * D);
+  classTokenBackward(dy.b.data(), dx.data(), dcls.data(), dpos.data(), B, S, D);
+  VecF dxf(B * P * D), dclsf(D), dposf(S * D);
+  classTokenBackward(dy.f.data(), dxf.data(), dclsf.data(), dposf.data(), B, S, D);
+  EXPECT_EQ(up(dx), dxf);
+  for (size_t i = 0; i < dpos.size(); ++i)
+    ASSERT_EQ(dpos[i].bits, floatToBf16(dposf[i])) << "dpos " << i;
+  for (size_t i = 0; i < dcls.size(); ++i)
+    ASSERT_EQ(dcls[i].bits, dpos[i].bits) << "dcls " << i;
+  EXPECT_TRUE(closeFd("class_token dx", dx, numGrad(x.f, dy.f, forward)));
+  EXPECT_TRUE(closeFd("class_token dcls", dcls, numGrad(cls.f, dy.f, forward)));
+  EXPECT_TRUE(closeFd("class_token dpos", dpos, numGrad(pos.f, dy.f, forward)));
+}
+
+TEST(KernelsBf16, FirstToken) {
+  std::mt19937 rng(146);
+  const int64_t B = 3, S = 5, D = 7;
+  Tensor x = randomT(B * S * D, rng), dy = randomT(B * D, rng);
+  auto forward = [&] {
+    VecF y(B * D);
+    firstTokenForward(x.f.data(), y.data(), B, S, D);
+    return y;
+  };
+  VecB y(B * D);
+  firstTokenForward(x.b.data(), y.data(), B, S, D);
+  EXPECT_EQ(up(y), forward());
+  VecB dx(B * S * D);
+  for (bf16 &v : dx)
+    v.bits = floatToBf16(123.0f); // overwritten
+  firstTokenBackward(dy.b.data(), dx.data(), B, S, D);
+  EXPECT_TRUE(closeFd("first_token dx", dx, numGrad(x.f, dy.f, forward)));
+}
+
 //===----------------------------------------------------------------------===//
 // Scratch bounds
 //===----------------------------------------------------------------------===//

@@ -256,9 +256,15 @@ double refGelu(double x, bool tanh) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
 }
 
+// The mean over the rows whose target is not kIgnoreIndex (PyTorch's
+// ignore_index); 0 when every row is.
 double refCrossEntropy(const VecD &logits, const std::vector<int64_t> &t, int64_t n, int64_t V) {
   double total = 0;
+  int64_t counted = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (t[i] == kIgnoreIndex)
+      continue;
+    ++counted;
     const double *x = &logits[i * V];
     const double mx = *std::max_element(x, x + V);
     double sum = 0;
@@ -266,7 +272,7 @@ double refCrossEntropy(const VecD &logits, const std::vector<int64_t> &t, int64_
       sum += std::exp(x[c] - mx);
     total += mx + std::log(sum) - x[t[i]];
   }
-  return total / n;
+  return counted ? total / counted : 0.0;
 }
 
 } // namespace
@@ -875,15 +881,17 @@ void checkCrossEntropy(const VecF &logits, const std::vector<int64_t> &t, int64_
   if (verbose())
     std::printf("  [err] %s loss: error %g (loss %g)\n", what, std::fabs(loss - want), want);
 
-  // Mean reduction: scale 1/n gives d(mean loss)/dlogits.
+  // Mean reduction: scale 1/(rows counted) gives d(mean loss)/dlogits.
+  const int64_t counted =
+      std::count_if(t.begin(), t.end(), [](int64_t x) { return x != kIgnoreIndex; });
   VecD g = numGrad(ld, [&] { return refCrossEntropy(ld, t, n, V); }, 1e-6);
   VecF d(n * V, 99.0f);
-  crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, 1.0f / float(n));
+  crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, 1.0f / float(counted));
   EXPECT_TRUE(close("cross_entropy dlogits", d, g, kTol));
   // Any other scale multiplies it.
   const float scale = 0.37f;
   for (double &x : g)
-    x *= double(n) * scale;
+    x *= double(counted) * scale;
   crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, scale);
   EXPECT_TRUE(close("cross_entropy dlogits scaled", d, g, kTol));
 }
@@ -903,6 +911,88 @@ TEST(Kernels, CrossEntropy) {
   big[2 * V + 4] = 1e4f; // one dominant logit (not the target)
   big[3 * V + 3] = 90.0f;
   checkCrossEntropy(big, t, n, V, "large logits");
+}
+
+// Masked-LM: rows whose target is kIgnoreIndex (-100) count neither in the
+// loss nor in its gradient (zeros there), whatever their logits hold.
+TEST(Kernels, CrossEntropyIgnoreIndex) {
+  std::mt19937 rng(41);
+  const int64_t n = 7, V = 11;
+  const std::vector<int64_t> t = {kIgnoreIndex, 10, 3, kIgnoreIndex, 7, kIgnoreIndex, 0};
+  VecF logits = randomF(n * V, rng, -3, 3);
+  logits[3 * V + 2] = std::numeric_limits<float>::quiet_NaN(); // an ignored row is not read
+  logits[5 * V + 1] = 1e30f;
+  checkCrossEntropy(logits, t, n, V, "some ignored");
+  // The four rows counted alone give the same loss.
+  VecF kept;
+  std::vector<int64_t> keptT;
+  for (int64_t i = 0; i < n; ++i)
+    if (t[i] != kIgnoreIndex) {
+      kept.insert(kept.end(), logits.begin() + i * V, logits.begin() + (i + 1) * V);
+      keptT.push_back(t[i]);
+    }
+  EXPECT_FLOAT_EQ(crossEntropyForward(logits.data(), t.data(), n, V),
+                  crossEntropyForward(kept.data(), keptT.data(), 4, V));
+  VecF d(n * V, 99.0f);
+  crossEntropyBackward(logits.data(), t.data(), d.data(), n, V, 0.25f);
+  for (int64_t i : {0, 3, 5})
+    for (int64_t c = 0; c < V; ++c)
+      ASSERT_EQ(d[i * V + c], 0.0f) << "ignored row " << i << " col " << c;
+  // Every row ignored: a loss of 0 and no gradient.
+  const std::vector<int64_t> none(n, kIgnoreIndex);
+  EXPECT_EQ(crossEntropyForward(logits.data(), none.data(), n, V), 0.0f);
+  crossEntropyBackward(logits.data(), none.data(), d.data(), n, V, 0.25f);
+  EXPECT_EQ(d, VecF(n * V, 0.0f));
+}
+
+//===----------------------------------------------------------------------===//
+// ViT: class token and positions, first-token selection
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels, ClassToken) {
+  std::mt19937 rng(45);
+  const int64_t B = 3, P = 4, S = P + 1, D = 5;
+  VecF x = randomF(B * P * D, rng), cls = randomF(D, rng), pos = randomF(S * D, rng),
+       dy = randomF(B * S * D, rng);
+  VecD xd = toD(x), cd = toD(cls), pd = toD(pos), dyd = toD(dy);
+  auto ref = [&] {
+    VecD y(B * S * D);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < D; ++c)
+          y[(b * S + s) * D + c] = (s == 0 ? cd[c] : xd[(b * P + s - 1) * D + c]) + pd[s * D + c];
+    return y;
+  };
+  VecF y(B * S * D, 123.0f);
+  classTokenForward(x.data(), cls.data(), pos.data(), y.data(), B, S, D);
+  EXPECT_TRUE(close("class_token y", y, ref(), kTol));
+  // L = sum(dy * y): its gradient in each input, by central differences.
+  auto loss = [&] { return dotD(dyd, ref()); };
+  VecF dx(B * P * D, 123.0f), dcls(D, 123.0f), dpos(S * D, 123.0f);
+  classTokenBackward(dy.data(), dx.data(), dcls.data(), dpos.data(), B, S, D);
+  EXPECT_TRUE(close("class_token dx", dx, numGrad(xd, loss), kTol));
+  EXPECT_TRUE(close("class_token dcls", dcls, numGrad(cd, loss), kTol));
+  EXPECT_TRUE(close("class_token dpos", dpos, numGrad(pd, loss), kTol));
+}
+
+TEST(Kernels, FirstToken) {
+  std::mt19937 rng(46);
+  const int64_t B = 3, S = 6, D = 7;
+  VecF x = randomF(B * S * D, rng), dy = randomF(B * D, rng);
+  VecD xd = toD(x), dyd = toD(dy);
+  auto ref = [&] {
+    VecD y(B * D);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < D; ++c)
+        y[b * D + c] = xd[b * S * D + c];
+    return y;
+  };
+  VecF y(B * D, 123.0f);
+  firstTokenForward(x.data(), y.data(), B, S, D);
+  EXPECT_TRUE(close("first_token y", y, ref(), 0));
+  VecF dx(B * S * D, 123.0f); // overwritten: zeros outside row 0
+  firstTokenBackward(dy.data(), dx.data(), B, S, D);
+  EXPECT_TRUE(close("first_token dx", dx, numGrad(xd, [&] { return dotD(dyd, ref()); }), kTol));
 }
 
 //===----------------------------------------------------------------------===//

@@ -83,7 +83,7 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
   %dy = builtin.unrealized_conversion_cast to tensor<?x?x24xf32>
   %w = builtin.unrealized_conversion_cast to tensor<24xf32>
-  // expected-error @+1 {{'nn.linear_grad_input' op weight must have rank 2, but it is [24]}}
+  // expected-error @+1 {{'nn.linear_grad_input' op weight must have rank 2, or be an out_in [out, d1, ..., dk] weight read as [out, d1 * ... * dk], but it is [24]}}
   %r = nn.linear_grad_input in_out %dy, %w : (tensor<?x?x24xf32>, tensor<24xf32>) -> tensor<?x?x8xf32>
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>

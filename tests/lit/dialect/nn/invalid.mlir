@@ -409,7 +409,7 @@ nn.graph @lin_weight_rank(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
   %w = nn.param "w" : tensor<8xf32>
-  // expected-error @+1 {{'nn.linear' op weight must have rank 2, but it is [8]}}
+  // expected-error @+1 {{'nn.linear' op weight must have rank 2, or be an out_in [out, d1, ..., dk] weight read as [out, d1 * ... * dk], but it is [8]}}
   %y = nn.linear in_out %h, %w : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x4xf32>
   nn.return %loss : tensor<f32>
 }

@@ -40,7 +40,7 @@ std::optional<Target> parseTarget(const std::string &name);
 ///   next tokens (causal LM; the default);
 /// - MaskedTokens: the same windows, about 15% of positions selected by
 ///   absolute file index and replaced by the mask token; targets hold the
-///   original at selected positions and kIgnoreTarget elsewhere (BERT);
+///   original at selected positions and kernels::kIgnoreIndex elsewhere (BERT);
 /// - Images: `tokens` is the patches, f32 or bf16 [micro_batch, patches,
 ///   channels * patch_height * patch_width], `targets` the labels, i64
 ///   [micro_batch, 1] (ViT).
@@ -56,10 +56,6 @@ struct ImageSpec {
   int64_t patchValues() const { return channels * patchHeight * patchWidth; }
 };
 bool operator==(const ImageSpec &a, const ImageSpec &b);
-
-/// The target of a masked-LM position that is not selected: what
-/// torch.nn.CrossEntropyLoss ignores by default (ignore_index).
-inline constexpr int64_t kIgnoreTarget = -100;
 
 struct Tensor {
   int64_t offset = 0;

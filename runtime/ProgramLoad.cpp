@@ -9,6 +9,7 @@
 #include "runtime/OpChecks.h"
 #include "runtime/Program.h"
 #include "runtime/Scratch.h"
+#include "runtime/kernels/cpu.h"
 
 #include <nlohmann/json.hpp>
 
@@ -413,8 +414,9 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
                         rowsText);
     } else if (p.inputKind == InputKind::MaskedTokens && ids == p.targets) {
       fail(where, "indexes by the targets of masked_tokens inputs, which hold " +
-                      std::to_string(kIgnoreTarget) +
-                      " at every position not selected; this op does not skip them");
+                      std::to_string(fsdp::kernels::kIgnoreIndex) +
+                      " at every position not selected; fsdp-run does not combine a masked "
+                      "loss yet (docs/program-format.md, Inputs)");
     } else if (ids == p.tokens || ids == p.targets) {
       if (vocab <= 0)
         fail(where, "indexes by token, but no cross_entropy gives the vocabulary");

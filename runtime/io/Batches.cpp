@@ -39,7 +39,7 @@ void fsdp::io::fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayou
       int64_t p = start + s, token = data.token(p);
       bool selected = maskSelected((uint64_t)p);
       tokens[b * S + s] = selected ? maskTokenId : token;
-      targets[b * S + s] = selected ? token : program::kIgnoreTarget;
+      targets[b * S + s] = selected ? token : kernels::kIgnoreIndex;
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "runtime/Program.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/io/Images.h"
+#include "runtime/kernels/cpu.h"
 
 #include <cstdint>
 
@@ -48,7 +49,7 @@ int64_t imageIndex(int64_t n, int64_t G, int64_t step, int64_t g);
 /// tokens [B, S] are the window's tokens with each selected position (by
 /// its absolute index in `data`) replaced by `maskTokenId`; targets [B, S]
 /// hold the original token at selected positions and
-/// program::kIgnoreTarget elsewhere.
+/// kernels::kIgnoreIndex elsewhere.
 void fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayout &l, int64_t rank,
                       int64_t step, int64_t micro, int64_t maskTokenId, int64_t *tokens,
                       int64_t *targets);

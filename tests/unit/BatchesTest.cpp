@@ -163,7 +163,7 @@ TEST(Masking, MaskedBatchesAndTheirCount) {
             int64_t pos = start + k, orig = pos * 7 % 50;
             bool sel = maskSelected(pos);
             ASSERT_EQ(tokens[b * S + k], sel ? mask : orig);
-            ASSERT_EQ(targets[b * S + k], sel ? orig : program::kIgnoreTarget);
+            ASSERT_EQ(targets[b * S + k], sel ? orig : kernels::kIgnoreIndex);
             seen += sel;
           }
         }

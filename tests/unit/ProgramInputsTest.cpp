@@ -173,6 +173,6 @@ TEST(ProgramInputs, RefusesInputsThatDoNotFit) {
   // Masked targets hold -100 where nothing is selected: no kernel may index by them.
   EXPECT_EQ(loadError(tokenProgram("\"kind\": \"masked_tokens\", ", 6)),
             "p.json: micro_step.compute[0] (cross_entropy): indexes by the targets of "
-            "masked_tokens inputs, which hold -100 at every position not selected; this op does "
-            "not skip them");
+            "masked_tokens inputs, which hold -100 at every position not selected; fsdp-run does "
+            "not combine a masked loss yet (docs/program-format.md, Inputs)");
 }

@@ -516,6 +516,17 @@ LogicalResult verifyHeads(Operation *op, Value query, Value key, Value value, in
 }
 } // namespace
 
+namespace {
+// Query, key and value of either attention (and of its gradient) are
+// [B, S, width].
+template <typename Op> LogicalResult expectAttentionRanks(Op op) {
+  return failure(failed(expectRank(op, op.getQuery(), "query", 3)) ||
+                 failed(expectRank(op, op.getKey(), "key", 3)) ||
+                 failed(expectRank(op, op.getValue(), "value", 3)));
+}
+
+} // namespace
+
 LogicalResult verifyWindow(Operation *op, std::optional<uint64_t> window) {
   if (window && (int64_t)*window < 1)
     return op->emitOpError() << "window must be at least 1 (absent: full causal), but is "
@@ -524,9 +535,7 @@ LogicalResult verifyWindow(Operation *op, std::optional<uint64_t> window) {
 }
 
 LogicalResult CausalAttentionOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getQuery(), "query", 3)) ||
-      failed(expectRank(*this, getKey(), "key", 3)) ||
-      failed(expectRank(*this, getValue(), "value", 3)) ||
+  if (failed(verifyModuleAttr(*this)) || failed(expectAttentionRanks(*this)) ||
       failed(
           verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())) ||
       failed(verifyWindow(*this, getWindow())))
@@ -547,9 +556,7 @@ LogicalResult verifyNoWindow(Operation *op) {
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(verifyNoWindow(*this)) ||
-      failed(expectRank(*this, getQuery(), "query", 3)) ||
-      failed(expectRank(*this, getKey(), "key", 3)) ||
-      failed(expectRank(*this, getValue(), "value", 3)) ||
+      failed(expectAttentionRanks(*this)) ||
       failed(verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeads(), getNumKvHeads())))
     return failure();
   return expectResultLike(*this, getQuery(), "query");
@@ -810,16 +817,22 @@ LogicalResult ConcatOp::verify() {
   return expectResultShape(*this, expected);
 }
 
+namespace {
+// An attention gradient's operands and results have the forward's types.
+template <typename Op> LogicalResult expectAttentionGradTypes(Op op) {
+  Type q = op.getQuery().getType();
+  return failure(
+      failed(expectType(op, op.getGrad(), q, "gradient")) ||
+      failed(expectType(op, op.getOutput(), q, "output")) ||
+      failed(expectType(op, op.getQueryGrad(), q, "query gradient")) ||
+      failed(expectType(op, op.getKeyGrad(), op.getKey().getType(), "key gradient")) ||
+      failed(expectType(op, op.getValueGrad(), op.getValue().getType(), "value gradient")));
+}
+} // namespace
+
 LogicalResult CausalAttentionGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getQuery(), "query", 3)) ||
-      failed(expectRank(*this, getKey(), "key", 3)) ||
-      failed(expectRank(*this, getValue(), "value", 3)) ||
-      failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||
-      failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
-      failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||
-      failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
-      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")) ||
-      failed(verifyWindow(*this, getWindow())))
+  if (failed(verifyModuleAttr(*this)) || failed(expectAttentionRanks(*this)) ||
+      failed(expectAttentionGradTypes(*this)) || failed(verifyWindow(*this, getWindow())))
     return failure();
   return verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeadsAttr().getInt(),
                      getNumKvHeadsAttr().getInt());
@@ -827,14 +840,7 @@ LogicalResult CausalAttentionGradOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(verifyNoWindow(*this)) ||
-      failed(expectRank(*this, getQuery(), "query", 3)) ||
-      failed(expectRank(*this, getKey(), "key", 3)) ||
-      failed(expectRank(*this, getValue(), "value", 3)) ||
-      failed(expectType(*this, getGrad(), getQuery().getType(), "gradient")) ||
-      failed(expectType(*this, getOutput(), getQuery().getType(), "output")) ||
-      failed(expectType(*this, getQueryGrad(), getQuery().getType(), "query gradient")) ||
-      failed(expectType(*this, getKeyGrad(), getKey().getType(), "key gradient")) ||
-      failed(expectType(*this, getValueGrad(), getValue().getType(), "value gradient")))
+      failed(expectAttentionRanks(*this)) || failed(expectAttentionGradTypes(*this)))
     return failure();
   return verifyHeads(*this, getQuery(), getKey(), getValue(), getNumHeadsAttr().getInt(),
                      getNumKvHeadsAttr().getInt());

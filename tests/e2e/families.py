@@ -74,20 +74,8 @@ def main():
                 "FAILED: the window moves the first loss by under 1e-3"))
         for world, strategy, shard in RUNS:
             tag = "%s.w%d.%s" % (model, world, strategy)
-            plan = os.path.join(args.work, tag + ".plan.json")
-            cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
-                   "--micro-batch", str(GLOBAL_BATCH // world), "--seq-len", str(SEQ),
-                   "--strategy", strategy, "-o", plan]
-            if shard:
-                cmd += ["--shard-size", str(shard)]
-            run(cmd)
-            metrics = os.path.join(args.work, tag + ".jsonl")
-            final = os.path.join(args.work, tag + ".safetensors")
-            run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-                 "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final,
-                 "--quiet"])
+            metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights, data)
             loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final)
-            m = read_metrics(metrics)
             exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
             ok = exact and len(m) == args.steps and problem is None
             if loss_diff is not None:

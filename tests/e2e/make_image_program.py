@@ -16,7 +16,8 @@ global norm and AdamW. With HF's Conv2d kernel [K, C, H, W] viewed as
 [K, C*H*W], it is a convolution with kernel = stride = the image.
 """
 import argparse
-import json
+
+from hand_program import OneUnit
 
 
 def main(argv=None):
@@ -32,25 +33,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     B, R, K = a.micro_batch, a.world_size, a.classes
     V = a.channels * a.height * a.width
-    numel = K * V
-    padded = -(-numel // R) * R
-    shard = padded // R
-    offset = 0
-
-    def take(nbytes):
-        nonlocal offset
-        at = offset
-        offset += (nbytes + 15) // 16 * 16
-        return at
-
-    units = {"name": "unit0", "module": "classifier", "numel": numel, "padded_numel": padded,
-             "shard_size": R, "shard_numel": shard}
-    for key in ("shard_offset", "grad_shard_offset", "exp_avg_offset", "exp_avg_sq_offset"):
-        units[key] = take(shard * 4)
-    units["params"] = [{"name": "classifier.weight", "shape": [K, V], "offset": 0,
-                        "numel": numel, "decay": True}]
-    gathered = take(padded * 4)
-    grads = take(padded * 4)
+    u = OneUnit("classifier", "classifier.weight", [K, V], R)
+    take, gathered, grads = u.take, u.gathered, u.grads
     tensors = [
         {"offset": take(B * V * 4), "shape": [B, 1, V], "dtype": "f32"},  # 0 patches
         {"offset": take(B * 8), "shape": [B, 1], "dtype": "i64"},   # 1 labels
@@ -60,8 +44,6 @@ def main(argv=None):
         {"offset": gathered, "shape": [K, V], "dtype": "f32"},      # 5 the weight
         {"offset": grads, "shape": [K, V], "dtype": "f32"},         # 6 its gradient
     ]
-    for i, t in enumerate(tensors):
-        t["id"] = i
     compute = [
         {"op": "record", "event": 0},
         {"op": "wait", "event": 1, "phase": "forward"},
@@ -69,7 +51,7 @@ def main(argv=None):
          "unit": 0, "phase": "forward"},
         {"op": "cross_entropy", "in": [3, 1], "out": [2], "phase": "forward"},
         {"op": "cross_entropy_grad", "in": [3, 1], "out": [4], "phase": "backward"},
-        {"op": "alloc", "kind": "grads", "unit": 0, "dst": grads, "zero_from": numel,
+        {"op": "alloc", "kind": "grads", "unit": 0, "dst": grads, "zero_from": u.numel,
          "phase": "backward"},
         {"op": "linear_grad_weight", "module": "classifier", "layout": "out_in", "in": [4, 0],
          "out": [6], "phase": "backward"},
@@ -78,35 +60,11 @@ def main(argv=None):
         {"op": "wait", "event": 3, "phase": "backward"},
         {"op": "free", "kind": "grads", "unit": 0, "phase": "backward"},
     ]
-    comm = [
-        {"op": "wait", "event": 0},
-        {"op": "all_gather", "unit": 0, "dst": gathered, "phase": "forward"},
-        {"op": "record", "event": 1},
-        {"op": "wait", "event": 2},
-        {"op": "reduce_scatter", "unit": 0, "src": grads, "phase": "backward"},
-        {"op": "record", "event": 3},
-    ]
-    program = {
-        "format": "fsdp-program", "version": 1,
-        "model": {"name": "image-linear", "model_type": "vit", "parameters": numel},
-        "world_size": R, "strategy": "full-shard", "shard_size": R,
-        "micro_batch": B, "seq_len": 2, "arena_bytes": offset,
-        "memory": {"peak_bytes": offset}, "events": 6,
-        "inputs": {"kind": "images", "tokens": 0, "targets": 1,
-                   "image": {"height": a.height, "width": a.width, "channels": a.channels,
-                             "patch_height": a.height, "patch_width": a.width, "classes": K}},
-        "loss": 2, "units": [units], "tensors": tensors,
-        "micro_step": {"compute": compute, "comm": comm},
-        "optimizer": {"compute": [{"op": "record", "event": 4},
-                                  {"op": "wait", "event": 5, "phase": "optimizer"},
-                                  {"op": "optimizer_step", "unit": 0, "phase": "optimizer"}],
-                      "comm": [{"op": "wait", "event": 4},
-                               {"op": "grad_norm", "phase": "optimizer"},
-                               {"op": "record", "event": 5}]},
-    }
-    with open(a.out, "w") as f:
-        json.dump(program, f, indent=1)
-        f.write("\n")
+    u.write(a.out, {"name": "image-linear", "model_type": "vit"}, B, 2,
+            {"kind": "images", "tokens": 0, "targets": 1,
+                  "image": {"height": a.height, "width": a.width, "channels": a.channels,
+                            "patch_height": a.height, "patch_width": a.width, "classes": K}},
+            tensors, compute)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,12 @@ LogicalResult PositionIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
   return success();
 }
 
+LogicalResult TokenTypeIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                             SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value()); // token types are integers
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
   Value table = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), resultGrads[0], getIds(),

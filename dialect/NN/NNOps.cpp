@@ -290,13 +290,20 @@ StringRef ParamOp::getModulePath() {
 // Compute ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult PositionIdsOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getTokens(), "tokens", 2)))
+// position_ids and token_type_ids: ids shaped and typed like the tokens.
+static LogicalResult verifyIdsOfTokens(Operation *op, Value tokens, Value result) {
+  if (failed(verifyModuleAttr(op)) || failed(expectRank(op, tokens, "tokens", 2)))
     return failure();
-  if (getTokens().getType() != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the tokens' type " << getTokens().getType();
+  if (tokens.getType() != result.getType())
+    return op->emitOpError() << "result type " << result.getType()
+                             << " must equal the tokens' type " << tokens.getType();
   return success();
+}
+
+LogicalResult PositionIdsOp::verify() { return verifyIdsOfTokens(*this, getTokens(), getResult()); }
+
+LogicalResult TokenTypeIdsOp::verify() {
+  return verifyIdsOfTokens(*this, getTokens(), getResult());
 }
 
 LogicalResult EmbeddingOp::verify() {

@@ -185,6 +185,23 @@ def NN_PositionIdsOp : NN_ComputeOp<"position_ids", [
   let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
 }
 
+def NN_TokenTypeIdsOp : NN_ComputeOp<"token_type_ids", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "token types, all 0, shaped like the token ids";
+  let description = [{
+    BERT's token types for one-segment samples: every token is of type 0
+    (fsdp's samples carry no [SEP]; HF's default `token_type_ids` are
+    zeros). Its result indexes an `nn.embedding` of
+    `token_type_embeddings.weight` `[type_vocab_size, D]`.
+    ```mlir
+    %types = nn.token_type_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$tokens, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_IndexTensor:$result);
+  let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
+}
+
 def NN_EmbeddingOp : NN_ComputeOp<"embedding", [
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "row lookup: ids[B,S] in table[V,D] gives [B,S,D]";

@@ -39,6 +39,7 @@ struct OpSpec {
 const std::vector<OpSpec> &opSpecs() {
   static const std::vector<OpSpec> specs = {
       {"position_ids", 1, 1, false, {}},
+      {"token_type_ids", 1, 1, false, {}},
       {"embedding", 2, 2, false, {}},
       {"linear", 2, 3, false, {{"layout", AttrKind::Layout, true}}},
       {"layer_norm", 3, 3, false, {{"eps", AttrKind::F64, true}}},

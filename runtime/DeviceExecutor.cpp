@@ -416,6 +416,7 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
     dropLast([&](auto... x) { ck::name(r.cublas, x..., s); }, a...);                               \
   }
   FSDP_CUDA_KERNEL(positionIds)
+  FSDP_CUDA_KERNEL(tokenTypeIds)
   FSDP_CUDA_KERNEL(embeddingForward)
   FSDP_CUDA_GEMM(linearForward)
   FSDP_CUDA_GEMM(linearBackwardInput)

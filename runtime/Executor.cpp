@@ -203,6 +203,7 @@ struct CpuKernels : ArenaMemory<Rank> {
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
   FSDP_CPU_KERNEL(positionIds)
+  FSDP_CPU_KERNEL(tokenTypeIds)
   FSDP_CPU_KERNEL(embeddingForward)
   FSDP_CPU_KERNEL_SCRATCH(embeddingBackward)
   FSDP_CPU_KERNEL_SCRATCH(linearForward)

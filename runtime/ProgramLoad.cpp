@@ -381,10 +381,15 @@ void Loader::loadPhase(const json &j, const std::string &phase, Phase &s) {
 // sequence length; and the table must have that many rows.
 void Loader::checkIndices(const std::string &phase, const Phase &s) {
   std::map<int64_t, int64_t> positions; // position_ids output -> its sequence length
+  // Or the token types a token_type_ids of the phase writes, all 0: a table
+  // of at least 1 row.
+  std::set<int64_t> tokenTypes;
   for (const Instruction &inst : s.compute)
     if (inst.op == Op::PositionIds) {
       int64_t &S = positions[inst.out[0]];
       S = std::max(S, p.tensors[inst.in[0]].shape[1]);
+    } else if (inst.op == Op::TokenTypeIds) {
+      tokenTypes.insert(inst.out[0]);
     }
   int64_t vocab = p.vocabSize();
   for (const Instruction &inst : s.compute) {
@@ -427,9 +432,13 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
       if (positions[ids] > rows)
         fail(where, "positions up to " + std::to_string(positions[ids] - 1) + " index " + table +
                         " " + rowsText);
+    } else if (tokenTypes.count(ids)) {
+      if (rows < 1)
+        fail(where, "token types (0) index " + std::string(table) + " " + rowsText);
     } else {
       fail(where, "indexes by tensor " + std::to_string(ids) +
-                      ", which is neither the tokens, the targets, nor a position_ids output");
+                      ", which is neither the tokens, the targets, nor a position_ids or "
+                      "token_type_ids output");
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -112,7 +113,12 @@ static uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::WeightSource &w) {
+std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::WeightSource &w,
+                                                std::vector<std::string> *ignored) {
+  std::set<std::string> names;
+  for (const Unit &u : p.units)
+    for (const Param &prm : u.params)
+      names.insert(prm.name);
   for (const Unit &u : p.units)
     for (const Param &prm : u.params) {
       auto it = w.tensors().find(prm.name);
@@ -132,6 +138,24 @@ std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::Weig
       if (dt != "F32" && dt != "BF16" && dt != "F16")
         return file + ": tensor '" + prm.name + "' is " + dt + "; weights must be F32, BF16 or F16";
     }
+  // Beyond the model's tensors: a tied copy (the head of a tied model, BERT's
+  // decoder, which is the word embeddings and cls.predictions.bias) is the
+  // same tensor again; BERT's pretraining heads (the pooler, next-sentence
+  // prediction) are not part of BertForMaskedLM. Anything else is not this
+  // model's, and reading the checkpoint as if it were would be silent loss.
+  for (const auto &[name, info] : w.tensors()) {
+    if (names.count(name) || name == "lm_head.weight" || name == "cls.predictions.decoder.weight" ||
+        name == "cls.predictions.decoder.bias")
+      continue;
+    if (name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0) {
+      if (ignored)
+        ignored->push_back(w.fileOf(name) + ": tensor '" + name +
+                           "' is BERT pretraining's, not BertForMaskedLM's; ignored");
+      continue;
+    }
+    return w.fileOf(name) + ": tensor '" + name + "' is not a parameter of " + p.modelName +
+           " (a checkpoint of another model, or of another configuration?)";
+  }
   return "";
 }
 

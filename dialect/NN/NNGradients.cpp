@@ -35,8 +35,11 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
                                        SmallVectorImpl<Value> &operandGrads) {
   Value dy = resultGrads[0];
   auto mod = moduleOf(*this);
-  Value dx = b.create<LinearGradInputOp>(getLoc(), getInput().getType(), getLayout(), dy,
-                                         getWeight(), mod);
+  // The graph's own input (ViT's patches) takes no gradient.
+  Value dx = isa<BlockArgument>(getInput())
+                 ? Value()
+                 : b.create<LinearGradInputOp>(getLoc(), getInput().getType(), getLayout(), dy,
+                                               getWeight(), mod);
   Value dw = b.create<LinearGradWeightOp>(getLoc(), getWeight().getType(), getLayout(), dy,
                                           getInput(), mod);
   operandGrads.append({dx, dw});

@@ -230,7 +230,20 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   ASSERT_EQ(runtime::detail::lossNorm(p, o, in, false, 7, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 44);
   EXPECT_EQ(norm.divisor, 44);
-  // The report: the sum over ranks and micro-steps of the micro-steps' sums, over the count.
+  // Each micro-step's mean weighs as many as it selected, of the training
+  // file or (eval) of the eval file; over the step they add up to the count.
+  ASSERT_EQ(in.eval.open(path, p), "");
+  io::BatchLayout l{2, 2, 3};
+  double weights = 0;
+  for (int64_t a = 0; a < 3; ++a)
+    for (int r = 0; r < 2; ++r) {
+      double w = runtime::detail::lossWeight(p, o, in, false, r, 7, a);
+      EXPECT_EQ(w, (double)maskedMicroCount(in.train, 16, l, r, 7, a));
+      EXPECT_EQ(runtime::detail::lossWeight(p, o, in, true, r, 7, a), w); // the same file
+      weights += w;
+    }
+  EXPECT_EQ(weights, norm.divisor);
+  // The report: the sum over ranks and micro-steps of mean x count, over the count.
   runtime::StepReport r = runtime::detail::stepReport(p, o, 7, 88.0, norm.divisor, 1.0, 0.5);
   EXPECT_EQ(r.step, 8);
   EXPECT_EQ(r.loss, 2.0);
@@ -253,10 +266,12 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / (12 * 16));
   EXPECT_EQ(norm.divisor, 2 * 3);
+  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, false, 1, 4, 2), 1.0);
   other.inputKind = program::InputKind::Images;
   ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 12);
   EXPECT_EQ(norm.divisor, 2 * 3);
+  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, true, 0, 4, 1), 1.0);
   std::remove(path.c_str());
   std::remove(tiny.c_str());
 }

@@ -96,11 +96,20 @@ std::string fsdp::runtime::detail::lossNorm(const Program &p, const RunOptions &
              std::to_string(p.seqLen) + " tokens is selected for the masked-LM loss " +
              "(splitmix64(index) mod 20 < 3), so it has no loss to take";
     norm->gradScale = 1.0f / (float)n;
-    norm->divisor = (double)n; // the micro-steps' sums
+    norm->divisor = (double)n; // the micro-steps' means, each times its count
     return "";
   }
   }
   return "";
+}
+
+double fsdp::runtime::detail::lossWeight(const Program &p, const RunOptions &o, const Inputs &data,
+                                         bool eval, int rank, int64_t step, int64_t micro) {
+  if (p.inputKind != InputKind::MaskedTokens)
+    return 1.0;
+  io::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+  return (double)io::maskedMicroCount(eval ? data.eval : data.train, p.seqLen, l, rank, step,
+                                      micro);
 }
 
 // A deterministic initialisation that does not depend on the world size:

@@ -160,6 +160,11 @@ LogicalResult StepOp::verify() {
   if (std::optional<int64_t> seq = getSeqLen(); seq && getMaxSeqLen() && *seq > *getMaxSeqLen())
     return emitOpError() << "seq_len " << *seq << " is past the model's max_seq_len "
                          << *getMaxSeqLen();
+  // An image's sequence is its patches and the class token: max_seq_len.
+  if (std::optional<int64_t> seq = getSeqLen();
+      seq && getMaxSeqLen() && getInputsKind() == "images" && *seq != *getMaxSeqLen())
+    return emitOpError() << "takes images, so its seq_len must be max_seq_len " << *getMaxSeqLen()
+                         << " (the patches and the class token), but is " << *seq;
   if (std::optional<int64_t> n = getCheckpointedBlocks();
       n && getNumBlocks() && *n > *getNumBlocks())
     return emitOpError() << "checkpoints " << *n << " blocks of the model's " << *getNumBlocks();

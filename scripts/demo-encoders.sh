@@ -30,7 +30,7 @@ run build/bin/fsdp-plan models/vit-tiny/config.json --world-size 4 --micro-batch
 run build/bin/fsdp-run "$D/vit.json" --weights "$D/vit-init.safetensors" \
   --data "$D/shapes.npy" --labels "$D/shapes-labels.npy" \
   --eval-data "$D/shapes-eval.npy" --eval-labels "$D/shapes-eval-labels.npy" \
-  --eval-every 200 --eval-batches 8 --steps 1000 --lr 2e-3 --clip-grad-norm 1.0 \
+  --eval-every 300 --eval-batches 8 --steps 1500 --lr 2e-3 --clip-grad-norm 1.0 \
   --log-every 100 --metrics "$D/vit.jsonl" --save-weights "$D/vit-final.safetensors"
 
 # ---- BERT masked-LM on bytes: mask token 256 (above the bytes, below the

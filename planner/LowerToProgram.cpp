@@ -511,6 +511,17 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.computeDtype = plan::stringifyDtype(step.getComputeDtypeOrF32()).str();
   prog.microBatch = B;
   prog.seqLen = S;
+  // What the model takes; an image classifier's classes are its logits'.
+  if (std::string err = nn::readInputs(step.getInputsKindAttr(), step.getImageAttr(),
+                                       &prog.inputKind, &prog.image);
+      !err.empty())
+    return step.emitOpError() << err;
+  if (prog.inputKind == program::InputKind::Images) {
+    auto ce = loss ? loss.getDefiningOp<nn::CrossEntropyOp>() : nn::CrossEntropyOp();
+    if (!ce)
+      return step.emitOpError() << "takes images, so its loss must be nn.cross_entropy";
+    prog.image.classes = cast<ShapedType>(ce.getLogits().getType()).getShape().back();
+  }
   prog.arenaBytes = *step.getArenaBytes();
   // The cost model's figures, when fsdp-plan computed them: fsdp-run shows
   // a step's prediction (micro-steps times the accumulation, plus the

@@ -47,6 +47,8 @@ ModelSummary fsdp::summarize(nn::GraphOp graph) {
   s.modelType = graph.getModelType().str();
   s.numBlocks = graph.getNumBlocks();
   s.maxSeqLen = graph.getMaxSeqLen();
+  if (auto kind = graph.getInputsKind())
+    s.inputsKind = kind->str();
   llvm::StringMap<size_t> index;
   for (nn::ParamOp p : graph.getParams()) {
     std::string mod = moduleOf(p.getName(), graph.getBlockPrefix());

@@ -25,6 +25,7 @@ struct ModuleRow {
 struct ModelSummary {
   std::string name, modelType;
   int64_t numBlocks = 0, maxSeqLen = 0;
+  std::string inputsKind = "tokens"; // nn.graph's inputs_kind
   int64_t parameters = 0, paramBytes = 0, paramTensors = 0;
   std::vector<ModuleRow> modules; // in declaration order
 };

@@ -34,6 +34,8 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
     step.setBlockPrefixAttr(graph.getBlockPrefixAttr());
     step.setNumBlocksAttr(graph.getNumBlocksAttr());
     step.setMaxSeqLenAttr(graph.getMaxSeqLenAttr());
+    step.setInputsKindAttr(graph.getInputsKindAttr());
+    step.setImageAttr(graph.getImageAttr());
     Block &src = graph.getBody().front();
     Block *body = b.createBlock(&step.getBody(), {}, src.getArgumentTypes(),
                                 SmallVector<Location>(src.getNumArguments(), graph.getLoc()));

@@ -416,6 +416,7 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
     dropLast([&](auto... x) { ck::name(r.cublas, x..., s); }, a...);                               \
   }
   FSDP_CUDA_KERNEL(positionIds)
+  FSDP_CUDA_KERNEL(tokenTypeIds)
   FSDP_CUDA_KERNEL(embeddingForward)
   FSDP_CUDA_GEMM(linearForward)
   FSDP_CUDA_GEMM(linearBackwardInput)
@@ -600,7 +601,7 @@ double DeviceRank::evaluate() {
     waitFor(stepDone, "eval batch " + std::to_string(b + 1));
     double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a)
-      batch += lossHost[a];
+      batch += detail::lossWeight(p, o, data, true, comms.rank(), b, a) * lossHost[a];
     sum += batch / norm.divisor;
   }
   for (const Unit &u : p.units)
@@ -664,7 +665,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
         collectTrace();
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a)
-        lossSum += lossHost[a];
+        lossSum += detail::lossWeight(p, o, data, false, comms.rank(), t, a) * lossHost[a];
       // For the report only, outside the plan: the mean loss over ranks.
       if (!host.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + host.error());

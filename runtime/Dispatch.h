@@ -13,7 +13,7 @@
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
 // for float and for kernels::bf16 storage; the linear, bias,
 // embedding and norm gradient kernels also take the op's scratch last:
-//   positionIds, embeddingForward, embeddingBackward, linearForward,
+//   positionIds, tokenTypeIds, embeddingForward, embeddingBackward, linearForward,
 //   linearBackwardInput, linearBackwardWeight, biasBackward, layerNormForward,
 //   layerNormBackward, rmsNormForward, rmsNormBackward, rope, split, concat,
 //   attentionForward, attentionBackward, geluForward, geluBackward,
@@ -76,6 +76,9 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
   switch (i.op) {
   case Op::PositionIds:
     k.positionIds(ids(i.out[0]), c.B, c.S);
+    return true;
+  case Op::TokenTypeIds:
+    k.tokenTypeIds(ids(i.out[0]), c.B, c.S);
     return true;
   case Op::Embedding:
     k.embeddingForward(ids(i.in[0]), f(i.in[1]), f(i.out[0]), c.n, c.D);

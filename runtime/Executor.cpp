@@ -148,8 +148,9 @@ void Rank::runPhase(const Phase &s, const char *name) {
 // zeroed, so training goes on exactly as without it.
 double Rank::evaluate() {
   recording = false;
-  // Each batch's loss is its micro-steps' sum over ranks over its divisor,
-  // the same on every rank: this rank's share of it is summed, then the ranks'.
+  // Each batch's loss is its micro-steps' weighted sum over ranks over its
+  // divisor, the same on every rank: this rank's share of it is summed, then
+  // the ranks'.
   double sum = 0;
   for (int64_t b = 0; b < o.evalBatches; ++b) {
     detail::LossNorm norm;
@@ -159,7 +160,8 @@ double Rank::evaluate() {
     for (int64_t a = 0; a < o.gradAccum; ++a) {
       fillInputs(true, b, a);
       runPhase(p.microStep, "eval");
-      batch += *at(p.tensors[p.loss].offset);
+      batch +=
+          detail::lossWeight(p, o, data, true, comm.rank(), b, a) * *at(p.tensors[p.loss].offset);
     }
     sum += batch / norm.divisor;
   }
@@ -203,6 +205,7 @@ struct CpuKernels : ArenaMemory<Rank> {
   void optimizerStep(const Unit &u) { r.optimizerStep(u); }
 
   FSDP_CPU_KERNEL(positionIds)
+  FSDP_CPU_KERNEL(tokenTypeIds)
   FSDP_CPU_KERNEL(embeddingForward)
   FSDP_CPU_KERNEL_SCRATCH(embeddingBackward)
   FSDP_CPU_KERNEL_SCRATCH(linearForward)
@@ -421,7 +424,8 @@ std::string Rank::run(const StepCallback &onStep) {
       for (int64_t a = 0; a < o.gradAccum; ++a) {
         fillInputs(false, t, a);
         runPhase(p.microStep, "micro_step");
-        lossSum += *at(p.tensors[p.loss].offset);
+        lossSum += detail::lossWeight(p, o, data, false, comm.rank(), t, a) *
+                   *at(p.tensors[p.loss].offset);
       }
       ++step;
       runPhase(p.optimizer, "optimizer");

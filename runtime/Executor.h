@@ -162,19 +162,28 @@ void fillInputs(const program::Program &p, const RunOptions &options, const Inpu
 /// How the loss of step `step` (from 0; with `eval`, of eval batch `step`)
 /// is normalised, so that it and its gradients are those of the step's mean
 /// loss. `gradScale` scales the loss's gradient (cross_entropy_grad);
-/// `divisor` turns the sum, over ranks and micro-steps, of the micro-step's
-/// loss tensor into the step's loss. Tokens: each micro-step's loss is the
-/// mean over its B x S tokens, so 1 / (G S) and R A; images: the mean over
-/// its B images, 1 / G and R A; masked tokens: the sum of the cross-entropy
-/// over its selected positions, so 1 / n and n, n the selected positions of
-/// the whole global batch (io::maskedCount). A masked step (or eval batch)
-/// with none selected is an error naming it.
+/// `divisor` turns the sum, over ranks and micro-steps, of each micro-step's
+/// loss tensor times its lossWeight into the step's loss. Tokens: each
+/// micro-step's loss is the mean over its B x S tokens, so 1 / (G S), weight
+/// 1 and divisor R A; images: the mean over its B images, 1 / G, 1 and R A;
+/// masked tokens: the mean over the micro-step's selected positions (the
+/// kernels skip kernels::kIgnoreIndex targets; 0 when there are none), so
+/// 1 / n, weight the rank's selected positions in that micro-step
+/// (io::maskedMicroCount) and divisor n, n the selected positions of the
+/// whole global batch (io::maskedCount). A masked step (or eval batch) with
+/// none selected is an error naming it.
 struct LossNorm {
   float gradScale = 1;
   double divisor = 1;
 };
 std::string lossNorm(const program::Program &p, const RunOptions &options, const Inputs &data,
                      bool eval, int64_t step, LossNorm *norm);
+
+/// The weight of rank `rank`'s loss tensor after micro-step `micro` of step
+/// `step` (with `eval`, of eval batch `step`) in the sum LossNorm::divisor
+/// divides: 1, or for masked tokens the selected positions its mean is over.
+double lossWeight(const program::Program &p, const RunOptions &options, const Inputs &data,
+                  bool eval, int rank, int64_t step, int64_t micro);
 
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):
@@ -186,11 +195,15 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
                        char *arena);
 
 /// Every parameter of `p` is in `weights` with its shape and a dtype the
-/// runtime reads (F32, BF16, F16); an error names the file and the tensor.
-std::string checkWeights(const program::Program &p, const io::WeightSource &weights);
+/// runtime reads (F32, BF16, F16), and every tensor of `weights` is one of
+/// them, a tied copy (`lm_head.weight`, `cls.predictions.decoder.*`) or BERT
+/// pretraining's (`bert.pooler.*`, `cls.seq_relationship.*`, each named in
+/// `ignored`); an error names the file and the tensor.
+std::string checkWeights(const program::Program &p, const io::WeightSource &weights,
+                         std::vector<std::string> *ignored = nullptr);
 
-/// A step's report from the sum over ranks of their micro-steps' losses
-/// (divided by the step's LossNorm::divisor), the gradient norm and the
+/// A step's report from the sum over ranks of their micro-steps' losses,
+/// each times its lossWeight (divided by the step's LossNorm::divisor), the gradient norm and the
 /// step's seconds (peakBytes and outsideArenaBytes are the caller's).
 StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
                       double lossSum, double lossDivisor, double gradNorm, double seconds);

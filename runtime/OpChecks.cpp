@@ -153,6 +153,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   // kernel's reads and writes lie within its tensors.
   switch (inst.op) {
   case Op::PositionIds:
+  case Op::TokenTypeIds:
     rank(inst.in[0], 2);
     break;
   case Op::Embedding:
@@ -349,6 +350,7 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   i128 nD = (i128)c.n * c.D;
   switch (inst.op) {
   case Op::PositionIds:
+  case Op::TokenTypeIds:
     touches(out[0], (i128)c.B * c.S, 8);
     break;
   case Op::Embedding:

@@ -90,6 +90,7 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   const bool In = false, Out = true;
   switch (i.op) {
   case Op::PositionIds:
+  case Op::TokenTypeIds:
     c.B = shape(0, In)[0], c.S = shape(0, In)[1];
     break;
   case Op::Embedding: // ids, table -> out

@@ -378,13 +378,19 @@ void Loader::loadPhase(const json &j, const std::string &phase, Phase &s) {
 // values they do not check: those must be the token inputs, which the data
 // reader holds below the vocabulary (the first cross_entropy's last
 // dimension), or the positions a position_ids of the phase writes, below its
-// sequence length; and the table must have that many rows.
+// sequence length; and the table must have that many rows. Masked targets
+// also hold kernels::kIgnoreIndex, which only the loss and its gradient skip.
 void Loader::checkIndices(const std::string &phase, const Phase &s) {
   std::map<int64_t, int64_t> positions; // position_ids output -> its sequence length
+  // Or the token types a token_type_ids of the phase writes, all 0: a table
+  // of at least 1 row.
+  std::set<int64_t> tokenTypes;
   for (const Instruction &inst : s.compute)
     if (inst.op == Op::PositionIds) {
       int64_t &S = positions[inst.out[0]];
       S = std::max(S, p.tensors[inst.in[0]].shape[1]);
+    } else if (inst.op == Op::TokenTypeIds) {
+      tokenTypes.insert(inst.out[0]);
     }
   int64_t vocab = p.vocabSize();
   for (const Instruction &inst : s.compute) {
@@ -412,11 +418,13 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
         fail(where, "labels up to " + std::to_string(p.image.classes - 1) + " (of " +
                         std::to_string(p.image.classes) + " classes) index " + table + " " +
                         rowsText);
-    } else if (p.inputKind == InputKind::MaskedTokens && ids == p.targets) {
+    } else if (p.inputKind == InputKind::MaskedTokens && ids == p.targets &&
+               inst.op != Op::CrossEntropy && inst.op != Op::CrossEntropyGrad) {
+      // Only the loss skips the unselected positions' target.
       fail(where, "indexes by the targets of masked_tokens inputs, which hold " +
                       std::to_string(fsdp::kernels::kIgnoreIndex) +
-                      " at every position not selected; fsdp-run does not combine a masked "
-                      "loss yet (docs/program-format.md, Inputs)");
+                      " at every position not selected; only cross_entropy and "
+                      "cross_entropy_grad skip them (docs/program-format.md, Inputs)");
     } else if (ids == p.tokens || ids == p.targets) {
       if (vocab <= 0)
         fail(where, "indexes by token, but no cross_entropy gives the vocabulary");
@@ -427,9 +435,13 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
       if (positions[ids] > rows)
         fail(where, "positions up to " + std::to_string(positions[ids] - 1) + " index " + table +
                         " " + rowsText);
+    } else if (tokenTypes.count(ids)) {
+      if (rows < 1)
+        fail(where, "token types (0) index " + std::string(table) + " " + rowsText);
     } else {
       fail(where, "indexes by tensor " + std::to_string(ids) +
-                      ", which is neither the tokens, the targets, nor a position_ids output");
+                      ", which is neither the tokens, the targets, nor a position_ids or "
+                      "token_type_ids output");
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -95,11 +96,20 @@ std::string fsdp::runtime::detail::lossNorm(const Program &p, const RunOptions &
              std::to_string(p.seqLen) + " tokens is selected for the masked-LM loss " +
              "(splitmix64(index) mod 20 < 3), so it has no loss to take";
     norm->gradScale = 1.0f / (float)n;
-    norm->divisor = (double)n; // the micro-steps' sums
+    norm->divisor = (double)n; // the micro-steps' means, each times its count
     return "";
   }
   }
   return "";
+}
+
+double fsdp::runtime::detail::lossWeight(const Program &p, const RunOptions &o, const Inputs &data,
+                                         bool eval, int rank, int64_t step, int64_t micro) {
+  if (p.inputKind != InputKind::MaskedTokens)
+    return 1.0;
+  io::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+  return (double)io::maskedMicroCount(eval ? data.eval : data.train, p.seqLen, l, rank, step,
+                                      micro);
 }
 
 // A deterministic initialisation that does not depend on the world size:
@@ -112,7 +122,12 @@ static uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::WeightSource &w) {
+std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::WeightSource &w,
+                                                std::vector<std::string> *ignored) {
+  std::set<std::string> names;
+  for (const Unit &u : p.units)
+    for (const Param &prm : u.params)
+      names.insert(prm.name);
   for (const Unit &u : p.units)
     for (const Param &prm : u.params) {
       auto it = w.tensors().find(prm.name);
@@ -132,6 +147,24 @@ std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::Weig
       if (dt != "F32" && dt != "BF16" && dt != "F16")
         return file + ": tensor '" + prm.name + "' is " + dt + "; weights must be F32, BF16 or F16";
     }
+  // Beyond the model's tensors: a tied copy (the head of a tied model, BERT's
+  // decoder, which is the word embeddings and cls.predictions.bias) is the
+  // same tensor again; BERT's pretraining heads (the pooler, next-sentence
+  // prediction) are not part of BertForMaskedLM. Anything else is not this
+  // model's, and reading the checkpoint as if it were would be silent loss.
+  for (const auto &[name, info] : w.tensors()) {
+    if (names.count(name) || name == "lm_head.weight" || name == "cls.predictions.decoder.weight" ||
+        name == "cls.predictions.decoder.bias")
+      continue;
+    if (name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0) {
+      if (ignored)
+        ignored->push_back(w.fileOf(name) + ": tensor '" + name +
+                           "' is BERT pretraining's, not BertForMaskedLM's; ignored");
+      continue;
+    }
+    return w.fileOf(name) + ": tensor '" + name + "' is not a parameter of " + p.modelName +
+           " (a checkpoint of another model, or of another configuration?)";
+  }
   return "";
 }
 

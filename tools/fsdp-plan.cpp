@@ -263,6 +263,12 @@ int main(int argc, char **argv) {
   if (seqLen.getNumOccurrences() && model.maxSeqLen > 0 && seqLen > model.maxSeqLen)
     return fail("--seq-len " + std::to_string(seqLen) + " is more than the model's " +
                 std::to_string(model.maxSeqLen) + " positions");
+  // An image's sequence is its patches and the class token, no other length.
+  if (seqLen.getNumOccurrences() && model.inputsKind == "images" && seqLen != model.maxSeqLen)
+    return fail("--seq-len " + std::to_string(seqLen) + ": " + model.name + " takes images of " +
+                std::to_string(model.maxSeqLen - 1) + " patches, so its sequence is " +
+                std::to_string(model.maxSeqLen) +
+                " (the patches and the class token); leave --seq-len out");
 
   // Without a world size there is nothing to plan: describe the model.
   if (!planning) {

@@ -613,9 +613,10 @@ int main(int argc, char **argv) {
     if (outErr.empty() && !o.weights.empty() && o.resume.empty()) { // resuming reads no weights
       io::WeightSource weights;
       outErr = weights.open(o.weights);
+      std::vector<std::string> notes = weights.warnings();
       if (outErr.empty())
-        outErr = runtime::detail::checkWeights(p, weights);
-      for (const std::string &note : weights.warnings())
+        outErr = runtime::detail::checkWeights(p, weights, &notes);
+      for (const std::string &note : notes)
         std::fprintf(stderr, "fsdp-run: warning: %s\n", note.c_str());
     }
     io::CheckpointRef from;

@@ -169,8 +169,9 @@ LogicalResult StepOp::verify() {
 void StepOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   if (region.empty() || region.front().getNumArguments() != 2)
     return;
-  setNameFn(region.front().getArgument(0), "tokens");
-  setNameFn(region.front().getArgument(1), "targets");
+  bool images = getInputsKind() == "images";
+  setNameFn(region.front().getArgument(0), images ? "patches" : "tokens");
+  setNameFn(region.front().getArgument(1), images ? "labels" : "targets");
 }
 
 //===----------------------------------------------------------------------===//

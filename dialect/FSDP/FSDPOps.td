@@ -204,7 +204,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
     its settings on the step, and lowering reads them from here:
 
     - `fsdp-training-step`: the model (`model`, `model_type`), its blocks
-      (`block_prefix`, `num_blocks`) and `max_seq_len`;
+      (`block_prefix`, `num_blocks`), `max_seq_len` and what it takes
+      (`inputs_kind`, `image`; nn.graph's);
     - `fsdp-activation-checkpointing`: `activation_checkpointing`,
       `checkpointed_blocks`;
     - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
@@ -230,6 +231,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<StrAttr>:$block_prefix,
                        OptionalAttr<FSDP_NonNegativeI64>:$num_blocks,
                        OptionalAttr<FSDP_PositiveI64>:$max_seq_len,
+                       OptionalAttr<StrAttr>:$inputs_kind,
+                       OptionalAttr<DictionaryAttr>:$image,
                        OptionalAttr<FSDP_CheckpointingAttr>:$activation_checkpointing,
                        OptionalAttr<FSDP_NonNegativeI64>:$checkpointed_blocks,
                        OptionalAttr<FSDP_StrategyAttr>:$strategy,

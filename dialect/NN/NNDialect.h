@@ -41,6 +41,14 @@ constexpr int64_t kMaxParameters = int64_t(1) << 48;
 /// 4194304), and short enough that every activation's bytes fit in 64 bits.
 constexpr int64_t kMaxSeqLen = int64_t(1) << 30;
 
+/// What a graph (or the step built from it) takes: its `inputs_kind` (absent:
+/// tokens) and, for images, the `image` geometry ({height, width, channels,
+/// patch_height, patch_width}, each positive, the patch dividing the image),
+/// read into the program's own terms (classes is left 0: the classifier
+/// gives it). Returns "" or what is wrong.
+std::string readInputs(mlir::StringAttr kind, mlir::DictionaryAttr image,
+                       program::InputKind *inputKind, program::ImageSpec *spec);
+
 } // namespace fsdp::nn
 
 #endif

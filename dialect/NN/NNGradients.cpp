@@ -17,6 +17,12 @@ LogicalResult PositionIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
   return success();
 }
 
+LogicalResult TokenTypeIdsOp::buildGradients(OpBuilder &, ArrayRef<Value>,
+                                             SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value()); // token types are integers
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                           SmallVectorImpl<Value> &operandGrads) {
   Value table = b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), resultGrads[0], getIds(),
@@ -29,8 +35,11 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads
                                        SmallVectorImpl<Value> &operandGrads) {
   Value dy = resultGrads[0];
   auto mod = moduleOf(*this);
-  Value dx = b.create<LinearGradInputOp>(getLoc(), getInput().getType(), getLayout(), dy,
-                                         getWeight(), mod);
+  // The graph's own input (ViT's patches) takes no gradient.
+  Value dx = isa<BlockArgument>(getInput())
+                 ? Value()
+                 : b.create<LinearGradInputOp>(getLoc(), getInput().getType(), getLayout(), dy,
+                                               getWeight(), mod);
   Value dw = b.create<LinearGradWeightOp>(getLoc(), getWeight().getType(), getLayout(), dy,
                                           getInput(), mod);
   operandGrads.append({dx, dw});

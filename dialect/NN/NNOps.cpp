@@ -166,8 +166,9 @@ void GraphOp::print(OpAsmPrinter &p) {
 void GraphOp::getAsmBlockArgumentNames(Region &region, OpAsmSetValueNameFn setNameFn) {
   if (region.empty() || region.front().getNumArguments() != 2)
     return;
-  setNameFn(region.front().getArgument(0), "tokens");
-  setNameFn(region.front().getArgument(1), "targets");
+  bool images = getInputsKind() == "images";
+  setNameFn(region.front().getArgument(0), images ? "patches" : "tokens");
+  setNameFn(region.front().getArgument(1), images ? "labels" : "targets");
 }
 
 std::vector<ParamOp> GraphOp::getParams() {
@@ -177,17 +178,78 @@ std::vector<ParamOp> GraphOp::getParams() {
   return params;
 }
 
+std::string fsdp::nn::readInputs(StringAttr kind, DictionaryAttr image,
+                                 program::InputKind *inputKind, program::ImageSpec *spec) {
+  *inputKind = program::InputKind::Tokens;
+  if (kind) {
+    auto k = program::parseInputKind(kind.getValue().str());
+    if (!k)
+      return "inputs_kind '" + kind.getValue().str() + "' is not tokens, masked_tokens or images";
+    *inputKind = *k;
+  }
+  bool images = *inputKind == program::InputKind::Images;
+  if (!images)
+    return image ? "has an image geometry, but its inputs_kind is not images" : "";
+  if (!image)
+    return "takes images, so it needs the image geometry (image = {height, width, channels, "
+           "patch_height, patch_width})";
+  static const char *const keys[] = {"height", "width", "channels", "patch_height", "patch_width"};
+  int64_t *fields[] = {&spec->height, &spec->width, &spec->channels, &spec->patchHeight,
+                       &spec->patchWidth};
+  for (NamedAttribute a : image)
+    if (!llvm::is_contained(keys, a.getName().getValue()))
+      return "image has the unknown key '" + a.getName().getValue().str() +
+             "' (known: height, width, channels, patch_height, patch_width)";
+  for (auto [key, field] : llvm::zip(keys, fields)) {
+    auto v = dyn_cast_or_null<IntegerAttr>(image.get(key));
+    // A bound that keeps every product below 2^63 (P * C * ph * pw).
+    if (!v || v.getValue().getSignificantBits() > 64 || v.getInt() < 1 ||
+        v.getInt() > (int64_t(1) << 15))
+      return std::string("image's ") + key + " must be an integer in [1, 32768]";
+    *field = v.getInt();
+  }
+  if (spec->height % spec->patchHeight || spec->width % spec->patchWidth)
+    return "image of " + std::to_string(spec->height) + " x " + std::to_string(spec->width) +
+           " is not a whole number of " + std::to_string(spec->patchHeight) + " x " +
+           std::to_string(spec->patchWidth) + " patches";
+  return "";
+}
+
 LogicalResult GraphOp::verify() {
   auto type = getFunctionType();
   if (type.getNumInputs() != 2)
     return emitOpError() << "takes (tokens, targets), but has " << type.getNumInputs()
                          << " arguments";
+  program::InputKind kind;
+  program::ImageSpec image;
+  if (std::string err = readInputs(getInputsKindAttr(), getImageAttr(), &kind, &image);
+      !err.empty())
+    return emitOpError() << err;
   for (auto [i, t] : llvm::enumerate(type.getInputs())) {
     auto tt = dyn_cast<RankedTensorType>(t);
+    if (i == 0 && kind == program::InputKind::Images) {
+      // The patches: [batch, P, C*ph*pw], P and the values static.
+      int64_t P = image.patches(), K = image.patchValues();
+      if (!tt || tt.getRank() != 3 || !isa<FloatType>(tt.getElementType()) ||
+          tt.getDimSize(1) != P || tt.getDimSize(2) != K)
+        return emitOpError() << "takes images of " << P << " patches of " << K
+                             << " values, so its first argument must be a float tensor [batch, "
+                             << P << ", " << K << "], but is " << t;
+      continue;
+    }
     if (!tt || tt.getRank() != 2 || !tt.getElementType().isSignlessInteger())
       return emitOpError() << (i == 0 ? "tokens" : "targets")
                            << " must be a rank-2 integer tensor [batch, seq], but is " << t;
+    if (i == 1 && kind == program::InputKind::Images && tt.getDimSize(1) != 1)
+      return emitOpError() << "takes images, so its targets are one label a sample, [batch, 1], "
+                              "but they are "
+                           << t;
   }
+  if (kind == program::InputKind::Images && getMaxSeqLenAttr().getInt() != image.patches() + 1)
+    return emitOpError() << "takes images of " << image.patches()
+                         << " patches, so max_seq_len must be " << image.patches() + 1
+                         << " (the patches and the class token), but is "
+                         << getMaxSeqLenAttr().getInt();
   if (type.getNumResults() != 1 ||
       type.getResult(0) != RankedTensorType::get({}, Float32Type::get(getContext())))
     return emitOpError() << "must return the loss as tensor<f32>";
@@ -290,13 +352,20 @@ StringRef ParamOp::getModulePath() {
 // Compute ops
 //===----------------------------------------------------------------------===//
 
-LogicalResult PositionIdsOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getTokens(), "tokens", 2)))
+// position_ids and token_type_ids: ids shaped and typed like the tokens.
+static LogicalResult verifyIdsOfTokens(Operation *op, Value tokens, Value result) {
+  if (failed(verifyModuleAttr(op)) || failed(expectRank(op, tokens, "tokens", 2)))
     return failure();
-  if (getTokens().getType() != getResult().getType())
-    return emitOpError() << "result type " << getResult().getType()
-                         << " must equal the tokens' type " << getTokens().getType();
+  if (tokens.getType() != result.getType())
+    return op->emitOpError() << "result type " << result.getType()
+                             << " must equal the tokens' type " << tokens.getType();
   return success();
+}
+
+LogicalResult PositionIdsOp::verify() { return verifyIdsOfTokens(*this, getTokens(), getResult()); }
+
+LogicalResult TokenTypeIdsOp::verify() {
+  return verifyIdsOfTokens(*this, getTokens(), getResult());
 }
 
 LogicalResult EmbeddingOp::verify() {

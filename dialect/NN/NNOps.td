@@ -106,6 +106,15 @@ def NN_GraphOp : NN_Op<"graph", [
     (`transformer.h` for GPT-2, `model.layers` for LLaMA) and `num_blocks`
     their count; `max_seq_len` is the longest sequence the model accepts.
 
+    `inputs_kind` says what the model takes (docs/program-format.md,
+    "Inputs"): `tokens` (absent: the default), `masked_tokens` (BERT's
+    masked-LM batches: the same token ids, the targets -100 where a position
+    is not selected) or `images` (ViT). An `images` graph's first argument is
+    the patches, a float `[batch, P, C*ph*pw]` with P static, its second the
+    labels `[batch, 1]`, and `image` gives the geometry as a dictionary of
+    `height`, `width`, `channels`, `patch_height` and `patch_width`;
+    `max_seq_len` is then P + 1 (the patches and the class token).
+
     ```mlir
     nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
         attributes {model_type = "gpt2", block_prefix = "transformer.h",
@@ -122,7 +131,9 @@ def NN_GraphOp : NN_Op<"graph", [
                        StrAttr:$model_type,
                        StrAttr:$block_prefix,
                        I64Attr:$num_blocks,
-                       I64Attr:$max_seq_len);
+                       I64Attr:$max_seq_len,
+                       OptionalAttr<StrAttr>:$inputs_kind,
+                       OptionalAttr<DictionaryAttr>:$image);
   let regions = (region SizedRegion<1>:$body);
   let extraClassDeclaration = [{
     ::mlir::Region *getCallableRegion() { return &getBody(); }
@@ -180,6 +191,23 @@ def NN_ParamOp : NN_Op<"param", [
 def NN_PositionIdsOp : NN_ComputeOp<"position_ids", [
     DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
   let summary = "positions 0..S-1 of each sequence, shaped like the token ids";
+  let arguments = (ins NN_IndexTensor:$tokens, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_IndexTensor:$result);
+  let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
+}
+
+def NN_TokenTypeIdsOp : NN_ComputeOp<"token_type_ids", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "token types, all 0, shaped like the token ids";
+  let description = [{
+    BERT's token types for one-segment samples: every token is of type 0
+    (fsdp's samples carry no [SEP]; HF's default `token_type_ids` are
+    zeros). Its result indexes an `nn.embedding` of
+    `token_type_embeddings.weight` `[type_vocab_size, D]`.
+    ```mlir
+    %types = nn.token_type_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+    ```
+  }];
   let arguments = (ins NN_IndexTensor:$tokens, OptionalAttr<StrAttr>:$module);
   let results = (outs NN_IndexTensor:$result);
   let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";

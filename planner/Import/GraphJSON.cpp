@@ -39,6 +39,7 @@ struct OpSpec {
 const std::vector<OpSpec> &opSpecs() {
   static const std::vector<OpSpec> specs = {
       {"position_ids", 1, 1, false, {}},
+      {"token_type_ids", 1, 1, false, {}},
       {"embedding", 2, 2, false, {}},
       {"linear", 2, 3, false, {{"layout", AttrKind::Layout, true}}},
       {"layer_norm", 3, 3, false, {{"eps", AttrKind::F64, true}}},
@@ -382,9 +383,43 @@ OwningOpRef<ModuleOp> Importer::run() {
     inTypes.push_back(*t);
   }
   auto lossType = RankedTensorType::get({}, b.getF32Type());
-  auto graph =
-      b.create<nn::GraphOp>(rootLoc, *name, b.getFunctionType(inTypes, {lossType}), ArrayAttr(),
-                            ArrayAttr(), *modelType, *prefix, *numBlocks, *maxSeq);
+  // What the model takes: absent, tokens; an image classifier's geometry.
+  StringAttr inputsKind;
+  if (r.get({"inputs_kind"}, false)) {
+    auto kind = r.getString({"inputs_kind"});
+    if (!kind)
+      return nullptr;
+    inputsKind = b.getStringAttr(*kind);
+  }
+  DictionaryAttr image;
+  if (const json *im = r.get({"image"}, false)) {
+    if (!im->is_object()) {
+      r.fail({"image"}, "image must be an object of height, width, channels, patch_height and "
+                        "patch_width, but is " +
+                            JsonReader::describe(*im));
+      return nullptr;
+    }
+    SmallVector<NamedAttribute> fields;
+    for (const auto &item : im->items()) {
+      auto v = r.getInt({"image", item.key()});
+      if (!v)
+        return nullptr;
+      fields.push_back(b.getNamedAttr(item.key(), b.getI64IntegerAttr(*v)));
+    }
+    image = b.getDictionaryAttr(fields);
+  }
+  {
+    program::InputKind kind;
+    program::ImageSpec spec;
+    if (std::string err = nn::readInputs(inputsKind, image, &kind, &spec); !err.empty()) {
+      bool atKind = !image || llvm::StringRef(err).starts_with("inputs_kind");
+      r.fail({atKind ? "inputs_kind" : "image"}, err);
+      return nullptr;
+    }
+  }
+  auto graph = b.create<nn::GraphOp>(rootLoc, *name, b.getFunctionType(inTypes, {lossType}),
+                                     ArrayAttr(), ArrayAttr(), *modelType, *prefix, *numBlocks,
+                                     *maxSeq, inputsKind, image);
   SmallVector<Location> argLocs(inTypes.size(), rootLoc);
   Block *body = b.createBlock(&graph.getBody(), {}, inTypes, argLocs);
   for (size_t i = 0; i < inNames.size(); ++i)
@@ -573,6 +608,15 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
   os << "  \"block_prefix\": " << ojson(graph.getBlockPrefix().str()).dump() << ",\n";
   os << "  \"num_blocks\": " << graph.getNumBlocks() << ",\n";
   os << "  \"max_seq_len\": " << graph.getMaxSeqLen() << ",\n";
+  if (auto kind = graph.getInputsKind())
+    os << "  \"inputs_kind\": " << ojson(kind->str()).dump() << ",\n";
+  if (DictionaryAttr image = graph.getImageAttr()) {
+    ojson fields = ojson::object();
+    for (const char *key : {"height", "width", "channels", "patch_height", "patch_width"})
+      if (auto v = dyn_cast_or_null<IntegerAttr>(image.get(key)))
+        fields[key] = v.getInt();
+    os << "  \"image\": " << fields.dump() << ",\n";
+  }
   os << "  \"inputs\": " << inputs.dump() << ",\n";
   os << "  \"params\": ";
   list(paramLines);

@@ -1,7 +1,8 @@
 //===- HFConfig.cpp - model graphs from an HF config.json -----------------===//
 //
 // The graphs follow transformers' GPT2LMHeadModel, LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM: the same
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, BertForMaskedLM
+// and ViTForImageClassification: the same
 // parameter names, shapes, layouts and order as their state dicts, so the
 // runtime can read HF safetensors without renaming anything.
 //
@@ -24,7 +25,7 @@ using namespace mlir;
 using namespace fsdp;
 using nlohmann::json;
 
-StringRef fsdp::supportedModelTypes() { return "gpt2, llama, mistral, qwen2, qwen3"; }
+StringRef fsdp::supportedModelTypes() { return "gpt2, llama, mistral, qwen2, qwen3, bert, vit"; }
 
 namespace {
 
@@ -66,10 +67,32 @@ const char *const kGPT2DescriptiveKeys[] = {
     "summary_use_proj",
 };
 
-enum class Family { GPT2, Llama, Mistral, Qwen2, Qwen3 };
+/// The encoders' descriptive keys: BERT's classification heads' dropout and
+/// transformers' feed-forward chunking (the same maths in slices), the
+/// memory switch of old configs; ViT's masked-image-modelling decoder
+/// stride and the pooler, which the classifier does not use.
+const char *const kBertDescriptiveKeys[] = {"classifier_dropout", "chunk_size_feed_forward",
+                                            "gradient_checkpointing"};
+const char *const kViTDescriptiveKeys[] = {"encoder_stride", "pooler_output_size", "pooler_act",
+                                           "chunk_size_feed_forward"};
+
+enum class Family { GPT2, Llama, Mistral, Qwen2, Qwen3, Bert, ViT };
 
 /// The keys each family's importer reads (and so implements or refuses by value).
 std::vector<const char *> implementedKeys(Family f) {
+  if (f == Family::Bert || f == Family::ViT) {
+    std::vector<const char *> keys = {
+        "hidden_size", "num_hidden_layers",   "num_attention_heads",          "intermediate_size",
+        "hidden_act",  "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps"};
+    if (f == Family::Bert)
+      keys.insert(keys.end(), {"vocab_size", "max_position_embeddings", "type_vocab_size",
+                               "position_embedding_type", "is_decoder", "add_cross_attention",
+                               "tie_word_embeddings"});
+    else
+      keys.insert(keys.end(), {"image_size", "patch_size", "num_channels", "qkv_bias", "num_labels",
+                               "problem_type"});
+    return keys;
+  }
   if (f == Family::GPT2)
     return {"vocab_size",
             "n_embd",
@@ -116,6 +139,8 @@ std::vector<const char *> implementedKeys(Family f) {
                 {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers"});
     break;
   case Family::GPT2:
+  case Family::Bert:
+  case Family::ViT:
     break;
   }
   return keys;
@@ -128,6 +153,10 @@ bool checkKeys(JsonReader &r, Family family, StringRef modelType) {
   allowed.insert(allowed.end(), std::begin(kDescriptiveKeys), std::end(kDescriptiveKeys));
   if (family == Family::GPT2)
     allowed.insert(allowed.end(), std::begin(kGPT2DescriptiveKeys), std::end(kGPT2DescriptiveKeys));
+  if (family == Family::Bert)
+    allowed.insert(allowed.end(), std::begin(kBertDescriptiveKeys), std::end(kBertDescriptiveKeys));
+  if (family == Family::ViT)
+    allowed.insert(allowed.end(), std::begin(kViTDescriptiveKeys), std::end(kViTDescriptiveKeys));
   const std::string *first = nullptr;
   size_t firstOffset = 0;
   for (const auto &item : r.root().items()) {
@@ -369,17 +398,188 @@ bool parseLlama(JsonReader &r, const ImportOptions &opts, Family family, ModelCo
   return true;
 }
 
+/// What BERT and ViT share: the encoder's widths, exact GELU and no dropout.
+bool parseEncoder(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
+  auto d = r.getInt({"hidden_size"});
+  if (!d)
+    return false;
+  auto layers = r.getInt({"num_hidden_layers"});
+  if (!layers)
+    return false;
+  auto heads = r.getInt({"num_attention_heads"});
+  if (!heads)
+    return false;
+  auto inter = r.getInt({"intermediate_size"});
+  if (!inter)
+    return false;
+  auto act = r.getString({"hidden_act"}, std::string("gelu"));
+  if (!act)
+    return false;
+  if (*act != "gelu")
+    return r.fail({"hidden_act"}, "hidden_act '" + *act +
+                                      "' is not supported; fsdp implements the encoders' exact "
+                                      "(erf) GELU, 'gelu'");
+  auto eps = r.getNumber({"layer_norm_eps"}, 1e-12);
+  if (!eps)
+    return false;
+  if (*eps <= 0)
+    return r.fail({"layer_norm_eps"}, "layer_norm_eps must be positive");
+  if (*d % *heads != 0)
+    return r.fail({"hidden_size"},
+                  "hidden_size = " + std::to_string(*d) +
+                      " is not divisible by num_attention_heads = " + std::to_string(*heads));
+  // transformers' defaults: 0.1 for BERT, 0.0 for ViT.
+  double hfDropout = c.modelType == "bert" ? 0.1 : 0.0;
+  if (!checkDropout(r, opts, {"hidden_dropout_prob", "attention_probs_dropout_prob"}, hfDropout))
+    return false;
+  c.hiddenSize = *d;
+  c.numLayers = *layers;
+  c.numHeads = *heads;
+  c.numKvHeads = *heads;
+  c.headDim = *d / *heads;
+  c.intermediateSize = *inter;
+  c.normEps = *eps;
+  return true;
+}
+
+/// BertForMaskedLM: post-LN blocks, the MLM head tied to the word embeddings.
+bool parseBert(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
+  c.modelType = "bert";
+  if (!parseEncoder(r, opts, c))
+    return false;
+  auto vocab = r.getInt({"vocab_size"});
+  if (!vocab)
+    return false;
+  auto positions = r.getInt({"max_position_embeddings"}, int64_t(512));
+  if (!positions)
+    return false;
+  auto types = r.getInt({"type_vocab_size"}, int64_t(2));
+  if (!types)
+    return false;
+  auto posType = r.getString({"position_embedding_type"}, std::string("absolute"));
+  if (!posType)
+    return false;
+  if (*posType != "absolute")
+    return r.fail({"position_embedding_type"},
+                  "position_embedding_type '" + *posType +
+                      "' is not supported; fsdp implements BERT's learned absolute positions "
+                      "('absolute')");
+  for (const char *flag : {"is_decoder", "add_cross_attention"}) {
+    auto b = r.getBool({flag}, false);
+    if (!b)
+      return false;
+    if (*b)
+      return r.fail({flag}, std::string(flag) +
+                                " = true is not supported (fsdp trains BERT as a bidirectional "
+                                "masked-LM encoder)");
+  }
+  auto tie = r.getBool({"tie_word_embeddings"}, true);
+  if (!tie)
+    return false;
+  if (!*tie)
+    return r.fail({"tie_word_embeddings"},
+                  "tie_word_embeddings = false is not supported (BertForMaskedLM's decoder is "
+                  "the word embeddings)");
+  c.vocabSize = *vocab;
+  c.maxSeqLen = *positions;
+  c.typeVocabSize = *types;
+  c.tieWordEmbeddings = true;
+  return true;
+}
+
+/// An int or [h, w] (ViT's image_size and patch_size).
+std::optional<std::pair<int64_t, int64_t>> getPair(JsonReader &r, const char *key, int64_t def) {
+  const json *v = r.get({key}, false);
+  if (v && v->is_array()) {
+    if (v->size() != 2 || !(*v)[0].is_number_integer() || !(*v)[1].is_number_integer() ||
+        (*v)[0].get<int64_t>() < 1 || (*v)[1].get<int64_t>() < 1) {
+      r.fail({key}, std::string(key) +
+                        " must be a positive integer or [height, width] of "
+                        "them, but is " +
+                        v->dump());
+      return std::nullopt;
+    }
+    return std::pair{(*v)[0].get<int64_t>(), (*v)[1].get<int64_t>()};
+  }
+  auto n = r.getInt({key}, def);
+  if (!n)
+    return std::nullopt;
+  return std::pair{*n, *n};
+}
+
+/// ViTForImageClassification: pre-LN blocks, the classifier on the CLS token.
+bool parseViT(JsonReader &r, const ImportOptions &opts, ModelConfig &c) {
+  c.modelType = "vit";
+  if (!parseEncoder(r, opts, c))
+    return false;
+  auto image = getPair(r, "image_size", 224);
+  if (!image)
+    return false;
+  auto patch = getPair(r, "patch_size", 16);
+  if (!patch)
+    return false;
+  auto channels = r.getInt({"num_channels"}, int64_t(3));
+  if (!channels)
+    return false;
+  auto bias = r.getBool({"qkv_bias"}, true);
+  if (!bias)
+    return false;
+  if (!*bias)
+    return r.fail({"qkv_bias"}, "qkv_bias = false is not supported (fsdp implements ViT's "
+                                "biased query, key and value)");
+  auto problem = r.getString({"problem_type"}, std::string("single_label_classification"));
+  if (!problem)
+    return false;
+  if (*problem != "single_label_classification")
+    return r.fail({"problem_type"}, "problem_type '" + *problem +
+                                        "' is not supported; fsdp trains ViT with the "
+                                        "cross-entropy of single-label classification");
+  // The classes: id2label's, if given (transformers sets num_labels from it).
+  int64_t classes;
+  const json *labels = r.get({"id2label"}, false);
+  if (labels && !labels->is_null()) {
+    if (!labels->is_object() || labels->empty())
+      return r.fail({"id2label"}, "id2label must be a non-empty object of class names, but is " +
+                                      JsonReader::describe(*labels));
+    classes = (int64_t)labels->size();
+  } else {
+    auto n = r.getInt({"num_labels"}, int64_t(2));
+    if (!n)
+      return false;
+    classes = *n;
+  }
+  constexpr int64_t kMaxSide = int64_t(1) << 15; // nn::readInputs's bound
+  for (auto [key, v] : {std::pair{"image_size", *image}, {"patch_size", *patch}})
+    if (v.first > kMaxSide || v.second > kMaxSide)
+      return r.fail({key}, std::string(key) + " is more than fsdp plans (at most " +
+                               std::to_string(kMaxSide) + " pixels a side)");
+  if (image->first % patch->first || image->second % patch->second)
+    return r.fail({"patch_size"},
+                  "the image (" + std::to_string(image->first) + " x " +
+                      std::to_string(image->second) + ") is not a whole number of patches of " +
+                      std::to_string(patch->first) + " x " + std::to_string(patch->second));
+  if (*channels > kMaxSide)
+    return r.fail({"num_channels"}, "num_channels is more than fsdp plans (at most " +
+                                        std::to_string(kMaxSide) + ")");
+  c.image = {image->first, image->second, *channels, patch->first, patch->second, classes};
+  c.maxSeqLen = c.image.patches() + 1; // the class token first
+  c.vocabSize = classes;
+  c.tieWordEmbeddings = false;
+  return true;
+}
+
 /// Refuses a model larger than the planner's limits (nn::kMaxBlocks,
 /// nn::kMaxParameters): its graph would not end building, or its sizes
 /// would not fit in 64 bits. The error sits at the key of the largest value.
 bool checkModelSize(JsonReader &r, const ModelConfig &c) {
   bool gpt2 = c.modelType == "gpt2";
+  bool bert = c.modelType == "bert", vit = c.modelType == "vit";
   const char *layersKey = gpt2 ? "n_layer" : "num_hidden_layers";
   if (c.numLayers > nn::kMaxBlocks)
     return r.fail({layersKey}, std::string(layersKey) + " = " + std::to_string(c.numLayers) +
                                    " is more than fsdp plans (at most " +
                                    std::to_string(nn::kMaxBlocks) + " blocks)");
-  const char *positionsKey = gpt2 ? "n_positions" : "max_position_embeddings";
+  const char *positionsKey = gpt2 ? "n_positions" : vit ? "image_size" : "max_position_embeddings";
   if (c.maxSeqLen > nn::kMaxSeqLen)
     return r.fail({positionsKey}, std::string(positionsKey) + " = " + std::to_string(c.maxSeqLen) +
                                       " is more than fsdp plans (at most " +
@@ -389,8 +589,15 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
   double V = c.vocabSize, D = c.hiddenSize, I = c.intermediateSize, L = c.numLayers;
   double qW = (double)c.numHeads * c.headDim, kvW = (double)c.numKvHeads * c.headDim;
   double params;
+  double encoderLayer = 4 * D * D + 2 * D * I + 9 * D + I; // GPT-2's, BERT's and ViT's
   if (gpt2)
-    params = V * D + (double)c.maxSeqLen * D + L * (4 * D * D + 2 * D * I + 9 * D + I) + 2 * D;
+    params = V * D + (double)c.maxSeqLen * D + L * encoderLayer + 2 * D;
+  else if (bert) // embeddings, blocks, the MLM head (its decoder tied)
+    params = (V + c.maxSeqLen + (double)c.typeVocabSize) * D + 2 * D + L * encoderLayer +
+             (D * D + 3 * D) + V;
+  else if (vit) // patch kernel, class token and positions, blocks, final norm, classifier
+    params = D * (double)c.image.patchValues() + D + D + (double)c.maxSeqLen * D +
+             L * encoderLayer + 2 * D + V * D + V;
   else
     params = V * D +
              L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D + (c.qkvBias ? qW + 2 * kvW : 0) +
@@ -403,7 +610,20 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
   // The largest value given is the likeliest mistake.
   // (Values given, not defaults derived from them.)
   std::vector<std::pair<const char *, int64_t>> sizes;
-  if (gpt2)
+  if (vit)
+    sizes = {{"hidden_size", c.hiddenSize},
+             {"intermediate_size", c.intermediateSize},
+             {"num_hidden_layers", c.numLayers},
+             {"num_channels", c.image.channels},
+             {"num_labels", 0}};
+  else if (bert)
+    sizes = {{"vocab_size", c.vocabSize},
+             {"hidden_size", c.hiddenSize},
+             {"intermediate_size", c.intermediateSize},
+             {"num_hidden_layers", c.numLayers},
+             {"max_position_embeddings", c.maxSeqLen},
+             {"type_vocab_size", 0}};
+  else if (gpt2)
     sizes = {{"vocab_size", c.vocabSize},
              {"n_embd", c.hiddenSize},
              {"n_positions", c.maxSeqLen},
@@ -417,7 +637,10 @@ bool checkModelSize(JsonReader &r, const ModelConfig &c) {
              {"num_attention_heads", c.numHeads},
              {"head_dim", 0}};
   if (r.get({sizes.back().first}, false))
-    sizes.back().second = gpt2 ? c.intermediateSize : c.headDim;
+    sizes.back().second = gpt2   ? c.intermediateSize
+                          : vit  ? c.vocabSize
+                          : bert ? c.typeVocabSize
+                                 : c.headDim;
   auto largest = std::max_element(sizes.begin(), sizes.end(),
                                   [](auto &a, auto &b) { return a.second < b.second; });
   char count[32];
@@ -453,6 +676,177 @@ public:
   Location loc;
 };
 
+/// One encoder block's attention over `x` (query, key and value biased
+/// linears, every query seeing every key) and its output dense; `self` is
+/// the attention module (BERT's `attention.self`, ViT's
+/// `attention.attention`), `w` the block's weights from query.weight on.
+Value encoderAttention(GraphBuilder &g, const ModelConfig &c, Value x, const Value *w,
+                       const std::string &self, const std::string &out) {
+  using nn::WeightLayout;
+  const int64_t D = c.hiddenSize;
+  Value q = g.linear(WeightLayout::out_in, x, w[0], w[1], self + ".query");
+  Value k = g.linear(WeightLayout::out_in, x, w[2], w[3], self + ".key");
+  Value v = g.linear(WeightLayout::out_in, x, w[4], w[5], self + ".value");
+  Value o = g.b.create<nn::AttentionOp>(g.loc, g.act(D), q, k, v, g.b.getI64IntegerAttr(c.numHeads),
+                                        g.b.getI64IntegerAttr(c.numKvHeads), g.mod(self));
+  return g.linear(WeightLayout::out_in, o, w[6], w[7], out);
+}
+
+Value exactGelu(GraphBuilder &g, Value x, int64_t width, const Twine &path) {
+  return g.b.create<nn::GeluOp>(g.loc, g.act(width), x, g.mod(path), g.b.getStringAttr("none"));
+}
+
+/// BertForMaskedLM: embeddings (words, token types, positions) and their
+/// LayerNorm, post-LN blocks, the MLM head over the tied word embeddings.
+void buildBert(const ModelConfig &c, GraphBuilder &g, Value tokens, Value targets) {
+  OpBuilder &b = g.b;
+  Location loc = g.loc;
+  using nn::WeightLayout;
+  const int64_t D = c.hiddenSize, V = c.vocabSize, I = c.intermediateSize;
+  auto eps = b.getF64FloatAttr(c.normEps);
+  auto ids = tokens.getType();
+  const std::string e = "bert.embeddings.";
+  Value words = g.param(e + "word_embeddings.weight", {V, D});
+  Value positions = g.param(e + "position_embeddings.weight", {c.maxSeqLen, D});
+  Value types = g.param(e + "token_type_embeddings.weight", {c.typeVocabSize, D});
+  Value embLnW = g.param(e + "LayerNorm.weight", {D});
+  Value embLnB = g.param(e + "LayerNorm.bias", {D});
+  std::vector<std::array<Value, 16>> blocks(c.numLayers);
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = "bert.encoder.layer." + std::to_string(i) + ".";
+    auto &w = blocks[i];
+    int n = 0;
+    for (const char *qkv : {"query", "key", "value"}) {
+      w[n++] = g.param(p + "attention.self." + qkv + ".weight", {D, D});
+      w[n++] = g.param(p + "attention.self." + qkv + ".bias", {D});
+    }
+    w[n++] = g.param(p + "attention.output.dense.weight", {D, D});
+    w[n++] = g.param(p + "attention.output.dense.bias", {D});
+    w[n++] = g.param(p + "attention.output.LayerNorm.weight", {D});
+    w[n++] = g.param(p + "attention.output.LayerNorm.bias", {D});
+    w[n++] = g.param(p + "intermediate.dense.weight", {I, D});
+    w[n++] = g.param(p + "intermediate.dense.bias", {I});
+    w[n++] = g.param(p + "output.dense.weight", {D, I});
+    w[n++] = g.param(p + "output.dense.bias", {D});
+    w[n++] = g.param(p + "output.LayerNorm.weight", {D});
+    w[n++] = g.param(p + "output.LayerNorm.bias", {D});
+  }
+  // BertLMPredictionHead's own bias comes before its submodules.
+  Value headBias = g.param("cls.predictions.bias", {V});
+  Value denseW = g.param("cls.predictions.transform.dense.weight", {D, D});
+  Value denseB = g.param("cls.predictions.transform.dense.bias", {D});
+  Value headLnW = g.param("cls.predictions.transform.LayerNorm.weight", {D});
+  Value headLnB = g.param("cls.predictions.transform.LayerNorm.bias", {D});
+
+  // HF's order: words + token types, then + positions.
+  Value pos = b.create<nn::PositionIdsOp>(loc, ids, tokens, g.mod(e + "position_embeddings"));
+  Value tt = b.create<nn::TokenTypeIdsOp>(loc, ids, tokens, g.mod(e + "token_type_embeddings"));
+  Value we = b.create<nn::EmbeddingOp>(loc, g.act(D), tokens, words, g.mod(e + "word_embeddings"));
+  Value te =
+      b.create<nn::EmbeddingOp>(loc, g.act(D), tt, types, g.mod(e + "token_type_embeddings"));
+  Value pe =
+      b.create<nn::EmbeddingOp>(loc, g.act(D), pos, positions, g.mod(e + "position_embeddings"));
+  Value h = b.create<nn::AddOp>(loc, g.act(D), we, te, g.mod("bert.embeddings"));
+  h = b.create<nn::AddOp>(loc, g.act(D), h, pe, g.mod("bert.embeddings"));
+  h = b.create<nn::LayerNormOp>(loc, g.act(D), h, embLnW, embLnB, eps, g.mod(e + "LayerNorm"));
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = "bert.encoder.layer." + std::to_string(i);
+    const auto &w = blocks[i];
+    Value a =
+        encoderAttention(g, c, h, w.data(), p + ".attention.self", p + ".attention.output.dense");
+    h = b.create<nn::AddOp>(loc, g.act(D), a, h, g.mod(p + ".attention.output"));
+    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[8], w[9], eps,
+                                  g.mod(p + ".attention.output.LayerNorm"));
+    Value up = g.linear(WeightLayout::out_in, h, w[10], w[11], p + ".intermediate.dense");
+    Value act = exactGelu(g, up, I, p + ".intermediate.intermediate_act_fn");
+    Value down = g.linear(WeightLayout::out_in, act, w[12], w[13], p + ".output.dense");
+    h = b.create<nn::AddOp>(loc, g.act(D), down, h, g.mod(p + ".output"));
+    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[14], w[15], eps,
+                                  g.mod(p + ".output.LayerNorm"));
+  }
+  const std::string t = "cls.predictions.transform";
+  Value x = g.linear(WeightLayout::out_in, h, denseW, denseB, t + ".dense");
+  x = exactGelu(g, x, D, t + ".transform_act_fn");
+  x = b.create<nn::LayerNormOp>(loc, g.act(D), x, headLnW, headLnB, eps, g.mod(t + ".LayerNorm"));
+  Value logits = g.linear(WeightLayout::out_in, x, words, headBias, "cls.predictions.decoder");
+  auto loss = RankedTensorType::get({}, b.getF32Type());
+  Value l = b.create<nn::CrossEntropyOp>(loc, loss, logits, targets, StringAttr());
+  b.create<nn::ReturnOp>(loc, ValueRange{l});
+}
+
+/// ViTForImageClassification: the patch embedding (HF's Conv2d kernel read
+/// as a linear over each patch), the class token first and the learned
+/// positions, pre-LN blocks, the final LayerNorm, the classifier on the
+/// class token.
+void buildViT(const ModelConfig &c, GraphBuilder &g, Value patches, Value labels) {
+  OpBuilder &b = g.b;
+  Location loc = g.loc;
+  using nn::WeightLayout;
+  const int64_t D = c.hiddenSize, I = c.intermediateSize, P = c.image.patches();
+  const int64_t classes = c.image.classes;
+  auto eps = b.getF64FloatAttr(c.normEps);
+  const std::string e = "vit.embeddings.";
+  Value cls = g.param(e + "cls_token", {1, 1, D});
+  Value positions = g.param(e + "position_embeddings", {1, P + 1, D});
+  Value kernel = g.param(e + "patch_embeddings.projection.weight",
+                         {D, c.image.channels, c.image.patchHeight, c.image.patchWidth});
+  Value kernelBias = g.param(e + "patch_embeddings.projection.bias", {D});
+  std::vector<std::array<Value, 16>> blocks(c.numLayers);
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = "vit.encoder.layer." + std::to_string(i) + ".";
+    auto &w = blocks[i];
+    int n = 0;
+    for (const char *qkv : {"query", "key", "value"}) {
+      w[n++] = g.param(p + "attention.attention." + qkv + ".weight", {D, D});
+      w[n++] = g.param(p + "attention.attention." + qkv + ".bias", {D});
+    }
+    w[n++] = g.param(p + "attention.output.dense.weight", {D, D});
+    w[n++] = g.param(p + "attention.output.dense.bias", {D});
+    w[n++] = g.param(p + "intermediate.dense.weight", {I, D});
+    w[n++] = g.param(p + "intermediate.dense.bias", {I});
+    w[n++] = g.param(p + "output.dense.weight", {D, I});
+    w[n++] = g.param(p + "output.dense.bias", {D});
+    w[n++] = g.param(p + "layernorm_before.weight", {D});
+    w[n++] = g.param(p + "layernorm_before.bias", {D});
+    w[n++] = g.param(p + "layernorm_after.weight", {D});
+    w[n++] = g.param(p + "layernorm_after.bias", {D});
+  }
+  Value lnW = g.param("vit.layernorm.weight", {D});
+  Value lnB = g.param("vit.layernorm.bias", {D});
+  Value headW = g.param("classifier.weight", {classes, D});
+  Value headB = g.param("classifier.bias", {classes});
+
+  auto rows = [&](int64_t seq, int64_t width) {
+    return RankedTensorType::get({ShapedType::kDynamic, seq, width}, b.getF32Type());
+  };
+  Value x = b.create<nn::LinearOp>(loc, rows(P, D), WeightLayout::out_in, patches, kernel,
+                                   kernelBias, g.mod(e + "patch_embeddings.projection"));
+  // [B, P+1, D]: the sequence the planner's seq_len sizes from here on.
+  Value h = b.create<nn::ClassTokenOp>(loc, g.act(D), x, cls, positions, g.mod("vit.embeddings"));
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = "vit.encoder.layer." + std::to_string(i);
+    const auto &w = blocks[i];
+    Value a = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[12], w[13], eps,
+                                        g.mod(p + ".layernorm_before"));
+    a = encoderAttention(g, c, a, w.data(), p + ".attention.attention",
+                         p + ".attention.output.dense");
+    h = b.create<nn::AddOp>(loc, g.act(D), a, h, g.mod(p));
+    Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[14], w[15], eps,
+                                        g.mod(p + ".layernorm_after"));
+    Value up = g.linear(WeightLayout::out_in, m, w[8], w[9], p + ".intermediate.dense");
+    Value act = exactGelu(g, up, I, p + ".intermediate.intermediate_act_fn");
+    Value down = g.linear(WeightLayout::out_in, act, w[10], w[11], p + ".output.dense");
+    h = b.create<nn::AddOp>(loc, g.act(D), down, h, g.mod(p + ".output"));
+  }
+  h = b.create<nn::LayerNormOp>(loc, g.act(D), h, lnW, lnB, eps, g.mod("vit.layernorm"));
+  Value first = b.create<nn::FirstTokenOp>(loc, rows(1, D), h, g.mod("vit"));
+  Value logits = b.create<nn::LinearOp>(loc, rows(1, classes), WeightLayout::out_in, first, headW,
+                                        headB, g.mod("classifier"));
+  auto loss = RankedTensorType::get({}, b.getF32Type());
+  Value l = b.create<nn::CrossEntropyOp>(loc, loss, logits, labels, StringAttr());
+  b.create<nn::ReturnOp>(loc, ValueRange{l});
+}
+
 } // namespace
 
 std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
@@ -478,15 +872,29 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
     family = Family::Qwen2;
   else if (*type == "qwen3")
     family = Family::Qwen3;
+  else if (*type == "bert")
+    family = Family::Bert;
+  else if (*type == "vit")
+    family = Family::ViT;
   if (!family) {
     r.fail({"model_type"},
            "unknown model_type '" + *type + "'; supported: " + supportedModelTypes().str());
     return std::nullopt;
   }
   ModelConfig c;
-  bool ok =
-      checkKeys(r, *family, *type) &&
-      (*family == Family::GPT2 ? parseGPT2(r, options, c) : parseLlama(r, options, *family, c));
+  auto parse = [&] {
+    switch (*family) {
+    case Family::GPT2:
+      return parseGPT2(r, options, c);
+    case Family::Bert:
+      return parseBert(r, options, c);
+    case Family::ViT:
+      return parseViT(r, options, c);
+    default:
+      return parseLlama(r, options, *family, c);
+    }
+  };
+  bool ok = checkKeys(r, *family, *type) && parse();
   if (!ok || !checkModelSize(r, c))
     return std::nullopt;
   // A config has no name of its own; its folder usually names the model
@@ -504,14 +912,40 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
   Location loc = module.getLoc();
   auto ids = RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic}, b.getI64Type());
   auto loss = RankedTensorType::get({}, b.getF32Type());
-  bool gpt2 = c.modelType == "gpt2";
-  StringRef prefix = gpt2 ? "transformer.h" : "model.layers";
-  auto graph =
-      b.create<nn::GraphOp>(loc, c.name, FunctionType::get(ctx, {ids, ids}, {loss}), ArrayAttr(),
-                            ArrayAttr(), c.modelType, prefix, c.numLayers, c.maxSeqLen);
-  Block *body = b.createBlock(&graph.getBody(), {}, {ids, ids}, {loc, loc});
+  bool gpt2 = c.modelType == "gpt2", bert = c.modelType == "bert", vit = c.modelType == "vit";
+  StringRef prefix = gpt2   ? "transformer.h"
+                     : bert ? "bert.encoder.layer"
+                     : vit  ? "vit.encoder.layer"
+                            : "model.layers";
+  // ViT takes the patches [B, P, C*ph*pw] and one label a sample.
+  Type inputs[2] = {ids, ids};
+  if (vit) {
+    inputs[0] = RankedTensorType::get(
+        {ShapedType::kDynamic, c.image.patches(), c.image.patchValues()}, b.getF32Type());
+    inputs[1] = RankedTensorType::get({ShapedType::kDynamic, 1}, b.getI64Type());
+  }
+  auto graph = b.create<nn::GraphOp>(loc, c.name, FunctionType::get(ctx, inputs, {loss}),
+                                     ArrayAttr(), ArrayAttr(), c.modelType, prefix, c.numLayers,
+                                     c.maxSeqLen, StringAttr(), DictionaryAttr());
+  if (bert)
+    graph.setInputsKindAttr(b.getStringAttr("masked_tokens"));
+  if (vit) {
+    graph.setInputsKindAttr(b.getStringAttr("images"));
+    graph.setImageAttr(b.getDictionaryAttr({
+        b.getNamedAttr("height", b.getI64IntegerAttr(c.image.height)),
+        b.getNamedAttr("width", b.getI64IntegerAttr(c.image.width)),
+        b.getNamedAttr("channels", b.getI64IntegerAttr(c.image.channels)),
+        b.getNamedAttr("patch_height", b.getI64IntegerAttr(c.image.patchHeight)),
+        b.getNamedAttr("patch_width", b.getI64IntegerAttr(c.image.patchWidth)),
+    }));
+  }
+  Block *body = b.createBlock(&graph.getBody(), {}, inputs, {loc, loc});
   Value tokens = body->getArgument(0), targets = body->getArgument(1);
   GraphBuilder g(b, loc);
+  if (bert || vit) {
+    (bert ? buildBert : buildViT)(c, g, tokens, targets);
+    return graph;
+  }
   const int64_t D = c.hiddenSize, V = c.vocabSize, I = c.intermediateSize;
   const int64_t qW = c.numHeads * c.headDim, kvW = c.numKvHeads * c.headDim;
   auto eps = b.getF64FloatAttr(c.normEps);

@@ -40,7 +40,7 @@ struct Llama3RopeScaling {
 
 /// A transformer's hyper-parameters, from an HF config.json.
 struct ModelConfig {
-  std::string modelType; // "gpt2", "llama", "mistral", "qwen2" or "qwen3"
+  std::string modelType; // "gpt2", "llama", "mistral", "qwen2", "qwen3", "bert" or "vit"
   std::string name;      // graph symbol name
   int64_t vocabSize = 0, hiddenSize = 0, numLayers = 0, numHeads = 0;
   int64_t numKvHeads = 0, headDim = 0, intermediateSize = 0, maxSeqLen = 0;
@@ -51,6 +51,8 @@ struct ModelConfig {
   bool qkvBias = false;      // qwen2: biases on q_proj, k_proj, v_proj
   bool qkNorm = false;       // qwen3: RMSNorm over each head of q and k before RoPE
   int64_t slidingWindow = 0; // mistral: a query sees itself and W-1 keys before it; 0: all
+  int64_t typeVocabSize = 0; // bert: the token-type table's rows (every sample's types are 0)
+  program::ImageSpec image;  // vit: the image, its patches and the classes
 };
 
 /// The model types `importHFConfig` accepts, for error messages.

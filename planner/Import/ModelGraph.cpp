@@ -51,11 +51,14 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         if (!logits.empty() && !ShapedType::isDynamic(logits.back()))
           vocab = logits.back();
       }
+  // An image classifier's patches and labels have the shapes nn.graph's
+  // verifier gives them ([?, P, C*ph*pw] and [?, 1]).
+  bool images = graph.getInputsKind() == "images";
   for (BlockArgument arg : body.getArguments()) {
     if (!dtypeOk(arg.getType()))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
                                  << ", whose dtype a model does not hold (" << supported << ")";
-    if (!activationOk(arg.getType()) || !argumentOk(arg.getType()))
+    if (!images && (!activationOk(arg.getType()) || !argumentOk(arg.getType())))
       return graph.emitOpError() << "argument " << arg.getArgNumber() << " is " << arg.getType()
                                  << ", but the token ids and targets are [?, ?] (batch, sequence)";
   }
@@ -91,14 +94,16 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       }
       // An embedding's table has a row for every id that can index it: a
       // position below max_seq_len (the longest sequence the planner
-      // plans), a token or target id below the vocabulary (the logits'
-      // width).
+      // plans), a token type (0), a token or target id below the
+      // vocabulary (the logits' width).
       if (auto e = dyn_cast<nn::EmbeddingOp>(op)) {
         int64_t rows = cast<RankedTensorType>(e.getTable().getType()).getShape()[0];
         int64_t maxSeq = graph.getMaxSeqLenAttr().getInt();
         if (e.getIds().getDefiningOp<nn::PositionIdsOp>() && rows < maxSeq)
           return op.emitOpError() << "indexes a table of " << rows << " rows by positions up to "
                                   << maxSeq - 1 << " (max_seq_len = " << maxSeq << ")";
+        if (e.getIds().getDefiningOp<nn::TokenTypeIdsOp>() && rows < 1)
+          return op.emitOpError() << "indexes a table of " << rows << " rows by token types (0)";
         if (isa<BlockArgument>(e.getIds()) && vocab > rows)
           return op.emitOpError() << "indexes a table of " << rows << " rows by ids up to "
                                   << vocab - 1 << " (the vocabulary of " << vocab

@@ -54,6 +54,17 @@ int64_t fsdp::io::maskedCount(const Dataset &data, int64_t S, const BatchLayout 
   return count;
 }
 
+int64_t fsdp::io::maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l,
+                                   int64_t rank, int64_t step, int64_t micro) {
+  int64_t count = 0;
+  for (int64_t b = 0; b < l.microBatch; ++b) {
+    int64_t start = windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
+    for (int64_t s = 0; s < S; ++s)
+      count += maskSelected((uint64_t)(start + s));
+  }
+  return count;
+}
+
 void fsdp::io::patchify(const uint8_t *image, const program::ImageSpec &spec, float *patches) {
   const int64_t H = spec.height, W = spec.width, C = spec.channels;
   const int64_t ph = spec.patchHeight, pw = spec.patchWidth;

@@ -58,6 +58,14 @@ void fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayout &l, int6
 /// and micro-step): the count the masked-LM loss divides by.
 int64_t maskedCount(const Dataset &data, int64_t S, const BatchLayout &l, int64_t step);
 
+/// The selected positions of rank `rank`'s micro-step `micro` of step
+/// `step` (the targets fillMaskedTokens writes that are not
+/// kernels::kIgnoreIndex): the rows its cross_entropy means over, and so
+/// the weight of that mean in the step's loss. Over every rank and
+/// micro-step they sum to maskedCount.
+int64_t maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l, int64_t rank,
+                         int64_t step, int64_t micro);
+
 /// A pixel as the model takes it: (x / 255 - 0.5) / 0.5, in f32 as
 /// torch computes (x.float() / 255 - 0.5) / 0.5.
 inline float pixelValue(uint8_t x) { return (float(x) / 255.0f - 0.5f) / 0.5f; }

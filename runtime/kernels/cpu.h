@@ -29,6 +29,8 @@ void embeddingBackward(const float *dout, const int64_t *ids, float *dtable, int
 
 // positions[b, s] = s
 void positionIds(int64_t *out, int64_t B, int64_t S);
+// types[b, s] = 0 (BERT's token types of one-segment samples)
+void tokenTypeIds(int64_t *out, int64_t B, int64_t S);
 
 // y[n, out] = x[n, in] W (+ bias[out])
 void linearForward(const float *x, const float *w, const float *bias, float *y, int64_t n,

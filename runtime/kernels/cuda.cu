@@ -186,6 +186,10 @@ __global__ void positionIdsKernel(int64_t *out, int64_t B, int64_t S) {
   FSDP_GRID_LOOP(e, B * S) { out[e] = e % S; }
 }
 
+__global__ void tokenTypeIdsKernel(int64_t *out, int64_t n) {
+  FSDP_GRID_LOOP(e, n) { out[e] = 0; }
+}
+
 //===----------------------------------------------------------------------===//
 // Column sums (bias grads, norm weight grads): a block per 32 columns, 8 row
 // lanes each summing a strided set of rows in double, then a fixed tree.
@@ -1397,6 +1401,13 @@ void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
   if (B <= 0 || S <= 0)
     return;
   FSDP_LAUNCH(positionIdsKernel, gridFor(B * S), kThreads, 0, stream, out, B, S);
+  FSDP_LAUNCH_CHECK();
+}
+
+void tokenTypeIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream) {
+  if (B <= 0 || S <= 0)
+    return;
+  FSDP_LAUNCH(tokenTypeIdsKernel, gridFor(B * S), kThreads, 0, stream, out, B * S);
   FSDP_LAUNCH_CHECK();
 }
 

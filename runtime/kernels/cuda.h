@@ -80,6 +80,8 @@ inline int64_t embeddingBackwardBf16ScratchFloats(int64_t V, int64_t D) { return
 
 // positions[b, s] = s
 void positionIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
+// types[b, s] = 0 (BERT's token types of one-segment samples)
+void tokenTypeIds(int64_t *out, int64_t B, int64_t S, cudaStream_t stream);
 
 // y[n, out] = x[n, in] W (+ bias[out])
 void linearForward(cublasHandle_t handle, const float *x, const float *w, const float *bias,

@@ -2,11 +2,13 @@
 """Compare two training runs: their metrics files and/or their final weights.
 
 usage: compare.py [--metrics A.jsonl B.jsonl] [--weights A.safetensors B.safetensors]
-                  [--loss-tol 1e-4] [--weight-tol 1e-4] [--grad-norm-tol X] [--steps K] [--show]
+                  [--loss-tol 1e-4] [--weight-tol 1e-4] [--grad-norm-tol X]
+                  [--eval-loss-tol X] [--steps K] [--show]
 
 --metrics: per step, the relative difference |a-b| / max(|a|, |b|) of "loss" must be
   <= --loss-tol; both files must list the same steps (the first K with --steps K).
   grad_norm differences are printed, and checked when --grad-norm-tol is given.
+  With --eval-loss-tol, "eval_loss" must be on the same steps of both and within it.
 --weights: both files must hold the same names with the same shapes; the max absolute
   difference over every tensor must be <= --weight-tol (compared in f64).
 Prints the largest differences found; exits 1 on a mismatch, naming the step or
@@ -46,7 +48,7 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
-def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False):
+def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False, eval_tol=None):
     ra, rb = read_metrics(pa), read_metrics(pb)
     if steps is not None:
         ra, rb = ra[:steps], rb[:steps]
@@ -57,6 +59,7 @@ def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False):
         fails.append(f"metrics: {pa} has {len(ra)} steps, {pb} has {len(rb)}")
     worst_loss = (0.0, None)
     worst_gn = (0.0, None)
+    evals = []
     for a, b in zip(ra, rb):
         step = a.get("step")
         if step != b.get("step"):
@@ -82,9 +85,21 @@ def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False):
             if tol is not None and not d <= tol:
                 fails.append(f"metrics: step {step}: {key} {a[key]!r} vs {b[key]!r}, "
                              f"relative difference {d:.3g} > {tol:g}")
+        if eval_tol is not None and ("eval_loss" in a or "eval_loss" in b):
+            if "eval_loss" not in a or "eval_loss" not in b:
+                fails.append(f"metrics: step {step}: 'eval_loss' in only one of them")
+            else:
+                d = rel(float(a["eval_loss"]), float(b["eval_loss"]))
+                evals.append(d)
+                if not d <= eval_tol:
+                    fails.append(f"metrics: step {step}: eval_loss {a['eval_loss']!r} vs "
+                                 f"{b['eval_loss']!r}, relative difference {d:.3g} > {eval_tol:g}")
     print(f"metrics: {min(len(ra), len(rb))} steps; max relative loss difference "
           f"{worst_loss[0]:.3g} (step {worst_loss[1]}); max relative grad_norm difference "
           f"{worst_gn[0]:.3g} (step {worst_gn[1]})")
+    if eval_tol is not None:
+        print(f"metrics: {len(evals)} eval losses; max relative difference "
+              f"{max(evals, default=0.0):.3g}")
     return fails
 
 
@@ -125,6 +140,7 @@ def main(argv=None):
     ap.add_argument("--loss-tol", type=float, default=1e-4)
     ap.add_argument("--weight-tol", type=float, default=1e-4)
     ap.add_argument("--grad-norm-tol", type=float)
+    ap.add_argument("--eval-loss-tol", type=float)
     ap.add_argument("--steps", type=int)
     ap.add_argument("--show", action="store_true", help="print both runs' metrics step by step")
     a = ap.parse_args(argv)
@@ -133,7 +149,8 @@ def main(argv=None):
     fails = []
     try:
         if a.metrics:
-            fails += compare_metrics(*a.metrics, a.loss_tol, a.grad_norm_tol, a.steps, a.show)
+            fails += compare_metrics(*a.metrics, a.loss_tol, a.grad_norm_tol, a.steps, a.show,
+                                     a.eval_loss_tol)
         if a.weights:
             fails += compare_weights(*a.weights, a.weight_tol)
     except (OSError, safetensors_io.SafetensorsError) as e:

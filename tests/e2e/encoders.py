@@ -150,9 +150,10 @@ class BertForMaskedLM(nn.Module):
         if S > self.max_seq_len:
             raise ValueError(f"sequence length {S} exceeds max_position_embeddings = {self.max_seq_len}")
         e = self.bert.embeddings
-        # Token types are all 0: row 0 of the table, added to every position.
-        x = R(R(e.word_embeddings.weight)[ids]) + R(R(e.position_embeddings.weight)[:S].unsqueeze(0))
-        x = R(R(x) + R(e.token_type_embeddings.weight)[0])
+        # HF's order: words + token types (all 0: row 0 of the table, added
+        # to every position), then + positions.
+        x = R(R(e.word_embeddings.weight)[ids] + R(e.token_type_embeddings.weight)[0])
+        x = R(x + R(R(e.position_embeddings.weight)[:S].unsqueeze(0)))
         x = _layer_norm(e.LayerNorm, x, self.eps)
         for layer in self.bert.encoder.layer:
             x = layer(x, self.eps)

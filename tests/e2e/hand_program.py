@@ -1,18 +1,26 @@
 """The skeleton of a hand-written one-unit program (docs/program-format.md)
 for fsdp-run tests that come before the planner writes such programs
-(make_image_program.py, make_masked_program.py): one parameter in one
-full-shard unit padded to R shards, its arena laid out in 16-byte steps, the
-gather and reduce-scatter on the comm stream joined by events 0-3, then the
-global norm and AdamW (events 4-5).
+(make_image_program.py, make_masked_program.py): one parameter (or a few,
+`more`) in one full-shard unit padded to R shards, its arena laid out in
+16-byte steps, the gather and reduce-scatter on the comm stream joined by
+events 0-3, then the global norm and AdamW (events 4-5).
 """
 import json
 
 
 class OneUnit:
-    def __init__(self, module, param, shape, world):
-        numel = 1
-        for d in shape:
-            numel *= d
+    def __init__(self, module, param, shape, world, more=()):
+        """`more`: further (name, shape) parameters after the first, each
+        2-D or more (decayed); `at[name]` is the arena offset of a
+        parameter's gathered view and `grad_at[name]` of its gradient."""
+        params, numel = [], 0
+        for name, dims in [(param, shape)] + list(more):
+            n = 1
+            for d in dims:
+                n *= d
+            params.append({"name": name, "shape": list(dims), "offset": numel, "numel": n,
+                           "decay": True})
+            numel += n
         padded = -(-numel // world) * world
         shard = padded // world
         self.numel, self.world, self.offset = numel, world, 0
@@ -20,10 +28,11 @@ class OneUnit:
                      "shard_size": world, "shard_numel": shard}
         for key in ("shard_offset", "grad_shard_offset", "exp_avg_offset", "exp_avg_sq_offset"):
             self.unit[key] = self.take(shard * 4)
-        self.unit["params"] = [{"name": param, "shape": list(shape), "offset": 0,
-                                "numel": numel, "decay": True}]
-        self.gathered = self.take(padded * 4)  # the gathered parameter
-        self.grads = self.take(padded * 4)     # its unsharded gradient
+        self.unit["params"] = params
+        self.gathered = self.take(padded * 4)  # the gathered parameters
+        self.grads = self.take(padded * 4)     # their unsharded gradient
+        self.at = {p["name"]: self.gathered + p["offset"] * 4 for p in params}
+        self.grad_at = {p["name"]: self.grads + p["offset"] * 4 for p in params}
 
     def take(self, nbytes):
         """The arena offset of a buffer of nbytes, 16-byte aligned."""

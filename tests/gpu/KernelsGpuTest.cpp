@@ -179,6 +179,16 @@ TEST(KernelsGpu, PositionIds) {
   EXPECT_EQ(d.get(), ref);
 }
 
+TEST(KernelsGpu, TokenTypeIds) {
+  REQUIRE_GPU();
+  const int64_t B = 3, S = 41;
+  std::vector<int64_t> ref(B * S, -1);
+  cpu::tokenTypeIds(ref.data(), B, S);
+  Dev<int64_t> d(std::vector<int64_t>(B * S, -1)); // every element written
+  gpu::tokenTypeIds(d.p, B, S, nullptr);
+  EXPECT_EQ(d.get(), ref);
+}
+
 TEST(KernelsGpu, Linear) {
   REQUIRE_GPU();
   Cublas cb;

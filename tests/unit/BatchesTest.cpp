@@ -150,13 +150,22 @@ TEST(Masking, MaskedBatchesAndTheirCount) {
   EXPECT_EQ(std::vector<int64_t>(targets.begin(), targets.begin() + S),
             (std::vector<int64_t>{-100, -100, -100, -100, -100, -100, -100, -100, 6, -100, -100,
                                   -100, -100, -100, -100, 5}));
+  // Rows 0 and 1 are the windows at 0 and 16: positions 8, 15 and 29 selected.
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0), 3);
   const int64_t expected[4][2] = {{0, 27}, {1, 29}, {7, 44}, {1000000000000000, 24}};
   for (auto [t, want] : expected) {
     EXPECT_EQ(maskedCount(data, S, l, t), want) << "step " << t;
-    int64_t seen = 0;
+    int64_t seen = 0, micros = 0;
     for (int64_t a = 0; a < A; ++a)
       for (int64_t r = 0; r < R; ++r) {
         fillMaskedTokens(data, S, l, r, t, a, mask, tokens.data(), targets.data());
+        // A micro-step's count: its targets that are not ignored.
+        int64_t counted = 0;
+        for (int64_t x : targets)
+          counted += x != kernels::kIgnoreIndex;
+        EXPECT_EQ(maskedMicroCount(data, S, l, r, t, a), counted)
+            << "step " << t << ", rank " << r << ", micro-step " << a;
+        micros += counted;
         for (int64_t b = 0; b < B; ++b) {
           int64_t start = windowStart(1000, S, 12, t, (a * R + r) * B + b);
           for (int64_t k = 0; k < S; ++k) {
@@ -169,13 +178,47 @@ TEST(Masking, MaskedBatchesAndTheirCount) {
         }
       }
     EXPECT_EQ(seen, want) << "step " << t;
+    EXPECT_EQ(micros, want) << "step " << t;
   }
   std::remove(path.c_str());
 }
 
+// A micro-step with nothing selected counts 0 (its cross_entropy writes 0,
+// which that count multiplies) while the step's other micro-steps count.
+TEST(Masking, MicroStepCountsAtTheirRanks) {
+  // One-token windows over a file of 1000: sample g of step t is the token
+  // at (t G + g) mod 998 (S = 1), selected by the rule.
+  const int64_t B = 1, S = 1, R = 2, A = 2;
+  program::Program p = maskedProgram(B, S, R, 50);
+  std::string path = tokenFile(1000);
+  Dataset data;
+  ASSERT_EQ(data.open(path, p), "");
+  BatchLayout l{B, R, A};
+  for (int64_t t = 0; t < 20; ++t) {
+    int64_t total = 0;
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t r = 0; r < R; ++r) {
+        int64_t g = l.sample(a, r, 0);
+        int64_t want = maskSelected((uint64_t)((t * 4 + g) % 998)) ? 1 : 0;
+        EXPECT_EQ(maskedMicroCount(data, S, l, r, t, a), want)
+            << "step " << t << ", rank " << r << ", micro-step " << a;
+        total += want;
+      }
+    EXPECT_EQ(maskedCount(data, S, l, t), total) << "step " << t;
+  }
+  // Step 2 takes samples 8..11, of which only 8 is selected: rank 0's
+  // micro-step 0 counts 1, every other 0.
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 2, 0), 1);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 1, 2, 0), 0);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 2, 1), 0);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 1, 2, 1), 0);
+  std::remove(path.c_str());
+}
+
 // The loss's normalisation: a masked step's gradient scale is one over its
-// selected count, and its loss the micro-steps' sums over that count; a step
-// with none is an error naming it, and so is an eval batch.
+// selected count, and its loss the micro-steps' means, each times its
+// rank's selected count in it, over that count; a step with none is an
+// error naming it, and so is an eval batch.
 TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   program::Program p = maskedProgram(2, 16, 2, 50);
   runtime::RunOptions o;
@@ -187,7 +230,20 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   ASSERT_EQ(runtime::detail::lossNorm(p, o, in, false, 7, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 44);
   EXPECT_EQ(norm.divisor, 44);
-  // The report: the sum over ranks and micro-steps of the micro-steps' sums, over the count.
+  // Each micro-step's mean weighs as many as it selected, of the training
+  // file or (eval) of the eval file; over the step they add up to the count.
+  ASSERT_EQ(in.eval.open(path, p), "");
+  io::BatchLayout l{2, 2, 3};
+  double weights = 0;
+  for (int64_t a = 0; a < 3; ++a)
+    for (int r = 0; r < 2; ++r) {
+      double w = runtime::detail::lossWeight(p, o, in, false, r, 7, a);
+      EXPECT_EQ(w, (double)maskedMicroCount(in.train, 16, l, r, 7, a));
+      EXPECT_EQ(runtime::detail::lossWeight(p, o, in, true, r, 7, a), w); // the same file
+      weights += w;
+    }
+  EXPECT_EQ(weights, norm.divisor);
+  // The report: the sum over ranks and micro-steps of mean x count, over the count.
   runtime::StepReport r = runtime::detail::stepReport(p, o, 7, 88.0, norm.divisor, 1.0, 0.5);
   EXPECT_EQ(r.step, 8);
   EXPECT_EQ(r.loss, 2.0);
@@ -210,10 +266,12 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / (12 * 16));
   EXPECT_EQ(norm.divisor, 2 * 3);
+  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, false, 1, 4, 2), 1.0);
   other.inputKind = program::InputKind::Images;
   ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 12);
   EXPECT_EQ(norm.divisor, 2 * 3);
+  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, true, 0, 4, 1), 1.0);
   std::remove(path.c_str());
   std::remove(tiny.c_str());
 }

@@ -251,9 +251,9 @@ TEST(GraphJSONErrors, UnknownOp) {
   mlir::MLIRContext ctx;
   auto r = import(graphWith(17, lineWith(17, "\"embedding\"", "\"embed\"")), ctx);
   EXPECT_GRAPH_ERROR(r, 17u, 12u, "unknown op 'embed'",
-                     "known: position_ids, embedding, linear, layer_norm, rms_norm, rope, "
-                     "split, causal_attention, attention, gelu, silu_mul, add, class_token, "
-                     "first_token, cross_entropy");
+                     "known: position_ids, token_type_ids, embedding, linear, layer_norm, "
+                     "rms_norm, rope, split, causal_attention, attention, gelu, silu_mul, add, "
+                     "class_token, first_token, cross_entropy");
 }
 
 TEST(GraphJSONErrors, UnknownKey) {

@@ -98,7 +98,12 @@ INSTANTIATE_TEST_SUITE_P(HFConfig, PublishedModel,
                                            Published{"Qwen2-7B", 7615616512, false},
                                            Published{"Qwen2.5-0.5B", 494032768, false},
                                            Published{"Qwen3-0.6B", 596049920, false}, // tied
-                                           Published{"Qwen3-8B", 8190735360, false}),
+                                           Published{"Qwen3-8B", 8190735360, false},
+                                           // BertForMaskedLM: no pooler, the decoder tied.
+                                           Published{"bert-base-uncased", 109514298, true},
+                                           Published{"bert-large-uncased", 335174458, true},
+                                           Published{"vit-base-patch16-224", 86567656, false},
+                                           Published{"vit-large-patch16-224", 304326632, false}),
                          paramName);
 
 TEST(HFConfig, PublishedGPT2NeedsNoDropout) {
@@ -332,10 +337,10 @@ TEST(HFConfigErrors, ValidInlineConfigs) {
 }
 
 TEST(HFConfigErrors, UnknownModelType) {
-  auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"bert\"\n}\n");
-  EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 'bert'",
-                      "gpt2, llama, mistral, qwen2, qwen3");
-  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama, mistral, qwen2, qwen3");
+  auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"t5\"\n}\n");
+  EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 't5'",
+                      "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
+  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
 }
 
 TEST(HFConfigErrors, MissingModelType) {
@@ -637,3 +642,145 @@ TEST(HFConfigErrors, LoadModelMissingFile) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Encoders: BERT (masked LM) and ViT (image classification)
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Line 3 carries the variable part of these encoder configs.
+std::string encoderConfig(const std::string &type, const std::string &line3) {
+  std::string rest = type == "bert" ? "  \"vocab_size\": 100, \"hidden_dropout_prob\": 0.0,\n"
+                                      "  \"attention_probs_dropout_prob\": 0.0,\n"
+                                    : "  \"image_size\": 8, \"patch_size\": 4,\n";
+  return "{\n  \"model_type\": \"" + type + "\",\n" + line3 + "\n" + rest +
+         "  \"hidden_size\": 32, \"intermediate_size\": 64,\n"
+         "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n";
+}
+} // namespace
+
+TEST(HFConfig, EncoderGraphs) {
+  mlir::MLIRContext ctx;
+  auto bert = load("bert-tiny", ctx, false);
+  ASSERT_TRUE(bert);
+  nn::GraphOp b = getGraph(*bert);
+  EXPECT_EQ(b.getInputsKind(), "masked_tokens");
+  EXPECT_FALSE(b.getImageAttr());
+  EXPECT_EQ(b.getBlockPrefix(), "bert.encoder.layer");
+  EXPECT_EQ(shapeOf(findParam(b, "bert.embeddings.token_type_embeddings.weight")),
+            (std::vector<int64_t>{2, 64}));
+  EXPECT_EQ(shapeOf(findParam(b, "cls.predictions.bias")), (std::vector<int64_t>{503}));
+  EXPECT_FALSE(findParam(b, "cls.predictions.decoder.weight")); // tied
+  EXPECT_FALSE(findParam(b, "bert.pooler.dense.weight"));
+  int exact = 0, bidirectional = 0, causal = 0;
+  b.walk([&](nn::GeluOp g) { exact += g.getApproximate() == "none"; });
+  b.walk([&](nn::AttentionOp) { ++bidirectional; });
+  b.walk([&](nn::CausalAttentionOp) { ++causal; });
+  EXPECT_EQ(exact, 3); // two blocks and the head's transform
+  EXPECT_EQ(bidirectional, 2);
+  EXPECT_EQ(causal, 0);
+  // The decoder reads the word embeddings, with cls.predictions.bias.
+  int decoders = 0;
+  b.walk([&](nn::LinearOp l) {
+    if (l.getModule() == "cls.predictions.decoder") {
+      ++decoders;
+      EXPECT_EQ(l.getWeight().getDefiningOp<nn::ParamOp>().getName(),
+                "bert.embeddings.word_embeddings.weight");
+      EXPECT_EQ(l.getBias().getDefiningOp<nn::ParamOp>().getName(), "cls.predictions.bias");
+    }
+  });
+  EXPECT_EQ(decoders, 1);
+
+  auto vit = load("vit-tiny", ctx, false);
+  ASSERT_TRUE(vit);
+  nn::GraphOp v = getGraph(*vit);
+  EXPECT_EQ(v.getInputsKind(), "images");
+  EXPECT_EQ(v.getMaxSeqLen(), 17u); // 16 patches and the class token
+  auto patches = mlir::cast<mlir::RankedTensorType>(v.getFunctionType().getInput(0));
+  EXPECT_EQ(patches.getShape(), (llvm::ArrayRef<int64_t>{mlir::ShapedType::kDynamic, 16, 48}));
+  EXPECT_TRUE(patches.getElementType().isF32());
+  auto labels = mlir::cast<mlir::RankedTensorType>(v.getFunctionType().getInput(1));
+  EXPECT_EQ(labels.getShape(), (llvm::ArrayRef<int64_t>{mlir::ShapedType::kDynamic, 1}));
+  EXPECT_EQ(shapeOf(findParam(v, "vit.embeddings.patch_embeddings.projection.weight")),
+            (std::vector<int64_t>{64, 3, 4, 4}));
+  EXPECT_EQ(shapeOf(findParam(v, "vit.embeddings.position_embeddings")),
+            (std::vector<int64_t>{1, 17, 64}));
+  EXPECT_EQ(shapeOf(findParam(v, "classifier.weight")), (std::vector<int64_t>{10, 64}));
+  program::InputKind kind;
+  program::ImageSpec image;
+  ASSERT_EQ(nn::readInputs(v.getInputsKindAttr(), v.getImageAttr(), &kind, &image), "");
+  EXPECT_EQ(kind, program::InputKind::Images);
+  EXPECT_EQ(image.height, 16);
+  EXPECT_EQ(image.patchWidth, 4);
+  EXPECT_EQ(image.channels, 3);
+  // Pre-LN: the block's first op reads the residual through layernorm_before.
+  int firstTokens = 0;
+  v.walk([&](nn::FirstTokenOp) { ++firstTokens; });
+  EXPECT_EQ(firstTokens, 1);
+}
+
+TEST(HFConfig, ViTClassesAndSizes) {
+  // id2label gives the classes where present; else num_labels (default 2).
+  auto labels = parse(encoderConfig("vit", "  \"id2label\": {\"0\": \"a\", \"1\": \"b\", "
+                                           "\"2\": \"c\"}, \"num_labels\": 7,"));
+  ASSERT_TRUE(labels.config) << labels.error.str();
+  EXPECT_EQ(labels.config->image.classes, 3);
+  auto n = parse(encoderConfig("vit", "  \"num_labels\": 7,"));
+  ASSERT_TRUE(n.config) << n.error.str();
+  EXPECT_EQ(n.config->image.classes, 7);
+  auto dflt = parse(encoderConfig("vit", ""));
+  ASSERT_TRUE(dflt.config) << dflt.error.str();
+  EXPECT_EQ(dflt.config->image.classes, 2);
+  EXPECT_EQ(dflt.config->maxSeqLen, 5); // (8/4)^2 patches and the class token
+  // [h, w] sizes.
+  std::string text = "{\n  \"model_type\": \"vit\", \"image_size\": [8, 12],\n"
+                     "  \"patch_size\": [4, 2], \"num_channels\": 1,\n"
+                     "  \"hidden_size\": 32, \"intermediate_size\": 64,\n"
+                     "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n";
+  auto r = parse(text);
+  ASSERT_TRUE(r.config) << r.error.str();
+  EXPECT_EQ(r.config->image.patches(), 2 * 6);
+  EXPECT_EQ(r.config->image.patchValues(), 8);
+}
+
+TEST(HFConfigErrors, EncoderRefusals) {
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("bert", "  \"hidden_act\": \"gelu_new\",")), 3u, 17u,
+                      "hidden_act 'gelu_new' is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("vit", "  \"hidden_act\": \"relu\",")), 3u, 17u,
+                      "hidden_act 'relu' is not supported");
+  EXPECT_IMPORT_ERROR(
+      parse(encoderConfig("bert", "  \"position_embedding_type\": \"relative_key\",")), 3u, 30u,
+      "position_embedding_type 'relative_key' is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("bert", "  \"is_decoder\": true,")), 3u, 17u,
+                      "is_decoder = true is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("bert", "  \"add_cross_attention\": true,")), 3u, 26u,
+                      "add_cross_attention = true is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("bert", "  \"tie_word_embeddings\": false,")), 3u, 26u,
+                      "tie_word_embeddings = false is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("vit", "  \"qkv_bias\": false,")), 3u, 15u,
+                      "qkv_bias = false is not supported");
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("vit", "  \"problem_type\": \"regression\",")), 3u, 19u,
+                      "problem_type 'regression' is not supported");
+  // Another family's key: rope_theta is not BERT's.
+  EXPECT_IMPORT_ERROR(parse(encoderConfig("bert", "  \"rope_theta\": 10000.0,")), 3u, 17u,
+                      "'rope_theta' is not implemented for model_type 'bert'");
+  // BERT's dropout defaults to transformers' 0.1: refused when absent.
+  auto absent = parse("{\n  \"model_type\": \"bert\", \"vocab_size\": 100,\n"
+                      "  \"hidden_size\": 32, \"intermediate_size\": 64,\n"
+                      "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n");
+  EXPECT_FALSE(absent.config);
+  EXPECT_NE(absent.error.message.find("hidden_dropout_prob = 0.1: dropout is not supported"),
+            std::string::npos)
+      << absent.error.str();
+  // The image must be whole patches.
+  std::string odd = "{\n  \"model_type\": \"vit\", \"image_size\": 10,\n"
+                    "  \"patch_size\": 4,\n"
+                    "  \"hidden_size\": 32, \"intermediate_size\": 64,\n"
+                    "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n";
+  EXPECT_IMPORT_ERROR(parse(odd), 3u, 17u, "is not a whole number of patches of 4 x 4");
+  std::string bad = "{\n  \"model_type\": \"vit\", \"image_size\": [8],\n"
+                    "  \"hidden_size\": 32, \"intermediate_size\": 64,\n"
+                    "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n";
+  EXPECT_IMPORT_ERROR(parse(bad), 2u, 38u,
+                      "image_size must be a positive integer or [height, width]");
+}

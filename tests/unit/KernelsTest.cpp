@@ -314,6 +314,13 @@ TEST(Kernels, PositionIds) {
       EXPECT_EQ(pos[b * S + s], s);
 }
 
+TEST(Kernels, TokenTypeIds) {
+  const int64_t B = 3, S = 5;
+  std::vector<int64_t> types(B * S, -1);
+  tokenTypeIds(types.data(), B, S);
+  EXPECT_EQ(types, std::vector<int64_t>(B * S, 0));
+}
+
 //===----------------------------------------------------------------------===//
 // Linear
 //===----------------------------------------------------------------------===//

@@ -48,9 +48,11 @@ std::string imageProgram(const std::string &inputs = "", int seqLen = 5,
   "optimizer": {"compute": [], "comm": []}})";
 }
 
-/// A token program (tokens 4 and targets 1 reshaped: [2, 5] i64 each) of
-/// the given inputs; its cross_entropy over logits [2, 5, 1] reads `targetsId`.
-std::string tokenProgram(const std::string &kind, int targetsId = 6) {
+/// A token program (tokens 0 and targets 6: [2, 5] i64 each) of the given
+/// inputs; its cross_entropy over logits [2, 5, 7] reads `targetsId`, and
+/// `more` (instructions, each followed by a comma) come before it. Tensor 7
+/// is a table [7, 1], tensor 8 its rows [2, 5, 1].
+std::string tokenProgram(const std::string &kind, int targetsId = 6, const std::string &more = "") {
   std::string text = R"({"format": "fsdp-program", "version": 1,
   "model": {"name": "bert-tiny", "model_type": "bert", "parameters": 0},
   "world_size": 1, "strategy": "full-shard", "shard_size": 1,
@@ -63,10 +65,13 @@ std::string tokenProgram(const std::string &kind, int targetsId = 6) {
               {"id": 3, "offset": 364, "shape": [1], "dtype": "f32"},
               {"id": 4, "offset": 368, "shape": [1], "dtype": "f32"},
               {"id": 5, "offset": 372, "shape": [1], "dtype": "f32"},
-              {"id": 6, "offset": 376, "shape": [2, 5], "dtype": "i64"}],
+              {"id": 6, "offset": 376, "shape": [2, 5], "dtype": "i64"},
+              {"id": 7, "offset": 456, "shape": [7, 1], "dtype": "f32"},
+              {"id": 8, "offset": 484, "shape": [2, 5, 1], "dtype": "f32"}],
   "units": [],
-  "micro_step": {"compute": [{"op": "cross_entropy", "in": [2, )" +
-                     std::to_string(targetsId) + R"(], "out": [1]}], "comm": []},
+  "micro_step": {"compute": [)" +
+                     more + R"({"op": "cross_entropy", "in": [2, )" + std::to_string(targetsId) +
+                     R"(], "out": [1]}], "comm": []},
   "optimizer": {"compute": [], "comm": []}})";
   return text;
 }
@@ -170,9 +175,23 @@ TEST(ProgramInputs, RefusesInputsThatDoNotFit) {
                                    R"([{"op": "cross_entropy", "in": [3, 1], "out": [2]},
                     {"op": "embedding", "in": [0, 5], "out": [3]}])")),
             "p.json: micro_step.compute[1] (embedding): embedding shapes do not match");
-  // Masked targets hold -100 where nothing is selected: no kernel may index by them.
-  EXPECT_EQ(loadError(tokenProgram("\"kind\": \"masked_tokens\", ", 6)),
-            "p.json: micro_step.compute[0] (cross_entropy): indexes by the targets of "
-            "masked_tokens inputs, which hold -100 at every position not selected; fsdp-run does "
-            "not combine a masked loss yet (docs/program-format.md, Inputs)");
+  // Masked targets hold -100 where nothing is selected: the loss and its
+  // gradient skip those rows, and may index by them; no other kernel may.
+  const std::string masked = "\"kind\": \"masked_tokens\", ";
+  EXPECT_EQ(loadError(tokenProgram(masked, 6)), "");
+  EXPECT_EQ(loadError(tokenProgram(masked, 6,
+                                   R"({"op": "cross_entropy_grad", "in": [2, 6], "out": [2]},)")),
+            "");
+  EXPECT_EQ(loadError(tokenProgram(masked, 6, R"({"op": "embedding", "in": [6, 7], "out": [8]},)")),
+            "p.json: micro_step.compute[0] (embedding): indexes by the targets of masked_tokens "
+            "inputs, which hold -100 at every position not selected; only cross_entropy and "
+            "cross_entropy_grad skip them (docs/program-format.md, Inputs)");
+  EXPECT_EQ(
+      loadError(tokenProgram(masked, 6, R"({"op": "embedding_grad", "in": [8, 6], "out": [7]},)")),
+      "p.json: micro_step.compute[0] (embedding_grad): indexes by the targets of masked_tokens "
+      "inputs, which hold -100 at every position not selected; only cross_entropy and "
+      "cross_entropy_grad skip them (docs/program-format.md, Inputs)");
+  // The inputs (mask ids below the vocabulary) index a table as tokens do.
+  EXPECT_EQ(loadError(tokenProgram(masked, 6, R"({"op": "embedding", "in": [0, 7], "out": [8]},)")),
+            "");
 }

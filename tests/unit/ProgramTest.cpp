@@ -225,6 +225,45 @@ TEST(WriteProgram, RoundTripsEncoderOps) {
     std::remove(f.c_str());
 }
 
+// A program whose embedding reads the ids `idsOp` writes, from a table of
+// `rows` rows of 4.
+std::string idsProgram(const std::string &idsOp, int rows) {
+  return R"({"format": "fsdp-program", "version": 1,
+  "model": {"name": "bert-tiny", "model_type": "bert", "parameters": 0},
+  "world_size": 1, "strategy": "full-shard", "shard_size": 1,
+  "micro_batch": 2, "seq_len": 5, "arena_bytes": 600, "events": 0,
+  "inputs": {"tokens": 0, "targets": 5}, "loss": 1,
+  "tensors": [{"id": 0, "offset": 0, "shape": [2, 5], "dtype": "i64"},
+              {"id": 1, "offset": 80, "shape": [], "dtype": "f32"},
+              {"id": 2, "offset": 88, "shape": [2, 5], "dtype": "i64"},
+              {"id": 3, "offset": 168, "shape": [)" +
+         std::to_string(rows) + R"(, 4], "dtype": "f32"},
+              {"id": 4, "offset": 280, "shape": [2, 5, 4], "dtype": "f32"},
+              {"id": 5, "offset": 440, "shape": [2, 5], "dtype": "i64"}],
+  "units": [],
+  "micro_step": {"compute": [{"op": ")" +
+         idsOp + R"(", "in": [0], "out": [2]},
+                             {"op": "embedding", "in": [2, 3], "out": [4]}], "comm": []},
+  "optimizer": {"compute": [], "comm": []}})";
+}
+
+// token_type_ids writes zeros: any table of a row or more takes them (and
+// position_ids' positions 0..4 need 5 rows).
+TEST(LoadProgram, TokenTypesIndexAnyTableOfARow) {
+  Program p;
+  EXPECT_EQ(parseProgram(idsProgram("token_type_ids", 1), "p.json", p), "");
+  EXPECT_EQ(p.microStep.compute[0].op, Op::TokenTypeIds);
+  EXPECT_EQ(p.microStep.compute[0].call.B, 2);
+  EXPECT_EQ(p.microStep.compute[0].call.S, 5);
+  EXPECT_EQ(parseProgram(idsProgram("token_type_ids", 0), "p.json", p),
+            "p.json: micro_step.compute[1] (embedding): token types (0) index an embedding of "
+            "0 rows");
+  EXPECT_EQ(parseProgram(idsProgram("position_ids", 4), "p.json", p),
+            "p.json: micro_step.compute[1] (embedding): positions up to 4 index an embedding of "
+            "4 rows");
+  EXPECT_EQ(parseProgram(idsProgram("position_ids", 5), "p.json", p), "");
+}
+
 // A change anywhere is seen: the comparison is not vacuous.
 TEST(WriteProgram, EqualityNoticesOneField) {
   Program p;

@@ -279,6 +279,42 @@ TEST(SafetensorsIndex, TheModelIsCheckedAgainstTheIndex) {
   std::filesystem::remove_all(dir);
 }
 
+// A tensor the model does not have is an error naming it, but for a tied
+// copy (ignored) and BERT pretraining's heads (ignored, each named).
+TEST(SafetensorsIndex, ExtraTensorsAreRefusedButTiedCopiesAndPretrainingHeads) {
+  Data d;
+  program::Program p = oneUnit(2);
+  p.modelName = "tiny";
+  static const float two[2] = {1, 2};
+  auto withExtra = [&](const std::string &name) {
+    auto tensors = d.tensors;
+    tensors.push_back({name, {2}, two});
+    return tensors;
+  };
+  for (const char *name :
+       {"lm_head.weight", "cls.predictions.decoder.bias", "bert.pooler.dense.bias",
+        "cls.seq_relationship.bias", "model.layers.9.mlp.up_proj.weight"}) {
+    std::string dir = scratch("extra");
+    ASSERT_EQ(io::writeSafetensorsFolder(dir, withExtra(name), 100), "");
+    io::WeightSource w;
+    ASSERT_EQ(w.open(dir), "");
+    std::vector<std::string> ignored;
+    std::string err = runtime::detail::checkWeights(p, w, &ignored);
+    std::string n = name;
+    if (n.rfind("model.", 0) == 0) {
+      EXPECT_NE(err.find(": tensor '" + n + "' is not a parameter of tiny"), std::string::npos)
+          << err;
+    } else {
+      EXPECT_EQ(err, "") << name;
+      bool pretraining = n.rfind("bert.", 0) == 0 || n.rfind("cls.seq", 0) == 0;
+      ASSERT_EQ(ignored.size(), pretraining ? 1u : 0u) << name;
+      if (pretraining)
+        EXPECT_NE(ignored[0].find("'" + n + "' is BERT pretraining's"), std::string::npos);
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
 namespace {
 
 // The error of opening the weights folder `dir`.

@@ -8,7 +8,8 @@
 // reads and writes (Executor.cpp's computeOne) inside the tensors it names,
 // with the shape dimensions it indexes present and the sizes it divides by
 // non-zero. Indices (embedding rows, cross-entropy targets) must come from the
-// token inputs or a position_ids output and fit the table they index.
+// token inputs, a position_ids output or a token_type_ids output (all 0) and
+// fit the table they index.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeFuzz.h"
@@ -54,6 +55,7 @@ private:
   std::string where;
   std::set<int64_t> positionOutputs; // i64 tensors position_ids writes (values < S)
   std::set<int64_t> positionLimit;
+  std::set<int64_t> typeOutputs; // i64 tensors token_type_ids writes (values 0)
 
   [[noreturn]] void bad(const std::string &what) { violation("accepted " + where + ": " + what); }
   const Tensor &t(int64_t id) {
@@ -104,7 +106,13 @@ private:
               " rows");
       return;
     }
-    bad("indices in tensor " + std::to_string(id) + " come from neither the tokens nor positions");
+    if (typeOutputs.count(id)) {
+      if (rows < 1)
+        bad("token types (0) index a table of " + std::to_string(rows) + " rows");
+      return;
+    }
+    bad("indices in tensor " + std::to_string(id) +
+        " come from neither the tokens, positions nor token types");
   }
   void instruction(const Instruction &i);
   void phase(const Phase &s, const char *name);
@@ -127,6 +135,13 @@ void Checker::instruction(const Instruction &i) {
     touches(i.out[0], (i128)B * S, 8);
     positionOutputs.insert(i.out[0]);
     positionLimit.insert(S);
+    break;
+  }
+  case Op::TokenTypeIds: {
+    arity(i, 1, 1);
+    int64_t B = dim(i.in[0], 0), S = dim(i.in[0], 1);
+    touches(i.out[0], (i128)B * S, 8);
+    typeOutputs.insert(i.out[0]);
     break;
   }
   case Op::Embedding: {

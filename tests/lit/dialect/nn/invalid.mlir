@@ -301,6 +301,50 @@ nn.graph @pos_result(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> ten
 // -----
 
 //===----------------------------------------------------------------------===//
+// nn.token_type_ids
+//===----------------------------------------------------------------------===//
+
+// A module path, when given, is not empty.
+nn.graph @types_module(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "bert", block_prefix = "bert.encoder.layer", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.token_type_ids' op module path must not be empty}}
+  %t = nn.token_type_ids %tokens {module = ""} : tensor<?x?xi64> -> tensor<?x?xi64>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// Token ids are [batch, seq].
+nn.graph @types_rank(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "bert", block_prefix = "bert.encoder.layer", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  %ids = builtin.unrealized_conversion_cast to tensor<?xi64>
+  // expected-error @+1 {{'nn.token_type_ids' op tokens must have rank 2, but it is [?]}}
+  %t = nn.token_type_ids %ids : tensor<?xi64> -> tensor<?xi64>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// Token types have the ids' type.
+nn.graph @types_result(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "bert", block_prefix = "bert.encoder.layer", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.token_type_ids' op result type 'tensor<?x?xi32>' must equal the tokens' type 'tensor<?x?xi64>'}}
+  %t = nn.token_type_ids %tokens : tensor<?x?xi64> -> tensor<?x?xi32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // nn.embedding
 //===----------------------------------------------------------------------===//
 

@@ -116,3 +116,41 @@ nn.graph @llama_block(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %loss = nn.cross_entropy %logits, %targets {module = "loss"} : (tensor<?x?x32xbf16>, tensor<?x?xi64>) -> tensor<f32>
   nn.return %loss : tensor<f32>
 }
+
+// BERT style embeddings: word, position and token-type (all 0) embeddings.
+
+// CHECK-LABEL: nn.graph @bert_embeddings(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+// CHECK-SAME: attributes {block_prefix = "bert.encoder.layer", max_seq_len = 8 : i64, model_type = "bert", num_blocks = 0 : i64} {
+nn.graph @bert_embeddings(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "bert", block_prefix = "bert.encoder.layer",
+                num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  // CHECK-NEXT: %bert.embeddings.word_embeddings.weight = nn.param "bert.embeddings.word_embeddings.weight" : tensor<16x8xf32>
+  // CHECK-NEXT: %bert.embeddings.position_embeddings.weight = nn.param "bert.embeddings.position_embeddings.weight" : tensor<8x8xf32>
+  // CHECK-NEXT: %bert.embeddings.token_type_embeddings.weight = nn.param "bert.embeddings.token_type_embeddings.weight" : tensor<2x8xf32>
+  %word = nn.param "bert.embeddings.word_embeddings.weight" : tensor<16x8xf32>
+  %position = nn.param "bert.embeddings.position_embeddings.weight" : tensor<8x8xf32>
+  %type = nn.param "bert.embeddings.token_type_embeddings.weight" : tensor<2x8xf32>
+
+  // CHECK-NEXT: %[[POS:[0-9]+]] = nn.position_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+  // CHECK-NEXT: %[[TYPES:[0-9]+]] = nn.token_type_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+  // CHECK-NEXT: %[[W:[0-9]+]] = nn.embedding %tokens, %bert.embeddings.word_embeddings.weight {module = "bert.embeddings.word_embeddings"} : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK-NEXT: %[[T:[0-9]+]] = nn.embedding %[[TYPES]], %bert.embeddings.token_type_embeddings.weight {module = "bert.embeddings.token_type_embeddings"} : (tensor<?x?xi64>, tensor<2x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK-NEXT: %[[P:[0-9]+]] = nn.embedding %[[POS]], %bert.embeddings.position_embeddings.weight {module = "bert.embeddings.position_embeddings"} : (tensor<?x?xi64>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK-NEXT: %[[WT:[0-9]+]] = nn.add %[[W]], %[[T]] {module = "bert.embeddings"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK-NEXT: %[[E:[0-9]+]] = nn.add %[[WT]], %[[P]] {module = "bert.embeddings"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %pos = nn.position_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+  %types = nn.token_type_ids %tokens {module = "bert.embeddings"} : tensor<?x?xi64> -> tensor<?x?xi64>
+  %w = nn.embedding %tokens, %word {module = "bert.embeddings.word_embeddings"} : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %t = nn.embedding %types, %type {module = "bert.embeddings.token_type_embeddings"} : (tensor<?x?xi64>, tensor<2x8xf32>) -> tensor<?x?x8xf32>
+  %p = nn.embedding %pos, %position {module = "bert.embeddings.position_embeddings"} : (tensor<?x?xi64>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %wt = nn.add %w, %t {module = "bert.embeddings"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %e = nn.add %wt, %p {module = "bert.embeddings"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+
+  // CHECK-NEXT: %[[L:[0-9]+]] = nn.linear out_in %[[E]], %bert.embeddings.word_embeddings.weight {module = "cls.predictions.decoder"} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  // CHECK-NEXT: %[[LOSS:[0-9]+]] = nn.cross_entropy %[[L]], %targets : (tensor<?x?x16xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // CHECK-NEXT: nn.return %[[LOSS]] : tensor<f32>
+  // CHECK-NEXT: }
+  %logits = nn.linear out_in %e, %word {module = "cls.predictions.decoder"} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
+  %loss = nn.cross_entropy %logits, %targets : (tensor<?x?x16xf32>, tensor<?x?xi64>) -> tensor<f32>
+  nn.return %loss : tensor<f32>
+}

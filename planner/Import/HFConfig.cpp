@@ -676,20 +676,57 @@ public:
   Location loc;
 };
 
-/// One encoder block's attention over `x` (query, key and value biased
+/// An encoder block's parameters, declared in its family's state-dict
+/// order: BERT's post-LN norms follow the attention output and the MLP
+/// (attention.output.LayerNorm, output.LayerNorm), ViT's pre-LN ones come
+/// last (layernorm_before, layernorm_after). Each pair is a weight and its bias.
+struct EncoderBlock {
+  Value qkv[6], attnOut[2], up[2], down[2], norm1[2], norm2[2];
+};
+
+EncoderBlock encoderBlock(GraphBuilder &g, const ModelConfig &c, int64_t i) {
+  bool bert = c.modelType == "bert";
+  const int64_t D = c.hiddenSize, I = c.intermediateSize;
+  std::string p = (bert ? "bert.encoder.layer." : "vit.encoder.layer.") + std::to_string(i) + ".";
+  auto pair = [&](Value *out, const std::string &name, std::vector<int64_t> shape) {
+    out[0] = g.param(name + ".weight", shape);
+    out[1] = g.param(name + ".bias", {shape[0]});
+  };
+  EncoderBlock w;
+  std::string self = p + (bert ? "attention.self." : "attention.attention.");
+  int n = 0;
+  for (const char *qkv : {"query", "key", "value"}) {
+    pair(&w.qkv[n], self + qkv, {D, D});
+    n += 2;
+  }
+  pair(w.attnOut, p + "attention.output.dense", {D, D});
+  if (bert)
+    pair(w.norm1, p + "attention.output.LayerNorm", {D});
+  pair(w.up, p + "intermediate.dense", {I, D});
+  pair(w.down, p + "output.dense", {D, I});
+  if (bert) {
+    pair(w.norm2, p + "output.LayerNorm", {D});
+  } else {
+    pair(w.norm1, p + "layernorm_before", {D});
+    pair(w.norm2, p + "layernorm_after", {D});
+  }
+  return w;
+}
+
+/// An encoder block's attention over `x` (query, key and value biased
 /// linears, every query seeing every key) and its output dense; `self` is
 /// the attention module (BERT's `attention.self`, ViT's
-/// `attention.attention`), `w` the block's weights from query.weight on.
-Value encoderAttention(GraphBuilder &g, const ModelConfig &c, Value x, const Value *w,
+/// `attention.attention`).
+Value encoderAttention(GraphBuilder &g, const ModelConfig &c, Value x, const EncoderBlock &w,
                        const std::string &self, const std::string &out) {
   using nn::WeightLayout;
   const int64_t D = c.hiddenSize;
-  Value q = g.linear(WeightLayout::out_in, x, w[0], w[1], self + ".query");
-  Value k = g.linear(WeightLayout::out_in, x, w[2], w[3], self + ".key");
-  Value v = g.linear(WeightLayout::out_in, x, w[4], w[5], self + ".value");
+  Value q = g.linear(WeightLayout::out_in, x, w.qkv[0], w.qkv[1], self + ".query");
+  Value k = g.linear(WeightLayout::out_in, x, w.qkv[2], w.qkv[3], self + ".key");
+  Value v = g.linear(WeightLayout::out_in, x, w.qkv[4], w.qkv[5], self + ".value");
   Value o = g.b.create<nn::AttentionOp>(g.loc, g.act(D), q, k, v, g.b.getI64IntegerAttr(c.numHeads),
                                         g.b.getI64IntegerAttr(c.numKvHeads), g.mod(self));
-  return g.linear(WeightLayout::out_in, o, w[6], w[7], out);
+  return g.linear(WeightLayout::out_in, o, w.attnOut[0], w.attnOut[1], out);
 }
 
 Value exactGelu(GraphBuilder &g, Value x, int64_t width, const Twine &path) {
@@ -711,26 +748,9 @@ void buildBert(const ModelConfig &c, GraphBuilder &g, Value tokens, Value target
   Value types = g.param(e + "token_type_embeddings.weight", {c.typeVocabSize, D});
   Value embLnW = g.param(e + "LayerNorm.weight", {D});
   Value embLnB = g.param(e + "LayerNorm.bias", {D});
-  std::vector<std::array<Value, 16>> blocks(c.numLayers);
-  for (int64_t i = 0; i < c.numLayers; ++i) {
-    std::string p = "bert.encoder.layer." + std::to_string(i) + ".";
-    auto &w = blocks[i];
-    int n = 0;
-    for (const char *qkv : {"query", "key", "value"}) {
-      w[n++] = g.param(p + "attention.self." + qkv + ".weight", {D, D});
-      w[n++] = g.param(p + "attention.self." + qkv + ".bias", {D});
-    }
-    w[n++] = g.param(p + "attention.output.dense.weight", {D, D});
-    w[n++] = g.param(p + "attention.output.dense.bias", {D});
-    w[n++] = g.param(p + "attention.output.LayerNorm.weight", {D});
-    w[n++] = g.param(p + "attention.output.LayerNorm.bias", {D});
-    w[n++] = g.param(p + "intermediate.dense.weight", {I, D});
-    w[n++] = g.param(p + "intermediate.dense.bias", {I});
-    w[n++] = g.param(p + "output.dense.weight", {D, I});
-    w[n++] = g.param(p + "output.dense.bias", {D});
-    w[n++] = g.param(p + "output.LayerNorm.weight", {D});
-    w[n++] = g.param(p + "output.LayerNorm.bias", {D});
-  }
+  std::vector<EncoderBlock> blocks;
+  for (int64_t i = 0; i < c.numLayers; ++i)
+    blocks.push_back(encoderBlock(g, c, i));
   // BertLMPredictionHead's own bias comes before its submodules.
   Value headBias = g.param("cls.predictions.bias", {V});
   Value denseW = g.param("cls.predictions.transform.dense.weight", {D, D});
@@ -752,16 +772,15 @@ void buildBert(const ModelConfig &c, GraphBuilder &g, Value tokens, Value target
   for (int64_t i = 0; i < c.numLayers; ++i) {
     std::string p = "bert.encoder.layer." + std::to_string(i);
     const auto &w = blocks[i];
-    Value a =
-        encoderAttention(g, c, h, w.data(), p + ".attention.self", p + ".attention.output.dense");
+    Value a = encoderAttention(g, c, h, w, p + ".attention.self", p + ".attention.output.dense");
     h = b.create<nn::AddOp>(loc, g.act(D), a, h, g.mod(p + ".attention.output"));
-    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[8], w[9], eps,
+    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w.norm1[0], w.norm1[1], eps,
                                   g.mod(p + ".attention.output.LayerNorm"));
-    Value up = g.linear(WeightLayout::out_in, h, w[10], w[11], p + ".intermediate.dense");
+    Value up = g.linear(WeightLayout::out_in, h, w.up[0], w.up[1], p + ".intermediate.dense");
     Value act = exactGelu(g, up, I, p + ".intermediate.intermediate_act_fn");
-    Value down = g.linear(WeightLayout::out_in, act, w[12], w[13], p + ".output.dense");
+    Value down = g.linear(WeightLayout::out_in, act, w.down[0], w.down[1], p + ".output.dense");
     h = b.create<nn::AddOp>(loc, g.act(D), down, h, g.mod(p + ".output"));
-    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[14], w[15], eps,
+    h = b.create<nn::LayerNormOp>(loc, g.act(D), h, w.norm2[0], w.norm2[1], eps,
                                   g.mod(p + ".output.LayerNorm"));
   }
   const std::string t = "cls.predictions.transform";
@@ -791,26 +810,9 @@ void buildViT(const ModelConfig &c, GraphBuilder &g, Value patches, Value labels
   Value kernel = g.param(e + "patch_embeddings.projection.weight",
                          {D, c.image.channels, c.image.patchHeight, c.image.patchWidth});
   Value kernelBias = g.param(e + "patch_embeddings.projection.bias", {D});
-  std::vector<std::array<Value, 16>> blocks(c.numLayers);
-  for (int64_t i = 0; i < c.numLayers; ++i) {
-    std::string p = "vit.encoder.layer." + std::to_string(i) + ".";
-    auto &w = blocks[i];
-    int n = 0;
-    for (const char *qkv : {"query", "key", "value"}) {
-      w[n++] = g.param(p + "attention.attention." + qkv + ".weight", {D, D});
-      w[n++] = g.param(p + "attention.attention." + qkv + ".bias", {D});
-    }
-    w[n++] = g.param(p + "attention.output.dense.weight", {D, D});
-    w[n++] = g.param(p + "attention.output.dense.bias", {D});
-    w[n++] = g.param(p + "intermediate.dense.weight", {I, D});
-    w[n++] = g.param(p + "intermediate.dense.bias", {I});
-    w[n++] = g.param(p + "output.dense.weight", {D, I});
-    w[n++] = g.param(p + "output.dense.bias", {D});
-    w[n++] = g.param(p + "layernorm_before.weight", {D});
-    w[n++] = g.param(p + "layernorm_before.bias", {D});
-    w[n++] = g.param(p + "layernorm_after.weight", {D});
-    w[n++] = g.param(p + "layernorm_after.bias", {D});
-  }
+  std::vector<EncoderBlock> blocks;
+  for (int64_t i = 0; i < c.numLayers; ++i)
+    blocks.push_back(encoderBlock(g, c, i));
   Value lnW = g.param("vit.layernorm.weight", {D});
   Value lnB = g.param("vit.layernorm.bias", {D});
   Value headW = g.param("classifier.weight", {classes, D});
@@ -826,16 +828,15 @@ void buildViT(const ModelConfig &c, GraphBuilder &g, Value patches, Value labels
   for (int64_t i = 0; i < c.numLayers; ++i) {
     std::string p = "vit.encoder.layer." + std::to_string(i);
     const auto &w = blocks[i];
-    Value a = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[12], w[13], eps,
+    Value a = b.create<nn::LayerNormOp>(loc, g.act(D), h, w.norm1[0], w.norm1[1], eps,
                                         g.mod(p + ".layernorm_before"));
-    a = encoderAttention(g, c, a, w.data(), p + ".attention.attention",
-                         p + ".attention.output.dense");
+    a = encoderAttention(g, c, a, w, p + ".attention.attention", p + ".attention.output.dense");
     h = b.create<nn::AddOp>(loc, g.act(D), a, h, g.mod(p));
-    Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w[14], w[15], eps,
+    Value m = b.create<nn::LayerNormOp>(loc, g.act(D), h, w.norm2[0], w.norm2[1], eps,
                                         g.mod(p + ".layernorm_after"));
-    Value up = g.linear(WeightLayout::out_in, m, w[8], w[9], p + ".intermediate.dense");
+    Value up = g.linear(WeightLayout::out_in, m, w.up[0], w.up[1], p + ".intermediate.dense");
     Value act = exactGelu(g, up, I, p + ".intermediate.intermediate_act_fn");
-    Value down = g.linear(WeightLayout::out_in, act, w[10], w[11], p + ".output.dense");
+    Value down = g.linear(WeightLayout::out_in, act, w.down[0], w.down[1], p + ".output.dense");
     h = b.create<nn::AddOp>(loc, g.act(D), down, h, g.mod(p + ".output"));
   }
   h = b.create<nn::LayerNormOp>(loc, g.act(D), h, lnW, lnB, eps, g.mod("vit.layernorm"));

@@ -10,6 +10,12 @@ usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps 
                     [--save-dtype f32|f64] [--no-dropout] [--threads N]
                     [--lr-schedule constant|linear|cosine] [--warmup-steps W] [--min-lr X]
                     [--eval-data FILE] [--eval-every N] [--eval-batches K]
+                    [--mask-token-id ID] [--labels L.npy] [--eval-labels L.npy]
+
+A bert or vit config is trained by encoder_reference.py (its semantics there):
+bert's --data is a token file (masked-LM, --mask-token-id, default 103); vit's
+--data and --eval-data are images .npy with --labels and --eval-labels, and
+--seq-len may be left out.
 
 Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   n = number of tokens; sample g of step t (t = 0 for the first step) starts at
@@ -137,6 +143,31 @@ def total_norm(params):
     return torch.norm(torch.stack([torch.norm(g, 2.0) for g in grads]), 2.0)
 
 
+def learning_rate(a, t):
+    """The rate of step t (1-based) under a's --lr, --lr-schedule, --warmup-steps,
+    --min-lr and --steps (DESIGN.md, "Training semantics")."""
+    W, T = a.warmup_steps, a.steps
+    if t <= W:
+        return a.lr * t / W
+    p = (t - W) / (T - W)
+    if a.lr_schedule == "linear":
+        return a.min_lr + (a.lr - a.min_lr) * (1 - p)
+    if a.lr_schedule == "cosine":
+        return a.min_lr + (a.lr - a.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
+    return a.lr
+
+
+def adamw(params, a):
+    """torch's AdamW as fsdp-run's: a's --lr, --beta1, --beta2, --eps, and
+    --weight-decay on parameters of two or more dimensions only."""
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
+                             weight_decay=a.weight_decay, foreach=False)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", required=True)
@@ -144,7 +175,9 @@ def main(argv=None):
     ap.add_argument("--data", required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--global-batch", type=int, required=True)
-    ap.add_argument("--seq-len", type=int, required=True)
+    ap.add_argument("--seq-len", type=int,
+                    help="tokens per sample (required but for vit, whose sequence is its patches "
+                         "and the CLS token)")
     ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--beta1", type=float, default=0.9)
@@ -177,7 +210,21 @@ def main(argv=None):
                          "tests/e2e/encoder_ops.py)")
     ap.add_argument("--exact-gelu", action="store_true",
                     help="gpt2 only: GELU 0.5 x (1 + erf(x / sqrt 2)) (HF gelu) for gelu_new")
+    ap.add_argument("--labels", help="vit: labels .npy (int64 or int32 [N]); --data is the "
+                                     "images .npy (uint8 [N, H, W, C])")
+    ap.add_argument("--eval-labels", help="vit: the labels of --eval-data")
+    ap.add_argument("--mask-token-id", type=int, default=103, help="bert: the mask token")
     a = ap.parse_args(argv)
+
+    try:
+        cfg = models.load_config(a.config)
+    except (OSError, ValueError) as e:
+        die(f"{a.config}: {e}")
+    if cfg.get("model_type") in ("bert", "vit"):
+        import encoder_reference  # BertForMaskedLM and ViTForImageClassification
+        return encoder_reference.run(a, cfg)
+    if a.seq_len is None:
+        die("--seq-len is required")
 
     G, S, A = a.global_batch, a.seq_len, a.grad_accum
     if G < 1 or S < 1 or A < 1 or a.steps < 0:
@@ -193,7 +240,6 @@ def main(argv=None):
     dtype = torch.float64 if a.dtype == "f64" else torch.float32
 
     try:
-        cfg = models.load_config(a.config)
         drop = models.dropout_keys(cfg)
         if drop and not a.no_dropout:
             die(f"{a.config}: {drop[0][0]} = {drop[0][1]}: dropout is not supported; set it to 0 "
@@ -221,17 +267,6 @@ def main(argv=None):
         if eval_data.numel() < S + 2:
             die(f"{a.eval_data}: {eval_data.numel()} tokens; need at least seq_len + 2 = {S + 2}")
 
-    def learning_rate(t):
-        W, T = a.warmup_steps, a.steps
-        if t <= W:
-            return a.lr * t / W
-        p = (t - W) / (T - W)
-        if a.lr_schedule == "linear":
-            return a.min_lr + (a.lr - a.min_lr) * (1 - p)
-        if a.lr_schedule == "cosine":
-            return a.min_lr + (a.lr - a.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
-        return a.lr
-
     def evaluate():
         losses = []
         with torch.no_grad():
@@ -250,12 +285,7 @@ def main(argv=None):
         return sum(losses) / len(losses)
 
     params = list(model.parameters())
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps,
-                            weight_decay=a.weight_decay, foreach=False)
+    opt = adamw(params, a)
 
     mf = open(a.metrics, "w") if a.metrics else None
     mb = G // A
@@ -281,7 +311,7 @@ def main(argv=None):
             gn = torch.nn.utils.clip_grad_norm_(params, a.clip_grad_norm)
         else:
             gn = total_norm(params)
-        lr = learning_rate(t + 1)
+        lr = learning_rate(a, t + 1)
         for group in opt.param_groups:
             group["lr"] = lr
         opt.step()

@@ -11,7 +11,10 @@ with them:
 - splitmix64 gives SplitMix64's published first outputs, and the masked-LM
   selection picks about 3 tokens in 20;
 - the image normalisation and the row-major patch order agree with a
-  convolution of stride = kernel = patch.
+  convolution of stride = kernel = patch;
+- the training loop of encoder_reference.py: f32 and f64 agree, gradient
+  accumulation changes nothing, the masked loss is HF's, and the loss falls
+  on GPL-3 bytes (bert-tiny) and on make_images.py's shapes (vit-tiny).
 
 usage: test_encoders.py   (exit 0: all pass)
 """
@@ -181,6 +184,56 @@ check(count == want and (inp[tgt != -100] == 7).all() and (tgt != -100).sum().it
 logits = bert(inp)
 loss = encoders.mlm_loss(logits, tgt, count)
 check(bool(torch.isfinite(loss)), f"BERT masked-LM loss {loss.item():.4f}")
+
+# The training loop (encoder_reference.train) as fsdp-run trains: f32 against
+# f64, accumulation against none, the masked loss as HF computes it for one
+# batch, and the loss falling on real data (GPL-3 bytes; make_images.py's
+# shapes).
+import argparse  # noqa: E402
+
+import encoder_reference  # noqa: E402
+import make_images  # noqa: E402
+
+OPT = argparse.Namespace(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1,
+                         clip_grad_norm=0.0, lr_schedule="constant", warmup_steps=0, min_lr=0.0)
+text = np.frombuffer(open("/usr/share/common-licenses/GPL-3", "rb").read(), np.uint8).astype(np.int64)
+shape_images, shape_labels = make_images.shapes(np.random.default_rng(5), 96, 16, 16, 10)
+
+
+def trained(name, dtype, steps, G, A=1, opt=OPT):
+    cfg = config(name)
+    model = models.init_weights(encoders.build_encoder(cfg, dtype), 7, 0.02)
+    if name == "bert-tiny":
+        data = encoder_reference.MaskedText(text, 16, 256)
+    else:
+        data = encoder_reference.Images(shape_images, shape_labels, dtype)
+    return model, data, encoder_reference.train(model, data, opt, steps, G, A)
+
+
+for name in ("bert-tiny", "vit-tiny"):
+    _, _, m32 = trained(name, torch.float32, 3, 4)
+    m64model, data, m64 = trained(name, torch.float64, 3, 4)
+    _, _, m64a = trained(name, torch.float64, 3, 4, 2)
+    gap = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(m32, m64))
+    check(gap < 1e-5, f"{name}: 3 steps in f32 and f64 agree (loss gap {gap:.1e})")
+    gap = max(abs(a["loss"] - b["loss"]) / b["loss"] + abs(a["grad_norm"] - b["grad_norm"])
+              for a, b in zip(m64a, m64))
+    check(gap < 1e-12, f"{name}: grad-accum 2 gives the losses and norms of 1 (gap {gap:.1e})")
+    steps = 30
+    _, _, m = trained(name, torch.float32, steps, 12, 1, argparse.Namespace(**{**vars(OPT), "lr": 3e-3}))
+    first, last = m[0]["loss"], sum(x["loss"] for x in m[-5:]) / 5
+    check(last < 0.9 * first, f"{name}: the loss falls over {steps} steps ({first:.3f} -> {last:.3f})")
+
+# The masked loss of one batch is HF's (mean cross-entropy over the targets
+# not -100), and a step's divisor the batch's selected count.
+cfg = config("bert-tiny")
+model = models.init_weights(encoders.BertForMaskedLM(cfg, torch.float64), 3, 0.02)
+data = encoder_reference.MaskedText(text, 16, 256)
+x, y, count = data.batch(2, 6)
+got = encoder_reference.batch_loss(model, data, x, y, count).item()
+want = torch.nn.functional.cross_entropy(model(x).reshape(-1, cfg["vocab_size"]), y.reshape(-1)).item()
+check(abs(got - want) < 1e-12 and count == int((y != -100).sum()),
+      f"masked loss of a batch is HF's ({got:.12f}, {count} selected)")
 
 print(f"{len(failures)} failed" if failures else "all passed")
 sys.exit(1 if failures else 0)

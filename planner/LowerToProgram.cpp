@@ -502,6 +502,17 @@ LogicalResult Lowering::run(raw_ostream &os) {
 
   prog.modelName = step.getModel()->str();
   prog.modelType = step.getModelType()->str();
+  // What an HF checkpoint of the family holds besides the parameters
+  // (DESIGN.md, "Model families", Weights): the head of a tied decoder and
+  // BertForMaskedLM's decoder are tied copies; BERT pretraining's pooler and
+  // next-sentence head are not part of the masked-LM model.
+  if (prog.modelType == "bert") {
+    prog.tiedCopies = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"};
+    prog.unusedWeightPrefixes = {"bert.pooler.", "cls.seq_relationship."};
+  } else if (llvm::is_contained({"gpt2", "llama", "mistral", "qwen2", "qwen3"}, prog.modelType) &&
+             !paramOps.count("lm_head.weight")) {
+    prog.tiedCopies = {"lm_head.weight"};
+  }
   prog.parameters = parameters;
   prog.worldSize = step.getWorldSizeOr1();
   prog.strategy = plan::strategyFlagName(*step.getStrategy()).str();

@@ -46,20 +46,19 @@ struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecision
       if (op.getDialect() && op.getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op))
         users.push_back(&op);
     // bf16 compute: every value an nn op makes is bf16 but the loss, which
-    // the loss op computes in f32 from bf16 logits.
+    // the loss op computes in f32 from bf16 logits; the step's float inputs
+    // (ViT's patches) arrive in bf16 too.
     if (bf16) {
-      // The step's float inputs (ViT's patches) arrive in bf16 too.
       Block &body = step.getBody().front();
       for (BlockArgument a : body.getArguments())
         a.setType(toBf16(a.getType()));
       step.setFunctionType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
                                              step.getFunctionType().getResults()));
-    }
-    if (bf16)
       for (Operation *op : users)
         if (!isa<nn::CrossEntropyOp>(op))
           for (OpResult r : op->getResults())
             r.setType(toBf16(r.getType()));
+    }
     // Every compute use of a parameter reads it through a cast, right
     // before the op: the bf16 value in the compute dtype.
     auto byParam = unitsByParam(module);

@@ -196,9 +196,9 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
 
 /// Every parameter of `p` is in `weights` with its shape and a dtype the
 /// runtime reads (F32, BF16, F16), and every tensor of `weights` is one of
-/// them, a tied copy (`lm_head.weight`, `cls.predictions.decoder.*`) or BERT
-/// pretraining's (`bert.pooler.*`, `cls.seq_relationship.*`, each named in
-/// `ignored`); an error names the file and the tensor.
+/// them, one of the program's tied copies, or under one of its unused weight
+/// prefixes (each such tensor named in `ignored`); an error names the file
+/// and the tensor.
 std::string checkWeights(const program::Program &p, const io::WeightSource &weights,
                          std::vector<std::string> *ignored = nullptr);
 

@@ -338,6 +338,10 @@ std::string fsdp::program::writeProgram(const Program &p) {
   top["format"] = kFormat;
   top["version"] = kVersion;
   top["model"] = {{"name", p.modelName}, {"model_type", p.modelType}, {"parameters", p.parameters}};
+  if (!p.tiedCopies.empty())
+    top["model"]["tied_copies"] = p.tiedCopies;
+  if (!p.unusedWeightPrefixes.empty())
+    top["model"]["unused_weight_prefixes"] = p.unusedWeightPrefixes;
   top["world_size"] = p.worldSize;
   top["strategy"] = p.strategy;
   top["shard_size"] = p.shardSize;

@@ -155,6 +155,11 @@ struct Phase {
 struct Program {
   std::string modelName, modelType, strategy;
   int64_t parameters = 0;
+  // What an HF checkpoint of the model may hold besides its parameters, as
+  // the planner knows the family: tensors that are a tied copy of one
+  // (ignored), and name prefixes of heads the model does not have (ignored
+  // with a warning). Any other extra tensor in --weights is an error.
+  std::vector<std::string> tiedCopies, unusedWeightPrefixes;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
   Target target = Target::Cpu;

@@ -136,6 +136,11 @@ void Loader::run(const std::string &text) {
   p.modelName = get<std::string>(model, "name", "model");
   p.modelType = get<std::string>(model, "model_type", "model");
   p.parameters = get<int64_t>(model, "parameters", "model");
+  if (model.contains("tied_copies"))
+    p.tiedCopies = get<std::vector<std::string>>(model, "tied_copies", "model");
+  if (model.contains("unused_weight_prefixes"))
+    p.unusedWeightPrefixes =
+        get<std::vector<std::string>>(model, "unused_weight_prefixes", "model");
   p.worldSize = get<int64_t>(j, "world_size", "top level");
   p.strategy = get<std::string>(j, "strategy", "top level");
   p.shardSize = get<int64_t>(j, "shard_size", "top level");

@@ -147,19 +147,21 @@ std::string fsdp::runtime::detail::checkWeights(const Program &p, const io::Weig
       if (dt != "F32" && dt != "BF16" && dt != "F16")
         return file + ": tensor '" + prm.name + "' is " + dt + "; weights must be F32, BF16 or F16";
     }
-  // Beyond the model's tensors: a tied copy (the head of a tied model, BERT's
-  // decoder, which is the word embeddings and cls.predictions.bias) is the
-  // same tensor again; BERT's pretraining heads (the pooler, next-sentence
-  // prediction) are not part of BertForMaskedLM. Anything else is not this
-  // model's, and reading the checkpoint as if it were would be silent loss.
+  // Beyond the model's tensors, what the program says a checkpoint of it
+  // may hold: a tied copy is the same tensor again; a head the model does
+  // not have is ignored, named. Anything else is not this model's, and
+  // reading the checkpoint as if it were would be silent loss.
   for (const auto &[name, info] : w.tensors()) {
-    if (names.count(name) || name == "lm_head.weight" || name == "cls.predictions.decoder.weight" ||
-        name == "cls.predictions.decoder.bias")
+    if (names.count(name) ||
+        std::find(p.tiedCopies.begin(), p.tiedCopies.end(), name) != p.tiedCopies.end())
       continue;
-    if (name.rfind("bert.pooler.", 0) == 0 || name.rfind("cls.seq_relationship.", 0) == 0) {
+    auto unused =
+        std::find_if(p.unusedWeightPrefixes.begin(), p.unusedWeightPrefixes.end(),
+                     [&](const std::string &prefix) { return name.rfind(prefix, 0) == 0; });
+    if (unused != p.unusedWeightPrefixes.end()) {
       if (ignored)
-        ignored->push_back(w.fileOf(name) + ": tensor '" + name +
-                           "' is BERT pretraining's, not BertForMaskedLM's; ignored");
+        ignored->push_back(w.fileOf(name) + ": tensor '" + name + "' is not part of " +
+                           p.modelName + " (" + *unused + "*); ignored");
       continue;
     }
     return w.fileOf(name) + ": tensor '" + name + "' is not a parameter of " + p.modelName +

@@ -285,6 +285,9 @@ TEST(SafetensorsIndex, ExtraTensorsAreRefusedButTiedCopiesAndPretrainingHeads) {
   Data d;
   program::Program p = oneUnit(2);
   p.modelName = "tiny";
+  // What the planner writes for a BERT whose head is the tied kind.
+  p.tiedCopies = {"lm_head.weight", "cls.predictions.decoder.bias"};
+  p.unusedWeightPrefixes = {"bert.pooler.", "cls.seq_relationship."};
   static const float two[2] = {1, 2};
   auto withExtra = [&](const std::string &name) {
     auto tensors = d.tensors;
@@ -309,7 +312,7 @@ TEST(SafetensorsIndex, ExtraTensorsAreRefusedButTiedCopiesAndPretrainingHeads) {
       bool pretraining = n.rfind("bert.", 0) == 0 || n.rfind("cls.seq", 0) == 0;
       ASSERT_EQ(ignored.size(), pretraining ? 1u : 0u) << name;
       if (pretraining)
-        EXPECT_NE(ignored[0].find("'" + n + "' is BERT pretraining's"), std::string::npos);
+        EXPECT_NE(ignored[0].find("'" + n + "' is not part of tiny"), std::string::npos);
     }
     std::filesystem::remove_all(dir);
   }

@@ -17,9 +17,6 @@ of step t is the S tokens from ((t*G + g)*S) mod (n - S - 1), its targets the
 S after each (docs/program-format.md, Inputs); the loss is the mean over the
 G*S tokens. AdamW as torch's, decay on 2+ dimensions; computed in float64.
 """
-import argparse
-import json
-import math
 import os
 import sys
 
@@ -28,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_io  # noqa: E402
+import tiny_graph_ref  # noqa: E402
 
 V, D, MAX_SEQ, TYPES, FF, EPS = 10, 8, 16, 2, 16, 1e-12
 E, L = "bert.embeddings.", "bert.encoder.layer.0."
@@ -64,53 +61,22 @@ def forward(w, tokens):
     return F.linear(x, w[E + "word_embeddings.weight"], w["cls.predictions.bias"])  # [B, S, V]
 
 
+def step_loss(w, data, step, G, S):
+    n = len(data)
+    starts = [((step * G + g) * S) % (n - S - 1) for g in range(G)]
+    tokens = torch.tensor(np.stack([data[s:s + S] for s in starts]))
+    targets = torch.tensor(np.stack([data[s + 1:s + S + 1] for s in starts]))
+    return F.cross_entropy(forward(w, tokens).reshape(G * S, V), targets.reshape(G * S))
+
+
+def check(w):
+    # Row 1 of the token types is never read: its gradient is 0.
+    assert float(w[E + "token_type_embeddings.weight"].grad[1].abs().sum()) == 0.0
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    i = sub.add_parser("init")
-    i.add_argument("out")
-    i.add_argument("--seed", type=int, default=0)
-    t = sub.add_parser("train")
-    for k in ("--weights", "--data", "--metrics"):
-        t.add_argument(k, required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--global-batch", type=int, required=True)
-    t.add_argument("--seq-len", type=int, required=True)
-    t.add_argument("--lr", type=float, required=True)
-    t.add_argument("--save-weights")
-    a = ap.parse_args(argv)
-    if a.cmd == "init":
-        g = torch.Generator().manual_seed(a.seed)
-        ws = {n: torch.randn(s, generator=g, dtype=torch.float64).float() * 0.5 for n, s in SHAPES.items()}
-        for n in ws:
-            if n.endswith("LayerNorm.weight"):
-                ws[n] = 1 + 0.1 * ws[n]
-        safetensors_io.save(ws, a.out)
-        return 0
-    loaded = safetensors_io.load(a.weights)
-    w = {n: loaded[n].to(torch.float64).clone().requires_grad_(True) for n in SHAPES}
-    decay = [p for p in w.values() if p.dim() >= 2]
-    rest = [p for p in w.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
-    data = np.fromfile(a.data, dtype="<u2").astype(np.int64)
-    n, G, S = len(data), a.global_batch, a.seq_len
-    with open(a.metrics, "w") as out:
-        for step in range(a.steps):
-            starts = [((step * G + g) * S) % (n - S - 1) for g in range(G)]
-            tokens = torch.tensor(np.stack([data[s:s + S] for s in starts]))
-            targets = torch.tensor(np.stack([data[s + 1:s + S + 1] for s in starts]))
-            opt.zero_grad()
-            loss = F.cross_entropy(forward(w, tokens).reshape(G * S, V), targets.reshape(G * S))
-            loss.backward()
-            # Row 1 of the token types is never read: its gradient is 0.
-            assert float(w[E + "token_type_embeddings.weight"].grad[1].abs().sum()) == 0.0
-            norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in w.values()))
-            opt.step()
-            out.write(json.dumps({"step": step + 1, "loss": float(loss), "grad_norm": norm}) + "\n")
-    if a.save_weights:
-        safetensors_io.save({n: p.detach().float() for n, p in w.items()}, a.save_weights)
-    return 0
+    return tiny_graph_ref.main(argv, SHAPES, lambda n: n.endswith("LayerNorm.weight"), step_loss,
+                               seq_len=True, check=check)
 
 
 if __name__ == "__main__":

@@ -20,18 +20,15 @@ causal attention), and the cross-entropy against the next token. Sample g of ste
 ((t*G + g)*1) mod (n - 2) and its target the one after (DESIGN.md). AdamW as
 torch's, decay on 2+ dimensions; computed in float64.
 """
-import argparse
-import json
-import math
 import os
 import sys
 
-import numpy as np
+import math
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_io  # noqa: E402
+import tiny_graph_ref  # noqa: E402
 
 D, H, C, P, V, FF, EPS = 16, 2, 3, 2, 10, 32, 1e-12
 L = "vit.encoder.layer.0."
@@ -86,51 +83,21 @@ def forward(w, tokens):
     return lin("classifier", x[:, 0, :] + patch[:, 0, :])  # [B, V]
 
 
+def step_loss(w, data, step, G, S):
+    n = len(data)
+    starts = [((step * G + g) * 1) % (n - 2) for g in range(G)]
+    tokens = torch.tensor([data[s] for s in starts])
+    targets = torch.tensor([data[s + 1] for s in starts])
+    return F.cross_entropy(forward(w, tokens), targets)
+
+
+def is_norm_weight(n):
+    return n.endswith("layernorm_before.weight") or n.endswith("layernorm_after.weight") or \
+        n == "vit.layernorm.weight"
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    i = sub.add_parser("init")
-    i.add_argument("out")
-    i.add_argument("--seed", type=int, default=0)
-    t = sub.add_parser("train")
-    for k in ("--weights", "--data", "--metrics"):
-        t.add_argument(k, required=True)
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--global-batch", type=int, required=True)
-    t.add_argument("--lr", type=float, required=True)
-    t.add_argument("--save-weights")
-    t.add_argument("--eps", type=float, default=1e-8)
-    a = ap.parse_args(argv)
-    if a.cmd == "init":
-        g = torch.Generator().manual_seed(a.seed)
-        ws = {n: torch.randn(s, generator=g, dtype=torch.float64).float() * 0.5 for n, s in SHAPES.items()}
-        for n in ws:
-            if n.endswith("layernorm_before.weight") or n.endswith("layernorm_after.weight") or n == "vit.layernorm.weight":
-                ws[n] = 1 + 0.1 * ws[n]
-        safetensors_io.save(ws, a.out)
-        return 0
-    loaded = safetensors_io.load(a.weights)
-    w = {n: loaded[n].to(torch.float64).clone().requires_grad_(True) for n in SHAPES}
-    decay = [p for p in w.values() if p.dim() >= 2]
-    rest = [p for p in w.values() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.95), eps=a.eps, foreach=False)
-    data = np.fromfile(a.data, dtype="<u2").astype(np.int64)
-    n, G = len(data), a.global_batch
-    with open(a.metrics, "w") as out:
-        for step in range(a.steps):
-            starts = [((step * G + g) * 1) % (n - 2) for g in range(G)]
-            tokens = torch.tensor([data[s] for s in starts])
-            targets = torch.tensor([data[s + 1] for s in starts])
-            opt.zero_grad()
-            loss = F.cross_entropy(forward(w, tokens), targets)
-            loss.backward()
-            norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in w.values()))
-            opt.step()
-            out.write(json.dumps({"step": step + 1, "loss": float(loss), "grad_norm": norm}) + "\n")
-    if a.save_weights:
-        safetensors_io.save({n: p.detach().float() for n, p in w.items()}, a.save_weights)
-    return 0
+    return tiny_graph_ref.main(argv, SHAPES, is_norm_weight, step_loss)
 
 
 if __name__ == "__main__":

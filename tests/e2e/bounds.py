@@ -51,3 +51,50 @@ def f32_loss(ref_gap):
 def f32_weight(ref_gap, scale=1.0):
     """Absolute weight bound of an f32 run given the f32-vs-f64 weight gap."""
     return measured(ref_gap, F32_FACTOR, F32_WEIGHT_FLOOR * max(1.0, scale))
+
+
+# --- bf16 compute against its references ------------------------------------
+# Two correct bf16 runs differ where an f32 sum in another order lands on the
+# other side of a bf16 rounding boundary (a "flip"), and where they round in
+# other places. The spread is the largest gap, in the same run, between the
+# f32-accumulating reference and each correct alternative: the same reference
+# accumulating in f64, under other BLAS kernels (blas_alternates), rounding
+# each use's gradient contribution of an activation used twice as fsdp stores
+# it (reference.py --bf16-each-use), with the parameter gradients summed from
+# per-rank partials as W ranks compute them (--grad-accum W). fsdp is one more
+# such alternative: 4x the spread, as for f32 (the gap of two alternatives is
+# at most the sum of two of theirs, 2x, and 2x for the spread of one sample).
+BF16_FACTOR = 4.0
+# Where every alternative agrees (no flip anywhere), a bf16 run is held no
+# closer than an f32 one.
+BF16_FLOOR = F32_LOSS_FLOOR
+
+
+def bf16(spread):
+    """Relative bound of a bf16-compute quantity given the references' spread."""
+    return measured(spread, BF16_FACTOR, BF16_FLOOR)
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def blas_alternates():
+    """Other kernels this CPU runs, as (label, environment) pairs for a
+    reference's process. Debian's OpenBLAS is built for every x86-64 CPU and
+    picks kernels at load time; OPENBLAS_CORETYPE forces a set (Nehalem: SSE
+    kernels, which every x86-64-v2 CPU runs; Sandybridge: AVX), and
+    ATEN_CPU_CAPABILITY=default makes torch's own vectorised ops (softmax,
+    norms, reductions) scalar. The machine's own choice (Haswell, Zen,
+    SkylakeX, SapphireRapids) is a third: the reference run without them."""
+    alts = [("sse", {"OPENBLAS_CORETYPE": "Nehalem", "ATEN_CPU_CAPABILITY": "default"})]
+    if "avx" in cpu_flags():
+        alts.append(("avx", {"OPENBLAS_CORETYPE": "Sandybridge"}))
+    return alts

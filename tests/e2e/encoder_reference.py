@@ -209,12 +209,11 @@ def run(a, cfg):
     G, A = a.global_batch, a.grad_accum
     if a.no_dropout or a.bidirectional or a.exact_gelu:
         reference.die("--no-dropout, --bidirectional and --exact-gelu are not for encoders")
-    if a.bf16_params and a.dtype != "f32":
-        reference.die("--bf16-params needs --dtype f32")
     if G < 1 or A < 1 or a.steps < 0 or G % A:
         reference.die("--global-batch and --grad-accum must be >= 1, G a multiple of A, "
                       "and --steps >= 0")
     models.BF16_COMPUTE = a.bf16_compute
+    models.BF16_EACH_USE = a.bf16_each_use
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)

@@ -71,7 +71,7 @@ class SelfAttention(nn.Module):
         B, S, D = x.shape
 
         def split(lin):
-            return _linear(lin, x).view(B, S, self.heads, self.hd).transpose(1, 2)
+            return _linear(lin, models.U(x)).view(B, S, self.heads, self.hd).transpose(1, 2)
 
         q, k, v = split(self.query), split(self.key), split(self.value)
         att = torch.softmax(torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd), dim=-1)
@@ -110,7 +110,7 @@ class BertLayer(nn.Module):
     def forward(self, x, eps):
         a = self.attention
         x = _layer_norm(a.output.LayerNorm, R(x + _linear(a.output.dense, a.self(x))), eps)
-        h = R(gelu_erf(_linear(self.intermediate.dense, x)))
+        h = R(gelu_erf(_linear(self.intermediate.dense, models.U(x))))
         return _layer_norm(self.output.LayerNorm, R(x + _linear(self.output.dense, h)), eps)
 
 
@@ -221,8 +221,8 @@ class ViTLayer(nn.Module):
 
     def forward(self, x, eps):
         a = self.attention
-        x = R(x + _linear(a.output.dense, a.attention(_layer_norm(self.layernorm_before, x, eps))))
-        h = R(gelu_erf(_linear(self.intermediate.dense, _layer_norm(self.layernorm_after, x, eps))))
+        x = R(x + _linear(a.output.dense, a.attention(_layer_norm(self.layernorm_before, models.U(x), eps))))
+        h = R(gelu_erf(_linear(self.intermediate.dense, _layer_norm(self.layernorm_after, models.U(x), eps))))
         return R(x + _linear(self.output.dense, h))
 
 

@@ -78,10 +78,26 @@ class _Bf16(torch.autograd.Function):
 # roundings is computed in the model's dtype (f32, or f64 to measure how much
 # the accumulation precision alone moves a bf16 run).
 BF16_COMPUTE = False
+# Where an activation feeds several ops (the residual stream into a norm and
+# the residual add, a norm's output into q, k and v, an MLP's input into gate
+# and up), its gradient is a sum of one contribution per use. PyTorch's
+# autograd sums them in the model's dtype and the producer's R rounds the sum
+# once; fsdp stores each contribution in bf16 (DESIGN.md: every activation
+# gradient is stored in bf16) and sums those. Both are correct bf16 training;
+# BF16_EACH_USE makes the reference round each contribution too (U), so the
+# gap between the two measures what that placement of roundings moves.
+BF16_EACH_USE = False
 
 
 def R(x):
     return _Bf16.apply(x) if BF16_COMPUTE else x
+
+
+def U(x):
+    """x as one of several uses: with BF16_EACH_USE its gradient contribution
+    is rounded to bf16 before autograd sums it with the others (x is already
+    bf16, so the forward is unchanged)."""
+    return _Bf16.apply(x) if BF16_COMPUTE and BF16_EACH_USE else x
 
 
 class _Weight(nn.Module):
@@ -151,8 +167,8 @@ class GPT2Block(nn.Module):
 
     def forward(self, x):
         d = x.shape[-1]
-        x = R(x + self.attn(R(F.layer_norm(x, (d,), R(self.ln_1.weight), R(self.ln_1.bias), self.eps))))
-        x = R(x + self.mlp(R(F.layer_norm(x, (d,), R(self.ln_2.weight), R(self.ln_2.bias), self.eps))))
+        x = R(x + self.attn(R(F.layer_norm(U(x), (d,), R(self.ln_1.weight), R(self.ln_1.bias), self.eps))))
+        x = R(x + self.mlp(R(F.layer_norm(U(x), (d,), R(self.ln_2.weight), R(self.ln_2.bias), self.eps))))
         return x
 
 
@@ -271,7 +287,7 @@ class LlamaAttention(nn.Module):
     def proj(self, lin, x, heads):
         B, S, _ = x.shape
         b = getattr(lin, "bias", None)
-        y = R(F.linear(x, R(lin.weight), None if b is None else R(b)))
+        y = R(F.linear(U(x), R(lin.weight), None if b is None else R(b)))
         return y.view(B, S, heads, self.hd)
 
     def forward(self, x, cos, sin):
@@ -306,7 +322,7 @@ class LlamaMLP(nn.Module):
         self.down_proj = _Weight((d, inter), None, dtype)
 
     def forward(self, x):
-        h = R(F.silu(R(F.linear(x, R(self.gate_proj.weight)))) * R(F.linear(x, R(self.up_proj.weight))))
+        h = R(F.silu(R(F.linear(U(x), R(self.gate_proj.weight)))) * R(F.linear(U(x), R(self.up_proj.weight))))
         return R(F.linear(h, R(self.down_proj.weight)))
 
 
@@ -320,8 +336,8 @@ class LlamaLayer(nn.Module):
         self.post_attention_layernorm = _Weight((c["d"],), None, dtype)
 
     def forward(self, x, cos, sin):
-        x = R(x + self.self_attn(R(rms_norm(x, R(self.input_layernorm.weight), self.eps)), cos, sin))
-        x = R(x + self.mlp(R(rms_norm(x, R(self.post_attention_layernorm.weight), self.eps))))
+        x = R(x + self.self_attn(R(rms_norm(U(x), R(self.input_layernorm.weight), self.eps)), cos, sin))
+        x = R(x + self.mlp(R(rms_norm(U(x), R(self.post_attention_layernorm.weight), self.eps))))
         return x
 
 

@@ -27,11 +27,15 @@ Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   >= 2 dims. --clip-grad-norm X > 0 clips with clip_grad_norm_; grad_norm in the
   metrics is the total norm before clipping, always.
   --bf16-params: parameters are rounded to bf16 for each step's forward/backward
-  (compute in f32, gradients f32, master weights and AdamW state f32).
+  (compute, gradients, master weights and AdamW state in --dtype: f32 as fsdp, f64 to
+  measure how far f32 rounding moves which bf16 value a master weight rounds to).
   --bf16-compute: --compute-dtype bf16 (DESIGN.md "Mixed precision"): every value an
   op stores, every activation gradient and each use of a parameter rounded to bf16
   (so parameter gradients are bf16), norms, softmax and the loss computed in --dtype
   on bf16 inputs; master weights, gradient sums and AdamW in --dtype.
+  --bf16-each-use: with --bf16-compute, an activation used by several ops has each
+  use's gradient contribution rounded before they are summed (as fsdp stores them),
+  not only the sum (models.BF16_EACH_USE): another correct placement of roundings.
   The learning rate of step t (1-based), T = --steps, W = --warmup-steps: lr*t/W
   for t <= W; after, with p = (t-W)/(T-W): constant lr, linear min+(lr-min)(1-p),
   cosine min+(lr-min)/2 (1+cos pi p); weight decay uses it (torch's AdamW).
@@ -192,6 +196,9 @@ def main(argv=None):
     ap.add_argument("--bf16-compute", action="store_true",
                     help="round every stored value, activation gradient and parameter use to "
                          "bf16 (models.BF16_COMPUTE), computing in --dtype between roundings")
+    ap.add_argument("--bf16-each-use", action="store_true",
+                    help="with --bf16-compute: round each use's gradient contribution of an "
+                         "activation used twice before the sum (models.BF16_EACH_USE)")
     ap.add_argument("--metrics")
     ap.add_argument("--save-weights")
     ap.add_argument("--save-dtype", choices=("f32", "f64"), default="f32")
@@ -231,9 +238,8 @@ def main(argv=None):
         die("--global-batch, --seq-len, --grad-accum must be >= 1 and --steps >= 0")
     if G % A:
         die(f"--global-batch {G} is not a multiple of --grad-accum {A}")
-    if a.bf16_params and a.dtype != "f32":
-        die("--bf16-params needs --dtype f32")
     models.BF16_COMPUTE = a.bf16_compute
+    models.BF16_EACH_USE = a.bf16_each_use
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
@@ -273,7 +279,7 @@ def main(argv=None):
             masters = [p.data for p in params]
             if a.bf16_params:
                 for p in params:
-                    p.data = p.data.to(torch.bfloat16).to(torch.float32)
+                    p.data = p.data.to(torch.bfloat16).to(dtype)
             for b in range(a.eval_batches):
                 x, y = batch(eval_data, b, G, S)
                 # The micro-batches' mean losses, averaged: what fsdp-run computes.
@@ -296,7 +302,7 @@ def main(argv=None):
         if a.bf16_params:
             masters = [p.data for p in params]
             for p in params:
-                p.data = p.data.to(torch.bfloat16).to(torch.float32)
+                p.data = p.data.to(torch.bfloat16).to(dtype)
         loss_sum = 0.0
         for m in range(A):
             xs, ys = x[m * mb:(m + 1) * mb], y[m * mb:(m + 1) * mb]

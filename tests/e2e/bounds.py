@@ -75,6 +75,17 @@ def bf16(spread):
     return measured(spread, BF16_FACTOR, BF16_FLOOR)
 
 
+# The step-1 loss (the forward alone) moves in steps: each flip of a stored
+# value moves it by |dL/dy| * ulp(y) of that value, and at the step-1 loss
+# the alternatives often agree exactly (no flip at all). Its floor is the
+# largest such step, measured on the reference in the same run
+# (models.FLIP_SENSITIVITY, reference.py's step-1 "flip_sensitivity"): fsdp
+# may flip the one value the alternatives all kept, in the worst place.
+def bf16_loss1(spread, flip_sensitivity):
+    """Relative bound of the step-1 loss of a bf16-compute run."""
+    return measured(spread, BF16_FACTOR, flip_sensitivity)
+
+
 def cpu_flags():
     try:
         with open("/proc/cpuinfo") as f:

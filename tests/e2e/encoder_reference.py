@@ -124,6 +124,7 @@ def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, ev
         opt.zero_grad(set_to_none=True)
         masters = bf16_view() if bf16_params else None
         step_loss = 0.0
+        models.FLIP_SENSITIVITY = [] if t == 0 and models.BF16_COMPUTE else None
         for m in range(A):
             loss = batch_loss(model, data, x[m * mb:(m + 1) * mb], y[m * mb:(m + 1) * mb], div)
             loss.backward()
@@ -139,6 +140,9 @@ def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, ev
             group["lr"] = lr
         opt.step()
         rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn), "lr": lr}
+        if models.FLIP_SENSITIVITY:  # step 1, relative to the loss (reference.py)
+            rec["flip_sensitivity"] = max(models.FLIP_SENSITIVITY) / abs(step_loss)
+        models.FLIP_SENSITIVITY = None
         if eval_data is not None and (t + 1 == steps or
                                       (eval_every > 0 and (t + 1) % eval_every == 0)):
             rec["eval_loss"] = evaluate()

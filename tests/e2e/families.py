@@ -47,8 +47,8 @@ def main():
     run([PY, os.path.join(HERE, "make_data.py"), data, "--text", "/usr/share/common-licenses/GPL-3"])
     failures = total = 0
     worst = 0.0
-    print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "max loss rel",
-                                              "max weight abs", "peak", "result"))
+    print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "loss rel/bound",
+                                              "weight abs/bd", "peak", "result"))
     for model in args.models.split(","):
         config = os.path.join(ROOT, "models", model, "config.json")
         weights = os.path.join(args.work, model + ".init.safetensors")
@@ -91,8 +91,8 @@ def main():
             total += 1
             failures += not ok
             print("%-11s %5d %-14s %14s %14s %10s %s" % (
-                model, world, strategy, "%.3g" % loss_diff if loss_diff is not None else "?",
-                "%.3g" % w_diff if w_diff is not None else "?",
+                model, world, strategy, matrix.gap_text(loss_diff, tol.loss),
+                matrix.gap_text(w_diff, tol.weight),
                 "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
                 "ok" if ok else "FAILED " + (problem or "")))
 

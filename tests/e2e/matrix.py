@@ -139,6 +139,11 @@ def compare(ref_metrics, metrics, ref_weights, weights, tol, held=None):
     return loss, worst, problem
 
 
+def gap_text(gap, bound):
+    """A measured gap beside its bound: "gap/bound"."""
+    return "?" if gap is None else "%.3g/%.2g" % (gap, bound)
+
+
 def seq_flags(seq):
     """fsdp-plan's and reference.py's --seq-len, or nothing (seq None: the model's
     own, as a ViT's patches and CLS token)."""
@@ -261,7 +266,7 @@ def bf16_alternates(worlds, ref_flags):
 
 
 def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_flags=(),
-                       label=None, run_flags=(), seq=SEQ):
+                       label=None, run_flags=(), seq=SEQ, batch=GLOBAL_BATCH):
     """Plans and runs `model` for each case (world, strategy, shard size,
     "bf16" or "f32" compute, fsdp-plan flags) against the f32-accumulating
     bf16 reference, with bounds from its spread to the correct alternatives
@@ -273,18 +278,22 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
     graph of a variant), ref_flags what reference.py then needs to match it,
     label the name its files and lines go by (default: the model's),
     run_flags what both fsdp-run and reference.py need besides (--labels,
-    --mask-token-id), seq the sequence length (None: the model's own)."""
+    --mask-token-id), seq the sequence length (None: the model's own), batch
+    the global batch (sequences a step)."""
     config = os.path.join(ROOT, "models", model, "config.json")
     label = label or model
     ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-               "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+               "--data", data, "--steps", str(args.steps), "--global-batch", str(batch),
                *seq_flags(seq), "--quiet"] + list(ref_flags) + list(run_flags)
     ref, alts = references(args, label + ".bf16c", ref_cmd + ["--bf16-compute"],
                            bf16_alternates([c[0] for c in cases], ref_flags))
     spread, which = bf16_spread(ref, alts)
     tol = {q: bounds.bf16(spread[q]) for q in QUANTITIES}
+    flip = read_metrics(ref)[0]["flip_sensitivity"]
+    tol["loss1"] = bounds.bf16_loss1(spread["loss1"], flip)
     print("%-11s %5s %-14s %s" % (label, "-", "bf16 spread", describe_spread(spread, which=which)))
-    print("%-11s %5s %-14s %s" % (label, "-", "bf16 bounds", describe_spread(tol)))
+    print("%-11s %5s %-14s %s (one flip moves the step-1 loss by up to %.2g)" % (
+        label, "-", "bf16 bounds", describe_spread(tol), flip))
     # The control's reference: bf16 parameters, f32 compute.
     f32c = os.path.join(args.work, label + ".bf16c.ref-f32-compute.jsonl")
     run(ref_cmd + ["--bf16-params", "--metrics", f32c])
@@ -298,7 +307,7 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
         tag = "%s.w%d.%s.c%s" % (label, world, strategy, compute)
         plan = os.path.join(args.work, tag + ".plan.json")
         cmd = [os.path.join(args.bin, "fsdp-plan"), plan_input or config, "--world-size", str(world),
-               "--micro-batch", str(GLOBAL_BATCH // world), *seq_flags(seq),
+               "--micro-batch", str(batch // world), *seq_flags(seq),
                "--strategy", strategy, "-o", plan] + flags
         if shard:
             cmd += ["--shard-size", str(shard)]
@@ -315,9 +324,11 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
             ok = bool(outside) and exact
         total += 1
         failures += not ok
-        print("%-11s %5d %-14s %14.3g %14s %10s %s" % (
+        print("%-11s %5d %-14s %14s %14s %10s %s" % (
             label, world, strategy if compute == "bf16" else "f32 compute",
-            g["loss"], "step 1: %.2g %.2g" % (g["loss1"], g["norm1"]), "exact" if exact else "DIFFERENT",
+            gap_text(g["loss"], tol["loss"]), "step 1: %s %s" % (
+                gap_text(g["loss1"], tol["loss1"]), gap_text(g["norm1"], tol["norm1"])),
+            "exact" if exact else "DIFFERENT",
             ("ok" if ok else "FAILED") + (" (outside on %s)" % ", ".join(outside) if outside else
                                          "" if compute == "bf16" else " (inside)")))
     return total, failures
@@ -334,8 +345,8 @@ def main():
     data = os.path.join(args.work, "gpl3.bin")
     run([PY, os.path.join(HERE, "make_data.py"), data, "--text", "/usr/share/common-licenses/GPL-3"])
     failures = 0
-    print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "max loss rel",
-                                              "max weight abs", "peak", "result"))
+    print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "loss rel/bound",
+                                              "weight abs/bd", "peak", "result"))
     ref_bounds = {}  # model -> F32Bounds of its f32 reference
     for model in args.models.split(","):
         config = os.path.join(ROOT, "models", model, "config.json")
@@ -357,8 +368,8 @@ def main():
                                                  ref_bounds[model])
             exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
             ok = exact and len(m) == args.steps and problem is None
-            loss_diff = "%.3g" % loss_diff if loss_diff is not None else "?"
-            w_diff = "%.3g" % w_diff if w_diff is not None else "?"
+            loss_diff = gap_text(loss_diff, ref_bounds[model].loss)
+            w_diff = gap_text(w_diff, ref_bounds[model].weight)
             failures += not ok
             print("%-11s %5d %-14s %14s %14s %10s %s" % (
                 model, world, strategy, loss_diff, w_diff,
@@ -393,8 +404,8 @@ def main():
         total += 1
         failures += problem is not None
         print("%-11s %5d %-14s %14s %14s %10s %s" % (
-            model, world, "accum %d clip %g" % (accum, clip), "%.3g" % loss_diff,
-            "%.3g" % w_diff if w_diff is not None else "?", "", "ok" if not problem else "FAILED " + problem))
+            model, world, "accum %d clip %g" % (accum, clip), gap_text(loss_diff, acc_bounds.loss),
+            gap_text(w_diff, acc_bounds.weight), "", "ok" if not problem else "FAILED " + problem))
         print("%-11s %5s %-14s %s" % ("", "", "", acc_bounds.describe()))
 
     # Resume: 5 steps, save, resume to 10: the losses of the uninterrupted run.
@@ -460,8 +471,8 @@ def main():
             total += 1
             failures += not ok
             print("%-11s %5d %-14s %14s %14s %10s %s" % (
-                model, world, what, "%.3g" % loss_diff if loss_diff is not None else "?",
-                "%.3g" % w_diff if w_diff is not None else "?",
+                model, world, what, gap_text(loss_diff, ref_bounds[model].loss),
+                gap_text(w_diff, ref_bounds[model].weight),
                 "exact" if exact else "DIFFERENT", "ok" if ok else "FAILED " + (problem or "")))
     # Learning-rate schedules (with warmup) and the held-out loss, against
     # PyTorch doing the same, at world sizes 1, 2 and 4 (with accumulation at

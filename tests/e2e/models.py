@@ -60,15 +60,39 @@ def dropout_keys(cfg):
     return [(k, _get(cfg, k, dflt)) for k in keys if _get(cfg, k, dflt) != 0]
 
 
+# Two correct bf16 runs differ in the stored values whose f32 sums land on
+# the other side of a bf16 rounding boundary ("flips"). While FLIP_SENSITIVITY
+# is a list (reference.py, step 1), each rounding of a value an op stores adds
+# to it max |dL/dy| * ulp(y) over its elements: the first-order change of the
+# loss if one of them rounded one bf16 ulp the other way (tests/e2e/bounds.py,
+# bf16_loss1). A parameter's bf16 copy is left out: at step 1 every run
+# rounds the same f32 weights.
+FLIP_SENSITIVITY = None
+
+
+def bf16_ulp(y):
+    """The spacing of bf16 values at each element of y (already bf16): 8
+    significant bits, so 2^(e-8) for y = m 2^e with 0.5 <= |m| < 1; 0 at 0."""
+    _, e = torch.frexp(y)
+    return torch.where(y != 0, torch.ldexp(torch.ones_like(y), e - 8), torch.zeros_like(y))
+
+
 class _Bf16(torch.autograd.Function):
     """x rounded to bf16 (held in x's dtype); its gradient rounded the same way."""
 
     @staticmethod
     def forward(ctx, x):
-        return x.to(torch.bfloat16).to(x.dtype)
+        y = x.to(torch.bfloat16).to(x.dtype)
+        ctx.measure = FLIP_SENSITIVITY is not None and not isinstance(x, nn.Parameter)
+        if ctx.measure:
+            ctx.save_for_backward(y)
+        return y
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.measure and FLIP_SENSITIVITY is not None:
+            (y,) = ctx.saved_tensors
+            FLIP_SENSITIVITY.append(float((g.abs() * bf16_ulp(y)).max()))
         return g.to(torch.bfloat16).to(g.dtype)
 
 

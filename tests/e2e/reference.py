@@ -43,7 +43,8 @@ Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   (b < --eval-batches) is what step b would take from --eval-data; eval_loss is the
   mean of their losses, under no_grad, the parameters as the training forward sees
   them (bf16-rounded with --bf16-params).
-Output: one JSON line per step {"step": t+1, "loss": ..., "grad_norm": ...}; the
+Output: one JSON line per step {"step": t+1, "loss": ..., "grad_norm": ...}, with
+--bf16-compute step 1's "flip_sensitivity" (models.FLIP_SENSITIVITY, relative); the
 final weights with the input file's names and layouts (f32 unless --save-dtype f64).
 """
 import argparse
@@ -304,6 +305,7 @@ def main(argv=None):
             for p in params:
                 p.data = p.data.to(torch.bfloat16).to(dtype)
         loss_sum = 0.0
+        models.FLIP_SENSITIVITY = [] if t == 0 and a.bf16_compute else None
         for m in range(A):
             xs, ys = x[m * mb:(m + 1) * mb], y[m * mb:(m + 1) * mb]
             loss = models.lm_loss(model(xs), ys)
@@ -322,6 +324,9 @@ def main(argv=None):
             group["lr"] = lr
         opt.step()
         rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn), "lr": lr}
+        if models.FLIP_SENSITIVITY:  # step 1, relative to the loss
+            rec["flip_sensitivity"] = max(models.FLIP_SENSITIVITY) / abs(step_loss)
+        models.FLIP_SENSITIVITY = None
         if eval_data is not None and (t + 1 == a.steps or
                                       (a.eval_every > 0 and (t + 1) % a.eval_every == 0)):
             rec["eval_loss"] = evaluate()

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bounds  # noqa: E402
 import encoders  # noqa: E402
 import models  # noqa: E402
 
@@ -215,9 +216,14 @@ for name in ("bert-tiny", "vit-tiny"):
     m64model, data, m64 = trained(name, torch.float64, 3, 4)
     _, _, m64a = trained(name, torch.float64, 3, 4, 2)
     gap = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(m32, m64))
-    check(gap < 1e-5, f"{name}: 3 steps in f32 and f64 agree (loss gap {gap:.1e})")
+    # Analysed: the loss of 3 steps sits at the end of about 8 reductions of
+    # at most 512 terms (the vocabulary's log-sum-exp, the hidden and
+    # intermediate matmuls, the norms), each off by about sqrt(512) f32 ulps
+    # in a random walk of roundings (1.3e-6): 8 of them, 1e-5 (bounds.U32).
+    check(gap < 8 * 512 ** 0.5 * bounds.U32, f"{name}: 3 steps in f32 and f64 agree (loss gap {gap:.1e})")
     gap = max(abs(a["loss"] - b["loss"]) / b["loss"] + abs(a["grad_norm"] - b["grad_norm"])
               for a, b in zip(m64a, m64))
+    # Analysed: the same sums in f64 in another grouping, ~1e4 f64 ulps at most.
     check(gap < 1e-12, f"{name}: grad-accum 2 gives the losses and norms of 1 (gap {gap:.1e})")
     steps = 30
     _, _, m = trained(name, torch.float32, steps, 12, 1, argparse.Namespace(**{**vars(OPT), "lr": 3e-3}))

@@ -45,7 +45,10 @@ except (OSError, subprocess.SubprocessError):
     pass
 
 llvm_config.use_default_substitutions()
-llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR"])
+# OpenBLAS's and torch's kernel choice passes through, so that a test's bounds
+# can be checked under another CPU's kernels (tests/e2e/cross_cpu.sh).
+llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR", "OPENBLAS_CORETYPE",
+                                     "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA"])
 llvm_config.with_environment(
     "PATH", [config.fsdp_tools_dir, config.llvm_tools_dir], append_path=True)
 tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "fsdp-calibrate", "fsdp-trace-compare", "fsdp-sgemm-bench", "FileCheck", "not", "count", "split-file"]

@@ -109,3 +109,13 @@ def blas_alternates():
     if "avx" in cpu_flags():
         alts.append(("avx", {"OPENBLAS_CORETYPE": "Sandybridge"}))
     return alts
+
+
+# --- compare.py: one run against an f32 reference and its f64 run -----------
+# The loss and eval_loss take f32_loss. The gradient norm is the square root
+# of a sum of squares over every parameter, each gradient itself a sum over
+# the batch: summed in another order it moves by a few ulps per level of a
+# pairwise sum, as a loss does, so the same rule and floor (64 ulps relative).
+def f32_grad_norm(ref_gap):
+    """Relative grad-norm bound of an f32 run given the f32-vs-f64 reference gap."""
+    return measured(ref_gap, F32_FACTOR, F32_LOSS_FLOOR)

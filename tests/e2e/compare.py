@@ -2,17 +2,29 @@
 """Compare two training runs: their metrics files and/or their final weights.
 
 usage: compare.py [--metrics A.jsonl B.jsonl] [--weights A.safetensors B.safetensors]
-                  [--loss-tol 1e-4] [--weight-tol 1e-4] [--grad-norm-tol X]
-                  [--eval-loss-tol X] [--steps K] [--show]
+                  (--bound-from A64.jsonl [A64.safetensors]
+                   | --loss-tol X [--grad-norm-tol X] [--eval-loss-tol X] [--weight-tol X])
+                  [--steps K] [--show]
 
---metrics: per step, the relative difference |a-b| / max(|a|, |b|) of "loss" must be
-  <= --loss-tol; both files must list the same steps (the first K with --steps K).
-  grad_norm differences are printed, and checked when --grad-norm-tol is given.
-  With --eval-loss-tol, "eval_loss" must be on the same steps of both and within it.
---weights: both files must hold the same names with the same shapes; the max absolute
-  difference over every tensor must be <= --weight-tol (compared in f64).
-Prints the largest differences found; exits 1 on a mismatch, naming the step or
-tensor, 2 on a usage or file error.
+Every bound is either measured or analysed (tests/e2e/bounds.py); none has a
+default:
+--bound-from A64.jsonl [A64.safetensors]: measured. A is an f32 reference and
+  A64 the same reference computed in f64, run in the same test; the bound on
+  each quantity is bounds.f32_loss (loss, eval_loss), bounds.f32_grad_norm
+  (grad_norm) or bounds.f32_weight (weights, at the scale of A's largest
+  weight) of A's largest gap to A64, and B (the run under test) is held to it.
+  Every quantity A holds is checked (eval_loss where A has it, the weights
+  when --weights is given, which then needs A64.safetensors).
+--loss-tol etc: analysed bounds given by the caller, who states the analysis
+  beside the command (0: bit-identical, both sides running the same kernels
+  on the same values in the same order).
+--metrics: per step, the relative difference |a-b| / max(|a|, |b|) of "loss"
+  (and "grad_norm", "eval_loss" where bounded); both files must list the same
+  steps (the first K with --steps K).
+--weights: both files must hold the same names with the same shapes; the max
+  absolute difference over every tensor is compared (in f64).
+Prints each measured gap beside its bound and the rule that gave it; exits 1
+on a mismatch, naming the step or tensor, 2 on a usage or file error.
 """
 import argparse
 import json
@@ -23,7 +35,10 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bounds  # noqa: E402
 import safetensors_io  # noqa: E402
+
+KEYS = ("loss", "grad_norm", "eval_loss")
 
 
 def read_metrics(path):
@@ -48,18 +63,18 @@ def rel(a, b):
     return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
-def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False, eval_tol=None):
+def metric_gaps(pa, pb, steps, keys, show=False):
+    """({key: (largest relative gap, its step, how many steps had it)}, fails)
+    for the keys of A; a key in only one of the two files at a step fails."""
     ra, rb = read_metrics(pa), read_metrics(pb)
     if steps is not None:
         ra, rb = ra[:steps], rb[:steps]
         if len(ra) < steps or len(rb) < steps:
-            return [f"metrics: asked for {steps} steps but {pa} has {len(ra)}, {pb} has {len(rb)}"]
+            return {}, [f"metrics: asked for {steps} steps but {pa} has {len(ra)}, {pb} has {len(rb)}"]
     fails = []
     if len(ra) != len(rb):
         fails.append(f"metrics: {pa} has {len(ra)} steps, {pb} has {len(rb)}")
-    worst_loss = (0.0, None)
-    worst_gn = (0.0, None)
-    evals = []
+    worst = {}
     for a, b in zip(ra, rb):
         step = a.get("step")
         if step != b.get("step"):
@@ -68,42 +83,25 @@ def compare_metrics(pa, pb, loss_tol, gn_tol, steps, show=False, eval_tol=None):
         if show:
             print(f"  step {step}: loss {a.get('loss')!r:<20} vs {b.get('loss')!r:<20} "
                   f"grad_norm {a.get('grad_norm')!r:<20} vs {b.get('grad_norm')!r}")
-        for key in ("loss", "grad_norm"):
+        for key in keys:
+            if key not in a and key not in b:
+                if key == "loss":
+                    fails.append(f"metrics: step {step}: 'loss' missing")
+                continue
             if key not in a or key not in b:
-                if key == "loss" or gn_tol is not None:
-                    fails.append(f"metrics: step {step}: '{key}' missing")
+                fails.append(f"metrics: step {step}: '{key}' in only one of them")
                 continue
             d = rel(float(a[key]), float(b[key]))
-            worst = worst_loss if key == "loss" else worst_gn
-            if worst[1] is None or d > worst[0]:
-                worst = (d, step)
-            if key == "loss":
-                worst_loss = worst
-            else:
-                worst_gn = worst
-            tol = loss_tol if key == "loss" else gn_tol
-            if tol is not None and not d <= tol:
-                fails.append(f"metrics: step {step}: {key} {a[key]!r} vs {b[key]!r}, "
-                             f"relative difference {d:.3g} > {tol:g}")
-        if eval_tol is not None and ("eval_loss" in a or "eval_loss" in b):
-            if "eval_loss" not in a or "eval_loss" not in b:
-                fails.append(f"metrics: step {step}: 'eval_loss' in only one of them")
-            else:
-                d = rel(float(a["eval_loss"]), float(b["eval_loss"]))
-                evals.append(d)
-                if not d <= eval_tol:
-                    fails.append(f"metrics: step {step}: eval_loss {a['eval_loss']!r} vs "
-                                 f"{b['eval_loss']!r}, relative difference {d:.3g} > {eval_tol:g}")
-    print(f"metrics: {min(len(ra), len(rb))} steps; max relative loss difference "
-          f"{worst_loss[0]:.3g} (step {worst_loss[1]}); max relative grad_norm difference "
-          f"{worst_gn[0]:.3g} (step {worst_gn[1]})")
-    if eval_tol is not None:
-        print(f"metrics: {len(evals)} eval losses; max relative difference "
-              f"{max(evals, default=0.0):.3g}")
-    return fails
+            w = worst.setdefault(key, [0.0, step, 0, []])
+            w[2] += 1
+            w[3].append((step, a[key], b[key], d))
+            if d > w[0]:
+                w[0], w[1] = d, step
+    return worst, fails
 
 
-def compare_weights(pa, pb, tol):
+def weight_gap(pa, pb):
+    """(largest absolute gap, its tensor, per-tensor gaps, largest |a|, fails)."""
     wa, wb = safetensors_io.load(pa), safetensors_io.load(pb)
     fails = []
     only_a, only_b = sorted(set(wa) - set(wb)), sorted(set(wb) - set(wa))
@@ -111,7 +109,7 @@ def compare_weights(pa, pb, tol):
         fails.append(f"weights: only in {pa}: {', '.join(only_a[:10])}")
     if only_b:
         fails.append(f"weights: only in {pb}: {', '.join(only_b[:10])}")
-    worst = (0.0, None)
+    worst, per, scale = (0.0, None), {}, 0.0
     for name in sorted(set(wa) & set(wb)):
         a, b = wa[name], wb[name]
         if tuple(a.shape) != tuple(b.shape):
@@ -124,21 +122,21 @@ def compare_weights(pa, pb, tol):
             d = math.inf if not torch.equal(a64, b64) else 0.0
         else:
             d = float((a64 - b64).abs().max())
+            scale = max(scale, float(a64.abs().max()))
+        per[name] = d
         if worst[1] is None or d > worst[0]:
             worst = (d, name)
-        if not d <= tol:
-            fails.append(f"weights: '{name}': max absolute difference {d:.3g} > {tol:g}")
-    print(f"weights: {len(set(wa) & set(wb))} tensors; max absolute difference "
-          f"{worst[0]:.3g} ({worst[1]})")
-    return fails
+    return worst[0], worst[1], per, scale, fails
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--metrics", nargs=2, metavar=("A", "B"))
     ap.add_argument("--weights", nargs=2, metavar=("A", "B"))
-    ap.add_argument("--loss-tol", type=float, default=1e-4)
-    ap.add_argument("--weight-tol", type=float, default=1e-4)
+    ap.add_argument("--bound-from", nargs="+", metavar="A64",
+                    help="A64.jsonl [A64.safetensors]: the f64 run of reference A; derive every bound")
+    ap.add_argument("--loss-tol", type=float)
+    ap.add_argument("--weight-tol", type=float)
     ap.add_argument("--grad-norm-tol", type=float)
     ap.add_argument("--eval-loss-tol", type=float)
     ap.add_argument("--steps", type=int)
@@ -146,13 +144,77 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not a.metrics and not a.weights:
         ap.error("give --metrics A B and/or --weights A B")
+    given = {"loss": a.loss_tol, "grad_norm": a.grad_norm_tol, "eval_loss": a.eval_loss_tol}
+    if a.bound_from:
+        if any(v is not None for v in given.values()) or a.weight_tol is not None:
+            ap.error("--bound-from derives every bound: give no --*-tol with it")
+        if len(a.bound_from) > 2:
+            ap.error("--bound-from takes A64.jsonl and optionally A64.safetensors")
+        if not a.metrics:
+            ap.error("--bound-from needs --metrics A B (A the f32 reference)")
+        if a.weights and len(a.bound_from) < 2:
+            ap.error("--weights with --bound-from needs A64.safetensors")
+    else:
+        if a.metrics and a.loss_tol is None:
+            ap.error("--metrics needs --loss-tol (an analysed bound) or --bound-from (a measured one)")
+        if a.weights and a.weight_tol is None:
+            ap.error("--weights needs --weight-tol (an analysed bound) or --bound-from (a measured one)")
     fails = []
     try:
+        tol, rule = {}, {}
+        if a.bound_from:
+            ref, ref_fails = metric_gaps(a.metrics[0], a.bound_from[0], a.steps, KEYS)
+            if ref_fails:
+                for f in ref_fails:
+                    print(f"compare.py: f32 vs f64 reference: {f}", file=sys.stderr)
+                return 2
+            for key, (g, step, _, _) in ref.items():
+                fn = bounds.f32_grad_norm if key == "grad_norm" else bounds.f32_loss
+                floor = fn(0.0)
+                tol[key] = fn(g)
+                rule[key] = (f"= max({bounds.F32_FACTOR:g} x f32-vs-f64 reference gap {g:.2g} "
+                             f"(step {step}), floor {floor:.2g})")
+            if a.weights:
+                g, name, _, scale, wf = weight_gap(a.weights[0], a.bound_from[1])
+                if wf:
+                    for f in wf:
+                        print(f"compare.py: f32 vs f64 reference: {f}", file=sys.stderr)
+                    return 2
+                tol["weights"] = bounds.f32_weight(g, scale)
+                rule["weights"] = (f"= max({bounds.F32_FACTOR:g} x f32-vs-f64 reference gap {g:.2g} "
+                                   f"({name}), floor {bounds.f32_weight(0.0, scale):.2g} "
+                                   f"at weight scale {scale:.2g})")
+        else:
+            for key, v in given.items():
+                if v is not None:
+                    tol[key], rule[key] = v, "(given: analysed" + (", bit-identical)" if v == 0 else ")")
+            if a.weight_tol is not None:
+                tol["weights"], rule["weights"] = a.weight_tol, (
+                    "(given: analysed" + (", bit-identical)" if a.weight_tol == 0 else ")"))
         if a.metrics:
-            fails += compare_metrics(*a.metrics, a.loss_tol, a.grad_norm_tol, a.steps, a.show,
-                                     a.eval_loss_tol)
+            keys = [k for k in KEYS if k in tol]
+            worst, mf = metric_gaps(*a.metrics, a.steps, keys, a.show)
+            fails += mf
+            for key in keys:
+                if key not in worst:
+                    if key != "loss" and a.bound_from:
+                        continue
+                    fails.append(f"metrics: no '{key}' in {a.metrics[1]}")
+                    continue
+                g, step, n, rows = worst[key]
+                print(f"{key} gap {g:.3g} (step {step}, {n} steps), bound {tol[key]:.3g} {rule[key]}")
+                for s, x, y, d in rows:
+                    if not d <= tol[key]:
+                        fails.append(f"metrics: step {s}: {key} {x!r} vs {y!r}, "
+                                     f"relative difference {d:.3g} > {tol[key]:.3g}")
         if a.weights:
-            fails += compare_weights(*a.weights, a.weight_tol)
+            g, name, per, _, wf = weight_gap(*a.weights)
+            fails += wf
+            print(f"weights gap {g:.3g} ({name}, {len(per)} tensors), bound {tol['weights']:.3g} "
+                  f"{rule['weights']}")
+            for n, d in per.items():
+                if not d <= tol["weights"]:
+                    fails.append(f"weights: '{n}': max absolute difference {d:.3g} > {tol['weights']:.3g}")
     except (OSError, safetensors_io.SafetensorsError) as e:
         print(f"compare.py: {e}", file=sys.stderr)
         return 2

@@ -29,10 +29,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
 
-def batch(images, labels, G, t):
+def batch(images, labels, G, t, dtype=torch.float32):
     idx = [(t * G + g) % len(images) for g in range(G)]
     x = torch.from_numpy(images[idx]).permute(0, 3, 1, 2)
-    x = (x.float() / 255 - 0.5) / 0.5
+    x = (x.to(dtype) / 255 - 0.5) / 0.5
     return x, torch.from_numpy(labels[idx].astype(np.int64))
 
 
@@ -50,17 +50,21 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--save-weights", required=True)
+    ap.add_argument("--dtype", choices=("f32", "f64"), default="f32",
+                    help="f64: the same reference in float64, whose gap to the f32 one bounds "
+                         "fsdp's (compare.py --bound-from)")
     a = ap.parse_args(argv)
+    dtype = torch.float64 if a.dtype == "f64" else torch.float32
     images, labels = np.load(a.images), np.load(a.labels)
     _, H, W, C = images.shape
-    flat = safetensors_io.load(a.weights)["classifier.weight"].float()
+    flat = safetensors_io.load(a.weights)["classifier.weight"].to(dtype)
     kernel = torch.nn.Parameter(flat.reshape(flat.shape[0], C, H, W).clone())
     opt = torch.optim.AdamW([kernel], lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=a.weight_decay, foreach=False)
     G = a.global_batch
     with open(a.metrics, "w") as out:
         for t in range(a.steps):
-            x, y = batch(images, labels, G, t)
+            x, y = batch(images, labels, G, t, dtype)
             loss = F.cross_entropy(F.conv2d(x, kernel, stride=(H, W)).flatten(1), y)
             opt.zero_grad()
             loss.backward()
@@ -68,12 +72,12 @@ def main(argv=None):
             opt.step()
             row = {"step": t + 1, "loss": float(loss), "grad_norm": norm}
             if a.eval_images and t + 1 == a.steps:
-                ex, ey = batch(np.load(a.eval_images), np.load(a.eval_labels), G, 0)
+                ex, ey = batch(np.load(a.eval_images), np.load(a.eval_labels), G, 0, dtype)
                 with torch.no_grad():
                     row["eval_loss"] = float(F.cross_entropy(
                         F.conv2d(ex, kernel, stride=(H, W)).flatten(1), ey))
             out.write(json.dumps(row) + "\n")
-    safetensors_io.save({"classifier.weight": kernel.detach().reshape(flat.shape).contiguous()},
+    safetensors_io.save({"classifier.weight": kernel.detach().reshape(flat.shape).float().contiguous()},
                         a.save_weights)
 
 

@@ -71,13 +71,17 @@ def main(argv=None):
     ap.add_argument("--eval-batches", type=int, default=1)
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--save-weights", required=True)
+    ap.add_argument("--dtype", choices=("f32", "f64"), default="f32",
+                    help="f64: the same reference in float64, whose gap to the f32 one bounds "
+                         "fsdp's (compare.py --bound-from)")
     ap.add_argument("--old-combination", type=int, nargs=2, metavar=("R", "A"))
     a = ap.parse_args(argv)
     tokens = np.fromfile(a.data, dtype="<u2").astype(np.int64)
     evals = np.fromfile(a.eval_data, dtype="<u2").astype(np.int64) if a.eval_data else None
     w = safetensors_io.load(a.weights)
-    embed = torch.nn.Parameter(w[EMBED].float().clone())
-    position = torch.nn.Parameter(w[POSITION].float().clone())
+    dtype = torch.float64 if a.dtype == "f64" else torch.float32
+    embed = torch.nn.Parameter(w[EMBED].to(dtype).clone())
+    position = torch.nn.Parameter(w[POSITION].to(dtype).clone())
     opt = torch.optim.AdamW([embed, position], lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=a.weight_decay, foreach=False)
     G, S, M = a.global_batch, a.seq_len, a.mask_token_id
@@ -120,8 +124,8 @@ def main(argv=None):
             out.write(json.dumps(row) + "\n")
     if a.old_combination:
         print("micro-steps with no selected token (step, rank, micro-step):", empty)
-    safetensors_io.save({EMBED: embed.detach().contiguous(),
-                         POSITION: position.detach().contiguous()}, a.save_weights)
+    safetensors_io.save({EMBED: embed.detach().float().contiguous(),
+                         POSITION: position.detach().float().contiguous()}, a.save_weights)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ initialisation, optimizer and loop.
 
 init: every tensor normal(0, 1) * 0.5 from torch's generator seeded with
 --seed (drawn in float64, stored as f32), norm weights 1 + 0.1 of that.
-train: the weights in float64, AdamW as torch's (betas 0.9, 0.95, weight
+train: the weights in --dtype (f64 by default; f32 gives the f32 reference
+whose gap to the f64 one bounds fsdp's, compare.py --bound-from), AdamW as torch's (betas 0.9, 0.95, weight
 decay 0.1 on tensors of two or more dimensions, --eps), one line of metrics
 a step (loss, gradient norm), and the final weights as f32.
 """
@@ -40,6 +41,7 @@ def main(argv, shapes, is_norm_weight, step_loss, seq_len=False, check=None):
     t.add_argument("--lr", type=float, required=True)
     t.add_argument("--save-weights")
     t.add_argument("--eps", type=float, default=1e-8)
+    t.add_argument("--dtype", choices=("f32", "f64"), default="f64")
     a = ap.parse_args(argv)
     if a.cmd == "init":
         g = torch.Generator().manual_seed(a.seed)
@@ -50,7 +52,8 @@ def main(argv, shapes, is_norm_weight, step_loss, seq_len=False, check=None):
         safetensors_io.save(ws, a.out)
         return 0
     loaded = safetensors_io.load(a.weights)
-    w = {n: loaded[n].to(torch.float64).clone().requires_grad_(True) for n in shapes}
+    dtype = torch.float64 if a.dtype == "f64" else torch.float32
+    w = {n: loaded[n].to(dtype).clone().requires_grad_(True) for n in shapes}
     decay = [p for p in w.values() if p.dim() >= 2]
     rest = [p for p in w.values() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],

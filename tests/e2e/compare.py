@@ -2,7 +2,7 @@
 """Compare two training runs: their metrics files and/or their final weights.
 
 usage: compare.py [--metrics A.jsonl B.jsonl] [--weights A.safetensors B.safetensors]
-                  (--bound-from A64.jsonl [A64.safetensors]
+                  (--bound-from A64.jsonl [A64.safetensors] | --spread-from X.jsonl
                    | --loss-tol X [--grad-norm-tol X] [--eval-loss-tol X] [--weight-tol X])
                   [--steps K] [--show]
 
@@ -15,6 +15,11 @@ default:
   weight) of A's largest gap to A64, and B (the run under test) is held to it.
   Every quantity A holds is checked (eval_loss where A has it, the weights
   when --weights is given, which then needs A64.safetensors).
+--spread-from X.jsonl: measured. X is another correct alternative of run A,
+  known to differ from it as B may (e.g. A with bf16 parameters, X the same
+  run with f32 ones, B a run resumed from A's state with f32 ones); the bound
+  on loss and grad_norm is bounds.bf16 (4x, floor 64 f32 ulps) of A's largest
+  gap to X.
 --loss-tol etc: analysed bounds given by the caller, who states the analysis
   beside the command (0: bit-identical, both sides running the same kernels
   on the same values in the same order).
@@ -135,6 +140,9 @@ def main(argv=None):
     ap.add_argument("--weights", nargs=2, metavar=("A", "B"))
     ap.add_argument("--bound-from", nargs="+", metavar="A64",
                     help="A64.jsonl [A64.safetensors]: the f64 run of reference A; derive every bound")
+    ap.add_argument("--spread-from", metavar="X",
+                    help="X.jsonl: a correct alternative of A; bound loss and grad_norm by "
+                         "bounds.bf16 of A's gap to it")
     ap.add_argument("--loss-tol", type=float)
     ap.add_argument("--weight-tol", type=float)
     ap.add_argument("--grad-norm-tol", type=float)
@@ -145,7 +153,14 @@ def main(argv=None):
     if not a.metrics and not a.weights:
         ap.error("give --metrics A B and/or --weights A B")
     given = {"loss": a.loss_tol, "grad_norm": a.grad_norm_tol, "eval_loss": a.eval_loss_tol}
-    if a.bound_from:
+    if a.bound_from and a.spread_from:
+        ap.error("give one of --bound-from and --spread-from")
+    if a.spread_from:
+        if any(v is not None for v in given.values()) or a.weight_tol is not None or a.weights:
+            ap.error("--spread-from bounds the metrics alone: give no --*-tol or --weights with it")
+        if not a.metrics:
+            ap.error("--spread-from needs --metrics A B")
+    elif a.bound_from:
         if any(v is not None for v in given.values()) or a.weight_tol is not None:
             ap.error("--bound-from derives every bound: give no --*-tol with it")
         if len(a.bound_from) > 2:
@@ -162,7 +177,17 @@ def main(argv=None):
     fails = []
     try:
         tol, rule = {}, {}
-        if a.bound_from:
+        if a.spread_from:
+            ref, ref_fails = metric_gaps(a.metrics[0], a.spread_from, a.steps, ("loss", "grad_norm"))
+            if ref_fails:
+                for f in ref_fails:
+                    print(f"compare.py: A vs its alternative: {f}", file=sys.stderr)
+                return 2
+            for key, (g, step, _, _) in ref.items():
+                tol[key] = bounds.bf16(g)
+                rule[key] = (f"= max({bounds.BF16_FACTOR:g} x gap of A to its alternative {g:.2g} "
+                             f"(step {step}), floor {bounds.BF16_FLOOR:.2g})")
+        elif a.bound_from:
             ref, ref_fails = metric_gaps(a.metrics[0], a.bound_from[0], a.steps, KEYS)
             if ref_fails:
                 for f in ref_fails:
@@ -197,7 +222,7 @@ def main(argv=None):
             fails += mf
             for key in keys:
                 if key not in worst:
-                    if key != "loss" and a.bound_from:
+                    if key != "loss" and (a.bound_from or a.spread_from):
                         continue
                     fails.append(f"metrics: no '{key}' in {a.metrics[1]}")
                     continue

@@ -11,6 +11,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+import bounds  # noqa: E402
 import compare  # noqa: E402
 import make_weights  # noqa: E402
 import reference  # noqa: E402
@@ -65,20 +66,35 @@ def main():
             return ["--" + kind, f(a, "jsonl" if kind == "metrics" else "safetensors"),
                     f(b, "jsonl" if kind == "metrics" else "safetensors")]
 
+        # Every bound here is measured (bounds.py) or analysed, none tuned:
         print(f"== (b) {m}: f32 vs f64, 3 steps, G=4, S=16, GPL-3 bytes")
-        check("--show", *both("f32", "f64", "metrics"), "--loss-tol", "1e-5", "--grad-norm-tol", "1e-4",
-              *both("f32", "f64", "weights"), "--weight-tol", "1e-4")
-        print(f"== (c) {m}: grad_accum 2 vs 1, f32")
-        check("--show", *both("f32-acc2", "f32", "metrics"), "--loss-tol", "1e-6", "--grad-norm-tol", "1e-5",
-              *both("f32-acc2", "f32", "weights"), "--weight-tol", "1e-5")
+        # The f32 run's gap to f64 is what the suites measure their bounds
+        # from; here it must be of an f32 rounding's size, F32_FACTOR x the
+        # floors' analysis of bounds.py (64 ulps), and not 0 (f64 ran).
+        check("--show", *both("f32", "f64", "metrics"),
+              "--loss-tol", repr(4 * bounds.f32_loss(0.0)),
+              "--grad-norm-tol", repr(4 * bounds.f32_grad_norm(0.0)),
+              *both("f32", "f64", "weights"), "--weight-tol", repr(4 * bounds.f32_weight(0.0)))
+        with contextlib.redirect_stderr(io.StringIO()):
+            if cmp(*both("f32", "f64", "metrics"), "--loss-tol", "0", quiet=True) == 0:
+                sys.exit("selfcheck: FAILED: --dtype f64 changed nothing")
+        print(f"== (c) {m}: grad_accum 2 vs 1, f32 (bound: the f32 run's gap to f64)")
+        check("--show", *both("f32", "f32-acc2", "metrics"), *both("f32", "f32-acc2", "weights"),
+              "--bound-from", f("f64", "jsonl"), f("f64", "safetensors"))
         print(f"== (c) {m}: grad_accum 2 vs 1, f64")
-        check(*both("f64-acc2", "f64", "metrics"), "--loss-tol", "1e-12", "--grad-norm-tol", "1e-12",
-              *both("f64-acc2", "f64", "weights"), "--weight-tol", "1e-7")
-        print(f"== {m}: --clip-grad-norm 1 vs off (step 1 identical: grad_norm is the pre-clip norm)")
-        check("--show", *both("f32-clip", "f32", "metrics"), "--loss-tol", "1e-2")
+        # Analysed: the f64 analogue of bounds.py's loss floor (64 f64 ulps,
+        # relative), and the weights, saved as f32, one f32 ulp of a weight
+        # below 2 apart at most (two f64 values ulps apart round to neighbours).
+        check(*both("f64-acc2", "f64", "metrics"), "--loss-tol", repr(64 * 2.0 ** -53),
+              "--grad-norm-tol", repr(64 * 2.0 ** -53),
+              *both("f64-acc2", "f64", "weights"), "--weight-tol", repr(2.0 ** -23))
+        print(f"== {m}: --clip-grad-norm 1 vs off (step 1 identical: grad_norm is the pre-clip norm;"
+              " then they differ: the clip acted)")
         check(*both("f32-clip", "f32", "metrics"), "--steps", "1", "--loss-tol", "0", "--grad-norm-tol", "0")
-        print(f"== {m}: --bf16-params vs f32 (close, not equal)")
-        check("--show", *both("bf16", "f32", "metrics"), "--loss-tol", "1e-2")
+        with contextlib.redirect_stderr(io.StringIO()):
+            if cmp(*both("f32-clip", "f32", "metrics"), "--loss-tol", "0", quiet=True) == 0:
+                sys.exit("selfcheck: FAILED: --clip-grad-norm 1 changed nothing")
+        print(f"== {m}: --bf16-params vs f32 (not equal: the bf16 rounding ran)")
         with contextlib.redirect_stderr(io.StringIO()):
             if cmp(*both("bf16", "f32", "metrics"), "--loss-tol", "0", quiet=True) == 0:
                 sys.exit("selfcheck: FAILED: --bf16-params changed nothing")

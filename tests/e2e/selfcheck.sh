@@ -4,6 +4,7 @@
 #   (b) gpt2-tiny and llama-tiny: 3 steps in f32 and in f64 from the same weights and data agree
 #   (c) --grad-accum 2 gives the losses and weights of --grad-accum 1
 # plus --clip-grad-norm and --bf16-params, and the command-line entry points.
+# Bounds: measured from the f32 run's gap to f64 (bounds.py) or analysed (0).
 # usage: tests/e2e/selfcheck.sh [WORKDIR]   (default: a fresh /tmp/fsdp-e2e-selfcheck.*)
 set -euo pipefail
 PY=/usr/bin/python3
@@ -27,10 +28,14 @@ $PY "$HERE/reference.py" --config "$ROOT/models/llama-tiny/config.json" --weight
 # a separate process gives bit-identical results
 $PY "$HERE/compare.py" --metrics "$W/cli.jsonl" "$W/llama-tiny.f32.jsonl" --loss-tol 0 --grad-norm-tol 0 \
   --weights "$W/cli.safetensors" "$W/llama-tiny.f32.safetensors" --weight-tol 0
-# compare.py exits non-zero, naming the step / tensor, on a mismatch
-if $PY "$HERE/compare.py" --metrics "$W/llama-tiny.f32-clip.jsonl" "$W/llama-tiny.f32.jsonl" \
-     --weights "$W/llama-tiny.f32-clip.safetensors" "$W/llama-tiny.f32.safetensors" 2> "$W/fail.txt"; then
-  echo "FAIL: compare.py accepted different runs"; exit 1
+# compare.py exits 1, naming the step / tensor, on a mismatch: clipping is
+# outside the bounds measured from the f32 run's gap to f64
+rc=0
+$PY "$HERE/compare.py" --metrics "$W/llama-tiny.f32.jsonl" "$W/llama-tiny.f32-clip.jsonl" \
+  --weights "$W/llama-tiny.f32.safetensors" "$W/llama-tiny.f32-clip.safetensors" \
+  --bound-from "$W/llama-tiny.f64.jsonl" "$W/llama-tiny.f64.safetensors" > /dev/null 2> "$W/fail.txt" || rc=$?
+if [ "$rc" != 1 ]; then
+  echo "FAIL: compare.py gave $rc on different runs, not 1"; cat "$W/fail.txt"; exit 1
 fi
 echo "  (expected) compare.py rc=1:"; sed 's/^/    /' "$W/fail.txt" | head -4
 echo "selfcheck: all OK"

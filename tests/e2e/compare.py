@@ -4,7 +4,7 @@
 usage: compare.py [--metrics A.jsonl B.jsonl] [--weights A.safetensors B.safetensors]
                   (--bound-from A64.jsonl [A64.safetensors] | --spread-from X.jsonl
                    | --loss-tol X [--grad-norm-tol X] [--eval-loss-tol X] [--weight-tol X])
-                  [--steps K] [--show]
+                  [--zero-gradient REGEX LR EPS K] [--steps K] [--show]
 
 Every bound is either measured or analysed (tests/e2e/bounds.py); none has a
 default:
@@ -23,6 +23,13 @@ default:
 --loss-tol etc: analysed bounds given by the caller, who states the analysis
   beside the command (0: bit-identical, both sides running the same kernels
   on the same values in the same order).
+--zero-gradient REGEX LR EPS K: analysed, for the tensors whose names match
+  REGEX and whose true gradient is exactly 0 (the softmax cancels them): one
+  side may compute that 0 exactly and the other as the rounding left of a
+  zero sum of K terms, at most K f32 ulps of the step's gradient norm, which
+  AdamW (learning rate LR, eps EPS, both constant) turns into moves of up to
+  LR x that / EPS a step. Their bound is the weight bound plus the sum over
+  the steps of those moves, with B's grad norms.
 --metrics: per step, the relative difference |a-b| / max(|a|, |b|) of "loss"
   (and "grad_norm", "eval_loss" where bounded); both files must list the same
   steps (the first K with --steps K).
@@ -35,6 +42,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 import torch
@@ -147,6 +155,9 @@ def main(argv=None):
     ap.add_argument("--weight-tol", type=float)
     ap.add_argument("--grad-norm-tol", type=float)
     ap.add_argument("--eval-loss-tol", type=float)
+    ap.add_argument("--zero-gradient", nargs=4, metavar=("REGEX", "LR", "EPS", "K"),
+                    help="tensors with a true gradient of 0, and the AdamW lr and eps and the "
+                         "reduction length that bound their rounding-driven moves")
     ap.add_argument("--steps", type=int)
     ap.add_argument("--show", action="store_true", help="print both runs' metrics step by step")
     a = ap.parse_args(argv)
@@ -237,9 +248,25 @@ def main(argv=None):
             fails += wf
             print(f"weights gap {g:.3g} ({name}, {len(per)} tensors), bound {tol['weights']:.3g} "
                   f"{rule['weights']}")
+            zero, zero_bound = None, None
+            if a.zero_gradient:
+                if not a.metrics:
+                    ap.error("--zero-gradient needs --metrics A B (B's grad norms)")
+                zero = re.compile(a.zero_gradient[0])
+                lr, eps, k = float(a.zero_gradient[1]), float(a.zero_gradient[2]), int(a.zero_gradient[3])
+                norms = [float(r["grad_norm"]) for r in read_metrics(a.metrics[1])[:a.steps]]
+                moves = sum(lr * k * bounds.U32 * n / eps for n in norms)
+                zero_bound = tol["weights"] + moves
+                held = {n: d for n, d in per.items() if zero.search(n)}
+                if not held:
+                    fails.append(f"weights: --zero-gradient '{zero.pattern}' matches no tensor")
+                print(f"zero-gradient tensors ({len(held)}) gap {max(held.values(), default=0):.3g}, "
+                      f"bound {zero_bound:.3g} = weight bound + {len(norms)} steps of "
+                      f"lr x {k} f32 ulps of the grad norm / eps ({moves:.2g})")
             for n, d in per.items():
-                if not d <= tol["weights"]:
-                    fails.append(f"weights: '{n}': max absolute difference {d:.3g} > {tol['weights']:.3g}")
+                b = zero_bound if zero is not None and zero.search(n) else tol["weights"]
+                if not d <= b:
+                    fails.append(f"weights: '{n}': max absolute difference {d:.3g} > {b:.3g}")
     except (OSError, safetensors_io.SafetensorsError) as e:
         print(f"compare.py: {e}", file=sys.stderr)
         return 2

@@ -30,9 +30,11 @@ namespace kernel_bounds {
 
 using VecD = std::vector<double>;
 
-constexpr double kU = 0x1p-24;    // float unit roundoff (half an ulp)
-constexpr double kU64 = 0x1p-53;  // double unit roundoff
-constexpr double kBf16U = 0x1p-9; // one bf16 rounding: half an ulp, relative
+constexpr double kU = 0x1p-24;   // float unit roundoff (half an ulp)
+constexpr double kU64 = 0x1p-53; // double unit roundoff
+// bf16 keeps 8 significant bits (7 stored): one rounding to nearest is half
+// an ulp, at most u = 2^-8 relative (as float's 24 bits give 2^-24).
+constexpr double kBf16U = 0x1p-8;
 constexpr double kPi = 3.14159265358979323846;
 
 // gamma_k: the bound on k roundings of relative size <= u.

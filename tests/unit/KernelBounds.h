@@ -238,8 +238,10 @@ struct AttentionBounds {
 //   p_j = exp(s_j - mx) / sum: relative error eps_p <= 2 max_j ds_j (the
 //   softmax moves p_j by ds_j - sum p ds) + u |s_j - mx| + 2u (the
 //   subtraction and one exp ulp, in p_j and in the sum) + gamma_{m+2} (the
-//   float sum, 1/sum, the product); `extraRel` adds what another algorithm
-//   spends (the CUDA kernel's running-max rescales);
+//   float sum, 1/sum, the product); `rescales`: an online softmax (the CUDA
+//   kernel's) rescales its running sum and output by exp(m_old - m_new) at
+//   each new key tile, (5 + |s_j - mx|) u each (one exp at 2 ulps, the
+//   argument, the product);
 //   out = P v: (eps_p + gamma_{m+2}) sum_j p_j |v_j|.
 // Backward, with o the output the kernel reads (its error eo, may be null):
 //   dP_j = dy.v_j: gamma_{Dh+2} sum |dy||v_j|; D = dy.o: gamma_Dh sum |dy||o|
@@ -253,7 +255,7 @@ struct AttentionBounds {
 inline AttentionBounds attentionBounds(const VecD &q, const VecD &k, const VecD &v, const VecD &dy,
                                        const VecD *o, const VecD *eo, int64_t B, int64_t S,
                                        int64_t H, int64_t KV, int64_t Dh, int64_t window,
-                                       bool causal, double extraRel = 0) {
+                                       bool causal, int64_t rescales = 0) {
   const int64_t nq = B * S * H * Dh, nk = B * S * KV * Dh;
   AttentionBounds r{VecD(nq, 0.0), VecD(nq, 0.0), VecD(nq, 0.0), VecD(nk, 0.0), VecD(nk, 0.0)};
   VecD condK(nk, 0.0), errK(nk, 0.0), condV(nk, 0.0), errV(nk, 0.0);
@@ -287,7 +289,8 @@ inline AttentionBounds attentionBounds(const VecD &q, const VecD &k, const VecD 
         }
         for (int64_t j = lo; j <= hi; ++j)
           p[j] /= sum;
-        const double epsP = 2 * dsMax + 2 * kU * (spread + 2) + gammaK(m + 2) + extraRel;
+        const double epsP = 2 * dsMax + 2 * kU * (spread + 2) + gammaK(m + 2) +
+                            double(rescales) * (5 + spread) * kU;
         double *oi = &r.out[((b * S + i) * H + h) * Dh];
         double *eoi = &r.eOut[((b * S + i) * H + h) * Dh];
         for (int64_t j = lo; j <= hi; ++j) {

@@ -67,13 +67,16 @@ class SelfAttention(nn.Module):
         self.key = _Weight((d, d), (d,) if bias else None, dtype)
         self.value = _Weight((d, d), (d,) if bias else None, dtype)
 
-    def forward(self, x):
-        B, S, D = x.shape
+    def forward(self, xq, xk=None, xv=None):
+        """xq, xk, xv: the input, or its three uses (models.uses)."""
+        if xk is None:
+            xq, xk, xv = models.uses(xq, 3)
+        B, S, D = xq.shape
 
-        def split(lin):
-            return _linear(lin, models.U(x)).view(B, S, self.heads, self.hd).transpose(1, 2)
+        def split(lin, x):
+            return _linear(lin, x).view(B, S, self.heads, self.hd).transpose(1, 2)
 
-        q, k, v = split(self.query), split(self.key), split(self.value)
+        q, k, v = split(self.query, xq), split(self.key, xk), split(self.value, xv)
         att = torch.softmax(torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd), dim=-1)
         return R(torch.matmul(att, v)).transpose(1, 2).reshape(B, S, D)
 
@@ -109,7 +112,8 @@ class BertLayer(nn.Module):
 
     def forward(self, x, eps):
         a = self.attention
-        x = _layer_norm(a.output.LayerNorm, R(x + _linear(a.output.dense, a.self(x))), eps)
+        xq, xk, xv, xr = models.uses(x, 4)  # q, k, v, then the residual
+        x = _layer_norm(a.output.LayerNorm, R(xr + _linear(a.output.dense, a.self(xq, xk, xv))), eps)
         h = R(gelu_erf(_linear(self.intermediate.dense, models.U(x))))
         return _layer_norm(self.output.LayerNorm, R(x + _linear(self.output.dense, h)), eps)
 

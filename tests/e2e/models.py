@@ -118,10 +118,26 @@ def R(x):
 
 
 def U(x):
-    """x as one of several uses: with BF16_EACH_USE its gradient contribution
-    is rounded to bf16 before autograd sums it with the others (x is already
+    """x as one of two uses: with BF16_EACH_USE its gradient contribution
+    is rounded to bf16 before autograd sums it with the other (x is already
     bf16, so the forward is unchanged)."""
     return _Bf16.apply(x) if BF16_COMPUTE and BF16_EACH_USE else x
+
+
+def uses(x, n):
+    """x for its n uses, in forward order. With BF16_EACH_USE the gradient
+    reaching x is summed as fsdp sums it (planner/TrainingStep.cpp): the last
+    use's contribution first, then each earlier one added, every partial sum
+    rounded to bf16. A chain of roundings does it: use k reads a rounding of
+    the k-th link, and link k's gradient (use k's plus all later ones') is
+    rounded as it passes to link k-1."""
+    if not (BF16_COMPUTE and BF16_EACH_USE):
+        return [x] * n
+    out, link = [], x
+    for _ in range(n):
+        link = _Bf16.apply(link)
+        out.append(_Bf16.apply(link))
+    return out
 
 
 class _Weight(nn.Module):
@@ -311,14 +327,15 @@ class LlamaAttention(nn.Module):
     def proj(self, lin, x, heads):
         B, S, _ = x.shape
         b = getattr(lin, "bias", None)
-        y = R(F.linear(U(x), R(lin.weight), None if b is None else R(b)))
+        y = R(F.linear(x, R(lin.weight), None if b is None else R(b)))
         return y.view(B, S, heads, self.hd)
 
     def forward(self, x, cos, sin):
         B, S, _ = x.shape
-        q = self.proj(self.q_proj, x, self.heads)
-        k = self.proj(self.k_proj, x, self.kv)
-        v = self.proj(self.v_proj, x, self.kv).transpose(1, 2)
+        xq, xk, xv = uses(x, 3)
+        q = self.proj(self.q_proj, xq, self.heads)
+        k = self.proj(self.k_proj, xk, self.kv)
+        v = self.proj(self.v_proj, xv, self.kv).transpose(1, 2)
         if hasattr(self, "q_norm"):  # Qwen3: RMSNorm over head_dim, before RoPE
             q = R(rms_norm(q, R(self.q_norm.weight), self.eps))
             k = R(rms_norm(k, R(self.k_norm.weight), self.eps))

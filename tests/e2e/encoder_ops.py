@@ -5,8 +5,9 @@ model: gpt2-tiny's graph with every causal_attention made `attention` and every
 gelu given `"approximate": "none"`. fsdp-plan + fsdp-run at world sizes 1 and 2
 (full-shard) and 2 (no-shard), 10 steps, against reference.py --bidirectional
 --exact-gelu (models.py's GPT-2 with the mask dropped and GELU written with
-erf): losses and final weights within bounds from the reference's gap to
-its own f64 run (matrix.F32Bounds, bounds.py: 4x, floor 64 f32 ulps), the
+erf): losses and final weights within bounds from the reference's spread
+to its f64 run and other BLAS kernels (matrix.F32Bounds, bounds.py: 4x,
+floor 64 f32 ulps), the
 key third of c_attn.bias (true gradient 0, so AdamW turns rounding into
 updates of up to lr) held to 4x the reference's own gap there; measured
 peak = predicted. bf16 compute, at world sizes 1 and 2, against the
@@ -39,7 +40,7 @@ def key_bias(name, i, shape):
     """c_attn.bias's key third adds the same q.b to every score of a row, which
     the softmax cancels: its true gradient is 0, and AdamW turns the rounding
     noise in it into updates of up to lr a step, in the f32 reference as in
-    fsdp; held to 4x the reference's own gap to its f64 run there."""
+    fsdp; held to 4x the reference's own spread there."""
     return name.endswith("attn.c_attn.bias") and shape[0] // 3 <= i < 2 * shape[0] // 3
 
 

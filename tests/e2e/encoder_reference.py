@@ -83,7 +83,7 @@ def batch_loss(model, data, x, y, divisor):
 
 
 def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, eval_batches=1,
-          bf16_params=False, on_step=None):
+          bf16_params=False, on_step=None, allowance=None, terms=0):
     """Trains `model` on `data` (MaskedText or Images) `steps` steps of G samples
     in A micro-steps. opt_args: an object with reference.py's optimizer flags
     (lr, beta1, beta2, eps, weight_decay, clip_grad_norm, lr_schedule,
@@ -138,6 +138,8 @@ def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, ev
         lr = reference.learning_rate(opt_args, t + 1)
         for group in opt.param_groups:
             group["lr"] = lr
+        if allowance is not None:  # reference.add_adam_allowance, terms a step
+            reference.add_adam_allowance(model.named_parameters(), allowance, lr, terms)
         opt.step()
         rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn), "lr": lr}
         if models.FLIP_SENSITIVITY:  # step 1, relative to the loss (reference.py)
@@ -247,11 +249,16 @@ def run(a, cfg):
             print(f"step {rec['step']}: loss {rec['loss']:.9g} grad_norm {rec['grad_norm']:.9g}")
 
     try:
+        allowance = {} if a.save_adam_allowance else None
         train(model, data, a, a.steps, G, A, eval_data, a.eval_every, a.eval_batches,
-              a.bf16_params, on_step)
+              a.bf16_params, on_step, allowance, G * a.seq_len)
     except ValueError as e:
         reference.die(str(e))
     if mf:
         mf.close()
     if a.save_weights:
         save_weights(model, a.save_weights, torch.float64 if a.save_dtype == "f64" else torch.float32)
+    if a.save_adam_allowance:
+        safetensors_io.save({n: allowance.get(n, torch.zeros(p.shape)).to(torch.float32)
+                             for n, p in model.named_parameters()},
+                            a.save_adam_allowance, metadata={"format": "pt"})

@@ -3,7 +3,8 @@
 the PyTorch reference of each family (tests/e2e/models.py, written from HF's
 definitions) on its tiny model, at world sizes 1, 2 and 4 and every strategy,
 10 steps: losses and final weights within the f32 bounds derived from the
-reference's gap to its f64 run (matrix.F32Bounds, bounds.py), measured peak
+reference's spread to its f64 run and other BLAS kernels (matrix.F32Bounds,
+bounds.py), measured peak
 arena bytes = the plan's prediction.
 
 Weights are drawn with std 0.02 as in matrix.py, but 0.2 for mistral-tiny: at
@@ -13,7 +14,7 @@ run checks (the window must matter). Not 0.2 for qwen2-tiny: k_proj.bias adds
 the same q·b to every score of a row, so its true gradient is 0 and AdamW
 turns the rounding noise in it into updates of ~lr; at 0.2 that noise reached
 1.06e-4 in the final k_proj.bias (every other tensor within 3.6e-5), and the
-f32 reference's own gap to its f64 run, which sets the weight bound, would
+f32 reference's own spread, which sets the weight bound, would
 grow with it and blunt the check of every other weight.
 
 mistral-tiny: sliding window 16, shorter than the 32-token sequences.

@@ -121,6 +121,26 @@ def save_weights(model, path, tensors, mapping, dtype):
     safetensors_io.save(out, path, metadata={"format": "pt"})
 
 
+def add_adam_allowance(named_params, allowance, lr, terms):
+    """AdamW's step is lr * m / (sqrt(v) + eps): where a gradient is within
+    its rounding of 0, two correct f32 runs may step up to lr in opposite
+    directions, which no measured spread foresees (one element of
+    encoder_ops.py's weights under Zen kernels: 1e-5 apart, 6x the spread).
+    Adds 2 lr to allowance[name] at each element whose |g| is at most terms
+    x u32 x its tensor's largest |g|: the rounding bound of a sum of `terms`
+    terms (a weight gradient sums over the step's tokens), taken at the
+    tensor's largest gradient as the scale of its terms (stated, not
+    proven: a term may exceed the largest sum). An exact 0 gets none: it is
+    a row nothing used (an embedding's unseen tokens), 0 in every run."""
+    for name, p in named_params:
+        if p.grad is None:
+            continue
+        g = p.grad.detach().abs().to(torch.float64)
+        near_zero = (g <= terms * 2.0 ** -24 * float(g.max())) & (g > 0)
+        acc = allowance.setdefault(name, torch.zeros(g.shape, dtype=torch.float64))
+        acc += 2 * lr * near_zero.to(torch.float64)
+
+
 def load_tokens(path, vocab, dtype=None):
     """Tokens of `dtype` (uint16 or uint32); by default the narrowest that holds
     the vocabulary (uint16 up to 65536 tokens), as fsdp-run's --data-dtype."""
@@ -202,6 +222,9 @@ def main(argv=None):
                          "activation used twice before the sum (models.BF16_EACH_USE)")
     ap.add_argument("--metrics")
     ap.add_argument("--save-weights")
+    ap.add_argument("--save-adam-allowance", metavar="FILE",
+                    help="per weight element, 2 lr for each step its gradient was within "
+                         "rounding of 0 (add_adam_allowance), HF names as --save-weights")
     ap.add_argument("--save-dtype", choices=("f32", "f64"), default="f32")
     ap.add_argument("--no-dropout", action="store_true",
                     help="train a config with non-zero dropout without dropout")
@@ -293,6 +316,7 @@ def main(argv=None):
 
     params = list(model.parameters())
     opt = adamw(params, a)
+    allowance = {}
 
     mf = open(a.metrics, "w") if a.metrics else None
     mb = G // A
@@ -322,6 +346,8 @@ def main(argv=None):
         lr = learning_rate(a, t + 1)
         for group in opt.param_groups:
             group["lr"] = lr
+        if a.save_adam_allowance:
+            add_adam_allowance(model.named_parameters(), allowance, lr, G * S)
         opt.step()
         rec = {"step": t + 1, "loss": step_loss, "grad_norm": float(gn), "lr": lr}
         if models.FLIP_SENSITIVITY:  # step 1, relative to the loss
@@ -340,6 +366,13 @@ def main(argv=None):
     if a.save_weights:
         save_weights(model, a.save_weights, tensors, mapping,
                      torch.float64 if a.save_dtype == "f64" else torch.float32)
+    if a.save_adam_allowance:
+        params = dict(model.named_parameters())
+        out = {}
+        for name, (kind, pname) in mapping.items():
+            out[name] = (torch.zeros(tensors[name].shape) if kind == "keep" else
+                         allowance.get(pname, torch.zeros(params[pname].shape)).to(torch.float32))
+        safetensors_io.save(out, a.save_adam_allowance, metadata={"format": "pt"})
 
 
 if __name__ == "__main__":

@@ -185,6 +185,17 @@ def main(argv=None):
             ap.error("--metrics needs --loss-tol (an analysed bound) or --bound-from (a measured one)")
         if a.weights and a.weight_tol is None:
             ap.error("--weights needs --weight-tol (an analysed bound) or --bound-from (a measured one)")
+    zero_gradient = None
+    if a.zero_gradient:
+        if not (a.metrics and a.weights):
+            ap.error("--zero-gradient needs --weights A B and --metrics A B (B's grad norms)")
+        try:
+            zero_gradient = (re.compile(a.zero_gradient[0]), float(a.zero_gradient[1]),
+                             float(a.zero_gradient[2]), int(a.zero_gradient[3]))
+        except (re.error, ValueError) as e:
+            ap.error(f"--zero-gradient REGEX LR EPS K: {e}")
+        if not (zero_gradient[1] > 0 and zero_gradient[2] > 0 and zero_gradient[3] > 0):
+            ap.error("--zero-gradient: LR, EPS and K must be positive")
     fails = []
     try:
         tol, rule = {}, {}
@@ -250,10 +261,7 @@ def main(argv=None):
                   f"{rule['weights']}")
             zero, zero_bound = None, None
             if a.zero_gradient:
-                if not a.metrics:
-                    ap.error("--zero-gradient needs --metrics A B (B's grad norms)")
-                zero = re.compile(a.zero_gradient[0])
-                lr, eps, k = float(a.zero_gradient[1]), float(a.zero_gradient[2]), int(a.zero_gradient[3])
+                zero, lr, eps, k = zero_gradient
                 norms = [float(r["grad_norm"]) for r in read_metrics(a.metrics[1])[:a.steps]]
                 moves = sum(lr * k * bounds.U32 * n / eps for n in norms)
                 zero_bound = tol["weights"] + moves

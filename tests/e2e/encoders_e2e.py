@@ -113,10 +113,8 @@ def main():
             worst["loss"] = max(worst["loss"], loss_diff)
         if w_diff is not None:
             worst["weight"] = max(worst["weight"], w_diff)
-        gap = (lambda g, b: matrix.gap_text(g, b)) if tol else \
-            (lambda g, b: "?" if g is None else "%.3g" % g)
-        print(ROW % (model, world, what, gap(loss_diff, tol and tol.loss),
-                     gap(w_diff, tol and tol.weight), peak_text,
+        print(ROW % (model, world, what, matrix.gap_text(loss_diff, tol and tol.loss),
+                     matrix.gap_text(w_diff, tol and tol.weight), peak_text,
                      "ok" if ok else "FAILED " + (problem or "")))
 
     for model in args.models.split(","):

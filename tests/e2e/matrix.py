@@ -33,10 +33,14 @@ GLOBAL_BATCH = 12
 SEQ = 32
 
 
-def run(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run(cmd, env=None):
+    """Runs cmd (with `env` added to this process's environment); its output,
+    or exits naming the command."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, **env} if env else None)
     if r.returncode != 0:
-        print("FAILED: " + " ".join(cmd) + "\n" + r.stdout)
+        print("FAILED: " + "".join("%s=%s " % kv for kv in (env or {}).items()) + " ".join(cmd) +
+              "\n" + r.stdout)
         sys.exit(1)
     return r.stdout
 
@@ -82,13 +86,11 @@ def gaps(ref_metrics, metrics, ref_weights, weights, held=None, allowance=None):
             return loss, None, None, "shape of %s differs" % name
         allow = allowance.get(name) if allowance else None
         for i, (u, v) in enumerate(zip(x, y)):
-            if allow is not None:
-                d = max(0.0, abs(u - v) - allow[i])
-                u, v = d, 0.0
+            d = abs(u - v) if allow is None else max(0.0, abs(u - v) - allow[i])
             if held and held(name, i, shape):
-                held_gap = max(held_gap, abs(u - v))
+                held_gap = max(held_gap, d)
             else:
-                worst = max(worst, abs(u - v))
+                worst = max(worst, d)
     return loss, worst, held_gap, None
 
 
@@ -101,8 +103,8 @@ class F32Bounds:
 
     def __init__(self, ref_metrics, ref_weights, alternatives, held=None, allowance=None):
         self.held_picks, self.alternatives = held, alternatives
-        self.allowance = read_f32_tensors(allowance) if allowance else None
-        self.allowance = {n: a for n, (_, a) in self.allowance.items()} if allowance else None
+        self.allowance = ({n: a for n, (_, a) in read_f32_tensors(allowance).items()}
+                          if allowance else None)
         self.ref_gaps, self.which = [0.0, 0.0, 0.0], [None, None, None]
         for label, m, w in alternatives:
             got = gaps(ref_metrics, m, ref_weights, w, held, self.allowance)
@@ -141,7 +143,7 @@ def f32_bounds(args, tag, ref_cmd, ref_metrics, ref_weights, held=None):
         cmd = list(ref_cmd)
         for flag, value in (("--metrics", m), ("--save-weights", w)):
             cmd[cmd.index(flag) + 1] = value
-        run_env(cmd + flags, env)
+        run(cmd + flags, env)
         alts.append((label, m, w))
     return F32Bounds(ref_metrics, ref_weights, alts, held, allowance)
 
@@ -169,9 +171,11 @@ def compare(ref_metrics, metrics, ref_weights, weights, tol, held=None):
     return loss, worst, problem
 
 
-def gap_text(gap, bound):
-    """A measured gap beside its bound: "gap/bound"."""
-    return "?" if gap is None else "%.3g/%.2g" % (gap, bound)
+def gap_text(gap, bound=None):
+    """A measured gap beside its bound: "gap/bound" ("gap" for an unbounded one)."""
+    if gap is None:
+        return "?"
+    return "%.3g" % gap if bound is None else "%.3g/%.2g" % (gap, bound)
 
 
 def seq_flags(seq):
@@ -222,19 +226,6 @@ def read_metrics(path):
 QUANTITIES = ("loss1", "norm1", "loss")
 
 
-def run_env(cmd, env):
-    """run(), with `env` added to this process's environment."""
-    if not env:
-        return run(cmd)
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env={**os.environ, **env})
-    if r.returncode != 0:
-        print("FAILED: %s %s\n%s" % (" ".join("%s=%s" % kv for kv in env.items()), " ".join(cmd),
-                                       r.stdout))
-        sys.exit(1)
-    return r.stdout
-
-
 def blas_alternates():
     """bounds.blas_alternates as references() takes them."""
     return [("%s kernels" % label, [], env) for label, env in bounds.blas_alternates()]
@@ -249,7 +240,7 @@ def references(args, tag, ref_cmd, alternates):
     alts = {}
     for label, flags, env in alternates:
         alts[label] = os.path.join(args.work, "%s.ref-%s.jsonl" % (tag, label.replace(" ", "-")))
-        run_env(ref_cmd + list(flags) + ["--metrics", alts[label]], env)
+        run(ref_cmd + list(flags) + ["--metrics", alts[label]], env)
     return ref, alts
 
 

@@ -65,11 +65,8 @@ const char *support::fileKind(unsigned mode) {
   return "a special file";
 }
 
-namespace {
-
-// Opens `path` for reading without blocking and checks it: *fd on success.
-std::string openChecked(const std::string &path, int64_t maxBytes, const std::string &what, int *fd,
-                        int64_t *size) {
+std::string support::openRegularFile(const std::string &path, int64_t maxBytes,
+                                     const std::string &what, int *fd, int64_t *size) {
   *fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (*fd < 0)
     return path + ": cannot read the " + what + ": " + std::strerror(errno);
@@ -85,17 +82,19 @@ std::string openChecked(const std::string &path, int64_t maxBytes, const std::st
     return path + ": cannot read the " + what + ": " + std::to_string((long long)st.st_size) +
            " bytes, over the limit of " + support::describeBytes(maxBytes);
   }
+  // Regular files ignore O_NONBLOCK; cleared so that the caller reads as usual.
+  int flags = ::fcntl(*fd, F_GETFL);
+  if (flags >= 0)
+    ::fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK);
   *size = st.st_size;
   return "";
 }
-
-} // namespace
 
 std::string support::checkRegularFile(const std::string &path, int64_t maxBytes,
                                       const std::string &what) {
   int fd = -1;
   int64_t size = 0;
-  std::string err = openChecked(path, maxBytes, what, &fd, &size);
+  std::string err = openRegularFile(path, maxBytes, what, &fd, &size);
   if (err.empty())
     ::close(fd);
   return err;
@@ -105,7 +104,7 @@ std::string support::readRegularFile(const std::string &path, int64_t maxBytes,
                                      const std::string &what, std::string *text) {
   int fd = -1;
   int64_t size = 0;
-  std::string err = openChecked(path, maxBytes, what, &fd, &size);
+  std::string err = openRegularFile(path, maxBytes, what, &fd, &size);
   if (!err.empty())
     return err;
   text->clear();

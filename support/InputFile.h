@@ -27,6 +27,13 @@ constexpr int kMaxJsonDepth = 512;
 std::string readRegularFile(const std::string &path, int64_t maxBytes, const std::string &what,
                             std::string *text);
 
+/// Opens `path` for reading: a regular file of at most `maxBytes`, checked
+/// after an open that does not block (a FIFO is refused, not waited on) and
+/// before any byte is read. On success *fd (the caller closes it) and *size.
+/// Returns "" or why not, starting with the path.
+std::string openRegularFile(const std::string &path, int64_t maxBytes, const std::string &what,
+                            int *fd, int64_t *size);
+
 /// Checks that `path` is a regular file of at most `maxBytes` without reading
 /// it. Returns "" or why not, starting with the path.
 std::string checkRegularFile(const std::string &path, int64_t maxBytes, const std::string &what);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Checkpoint.h"
+#include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
 
@@ -46,24 +47,6 @@ struct ShardHeader {
   uint32_t headerCrc, pad;
 };
 static_assert(sizeof(ShardHeader) == 56, "the shard header is 56 bytes on disk");
-
-uint32_t crc32(const void *data, size_t n, uint32_t crc = 0) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  const unsigned char *p = static_cast<const unsigned char *>(data);
-  for (size_t i = 0; i < n; ++i)
-    crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
 
 uint32_t headerCrc(ShardHeader h) {
   h.headerCrc = 0;

@@ -168,6 +168,17 @@ std::string fsdp::io::renameDurable(const std::string &from, const std::string &
   return syncDirectory(parentOf(to));
 }
 
+std::string fsdp::io::linkDurable(const std::string &from, const std::string &to) {
+  int e = faultPoint("link-before", to);
+  if (!e && ::link(from.c_str(), to.c_str()) != 0)
+    e = errno;
+  if (!e)
+    e = faultPoint("link-after", to);
+  if (e)
+    return failure("cannot link " + from + " to it", to, e);
+  return syncDirectory(parentOf(to));
+}
+
 std::string fsdp::io::makeDirectory(const std::string &dir) {
   int e = faultPoint("mkdir", dir);
   if (!e && ::mkdir(dir.c_str(), 0755) != 0)

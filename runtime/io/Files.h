@@ -9,7 +9,7 @@
 // `kill` raises SIGKILL there, `enospc` and `eio` make that operation fail
 // with ENOSPC or EIO. FSDP_FAULT=list prints each point to stderr as it is
 // reached ("fsdp-fault: 7 fsync-before PATH"). The points: each write call,
-// before and after each fsync, before and after each rename, each mkdir and
+// before and after each fsync, before and after each rename and link, each mkdir and
 // each removal. Without FSDP_FAULT a point costs one relaxed load.
 //
 //===----------------------------------------------------------------------===//
@@ -55,6 +55,9 @@ std::string writeFileDurable(const std::string &path, const std::string &content
 std::string syncDirectory(const std::string &dir);
 /// rename(2), then fsync of the destination's directory.
 std::string renameDurable(const std::string &from, const std::string &to);
+/// link(2): a second name `to` (which must not exist) for the file `from`,
+/// then fsync of `to`'s directory. Fault points "link-before"/"link-after".
+std::string linkDurable(const std::string &from, const std::string &to);
 /// mkdir(2) of one folder (its parent must exist).
 std::string makeDirectory(const std::string &dir);
 /// Removes a file or a folder and everything in it (no shell).

@@ -1,5 +1,6 @@
 //===- Safetensors.cpp ----------------------------------------------------===//
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
 #include "support/InputFile.h"
 
@@ -7,11 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,18 +47,55 @@ static int64_t elementSize(const std::string &dtype) {
   return 0;
 }
 
+// Checksums fsdp's writer records in __metadata__ (string values, as the
+// format requires): the block size, one CRC-32 per block of the data section
+// (hex, comma-separated) and the CRC-32 of the 8-byte length and the header
+// with this value's 8 digits read as "00000000". Files from elsewhere have
+// none and are read unchecked.
+static const char *const kCrcBlockKey = "fsdp_crc32_block_bytes";
+static const char *const kCrcDataKey = "fsdp_crc32_data";
+static const char *const kCrcHeaderKey = "fsdp_crc32_header";
+// As checkpoints: a flipped byte costs re-reading at most two such blocks.
+constexpr int64_t kCrcBlockBytes = int64_t(1) << 20;
+
+static std::string hex8(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+static bool parseHex8(const std::string &s, uint32_t *v) {
+  if (s.size() != 8 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return false;
+  *v = (uint32_t)std::strtoul(s.c_str(), nullptr, 16);
+  return true;
+}
+
+// The CRC-32 of the length and the header, the header checksum's digits
+// read as zeros. `at`: where those 8 digits start in `header`.
+static uint32_t headerCrc(uint64_t len, std::string header, size_t at) {
+  header.replace(at, 8, "00000000");
+  return crc32(header.data(), header.size(), crc32(&len, 8));
+}
+
+// The entry of the header checksum in the text, `"fsdp_crc32_header":"`,
+// exactly once (a duplicate key is refused before this), or npos.
+static size_t findHeaderCrc(const std::string &header) {
+  std::string key = std::string("\"") + kCrcHeaderKey + "\":\"";
+  size_t at = header.find(key);
+  if (at == std::string::npos || header.find(key, at + 1) != std::string::npos)
+    return std::string::npos;
+  return at + key.size();
+}
+
 std::string SafetensorsReader::open(const std::string &p) {
   file = p;
-  // O_NONBLOCK: a FIFO is refused below, not waited on.
-  fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    return file + ": cannot open the weights: " + std::strerror(errno);
-  struct stat st;
-  fstat(fd, &st);
-  if (!S_ISREG(st.st_mode))
-    return file + ": cannot open the weights: " + support::fileKind(st.st_mode) +
-           ", not a regular file";
-  fileSize = st.st_size;
+  // A FIFO or a device is refused before a byte is read, never waited on.
+  std::string err = support::openRegularFile(file, INT64_MAX, "weights", &fd, &fileSize);
+  if (!err.empty()) {
+    fd = -1;
+    return err;
+  }
   uint64_t headerLen = 0;
   if (fileSize < 8 || ::pread(fd, &headerLen, 8, 0) != 8)
     return file + ": not a safetensors file (shorter than its 8-byte header length)";
@@ -64,45 +106,191 @@ std::string SafetensorsReader::open(const std::string &p) {
   if (::pread(fd, header.data(), headerLen, 8) != (ssize_t)headerLen)
     return file + ": cannot read the safetensors header";
   dataStart = 8 + headerLen;
+  // The format: the header begins with '{' and may end in spaces (0x20)
+  // after its '}', nothing else.
+  if (header.empty() || header[0] != '{') {
+    char b[8];
+    std::snprintf(b, sizeof b, "0x%02x", header.empty() ? 0u : (unsigned char)header[0]);
+    return file + ": malformed safetensors header: it must begin with '{', not " +
+           (header.empty() ? std::string("be empty") : std::string("byte ") + b) +
+           " (at byte 8 of the file)";
+  }
+  size_t last = header.find_last_not_of(' ');
+  if (header[last] != '}')
+    return file + ": malformed safetensors header: after its closing '}' only spaces (0x20) " +
+           "may pad it, but byte " + std::to_string(8 + last) + " of the file is not one";
   unsigned line = 0, col = 0;
   std::string deep = support::checkJsonDepth(header, &line, &col);
   if (!deep.empty())
     return file + ": malformed safetensors header: " + deep;
+  // nlohmann keeps the last of duplicate keys: the callback sees each key as
+  // it is parsed, so a duplicate is refused, not resolved.
+  std::vector<std::vector<std::string>> keys; // per open object
+  std::string top, duplicate;
+  auto callback = [&](int, json::parse_event_t ev, json &parsed) {
+    if (ev == json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (ev == json::parse_event_t::object_end) {
+      keys.pop_back();
+    } else if (ev == json::parse_event_t::key && duplicate.empty()) {
+      std::string k = parsed.get<std::string>();
+      std::vector<std::string> &seen = keys.back();
+      if (std::find(seen.begin(), seen.end(), k) != seen.end())
+        duplicate = keys.size() == 1
+                        ? "'" + k + "' appears twice in the header"
+                        : "key '" + k + "' appears twice in the entry of '" + top + "'";
+      seen.push_back(k);
+      if (keys.size() == 1)
+        top = k;
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(header);
+    j = json::parse(header, callback);
   } catch (const json::exception &e) {
     return file + ": malformed safetensors header: " + e.what();
   }
+  if (!duplicate.empty())
+    return file + ": malformed safetensors header: " + duplicate;
   if (!j.is_object())
     return file + ": malformed safetensors header: not an object";
+  std::map<std::string, std::string> metadata;
   for (auto &[name, v] : j.items()) {
-    if (name == "__metadata__")
+    if (name == "__metadata__") {
+      // A map of strings to strings, as the format says.
+      if (!v.is_object())
+        return file + ": \"__metadata__\" is " + v.dump() + ", not an object of strings";
+      for (auto &[k, s] : v.items()) {
+        if (!s.is_string())
+          return file + ": \"__metadata__\": '" + k + "' is " + s.dump() + ", not a string";
+        metadata[k] = s.get<std::string>();
+      }
       continue;
-    try {
-      TensorInfo t;
-      t.dtype = v.at("dtype").get<std::string>();
-      t.shape = v.at("shape").get<std::vector<int64_t>>();
-      auto offs = v.at("data_offsets").get<std::vector<int64_t>>();
-      if (offs.size() != 2)
-        return file + ": tensor '" + name + "' has malformed data_offsets";
-      t.begin = offs[0];
-      t.end = offs[1];
-      int64_t n = 1;
-      for (int64_t d : t.shape)
-        n *= d;
-      int64_t es = elementSize(t.dtype);
-      if (es == 0)
-        return file + ": tensor '" + name + "' has unknown dtype " + t.dtype;
-      if (t.end - t.begin != n * es || t.begin < 0 || dataStart + t.end > fileSize)
-        return file + ": tensor '" + name +
-               "' has a byte range that does not match its "
-               "shape or lies past the end of the file";
-      infos[name] = t;
-    } catch (const json::exception &) {
-      return file + ": tensor '" + name + "' has a malformed header entry";
     }
+    if (!v.is_object())
+      return file + ": tensor '" + name + "' has a malformed header entry (not an object)";
+    auto integers = [](const json &a) {
+      if (!a.is_array())
+        return false;
+      for (const json &x : a)
+        if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<int64_t>() < 0))
+          return false;
+      return true;
+    };
+    if (!v.contains("dtype") || !v["dtype"].is_string())
+      return file + ": tensor '" + name + "' has no \"dtype\" string";
+    if (!v.contains("shape") || !integers(v["shape"]))
+      return file + ": tensor '" + name + "' has a \"shape\" that is not a list of sizes: " +
+             (v.contains("shape") ? v["shape"].dump() : std::string("none"));
+    if (!v.contains("data_offsets") || !integers(v["data_offsets"]) ||
+        v["data_offsets"].size() != 2)
+      return file + ": tensor '" + name +
+             "' has malformed data_offsets (two integer byte offsets): " +
+             (v.contains("data_offsets") ? v["data_offsets"].dump() : std::string("none"));
+    TensorInfo t;
+    t.dtype = v["dtype"].get<std::string>();
+    int64_t es = elementSize(t.dtype);
+    if (es == 0)
+      return file + ": tensor '" + name + "' has unknown dtype " + t.dtype;
+    // Sizes and offsets beyond the file are refused before any product can
+    // overflow.
+    int64_t n = es;
+    bool fits = true;
+    for (const json &d : v["shape"]) {
+      uint64_t u = d.get<uint64_t>();
+      fits = fits && u <= (uint64_t)fileSize && (u == 0 || n <= fileSize / (int64_t)u);
+      if (fits)
+        n *= (int64_t)u;
+      t.shape.push_back(fits ? (int64_t)u : 0);
+    }
+    uint64_t b = v["data_offsets"][0].get<uint64_t>(), e = v["data_offsets"][1].get<uint64_t>();
+    if (!fits || b > e || e > (uint64_t)(fileSize - dataStart) || int64_t(e - b) != n)
+      return file + ": tensor '" + name + "' has a byte range " + v["data_offsets"].dump() +
+             " that does not match its shape " + v["shape"].dump() + " and dtype " + t.dtype +
+             " or lies past the end of the file";
+    t.begin = (int64_t)b;
+    t.end = (int64_t)e;
+    infos[name] = t;
   }
+  // The data section: the tensors one after another from byte 0, no gap, no
+  // overlap, ending with the file (as the safetensors library checks).
+  std::vector<std::pair<const std::string *, const TensorInfo *>> order;
+  for (auto &[name, t] : infos)
+    order.push_back({&name, &t});
+  std::sort(order.begin(), order.end(), [](auto &a, auto &b) {
+    return std::make_pair(a.second->begin, a.second->end) <
+           std::make_pair(b.second->begin, b.second->end);
+  });
+  int64_t expect = 0;
+  const std::string *previous = nullptr;
+  for (auto [name, t] : order) {
+    auto range = [](const TensorInfo *x) {
+      return "[" + std::to_string(x->begin) + ", " + std::to_string(x->end) + "]";
+    };
+    if (t->begin < expect)
+      return file + ": tensor '" + *name + "' has data_offsets " + range(t) +
+             " that overlap those of '" + *previous + "' (" + range(&infos[*previous]) + ")";
+    if (t->begin > expect)
+      return file + ": tensor '" + *name + "' has data_offsets " + range(t) + ": " +
+             std::to_string(t->begin - expect) + " bytes before it belong to no tensor" +
+             " (the data must be contiguous)";
+    expect = t->end;
+    previous = name;
+  }
+  if (dataStart + expect != fileSize)
+    return file + ": " + std::to_string(fileSize - dataStart - expect) +
+           " bytes after the last tensor's data (the data must end with the file)";
+  if (metadata.count(kCrcBlockKey) || metadata.count(kCrcDataKey) ||
+      metadata.count(kCrcHeaderKey)) {
+    std::string e = checkWrittenByFsdp(metadata, header, headerLen);
+    if (!e.empty())
+      return e;
+  }
+  return "";
+}
+
+// The checksums of a file fsdp wrote: all three keys, the header's now, the
+// data's block by block as it is read.
+std::string SafetensorsReader::checkWrittenByFsdp(const std::map<std::string, std::string> &m,
+                                                  const std::string &header, uint64_t headerLen) {
+  std::string meta = file + ": \"__metadata__\": ";
+  for (const char *k : {kCrcBlockKey, kCrcDataKey, kCrcHeaderKey})
+    if (!m.count(k))
+      return meta + "'" + k + "' is missing (fsdp writes it with the other checksums)";
+  const std::string &blockText = m.at(kCrcBlockKey);
+  if (blockText.empty() || blockText.size() > 10 ||
+      blockText.find_first_not_of("0123456789") != std::string::npos || std::stoll(blockText) < 1 ||
+      std::stoll(blockText) > (int64_t(1) << 30))
+    return meta + "'" + kCrcBlockKey + "' is '" + blockText + "', not a size in bytes";
+  crcBlock = std::stoll(blockText);
+  int64_t dataBytes = fileSize - dataStart;
+  size_t blocks = size_t((dataBytes + crcBlock - 1) / crcBlock);
+  const std::string &list = m.at(kCrcDataKey);
+  blockCrcs.clear();
+  for (size_t at = 0; !list.empty() && at <= list.size();) {
+    size_t comma = list.find(',', at);
+    std::string one = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    uint32_t v;
+    if (!parseHex8(one, &v))
+      return meta + "'" + kCrcDataKey + "' holds '" + one + "', not 8 hex digits";
+    blockCrcs.push_back(v);
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  if (blockCrcs.size() != blocks)
+    return meta + "'" + kCrcDataKey + "' holds " + std::to_string(blockCrcs.size()) +
+           " checksums, but the data is " + std::to_string(blocks) + " blocks of " + blockText +
+           " bytes";
+  uint32_t want;
+  size_t at = findHeaderCrc(header);
+  if (at == std::string::npos || !parseHex8(m.at(kCrcHeaderKey), &want) ||
+      header.compare(at, 8, m.at(kCrcHeaderKey)) != 0)
+    return meta + "'" + kCrcHeaderKey + "' is not 8 hex digits written as fsdp writes them";
+  if (headerCrc(headerLen, header, at) != want)
+    return file + ": the header does not match its checksum ('" + kCrcHeaderKey +
+           "' in \"__metadata__\"): the file changed after fsdp wrote it";
   return "";
 }
 
@@ -136,9 +324,13 @@ std::string SafetensorsReader::readF32(const std::string &name, int64_t first, i
   if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
     return file + ": tensor '" + name + "' is " + t.dtype + "; weights must be F32, BF16 or F16";
   // A released file is opened for this read only.
-  int f = fd >= 0 ? fd : ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (f < 0)
-    return file + ": cannot open the weights: " + std::strerror(errno);
+  int f = fd;
+  if (f < 0) {
+    int64_t size = 0;
+    std::string err = support::openRegularFile(file, INT64_MAX, "weights", &f, &size);
+    if (!err.empty())
+      return err;
+  }
   struct Closer {
     int f;
     bool own;
@@ -147,6 +339,37 @@ std::string SafetensorsReader::readF32(const std::string &name, int64_t first, i
         ::close(f);
     }
   } closer{f, fd < 0};
+  if (!blockCrcs.empty()) {
+    // A file fsdp wrote: the whole blocks that hold the range are read and
+    // checked before a byte of them is used.
+    int64_t lo = at - dataStart, hi = lo + count * es, dataBytes = fileSize - dataStart;
+    if (count <= 0)
+      return "";
+    int64_t from = lo / crcBlock * crcBlock,
+            to = std::min(dataBytes, (hi + crcBlock - 1) / crcBlock * crcBlock);
+    std::vector<char> buf(size_t(to - from));
+    if (::pread(f, buf.data(), buf.size(), dataStart + from) != (ssize_t)buf.size())
+      return file + ": short read of '" + name + "'";
+    for (int64_t b = from; b < to; b += crcBlock) {
+      size_t k = size_t(b / crcBlock);
+      if (crc32(buf.data() + (b - from), size_t(std::min(crcBlock, to - b))) != blockCrcs[k])
+        return file + ": tensor '" + name + "': data block " + std::to_string(k) + " (bytes " +
+               std::to_string(b) + " to " + std::to_string(std::min(b + crcBlock, dataBytes)) +
+               " of the data) does not match its checksum in \"__metadata__\": the file " +
+               "changed after fsdp wrote it";
+    }
+    const char *p = buf.data() + (lo - from);
+    if (t.dtype == "F32") {
+      std::memcpy(out, p, size_t(count) * 4);
+      return "";
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = t.dtype == "BF16" ? bf16ToF32(h) : f16ToF32(h);
+    }
+    return "";
+  }
   if (t.dtype == "F32") {
     if (::pread(f, out, count * 4, at) != count * 4)
       return file + ": short read of '" + name + "'";
@@ -182,6 +405,25 @@ static bool endsWith(const std::string &s, const std::string &tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+// A file a folder or an index names must be in that folder: a symbolic link
+// that leads out of it (to /etc/passwd, another user's files) is refused.
+static std::string checkInside(const std::string &dir, const std::string &path,
+                               const std::string &namedBy) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+    return "";
+  char *d = ::realpath(dir.c_str(), nullptr), *f = ::realpath(path.c_str(), nullptr);
+  std::string realDir = d ? d : "", target = f ? f : "";
+  std::free(d);
+  std::free(f);
+  if (target.empty()) // a dangling link: opening it says why
+    return "";
+  if (!realDir.empty() && target.compare(0, realDir.size() + 1, realDir + "/") == 0)
+    return "";
+  return path + ": a symbolic link to " + target + ", outside " + dir + namedBy +
+         ": the weights of a folder must be in it";
+}
+
 std::string WeightSource::open(const std::string &p) {
   where = p;
   std::string index;
@@ -191,6 +433,11 @@ std::string WeightSource::open(const std::string &p) {
     while (dir.size() > 1 && dir.back() == '/')
       dir.pop_back();
     index = dir + "/" + kIndexName;
+    if (::lstat(index.c_str(), &st) == 0) {
+      std::string err = checkInside(dir, index, "");
+      if (!err.empty())
+        return err;
+    }
     if (::stat(index.c_str(), &st) != 0) {
       std::string single = dir + "/" + kSingleFileName;
       if (::stat(single.c_str(), &st) != 0)
@@ -198,6 +445,9 @@ std::string WeightSource::open(const std::string &p) {
                kSingleFileName + " in it";
       index.clear();
       where = single;
+      std::string err = checkInside(dir, single, "");
+      if (!err.empty())
+        return err;
     }
   } else if (endsWith(p, ".json")) {
     index = p;
@@ -259,6 +509,10 @@ std::string WeightSource::open(const std::string &p) {
     auto [it, added] = shardIndex.try_emplace(shard, files.size());
     if (added) {
       files.push_back(std::make_unique<SafetensorsReader>());
+      std::string namedBy = " (a shard " + index + " names, for tensor '" + name + "')";
+      err = checkInside(dir, dir + "/" + shard, namedBy);
+      if (!err.empty())
+        return err;
       err = files.back()->open(dir + "/" + shard);
       if (!err.empty())
         return err + " (a shard " + index + " names, for tensor '" + name + "')";
@@ -292,16 +546,40 @@ static std::string writeSafetensorsFile(const std::string &path,
             [](const NamedTensor *a, const NamedTensor *b) { return a->name < b->name; });
   json header = json::object();
   int64_t offset = 0;
+  // The data's checksums, block by block across the tensors, as the reader
+  // checks them.
+  std::string crcs;
+  uint32_t crc = 0;
+  int64_t inBlock = 0;
   for (const NamedTensor *t : tensors) {
     int64_t bytes = numel(t->shape) * 4;
     header[t->name] = {
         {"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    const char *p = reinterpret_cast<const char *>(t->data);
+    for (int64_t done = 0; done < bytes;) {
+      int64_t n = std::min(bytes - done, kCrcBlockBytes - inBlock);
+      crc = crc32(p + done, size_t(n), crc);
+      done += n;
+      inBlock += n;
+      if (inBlock == kCrcBlockBytes) {
+        crcs += (crcs.empty() ? "" : ",") + hex8(crc);
+        crc = 0;
+        inBlock = 0;
+      }
+    }
   }
-  header["__metadata__"] = {{"format", "pt"}};
+  if (inBlock > 0)
+    crcs += (crcs.empty() ? "" : ",") + hex8(crc);
+  header["__metadata__"] = {{"format", "pt"},
+                            {kCrcBlockKey, std::to_string(kCrcBlockBytes)},
+                            {kCrcDataKey, crcs},
+                            {kCrcHeaderKey, "00000000"}};
   std::string h = header.dump();
   while ((h.size() + 8) % 8 != 0)
     h += ' ';
+  size_t at = findHeaderCrc(h);
+  h.replace(at, 8, hex8(headerCrc(h.size(), h, at)));
   DurableFile f;
   uint64_t len = h.size();
   std::string err = f.create(path);
@@ -317,6 +595,34 @@ static std::string writeSafetensorsFile(const std::string &path,
   return err;
 }
 
+// "NAME.tmp.PID" or "NAME.tmp.PID.link" (the temporaries of a save) where
+// `isName(NAME)` and PID is this process or one that is gone: what a save
+// killed before it finished left. A live process's are its own business.
+static std::vector<std::string>
+staleTemporaries(const std::string &dir, bool (*isName)(const std::string &, const std::string &),
+                 const std::string &arg) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos || !isName(name.substr(0, at), arg))
+      continue;
+    std::string pid = name.substr(at + 5);
+    if (endsWith(pid, ".link"))
+      pid.resize(pid.size() - 5);
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    pid_t p = (pid_t)std::stol(pid);
+    if (p == ::getpid() || (::kill(p, 0) != 0 && errno == ESRCH))
+      out.push_back(dir + "/" + name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+static bool isNamed(const std::string &name, const std::string &want) { return name == want; }
+
 std::string fsdp::io::writeSafetensors(const std::string &path,
                                        const std::vector<NamedTensor> &tensors) {
   // A temporary beside the file, made durable, then renamed over it: a
@@ -329,6 +635,13 @@ std::string fsdp::io::writeSafetensors(const std::string &path,
   if (!err.empty()) {
     removeTree(tmp);
     return path + ": not written: " + err;
+  }
+  // What earlier saves killed before their rename left.
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  for (const std::string &stale : staleTemporaries(parentOf(path), isNamed, base)) {
+    err = removeTree(stale);
+    if (!err.empty())
+      return path + ": written, but an earlier save's temporary stays: " + err;
   }
   return "";
 }
@@ -391,6 +704,10 @@ static bool isSavedWeightsFile(const std::string &name) {
   return digits(a) && digits(b);
 }
 
+static bool isSavedWeightsName(const std::string &name, const std::string &) {
+  return isSavedWeightsFile(name);
+}
+
 std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
                                              const std::vector<NamedTensor> &tensors,
                                              int64_t maxShardSize) {
@@ -409,64 +726,112 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
   std::vector<std::vector<size_t>> plan = planWeightShards(tensors, maxShardSize);
   size_t n = plan.size();
   std::vector<std::string> names;
-  json weightMap = json::object();
   int64_t total = 0;
   for (size_t s = 0; s < n; ++s) {
     names.push_back(n == 1 ? std::string(kSingleFileName) : shardFileName(s, n));
-    for (size_t i : plan[s]) {
-      weightMap[tensors[i].name] = names.back();
+    for (size_t i : plan[s])
       total += numel(tensors[i].shape) * 4;
-    }
   }
   std::string suffix = ".tmp." + std::to_string(::getpid());
-  std::vector<std::string> written; // what this save has put in place
-  auto failed = [&](const std::string &err, size_t temps) {
-    for (size_t s = 0; s < temps; ++s)
-      removeTree(dir + "/" + names[s] + suffix);
-    for (const std::string &path : written)
-      removeTree(path);
-    removeTree(dir + "/" + kIndexName + suffix);
+  auto temp = [&](const std::string &name) { return dir + "/" + name + suffix; };
+  auto link = [&](const std::string &name) { return dir + "/" + name + suffix + ".link"; };
+  auto shard = [&](size_t s) {
+    std::vector<NamedTensor> out;
+    for (size_t i : plan[s])
+      out.push_back(tensors[i]);
+    return out;
+  };
+  std::string index = dir + "/" + kIndexName, single = dir + "/" + kSingleFileName;
+  // The index naming shard s by fileName(s), through a temporary renamed
+  // over the index in place: readers see the earlier index or this one.
+  auto writeIndex = [&](const std::function<std::string(size_t)> &fileName) {
+    json weightMap = json::object();
+    for (size_t s = 0; s < n; ++s)
+      for (size_t i : plan[s])
+        weightMap[tensors[i].name] = fileName(s);
+    json doc = {{"metadata", {{"total_size", total}}}, {"weight_map", weightMap}};
+    removeTree(temp(kIndexName));
+    std::string err = writeFileDurable(temp(kIndexName), doc.dump(2) + "\n");
+    if (err.empty())
+      err = renameDurable(temp(kIndexName), index);
+    return err;
+  };
+  // Before the new weights are in place: what this save wrote goes, the
+  // earlier save stays as it was.
+  auto failed = [&](const std::string &err) {
+    for (size_t s = 0; s < n; ++s)
+      removeTree(temp(names[s]));
+    removeTree(temp(kIndexName));
     if (made) // the folder this save made goes too, if nothing else is in it
       ::rmdir(dir.c_str());
     return dir + ": weights not written: " + err;
   };
+  // A reader of the folder (fsdp-run --weights) takes the index when there
+  // is one, else model.safetensors; transformers takes model.safetensors
+  // first. At every moment each of the two that exists names a complete
+  // model, the earlier one or this one, so either reader finds one whole.
+  //
   // 1. Every shard under a temporary name, durable: a full disk here leaves
   // the earlier save as it was.
   for (size_t s = 0; s < n; ++s) {
-    std::vector<NamedTensor> shard;
-    for (size_t i : plan[s])
-      shard.push_back(tensors[i]);
-    std::string tmp = dir + "/" + names[s] + suffix;
-    removeTree(tmp);
-    std::string err = writeSafetensorsFile(tmp, shard);
+    removeTree(temp(names[s]));
+    std::string err = writeSafetensorsFile(temp(names[s]), shard(s));
     if (!err.empty())
-      return failed(err, s + 1);
+      return failed(err);
   }
-  // 2. No index while the shards change under it: an earlier save's goes.
-  std::string index = dir + "/" + kIndexName;
-  if (::lstat(index.c_str(), &st) == 0) {
-    std::string err = removeTree(index);
-    if (err.empty())
-      err = syncDirectory(dir);
+  if (n == 1) {
+    // 2. model.safetensors replaced in one rename; an earlier index, while it
+    // stays, still names the earlier shards, untouched.
+    std::string err = renameDurable(temp(kSingleFileName), single);
     if (!err.empty())
-      return failed(err, n);
-  }
-  // 3. The shards under their names, then 4. the index that names them.
-  for (size_t s = 0; s < n; ++s) {
-    std::string err = renameDurable(dir + "/" + names[s] + suffix, dir + "/" + names[s]);
+      return failed(err);
+    // 3. The earlier index goes: its readers fall back to the new file.
+    if (::lstat(index.c_str(), &st) == 0) {
+      err = removeTree(index);
+      if (err.empty())
+        err = syncDirectory(dir);
+      if (!err.empty())
+        return dir + ": weights written to " + single + ", but the earlier index stays: " + err;
+    }
+  } else {
+    // 2. The first switch: an index naming the temporaries. Their names
+    // collide with no earlier shard's, so the earlier files stay as they
+    // were until nothing names them.
+    std::string err = writeIndex([&](size_t s) { return names[s] + suffix; });
     if (!err.empty())
-      return failed(err, n);
-    written.push_back(dir + "/" + names[s]);
-  }
-  if (n > 1) {
-    json doc = {{"metadata", {{"total_size", total}}}, {"weight_map", weightMap}};
-    std::string err = writeFileDurable(index + suffix, doc.dump(2) + "\n");
-    if (err.empty())
-      err = renameDurable(index + suffix, index);
+      return failed(err);
+    // From here the new weights are what the index names: a failure leaves
+    // them whole (under temporary names, until the next save).
+    auto stays = [&](const std::string &err) {
+      removeTree(temp(kIndexName));
+      for (size_t s = 0; s < n; ++s)
+        removeTree(link(names[s]));
+      return dir + ": weights written, but under temporary names (" + index +
+             " names them): " + err;
+    };
+    // 3. Each shard also under its own name: a hard link renamed over
+    // whatever has that name (an earlier shard, which nothing names now).
+    // Where the file system has no hard links, a second copy.
+    for (size_t s = 0; s < n; ++s) {
+      removeTree(link(names[s]));
+      err = linkDurable(temp(names[s]), link(names[s]));
+      if (!err.empty()) {
+        removeTree(link(names[s]));
+        err = writeSafetensorsFile(link(names[s]), shard(s));
+      }
+      if (err.empty())
+        err = renameDurable(link(names[s]), dir + "/" + names[s]);
+      if (!err.empty())
+        return stays(err);
+    }
+    // 4. The second switch: the index naming the shards by their names.
+    err = writeIndex([&](size_t s) { return names[s]; });
     if (!err.empty())
-      return failed(err, 0);
+      return stays(err);
   }
-  // 5. What an earlier save left that this one did not replace.
+  // 5. Last, what nothing names any more: an earlier save's shards, index or
+  // single file; this save's temporaries; and those of saves killed before
+  // they finished. Other files (config.json, the tokenizer's) stay.
   std::error_code ec;
   std::vector<std::string> stale;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -475,6 +840,9 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
         !(n > 1 && name == kIndexName))
       stale.push_back(dir + "/" + name);
   }
+  std::sort(stale.begin(), stale.end());
+  for (const std::string &path : staleTemporaries(dir, isSavedWeightsName, ""))
+    stale.push_back(path);
   for (const std::string &path : stale) {
     std::string err = removeTree(path);
     if (!err.empty())

@@ -43,10 +43,17 @@ public:
   void release();
 
 private:
+  std::string checkWrittenByFsdp(const std::map<std::string, std::string> &metadata,
+                                 const std::string &header, uint64_t headerLen);
+
   std::string file;
   int fd = -1;
   int64_t dataStart = 0, fileSize = 0;
   std::map<std::string, TensorInfo> infos;
+  // For a file fsdp wrote (checksums in __metadata__): one CRC-32 per
+  // crcBlock bytes of the data, checked as the data is read. Empty otherwise.
+  int64_t crcBlock = 0;
+  std::vector<uint32_t> blockCrcs;
 };
 
 /// The index of an HF checkpoint folder and the single file's names in it.

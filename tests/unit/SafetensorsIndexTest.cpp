@@ -154,7 +154,9 @@ TEST(SafetensorsIndex, WritesShardsAndTheIndexThenReadsBackBitForBit) {
   EXPECT_EQ(index["weight_map"]["head.bias"], "model-00003-of-00003.safetensors");
   for (int s = 1; s <= 3; ++s) {
     json h = headerOf(dir + "/model-0000" + std::to_string(s) + "-of-00003.safetensors");
-    EXPECT_EQ(h["__metadata__"], (json{{"format", "pt"}}));
+    // "pt", as transformers reads it, and the checksums fsdp's reader checks.
+    EXPECT_EQ(h["__metadata__"]["format"], "pt");
+    EXPECT_EQ(h["__metadata__"]["fsdp_crc32_block_bytes"], "1048576");
   }
   // Within a shard the data lies in name order, as safetensors writes it.
   json h2 = headerOf(dir + "/model-00002-of-00003.safetensors");
@@ -361,13 +363,13 @@ TEST(SafetensorsIndex, EachBadIndexIsAnErrorNamingTheFile) {
   }
   e = withIndex(json{{"weight_map", {{"big.w", "model-00009-of-00009.safetensors"}}}}.dump());
   EXPECT_EQ(e, dir +
-                   "/model-00009-of-00009.safetensors: cannot open the weights: No such file "
+                   "/model-00009-of-00009.safetensors: cannot read the weights: No such file "
                    "or directory (a shard " +
                    index + " names, for tensor 'big.w')");
   std::filesystem::create_directory(dir + "/adir.safetensors");
   e = withIndex(json{{"weight_map", {{"big.w", "adir.safetensors"}}}}.dump());
   EXPECT_EQ(e, dir +
-                   "/adir.safetensors: cannot open the weights: a directory, not a regular "
+                   "/adir.safetensors: cannot read the weights: a directory, not a regular "
                    "file (a shard " +
                    index + " names, for tensor 'big.w')");
   e = withIndex(json{{"weight_map", {{"big.w", "model-00002-of-00003.safetensors"}}}}.dump());

@@ -14,9 +14,14 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
        hf-folder.py crash OLD NEW WORK -- COMMAND...
            for every fault point N of COMMAND (FSDP_FAULT=list counts them;
            the word WORK in COMMAND is the folder it saves into): WORK a copy
-           of the folder OLD, COMMAND killed at point N; then WORK has no index,
-           or an index whose shards are all there and hold either OLD's
-           tensors or NEW's (a folder or file), bit for bit
+           of the folder OLD with a config.json and a tokenizer.json, COMMAND
+           killed at point N; then the index (with the shards it names) and
+           model.safetensors, each that is there, hold either OLD's tensors
+           or NEW's (a folder or file), bit for bit, and one of them is
+           there; the other files are unchanged; and COMMAND run again
+           leaves the files of an uninterrupted save (no temporary, no old
+           shard) and NEW's tensors. Last, a temporary named with a live
+           process's id stays, one of a dead process goes
        hf-folder.py break DIR CASE OUT
            OUT: a copy of the folder DIR with one thing wrong (CASE: notjson,
            dotdot, slash, missing-shard, missing-tensor, not-in-shard, shape,
@@ -46,23 +51,28 @@ def read_file(path):
     return out, meta
 
 
+def read_index(path):
+    """The tensors of the folder's index and the shards it names (an HF-style reader)."""
+    with open(os.path.join(path, INDEX)) as f:
+        index = json.load(f)
+    out = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        tensors, meta = read_file(os.path.join(path, shard))
+        assert meta is None or meta.get("format") == "pt", f"{shard}: metadata {meta}"
+        for name, t in tensors.items():
+            assert index["weight_map"][name] == shard, f"{name} is not where the index says"
+            out[name] = t
+    assert set(out) == set(index["weight_map"]), "the index and the shards differ"
+    total = sum(len(t[2]) for t in out.values())
+    assert index["metadata"]["total_size"] == total, "total_size is not the tensors' bytes"
+    return out
+
+
 def read_any(path):
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, INDEX)):
             return read_file(os.path.join(path, "model.safetensors"))[0]
-        with open(os.path.join(path, INDEX)) as f:
-            index = json.load(f)
-        out = {}
-        for shard in sorted(set(index["weight_map"].values())):
-            tensors, meta = read_file(os.path.join(path, shard))
-            assert meta == {"format": "pt"}, f"{shard}: metadata {meta}"
-            for name, t in tensors.items():
-                assert index["weight_map"][name] == shard, f"{name} is not where the index says"
-                out[name] = t
-        assert set(out) == set(index["weight_map"]), "the index and the shards differ"
-        total = sum(len(t[2]) for t in out.values())
-        assert index["metadata"]["total_size"] == total, "total_size is not the tensors' bytes"
-        return out
+        return read_index(path)
     return read_file(path)[0]
 
 
@@ -171,39 +181,108 @@ def break_folder(src, case, out):
         json.dump(index, f, indent=2, sort_keys=True)
 
 
+# Files of a model folder that are not weights: a save never touches them.
+EXTRAS = {"config.json": b'{"model_type": "gpt2"}\n', "tokenizer.json": b'{"version": "1.0"}\n'}
+
+
+def views(work):
+    """What each reader finds in the folder: fsdp-run takes the index when there
+    is one, else model.safetensors; transformers takes model.safetensors first."""
+    index = os.path.join(work, INDEX)
+    single = os.path.join(work, "model.safetensors")
+    got = {}
+    if os.path.exists(index):
+        got["index"] = read_index(work)
+    if os.path.exists(single):
+        got["single"] = read_file(single)[0]
+    return got
+
+
+def dead_pid():
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 def crash(old, new, work, command):
     command = [work if w == "WORK" else w for w in command]
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(old, work)
+
+    def fresh():
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(old, work)
+        for name, data in EXTRAS.items():
+            with open(os.path.join(work, name), "wb") as f:
+                f.write(data)
+
+    def fail(why):
+        sys.exit(f"crash: {why}")
+
+    def extras_kept(when):
+        for name, data in EXTRAS.items():
+            with open(os.path.join(work, name), "rb") as f:
+                if f.read() != data:
+                    fail(f"{when}: {name} changed")
+
+    fresh()
     listed = subprocess.run(command, env=dict(os.environ, FSDP_FAULT="list"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     points = [line for line in listed.stderr.splitlines() if line.startswith("fsdp-fault: ")]
     if listed.returncode != 0 or not points:
-        sys.exit(f"crash: the listing run failed ({listed.returncode}):\n{listed.stderr}")
+        fail(f"the listing run failed ({listed.returncode}):\n{listed.stderr}")
+    want_files = sorted(os.listdir(work))
     want_old, want_new = read_any(old), read_any(new)
-    seen = {"old": 0, "new": 0, "no index": 0}
+    if want_old == want_new:
+        fail("the old and the new weights are the same: the test could not tell them apart")
+    seen = {"fsdp-run": {"old": 0, "new": 0}, "transformers": {"old": 0, "new": 0}}
     for n in range(1, len(points) + 1):
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(old, work)
+        at = f"point {n} ({points[n - 1]})"
+        fresh()
         run = subprocess.run(command, env=dict(os.environ, FSDP_FAULT=f"{n}:kill"),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if run.returncode != -9:
-            sys.exit(f"crash: point {n} ({points[n - 1]}): exit {run.returncode}, not killed")
-        if not os.path.exists(os.path.join(work, INDEX)):
-            seen["no index"] += 1
-            continue
+            fail(f"{at}: exit {run.returncode}, not killed")
         try:
-            got = read_any(work)
+            got = views(work)
         except (OSError, AssertionError, KeyError, ValueError) as e:
-            sys.exit(f"crash: point {n} ({points[n - 1]}): the index is there, but: {e!r}")
-        if got == want_old:
-            seen["old"] += 1
-        elif got == want_new:
-            seen["new"] += 1
-        else:
-            sys.exit(f"crash: point {n} ({points[n - 1]}): neither the old weights nor the new")
+            fail(f"{at}: an index or model.safetensors is there, but: {e!r}")
+        if not got:
+            fail(f"{at}: neither {INDEX} nor model.safetensors: no model")
+        for view, tensors in got.items():
+            if tensors not in (want_old, want_new):
+                fail(f"{at}: the {view} holds neither the old weights nor the new")
+        for reader, first in (("fsdp-run", "index"), ("transformers", "single")):
+            tensors = got.get(first, got.get("single" if first == "index" else "index"))
+            seen[reader]["old" if tensors == want_old else "new"] += 1
+        extras_kept(at)
+        # The next save finishes the job: the new weights, and nothing the
+        # killed one left (its temporaries, the old shards).
+        again = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+        if again.returncode != 0:
+            fail(f"{at}: the next save failed ({again.returncode}):\n{again.stderr}")
+        if sorted(os.listdir(work)) != want_files:
+            fail(f"{at}: after the next save the folder holds {sorted(os.listdir(work))}, "
+                 f"not {want_files}")
+        if any(t != want_new for t in views(work).values()):
+            fail(f"{at}: the next save did not leave the new weights")
+        extras_kept(f"{at}, after the next save")
+    # A temporary of a process that is still running is its own: kept; one
+    # of a process that is gone is removed.
+    fresh()
+    live = os.path.join(work, f"model-00001-of-00002.safetensors.tmp.{os.getpid()}")
+    gone = os.path.join(work, f"model.safetensors.index.json.tmp.{dead_pid()}.link")
+    for path in (live, gone):
+        with open(path, "wb") as f:
+            f.write(b"x")
+    if subprocess.run(command, stdout=subprocess.DEVNULL).returncode != 0:
+        fail("the save beside a live process's temporary failed")
+    if not os.path.exists(live) or os.path.exists(gone):
+        fail(f"a live process's temporary kept: {os.path.exists(live)}, "
+             f"a dead one's removed: {not os.path.exists(gone)}")
     print(f"crash: {len(points)} of {len(points)} fault points: " +
-          ", ".join(f"{k} {v}" for k, v in seen.items()))
+          "; ".join(f"{r} reads " + ", ".join(f"{k} {v}" for k, v in c.items())
+                    for r, c in seen.items()) +
+          "; the next save left no temporary")
 
 
 def main():

@@ -25,9 +25,13 @@ struct TensorInfo {
   int64_t begin = 0, end = 0; // byte range within the data section
 };
 
-/// An open safetensors file: the header is parsed, the data is read on
-/// demand, element range by element range, so that a rank reads only its
-/// shards.
+/// An open safetensors file: the header is parsed and checked against the
+/// format (it begins with '{', only spaces pad it, keys are unique, offsets
+/// are integers, the data is contiguous and ends with the file, __metadata__
+/// maps strings to strings), the data is read on demand, element range by
+/// element range, so that a rank reads only its shards. A file fsdp wrote
+/// carries CRC-32s in __metadata__: the header's is checked at open, each
+/// data block's before its bytes are used.
 class SafetensorsReader {
 public:
   ~SafetensorsReader();
@@ -97,8 +101,10 @@ struct NamedTensor {
   const float *data;
 };
 
-/// Writes F32 tensors, through a temporary renamed into place. The data lies
-/// in name order, as the safetensors library lays it out.
+/// Writes F32 tensors, through a temporary renamed into place (and removes
+/// the temporaries of earlier saves killed before their rename). The data
+/// lies in name order, as the safetensors library lays it out; __metadata__
+/// holds "format": "pt" and the CRC-32s SafetensorsReader checks.
 std::string writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors);
 
 /// True when --save-weights PATH means a folder: an existing folder, or a
@@ -117,12 +123,17 @@ std::vector<std::vector<size_t>> planWeightShards(const std::vector<NamedTensor>
 /// parents) as save_pretrained does: shards model-0000i-of-0000N.safetensors
 /// of at most `maxShardSize` bytes of tensor data each and
 /// model.safetensors.index.json, or model.safetensors alone when one shard
-/// holds everything. The shards are written under temporary names and made
-/// durable first; then an earlier save's index is removed, the shards are
-/// renamed into place, the index is written last, and what the earlier save
-/// left (its other shards, its index or single file) is removed. A crash
-/// leaves no index that names a missing or foreign shard; a failure removes
-/// what this save wrote.
+/// holds everything. Over an earlier save, atomically for both kinds of
+/// reader (the index first, as fsdp-run; model.safetensors first, as
+/// transformers): the shards are written under temporary names, an index
+/// naming them replaces the earlier one, each gets its own name by a hard
+/// link (a copy where there are none) renamed into place, a second index
+/// names those, and only then do the earlier save's files, this save's
+/// temporaries and those of killed saves go. One shard: model.safetensors
+/// replaced by a rename, then the earlier index removed. At every moment the
+/// index and model.safetensors, each that exists, name a whole model, the
+/// earlier or this one. Other files in `dir` are never touched. A failure
+/// before the first switch removes what this save wrote.
 std::string writeSafetensorsFolder(const std::string &dir, const std::vector<NamedTensor> &tensors,
                                    int64_t maxShardSize);
 

@@ -2,7 +2,8 @@
 //
 // The input is a safetensors file. SafetensorsReader::open must reject it
 // with a message naming the file, or accept a header whose every tensor has
-// non-negative dimensions and a byte range of its shape inside the file; then
+// non-negative dimensions and a byte range of its shape inside the file, the
+// ranges contiguous from byte 0 to the end of the file; then
 // each small float tensor reads whole, and the runtime's initialisation
 // (detail::initShards, what every rank of fsdp-run --weights does) fills both
 // shards of a small fixed program from it or says why not.
@@ -13,13 +14,16 @@
 #include "runtime/Executor.h"
 #include "runtime/io/Safetensors.h"
 
+#include <algorithm>
+#include <cstring>
 #include <exception>
+#include <string>
 #include <vector>
 
 using namespace fsdp;
 using fsdp::fuzz::violation;
 
-static void checkInfos(const io::SafetensorsReader &r, int64_t fileSize) {
+static void checkInfos(const io::SafetensorsReader &r, const uint8_t *header, int64_t fileSize) {
   for (const auto &[name, t] : r.tensors()) {
     __int128 n = 1;
     for (int64_t d : t.shape) {
@@ -32,6 +36,22 @@ static void checkInfos(const io::SafetensorsReader &r, int64_t fileSize) {
     if (t.begin < 0 || t.end < t.begin || t.end > fileSize)
       violation("accepted tensor '" + name + "' whose byte range lies outside the file");
   }
+  // The format: the data ranges, sorted, follow one another from byte 0 to
+  // the end of the file, with no gap and no overlap.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto &[name, t] : r.tensors())
+    ranges.push_back({t.begin, t.end});
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at = 0;
+  for (auto [b, e] : ranges) {
+    if (b != at)
+      violation("accepted data_offsets with a gap or an overlap at byte " + std::to_string(b));
+    at = e;
+  }
+  uint64_t headerLen = 0;
+  std::memcpy(&headerLen, header, 8);
+  if (8 + (int64_t)headerLen + at != fileSize)
+    violation("accepted a file whose data does not end with the file");
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -44,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!err.empty()) {
         fuzz::checkError(err, path, "SafetensorsReader::open");
       } else {
-        checkInfos(r, (int64_t)size);
+        checkInfos(r, data, (int64_t)size);
         for (const auto &[name, t] : r.tensors()) {
           if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
             continue;

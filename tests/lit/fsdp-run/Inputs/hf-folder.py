@@ -25,7 +25,7 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
        hf-folder.py break DIR CASE OUT
            OUT: a copy of the folder DIR with one thing wrong (CASE: notjson,
            dotdot, slash, missing-shard, missing-tensor, not-in-shard, shape,
-           total-size)
+           total-size, symlink-out, overlap, flip-data, flip-header)
 """
 import json
 import os
@@ -175,6 +175,41 @@ def break_folder(src, case, out):
                 break
     elif case == "total-size":
         index["metadata"]["total_size"] += 8
+    elif case == "symlink-out":  # the first tensor's shard a link to /etc/passwd
+        os.remove(os.path.join(out, wm[first]))
+        os.symlink("/etc/passwd", os.path.join(out, wm[first]))
+        return
+    elif case == "overlap":  # in some shard, a tensor on the bytes of another of its size
+        for shard in sorted(set(wm.values())):
+            path = os.path.join(out, shard)
+            with open(path, "rb") as f:
+                buf = f.read()
+            (n,) = struct.unpack("<Q", buf[:8])
+            header = json.loads(buf[8:8 + n])
+            by_size = {}
+            for k in sorted(header):
+                if k != "__metadata__":
+                    b, e = header[k]["data_offsets"]
+                    by_size.setdefault(e - b, []).append(k)
+            pair = next((ks for ks in by_size.values() if len(ks) > 1), None)
+            if pair:
+                header[pair[1]]["data_offsets"] = list(header[pair[0]]["data_offsets"])
+                h = json.dumps(header, separators=(",", ":")).encode()
+                h += b" " * ((8 - len(h) % 8) % 8)
+                with open(path, "wb") as f:
+                    f.write(struct.pack("<Q", len(h)) + h + buf[8 + n:])
+                return
+        sys.exit("break: overlap needs two tensors of one size in a shard")
+    elif case in ("flip-data", "flip-header"):  # one bit of the first shard
+        shard = os.path.join(out, wm[first])
+        with open(shard, "r+b") as f:
+            buf = bytearray(f.read())
+            (n,) = struct.unpack("<Q", buf[:8])
+            at = 8 + n + 1001 if case == "flip-data" else buf.index(b'"pt"') + 1
+            buf[at] ^= 0x01
+            f.seek(0)
+            f.write(buf)
+        return
     else:
         sys.exit(f"break: unknown case {case}")
     with open(path, "w") as f:

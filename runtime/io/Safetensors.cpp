@@ -320,6 +320,9 @@ std::string SafetensorsReader::readF32(const std::string &name, int64_t first, i
     return file + ": no tensor '" + name + "'";
   const TensorInfo &t = it->second;
   int64_t es = elementSize(t.dtype);
+  if (first < 0 || count < 0 || first + count > (t.end - t.begin) / es)
+    return file + ": tensor '" + name + "' has no elements [" + std::to_string(first) + ", " +
+           std::to_string(first + count) + ")";
   int64_t at = dataStart + t.begin + first * es;
   if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
     return file + ": tensor '" + name + "' is " + t.dtype + "; weights must be F32, BF16 or F16";
@@ -756,6 +759,13 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
       err = renameDurable(temp(kIndexName), index);
     return err;
   };
+  // Whether a rename that reported a failure took place all the same (the
+  // failure came after it, from the folder's fsync): then what it renamed is
+  // what readers see, and must stay.
+  auto renamed = [](const std::string &from) {
+    struct stat gone;
+    return ::lstat(from.c_str(), &gone) != 0 && errno == ENOENT;
+  };
   // Before the new weights are in place: what this save wrote goes, the
   // earlier save stays as it was.
   auto failed = [&](const std::string &err) {
@@ -783,6 +793,8 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
     // 2. model.safetensors replaced in one rename; an earlier index, while it
     // stays, still names the earlier shards, untouched.
     std::string err = renameDurable(temp(kSingleFileName), single);
+    if (!err.empty() && renamed(temp(kSingleFileName)))
+      return dir + ": weights written to " + single + ", but: " + err;
     if (!err.empty())
       return failed(err);
     // 3. The earlier index goes: its readers fall back to the new file.
@@ -798,8 +810,6 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
     // collide with no earlier shard's, so the earlier files stay as they
     // were until nothing names them.
     std::string err = writeIndex([&](size_t s) { return names[s] + suffix; });
-    if (!err.empty())
-      return failed(err);
     // From here the new weights are what the index names: a failure leaves
     // them whole (under temporary names, until the next save).
     auto stays = [&](const std::string &err) {
@@ -809,6 +819,8 @@ std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
       return dir + ": weights written, but under temporary names (" + index +
              " names them): " + err;
     };
+    if (!err.empty())
+      return renamed(temp(kIndexName)) ? stays(err) : failed(err);
     // 3. Each shard also under its own name: a hard link renamed over
     // whatever has that name (an earlier shard, which nothing names now).
     // Where the file system has no hard links, a second copy.

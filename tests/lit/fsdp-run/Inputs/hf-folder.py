@@ -11,7 +11,7 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
            difference
        hf-folder.py losses A.jsonl B.jsonl
            the same loss and grad_norm at every step, exactly
-       hf-folder.py crash OLD NEW WORK -- COMMAND...
+       hf-folder.py crash OLD NEW WORK [--fail eio|enospc] -- COMMAND...
            for every fault point N of COMMAND (FSDP_FAULT=list counts them;
            the word WORK in COMMAND is the folder it saves into): WORK a copy
            of the folder OLD with a config.json and a tokenizer.json, COMMAND
@@ -21,7 +21,9 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
            there; the other files are unchanged; and COMMAND run again
            leaves the files of an uninterrupted save (no temporary, no old
            shard) and NEW's tensors. Last, a temporary named with a live
-           process's id stays, one of a dead process goes
+           process's id stays, one of a dead process goes. With --fail, the
+           operation at point N fails instead: COMMAND exits 1 naming the
+           reason (or succeeds), and the same holds after
        hf-folder.py break DIR CASE OUT
            OUT: a copy of the folder DIR with one thing wrong (CASE: notjson,
            dotdot, slash, missing-shard, missing-tensor, not-in-shard, shape,
@@ -239,7 +241,7 @@ def dead_pid():
     return child.pid
 
 
-def crash(old, new, work, command):
+def crash(old, new, work, command, action="kill"):
     command = [work if w == "WORK" else w for w in command]
 
     def fresh():
@@ -272,10 +274,18 @@ def crash(old, new, work, command):
     for n in range(1, len(points) + 1):
         at = f"point {n} ({points[n - 1]})"
         fresh()
-        run = subprocess.run(command, env=dict(os.environ, FSDP_FAULT=f"{n}:kill"),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if run.returncode != -9:
+        run = subprocess.run(command, env=dict(os.environ, FSDP_FAULT=f"{n}:{action}"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if action == "kill" and run.returncode != -9:
             fail(f"{at}: exit {run.returncode}, not killed")
+        # A failed operation: exit 1 naming the file and the reason (a
+        # failure that is handled, a second copy where a link fails, may
+        # end in a save that succeeds).
+        reason = "Input/output error" if action == "eio" else "No space left on device"
+        if action != "kill" and run.returncode != 0 and (
+                run.returncode != 1 or "fsdp-run: error: " not in run.stderr
+                or reason not in run.stderr):
+            fail(f"{at}: exit {run.returncode}, not 1 with the error: {run.stderr}")
         try:
             got = views(work)
         except (OSError, AssertionError, KeyError, ValueError) as e:
@@ -331,7 +341,8 @@ def main():
     elif cmd == "break":
         break_folder(*args)
     elif cmd == "crash":
-        crash(args[0], args[1], args[2], args[args.index("--") + 1:])
+        action = args[args.index("--fail") + 1] if "--fail" in args[:args.index("--")] else "kill"
+        crash(args[0], args[1], args[2], args[args.index("--") + 1:], action)
     else:
         sys.exit(__doc__)
 

@@ -222,12 +222,8 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
 }
 
 std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
-                                                int shardMember, char *arena, int64_t *first) {
-  io::CheckpointRef ref;
-  std::string err = io::resolveCheckpoint(o.resume, &ref);
-  if (err.empty())
-    err = io::loadCheckpoint(ref.path, p, shardMember, globalBatch(p, o), arena, first);
-  return err;
+                                                Communicator &comm, char *arena, int64_t *first) {
+  return io::resumeCheckpoint(o.resume, p, comm, globalBatch(p, o), arena, first);
 }
 
 std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {

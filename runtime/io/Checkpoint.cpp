@@ -413,7 +413,8 @@ std::string readMeta(const std::string &dir, Meta &m) {
       if (!intIn(offset, 0, kLimit, &s.offset) || s.offset + numel > padded)
         return at + ".offset is " + shown(offset) + ": it must place the parameter's " +
                std::to_string((long long)numel) + " elements within the unit's " +
-               std::to_string((long long)padded) + " (shard_numel x shard_files)";
+               std::to_string((long long)padded) + " (" + where.substr(path.size() + 2) +
+               ".shard_numel x shard_files)";
       if (s.offset < end)
         return at + ".offset is " + std::to_string(s.offset) + ": it overlaps the parameter '" +
                before + "' before it, which ends at " + std::to_string(end);
@@ -428,15 +429,15 @@ std::string readMeta(const std::string &dir, Meta &m) {
   const json *shards = field(meta, "shards");
   if (!shards || !shards->is_array() || (int64_t)shards->size() != m.members)
     return path + ": 'shards' must be an array of " + std::to_string(m.members) +
-           " entries (shard_files)";
+           " entries, as 'shard_files' says";
   int64_t fileBytes = shardFileBytes(m.payloadBytes, m.blockBytes);
   for (size_t i = 0; i < shards->size(); ++i) {
     std::string at = path + ": shards[" + std::to_string(i) + "]";
     int64_t bytes = 0, crc = 0;
     if (!intIn(field((*shards)[i], "bytes"), 0, INT64_MAX, &bytes) || bytes != fileBytes)
-      return at + ".bytes is " + shown(field((*shards)[i], "bytes")) + ", but the units' " +
-             "shard_numel and block_bytes make each shard file " + std::to_string(fileBytes) +
-             " bytes";
+      return at + ".bytes is " + shown(field((*shards)[i], "bytes")) + ", but the " +
+             "units[*].shard_numel and block_bytes make each shard file " +
+             std::to_string(fileBytes) + " bytes";
     if (!intIn(field((*shards)[i], "header_crc"), 0, UINT32_MAX, &crc))
       return at + ".header_crc must be a CRC-32 (an integer from 0 to 2^32-1), not " +
              shown(field((*shards)[i], "header_crc"));
@@ -555,12 +556,16 @@ private:
 
 // The model of the checkpoint against the plan's, key by key.
 std::string compareIdentity(const std::string &path, const json &saved, const json &now) {
+  // The family first: the plainest difference to read.
+  std::vector<std::string> order = {"family"};
   std::set<std::string> keys;
   for (const auto &[k, v] : saved.items())
     keys.insert(k);
   for (const auto &[k, v] : now.items())
     keys.insert(k);
-  for (const std::string &k : keys) {
+  keys.erase("family");
+  order.insert(order.end(), keys.begin(), keys.end());
+  for (const std::string &k : order) {
     const json *a = field(saved, k.c_str()), *b = field(now, k.c_str());
     if (a && b && *a == *b)
       continue;

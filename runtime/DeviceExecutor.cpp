@@ -688,8 +688,8 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);
-      std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize,
-                                               step);
+      std::string err =
+          io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize, step);
       if (!err.empty())
         fail(err);
     }

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -150,7 +151,8 @@ json modelIdentity(const program::Program &p) {
       note("attention", "num_kv_heads", i.numKvHeads);
       break;
     case program::Op::Gelu:
-      note("gelu", "approximate", i.approximate == program::GeluApproximate::None ? "none" : "tanh");
+      note("gelu", "approximate",
+           i.approximate == program::GeluApproximate::None ? "none" : "tanh");
       break;
     default:
       break;
@@ -336,9 +338,11 @@ std::string readMeta(const std::string &dir, Meta &m) {
     return path + ": corrupt (not JSON)";
   const json *format = field(meta, "format"), *version = field(meta, "version");
   int64_t v = 0;
-  if (!format || !format->is_string() || *format != "fsdp-checkpoint" ||
-      !intIn(version, 0, INT64_MAX, &v))
-    return path + ": not an fsdp checkpoint";
+  if (!format || !format->is_string() || *format != "fsdp-checkpoint")
+    return path + ": not an fsdp checkpoint: 'format' must be \"fsdp-checkpoint\", not " +
+           shown(format);
+  if (!intIn(version, 0, INT64_MAX, &v))
+    return path + ": 'version' must be an integer, not " + shown(version);
   if (v != kVersion)
     return path + ": 'version' is " + std::to_string(v) +
            ", a checkpoint format this fsdp-run does not read; it reads version " +
@@ -805,8 +809,8 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
   bool rank0 = comm.rank() == 0;
   // 0. Nothing that is not finite is saved (and so no older checkpoint is
   // removed for it).
-  std::string err =
-      checkFiniteState(p, comm, arena, step, /*moments=*/true, comm.memberIndex(runtime::Group::Shard), "checkpoint");
+  std::string err = checkFiniteState(p, comm, arena, step, /*moments=*/true,
+                                     comm.memberIndex(runtime::Group::Shard), "checkpoint");
   if (!err.empty())
     return err;
   // 1. The temporary folder (a leftover of an earlier failure removed).
@@ -976,7 +980,8 @@ std::string fsdp::io::resumeCheckpoint(const std::string &path, const program::P
   if (!comm.allGather(runtime::Group::World, name, names.data(), sizeof name))
     return "checkpoint not read: " + comm.error();
   std::string chosen = names[0] ? path + "/" + std::string(names.data()) : path;
-  mine = loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
+  mine =
+      loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
   // Held until every rank has read it.
   return agree(comm, mine, [] {}, "checkpoint not read");
 }

@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
 #include <sys/file.h>
@@ -432,8 +432,8 @@ TEST(Checkpoint, ResumeIsChosenOnceAndFailsTogether) {
     return err;
   });
   for (int r = 0; r < p.worldSize; ++r)
-    EXPECT_NE(errors[r].find("shard-00001.bin"), std::string::npos) << "rank " << r << ": "
-                                                                    << errors[r];
+    EXPECT_NE(errors[r].find("shard-00001.bin"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
   std::filesystem::remove_all(dir);
 }
 

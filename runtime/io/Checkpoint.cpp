@@ -875,12 +875,11 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
                                      int64_t *step) {
   Meta m;
   std::string err = readMeta(path, m);
-  if (err.empty())
-    err = compareIdentity(path, m.identity, modelIdentity(p));
   if (!err.empty())
     return err;
+  const std::string meta = path + "/meta.json";
   if (m.globalBatch != globalBatch)
-    return path + ": saved with a global batch of " + std::to_string(m.globalBatch) +
+    return meta + ": 'global_batch' is " + std::to_string(m.globalBatch) +
            " sequences, but this run's is " + std::to_string(globalBatch) +
            " (micro-batch x ranks x --grad-accum); resume with the same global batch";
   // The same model: the same parameters with the same shapes.
@@ -889,9 +888,9 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
     for (const auto &prm : u.params) {
       auto it = m.params.find(prm.name);
       if (it == m.params.end())
-        return path + ": holds no parameter '" + prm.name + "', which this plan's model has";
+        return meta + ": holds no parameter '" + prm.name + "', which this plan's model has";
       if (it->second.shape != prm.shape)
-        return path + ": parameter '" + prm.name + "' was saved with shape " +
+        return meta + ": parameter '" + prm.name + "' was saved with shape " +
                shapeText(it->second.shape) + ", but this plan's model has " + shapeText(prm.shape);
       ++matched;
     }
@@ -902,8 +901,13 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
         for (const auto &prm : u.params)
           found = found || prm.name == name;
       if (!found)
-        return path + ": holds parameter '" + name + "', which this plan's model does not have";
+        return meta + ": holds parameter '" + name + "', which this plan's model does not have";
     }
+  // The same parameters can make another model (llama and mistral, another
+  // number of heads, another eps): the rest of the identity.
+  err = compareIdentity(path, m.identity, modelIdentity(p));
+  if (!err.empty())
+    return err;
   std::map<int64_t, std::unique_ptr<ShardReader>> readers;
   auto reader = [&](int64_t member, ShardReader **r) -> std::string {
     auto &slot = readers[member];

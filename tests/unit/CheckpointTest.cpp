@@ -198,7 +198,7 @@ TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
   std::string err = io::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
-  EXPECT_NE(err.find("saved with a global batch of 12 sequences, but this run's is 6"),
+  EXPECT_NE(err.find("meta.json: 'global_batch' is 12 sequences, but this run's is 6"),
             std::string::npos)
       << err;
   program::Program other = p;

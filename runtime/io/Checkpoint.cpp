@@ -652,10 +652,18 @@ std::string resolveAndHold(const std::string &path, CheckpointRef *ref, HeldChec
       err = ref->path + ": cannot open: " + std::strerror(errno);
       continue;
     }
+    // Held exclusively: a writer is renaming it away (never the newest), so
+    // choose again; not waited on, so that a stopped writer cannot stop this
+    // run. Without flock(2) on this file system (EBADF, ENOLCK, EOPNOTSUPP)
+    // the read is not held, as before the lock existed.
+    if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      err = ref->path + ": being removed by the run that saves there";
+      ::close(fd);
+      continue;
+    }
     struct stat locked, named;
-    if (::flock(fd, LOCK_SH) != 0 || ::fstat(fd, &locked) != 0 ||
-        ::stat(ref->path.c_str(), &named) != 0 || locked.st_ino != named.st_ino ||
-        locked.st_dev != named.st_dev) {
+    if (::fstat(fd, &locked) != 0 || ::stat(ref->path.c_str(), &named) != 0 ||
+        locked.st_ino != named.st_ino || locked.st_dev != named.st_dev) {
       err = ref->path + ": removed while it was being opened (another run saves here)";
       ::close(fd);
       continue;
@@ -850,7 +858,9 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
         mine = all[i].path + ": cannot open: " + std::strerror(errno);
         break;
       }
-      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      // Held by a reader: kept. A file system without flock(2) (EBADF,
+      // ENOLCK, EOPNOTSUPP) removes as before the lock existed.
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         ::close(fd);
         continue;
       }

@@ -277,7 +277,7 @@ void DeviceRank::initShards(bool resume, int64_t *first) {
       std::memset(h + off, 0, u.shardNumel * 4);
       touch(off, u.shardNumel * 4);
     }
-  std::string err = resume ? detail::resumeShards(p, o, shardMember(), h, first)
+  std::string err = resume ? detail::resumeShards(p, o, host, h, first)
                            : detail::initShards(p, o, shardMember(), h);
   if (!err.empty())
     fail(err);
@@ -688,7 +688,8 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);
-      std::string err = io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize);
+      std::string err =
+          io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize, step);
       if (!err.empty())
         fail(err);
     }

@@ -402,7 +402,7 @@ std::string Rank::run(const StepCallback &onStep) {
           std::memset(at(off), 0, u.shardNumel * 4);
           touch(off, u.shardNumel * 4);
         }
-      std::string err = detail::resumeShards(p, o, shardMember(), arena, &first);
+      std::string err = detail::resumeShards(p, o, comm, arena, &first);
       if (!err.empty())
         fail(err);
     } else {
@@ -449,7 +449,7 @@ std::string Rank::run(const StepCallback &onStep) {
         fail(err);
     }
     if (!o.saveWeights.empty()) {
-      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize);
+      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize, step);
       if (!err.empty())
         fail(err);
     }

@@ -209,8 +209,9 @@ StepReport stepReport(const program::Program &p, const RunOptions &options, int6
                       double lossSum, double lossDivisor, double gradNorm, double seconds);
 
 /// Fills the rank's parameter and Adam shards from options.resume (resharded
-/// when another plan saved it); *first: the steps already taken.
-std::string resumeShards(const program::Program &p, const RunOptions &options, int shardMember,
+/// when another plan saved it); *first: the steps already taken. Collective:
+/// rank 0 chooses the checkpoint, and every rank fails when one does.
+std::string resumeShards(const program::Program &p, const RunOptions &options, Communicator &comm,
                          char *arena, int64_t *first);
 
 /// The barrier before the first step: nobody starts before every rank has its

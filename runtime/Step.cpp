@@ -222,11 +222,13 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
 }
 
 std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
-                                                int shardMember, char *arena, int64_t *first) {
-  io::CheckpointRef ref;
-  std::string err = io::resolveCheckpoint(o.resume, &ref);
-  if (err.empty())
-    err = io::loadCheckpoint(ref.path, p, shardMember, globalBatch(p, o), arena, first);
+                                                Communicator &comm, char *arena, int64_t *first) {
+  std::string err = io::resumeCheckpoint(o.resume, p, comm, globalBatch(p, o), arena, first);
+  // fsdp-run checked the checkpoint it saw at start; another run saving to
+  // the folder may have made a newer one since. Every rank has the same step.
+  if (err.empty() && *first > o.steps)
+    err = o.resume + ": its newest checkpoint is of step " + std::to_string(*first) +
+          ", past --steps " + std::to_string(o.steps);
   return err;
 }
 

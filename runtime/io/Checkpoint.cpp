@@ -1,24 +1,29 @@
 //===- Checkpoint.cpp -----------------------------------------------------===//
 //
 // The layout is in Checkpoint.h. A shard file is a header (magic, step,
-// member, members, payload bytes, block bytes, the header's CRC-32), the
-// payload (for each unit: the parameter, exp_avg and exp_avg_sq shards, f32)
-// and one CRC-32 per block of the payload. meta.json places every parameter
-// in its unit's flat layout, so that a plan with other units, shard sizes or
-// world size finds each element of its own shards.
+// member, members, payload bytes, block bytes, the header's CRC-32, four zero
+// bytes), the payload (for each unit: the parameter, exp_avg and exp_avg_sq
+// shards, f32) and one CRC-32 per block of the payload. meta.json places every
+// parameter in its unit's flat layout, so that a plan with other units, shard
+// sizes or world size finds each element of its own shards; it also holds the
+// model's identity, each shard file's size and header CRC, and a CRC-32 of
+// itself, so that a checkpoint is verified as a whole before step 1.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
+#include "support/InputFile.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -26,8 +31,10 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -36,8 +43,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'C', 'K', 'P', '2'};
-constexpr int kVersion = 2;
+constexpr char kMagic[8] = {'F', 'S', 'D', 'P', 'C', 'K', 'P', '3'};
+constexpr int kVersion = 3;
 constexpr int64_t kBlockBytes = int64_t(1) << 20;
 constexpr const char *kLockName = "lock";
 
@@ -48,10 +55,100 @@ struct ShardHeader {
 };
 static_assert(sizeof(ShardHeader) == 56, "the shard header is 56 bytes on disk");
 
+// Over all 56 bytes, the CRC field read as zero: a flip anywhere in the
+// header, the padding included, is found.
 uint32_t headerCrc(ShardHeader h) {
   h.headerCrc = 0;
-  h.pad = 0;
   return crc32(&h, sizeof h);
+}
+
+int64_t payloadBytesOf(const program::Program &p) {
+  int64_t payload = 0;
+  for (const auto &u : p.units)
+    payload += 3 * u.shardNumel * 4;
+  return payload;
+}
+
+// Header, payload and one CRC a block.
+int64_t shardFileBytes(int64_t payload, int64_t blockBytes) {
+  return (int64_t)sizeof(ShardHeader) + payload + (payload + blockBytes - 1) / blockBytes * 4;
+}
+
+ShardHeader shardHeader(const program::Program &p, int64_t step, int64_t member) {
+  ShardHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.step = step;
+  h.member = member;
+  h.members = p.shardSize;
+  h.payloadBytes = payloadBytesOf(p);
+  h.blockBytes = kBlockBytes;
+  h.headerCrc = headerCrc(h);
+  return h;
+}
+
+// The CRC-32 meta.json carries of itself: of its compact dump (keys sorted,
+// as nlohmann::json orders them) without the "checksum" key, so that it does
+// not depend on the whitespace it was written with.
+uint32_t metaChecksum(json meta) {
+  meta.erase("checksum");
+  std::string text = meta.dump(-1, ' ', false, json::error_handler_t::replace);
+  return crc32(text.data(), text.size());
+}
+
+// What makes the model's maths, as the program's instructions say it: the
+// family, and each attribute of the forward ops that is not a tensor shape
+// (shapes and names are compared parameter by parameter). One value per key
+// when every instruction agrees, else the sorted distinct values. Nothing
+// here depends on the sequence length, the world, the strategy, the wrap,
+// the micro-batch, recomputation or the dtypes.
+json modelIdentity(const program::Program &p) {
+  std::map<std::string, std::set<json>> seen;
+  auto note = [&](const char *op, const char *attr, const json &v) {
+    seen[std::string(op) + "." + attr].insert(v);
+  };
+  for (const auto &i : p.microStep.compute) {
+    switch (i.op) {
+    case program::Op::LayerNorm:
+      note("layer_norm", "eps", i.eps);
+      break;
+    case program::Op::RMSNorm:
+      note("rms_norm", "eps", i.eps);
+      break;
+    case program::Op::Rope:
+      note("rope", "theta", i.theta);
+      note("rope", "num_heads", i.numHeads);
+      if (i.llama3Factor) {
+        note("rope", "llama3_factor", *i.llama3Factor);
+        note("rope", "llama3_low_freq_factor", *i.llama3Low);
+        note("rope", "llama3_high_freq_factor", *i.llama3High);
+        note("rope", "llama3_original_max_position", *i.llama3OriginalMax);
+      }
+      break;
+    case program::Op::CausalAttention:
+      note("causal_attention", "num_heads", i.numHeads);
+      note("causal_attention", "num_kv_heads", i.numKvHeads);
+      note("causal_attention", "window", i.window);
+      break;
+    case program::Op::Attention:
+      note("attention", "num_heads", i.numHeads);
+      note("attention", "num_kv_heads", i.numKvHeads);
+      break;
+    case program::Op::Gelu:
+      note("gelu", "approximate",
+           i.approximate == program::GeluApproximate::None ? "none" : "tanh");
+      break;
+    default:
+      break;
+    }
+  }
+  json id = json::object();
+  id["family"] = p.modelType;
+  std::vector<std::string> tied = p.tiedCopies;
+  std::sort(tied.begin(), tied.end());
+  id["tied_copies"] = tied;
+  for (const auto &[key, values] : seen)
+    id[key] = values.size() == 1 ? *values.begin() : json(values);
+  return id;
 }
 
 std::string shardName(int64_t member) {
@@ -84,10 +181,11 @@ bool isDirectory(const std::string &path) {
 // stage), then a failed rank returns its own error (its caller aborts the
 // world with it) and the others wait for that abort and return it.
 std::string agree(runtime::Communicator &comm, const std::string &mine,
-                  const std::function<void()> &cleanUp) {
+                  const std::function<void()> &cleanUp,
+                  const std::string &stopped = "checkpoint not written") {
   double failed = mine.empty() ? 0 : 1;
   if (!comm.allReduceScalar(runtime::Group::World, &failed))
-    return "checkpoint not written: " + comm.error();
+    return stopped + ": " + comm.error();
   if (failed == 0)
     return "";
   if (comm.rank() == 0)
@@ -98,7 +196,7 @@ std::string agree(runtime::Communicator &comm, const std::string &mine,
     return mine;
   if (cleaned) // released only by the failed rank's abort
     comm.allReduceScalar(runtime::Group::World, &none);
-  return "checkpoint not written: " + comm.error();
+  return stopped + ": " + comm.error();
 }
 
 json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
@@ -109,33 +207,31 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
       params.push_back({{"name", prm.name}, {"shape", prm.shape}, {"offset", prm.offset}});
     units.push_back({{"name", u.name}, {"shard_numel", u.shardNumel}, {"params", params}});
   }
-  return {{"format", "fsdp-checkpoint"},
-          {"version", kVersion},
-          {"step", step},
-          {"global_batch", globalBatch},
-          {"model", p.modelName},
-          {"world_size", p.worldSize},
-          {"strategy", p.strategy},
-          {"shard_files", p.shardSize},
-          {"block_bytes", kBlockBytes},
-          {"units", units}};
+  json shards = json::array();
+  int64_t bytes = shardFileBytes(payloadBytesOf(p), kBlockBytes);
+  for (int64_t m = 0; m < p.shardSize; ++m)
+    shards.push_back({{"bytes", bytes}, {"header_crc", shardHeader(p, step, m).headerCrc}});
+  json meta = {{"format", "fsdp-checkpoint"},
+               {"version", kVersion},
+               {"step", step},
+               {"global_batch", globalBatch},
+               {"model", p.modelName},
+               {"identity", modelIdentity(p)},
+               {"world_size", p.worldSize},
+               {"strategy", p.strategy},
+               {"shard_files", p.shardSize},
+               {"shards", shards},
+               {"block_bytes", kBlockBytes},
+               {"units", units}};
+  meta["checksum"] = metaChecksum(meta);
+  return meta;
 }
 
 // This member's shard file: header, payload, block CRCs; created, written
 // and fsynced, or an error.
 std::string writeShard(const std::string &path, const program::Program &p, const char *arena,
                        int64_t step, int64_t member) {
-  int64_t payload = 0;
-  for (const auto &u : p.units)
-    payload += 3 * u.shardNumel * 4;
-  ShardHeader h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.step = step;
-  h.member = member;
-  h.members = p.shardSize;
-  h.payloadBytes = payload;
-  h.blockBytes = kBlockBytes;
-  h.headerCrc = headerCrc(h);
+  ShardHeader h = shardHeader(p, step, member);
   DurableFile f;
   std::string err = f.create(path);
   if (err.empty())
@@ -183,7 +279,9 @@ struct SavedParam {
 struct Meta {
   int64_t step = 0, globalBatch = 0, members = 0, blockBytes = 0, payloadBytes = 0;
   std::vector<int64_t> shardNumel, unitStart; // per unit; unitStart: byte offset in the payload
+  std::vector<uint32_t> headerCrcs;           // per shard file
   std::map<std::string, SavedParam> params;
+  json identity;
 };
 
 // A non-negative integer of JSON within [lo, hi], or false.
@@ -205,44 +303,53 @@ const json *field(const json &obj, const char *key) {
   return obj.is_object() && obj.contains(key) ? &obj[key] : nullptr;
 }
 
+std::string shown(const json *v) { return v ? v->dump() : std::string("missing"); }
+
 std::string readMeta(const std::string &dir, Meta &m) {
   std::string path = dir + "/meta.json";
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return dir + ": not a checkpoint (no meta.json: " + std::strerror(errno) + ")";
-  if (!S_ISREG(st.st_mode) || st.st_size > (int64_t(64) << 20))
-    return path + ": not a regular file of at most 64 MiB";
   std::string text;
-  {
-    FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f)
-      return path + ": cannot read: " + std::strerror(errno);
-    text.resize(size_t(st.st_size));
-    size_t got = std::fread(text.data(), 1, text.size(), f);
-    std::fclose(f);
-    if (got != text.size())
-      return path + ": cannot read it whole";
-  }
+  // Not blocking on a FIFO, not reading a device without end.
+  std::string err = support::readRegularFile(path, support::kMaxJsonBytes, "checkpoint", &text);
+  if (!err.empty())
+    return err;
+  unsigned line = 0, col = 0;
+  err = support::checkJsonDepth(text, &line, &col);
+  if (!err.empty())
+    return path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + err;
   json meta = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (meta.is_discarded())
     return path + ": corrupt (not JSON)";
   const json *format = field(meta, "format"), *version = field(meta, "version");
   int64_t v = 0;
-  if (!format || !format->is_string() || *format != "fsdp-checkpoint" ||
-      !intIn(version, 0, INT64_MAX, &v))
-    return path + ": not an fsdp checkpoint";
+  if (!format || !format->is_string() || *format != "fsdp-checkpoint")
+    return path + ": not an fsdp checkpoint: 'format' must be \"fsdp-checkpoint\", not " +
+           shown(format);
+  if (!intIn(version, 0, INT64_MAX, &v))
+    return path + ": 'version' must be an integer, not " + shown(version);
   if (v != kVersion)
-    return path + ": checkpoint format version " + std::to_string(v) +
-           " is not supported; this fsdp-run reads version " + std::to_string(kVersion);
+    return path + ": 'version' is " + std::to_string(v) +
+           ", a checkpoint format this fsdp-run does not read; it reads version " +
+           std::to_string(kVersion) +
+           (v == 2 ? " (version 2 holds no checksum of meta.json and no model identity, so "
+                     "it cannot be verified before step 1: resume it with the fsdp-run "
+                     "that wrote it, or start from its --save-weights)"
+                   : "");
   if (!intIn(field(meta, "step"), 0, INT64_MAX, &m.step))
     return path + ": 'step' must be a count of steps (0 or more), not " +
-           (field(meta, "step") ? field(meta, "step")->dump() : std::string("missing"));
+           shown(field(meta, "step"));
   if (!intIn(field(meta, "global_batch"), 1, INT64_MAX, &m.globalBatch))
-    return path + ": 'global_batch' must be an integer of 1 or more";
+    return path + ": 'global_batch' must be an integer of 1 or more, not " +
+           shown(field(meta, "global_batch"));
   if (!intIn(field(meta, "shard_files"), 1, int64_t(1) << 20, &m.members))
-    return path + ": 'shard_files' must be an integer from 1 to 1048576";
+    return path + ": 'shard_files' must be an integer from 1 to 1048576, not " +
+           shown(field(meta, "shard_files"));
   if (!intIn(field(meta, "block_bytes"), 4, int64_t(1) << 30, &m.blockBytes) || m.blockBytes % 4)
-    return path + ": 'block_bytes' must be a multiple of 4 from 4 to 2^30";
+    return path + ": 'block_bytes' must be a multiple of 4 from 4 to 2^30, not " +
+           shown(field(meta, "block_bytes"));
+  const json *identity = field(meta, "identity");
+  if (!identity || !identity->is_object() || !field(*identity, "family"))
+    return path + ": 'identity' must be an object naming the model's 'family'";
+  m.identity = *identity;
   const json *units = field(meta, "units");
   if (!units || !units->is_array())
     return path + ": 'units' must be an array";
@@ -253,16 +360,21 @@ std::string readMeta(const std::string &dir, Meta &m) {
     std::string where = path + ": units[" + std::to_string(ui) + "]";
     int64_t shardNumel = 0;
     if (!intIn(field(u, "shard_numel"), 0, kLimit, &shardNumel))
-      return where + ": 'shard_numel' must be an integer of 0 or more";
+      return where + ".shard_numel must be an integer of 0 or more, not " +
+             shown(field(u, "shard_numel"));
     m.unitStart.push_back((int64_t)payload);
     m.shardNumel.push_back(shardNumel);
     payload += (__int128)shardNumel * 12;
     if (payload > kLimit)
-      return where + ": the shards are larger than fsdp-run reads (2^62 bytes)";
+      return where + ".shard_numel: the shards are larger than fsdp-run reads (2^62 bytes)";
     __int128 padded = (__int128)shardNumel * m.members;
     const json *params = field(u, "params");
     if (!params || !params->is_array())
-      return where + ": 'params' must be an array";
+      return where + ".params must be an array";
+    // The writer lists a unit's parameters in their order in its flat
+    // buffer: each begins at or after the end of the one before.
+    int64_t end = 0;
+    std::string before;
     for (size_t pi = 0; pi < params->size(); ++pi) {
       const json &prm = (*params)[pi];
       std::string at = where + ".params[" + std::to_string(pi) + "]";
@@ -270,28 +382,63 @@ std::string readMeta(const std::string &dir, Meta &m) {
       SavedParam s;
       s.unit = (int64_t)ui;
       if (!name || !name->is_string())
-        return at + ": 'name' must be a string";
+        return at + ".name must be a string";
       if (!shape || !shape->is_array() || shape->size() > 8)
-        return at + ": 'shape' must be an array of at most 8 sizes";
+        return at + ".shape must be an array of at most 8 sizes";
       __int128 numel = 1;
       for (const json &d : *shape) {
         int64_t n = 0;
         if (!intIn(&d, 0, kLimit, &n))
-          return at + ": 'shape' must hold sizes of 0 or more";
+          return at + ".shape must hold sizes of 0 or more";
         s.shape.push_back(n);
         numel *= n;
         if (numel > kLimit)
-          return at + ": more elements than fsdp-run holds (2^62)";
+          return at + ".shape: more elements than fsdp-run holds (2^62)";
       }
       s.numel = (int64_t)numel;
-      if (!intIn(field(prm, "offset"), 0, kLimit, &s.offset) || s.offset + numel > padded)
-        return at + ": 'offset' must place the parameter within its unit's " +
-               std::to_string((long long)padded) + " elements";
+      const json *offset = field(prm, "offset");
+      if (!intIn(offset, 0, kLimit, &s.offset) || s.offset + numel > padded)
+        return at + ".offset is " + shown(offset) + ": it must place the parameter's " +
+               std::to_string((long long)numel) + " elements within the unit's " +
+               std::to_string((long long)padded) + " (" + where.substr(path.size() + 2) +
+               ".shard_numel x shard_files)";
+      if (s.offset < end)
+        return at + ".offset is " + std::to_string(s.offset) + ": it overlaps the parameter '" +
+               before + "' before it, which ends at " + std::to_string(end);
+      end = s.offset + s.numel;
+      before = name->get<std::string>();
       if (!m.params.emplace(name->get<std::string>(), s).second)
-        return at + ": the parameter '" + name->get<std::string>() + "' is saved twice";
+        return at + ".name: the parameter '" + name->get<std::string>() + "' is saved twice";
     }
   }
   m.payloadBytes = (int64_t)payload;
+  // Each shard file's size and header CRC, as the writer made them.
+  const json *shards = field(meta, "shards");
+  if (!shards || !shards->is_array() || (int64_t)shards->size() != m.members)
+    return path + ": 'shards' must be an array of " + std::to_string(m.members) +
+           " entries, as 'shard_files' says";
+  int64_t fileBytes = shardFileBytes(m.payloadBytes, m.blockBytes);
+  for (size_t i = 0; i < shards->size(); ++i) {
+    std::string at = path + ": shards[" + std::to_string(i) + "]";
+    int64_t bytes = 0, crc = 0;
+    if (!intIn(field((*shards)[i], "bytes"), 0, INT64_MAX, &bytes) || bytes != fileBytes)
+      return at + ".bytes is " + shown(field((*shards)[i], "bytes")) + ", but the " +
+             "units[*].shard_numel and block_bytes make each shard file " +
+             std::to_string(fileBytes) + " bytes";
+    if (!intIn(field((*shards)[i], "header_crc"), 0, UINT32_MAX, &crc))
+      return at + ".header_crc must be a CRC-32 (an integer from 0 to 2^32-1), not " +
+             shown(field((*shards)[i], "header_crc"));
+    m.headerCrcs.push_back((uint32_t)crc);
+  }
+  // Last, the catch-all: any edit the checks above let through.
+  int64_t checksum = 0;
+  if (!intIn(field(meta, "checksum"), 0, UINT32_MAX, &checksum))
+    return path + ": 'checksum' must be a CRC-32 (an integer from 0 to 2^32-1), not " +
+           shown(field(meta, "checksum"));
+  uint32_t actual = metaChecksum(meta);
+  if ((uint32_t)checksum != actual)
+    return path + ": 'checksum' is " + std::to_string(checksum) + ", but the file's contents " +
+           "give " + std::to_string(actual) + ": meta.json was changed after it was saved";
   return "";
 }
 
@@ -310,26 +457,48 @@ public:
     if (fd >= 0)
       ::close(fd);
   }
+  // The header, field by field, against meta.json: an error names the field.
   std::string open(const std::string &p, const Meta &m, int64_t member) {
     path = p;
     payload = m.payloadBytes;
     blockBytes = m.blockBytes;
     blocks = (payload + blockBytes - 1) / blockBytes;
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      return path + ": missing: " + std::strerror(errno);
-    struct stat st;
+    int64_t size = 0;
+    std::string err = support::openRegularFile(path, INT64_MAX, "checkpoint", &fd, &size);
+    if (!err.empty())
+      return err;
     ShardHeader h{};
-    if (::fstat(fd, &st) != 0 || ::pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
-        std::memcmp(h.magic, kMagic, 8) != 0 || h.headerCrc != headerCrc(h))
-      return path + ": corrupt checkpoint (bad header)";
-    if (h.step != m.step || h.member != member || h.members != m.members ||
-        h.payloadBytes != payload || h.blockBytes != blockBytes)
-      return path + ": corrupt checkpoint (its header does not match meta.json)";
-    if (st.st_size != (off_t)(sizeof h + payload + blocks * 4))
-      return path + ": corrupt checkpoint (" + std::to_string((long long)st.st_size) +
-             " bytes, but meta.json makes it " +
-             std::to_string((long long)(sizeof h + payload + blocks * 4)) + ")";
+    if (::pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+      return path + ": corrupt checkpoint: shorter than its 56-byte header";
+    auto bad = [&](const char *name, int64_t got, int64_t want) {
+      return path + ": header field '" + name + "' is " + std::to_string((long long)got) +
+             ", but meta.json makes it " + std::to_string((long long)want);
+    };
+    if (std::memcmp(h.magic, kMagic, 8) != 0)
+      return path + ": header field 'magic' is not FSDPCKP3 (bytes 0-7)";
+    if (h.step != m.step)
+      return bad("step", h.step, m.step);
+    if (h.member != member)
+      return bad("member", h.member, member);
+    if (h.members != m.members)
+      return bad("members", h.members, m.members);
+    if (h.payloadBytes != payload)
+      return bad("payload_bytes", h.payloadBytes, payload);
+    if (h.blockBytes != blockBytes)
+      return bad("block_bytes", h.blockBytes, blockBytes);
+    if (h.pad != 0)
+      return path + ": header field 'pad' (bytes 52-55) is " + std::to_string(h.pad) +
+             ", but must be 0";
+    if (h.headerCrc != headerCrc(h))
+      return path + ": header field 'header_crc' is " + std::to_string(h.headerCrc) +
+             ", but the header's bytes give " + std::to_string(headerCrc(h));
+    if (h.headerCrc != m.headerCrcs[member])
+      return bad("header_crc", h.headerCrc, m.headerCrcs[member]);
+    int64_t want = shardFileBytes(payload, blockBytes);
+    if (size != want)
+      return path + ": corrupt checkpoint: " + std::to_string((long long)size) +
+             " bytes, but meta.json's shards[" + std::to_string(member) + "].bytes is " +
+             std::to_string((long long)want);
     return "";
   }
   // Bytes [at, at + bytes) of the payload into dst.
@@ -371,6 +540,122 @@ private:
   int64_t payload = 0, blockBytes = 1, blocks = 0, cached = -1;
   std::vector<char> block;
 };
+
+// The model of the checkpoint against the plan's, key by key.
+std::string compareIdentity(const std::string &path, const json &saved, const json &now) {
+  // The family first: the plainest difference to read.
+  std::vector<std::string> order = {"family"};
+  std::set<std::string> keys;
+  for (const auto &[k, v] : saved.items())
+    keys.insert(k);
+  for (const auto &[k, v] : now.items())
+    keys.insert(k);
+  keys.erase("family");
+  order.insert(order.end(), keys.begin(), keys.end());
+  for (const std::string &k : order) {
+    const json *a = field(saved, k.c_str()), *b = field(now, k.c_str());
+    if (a && b && *a == *b)
+      continue;
+    return path + "/meta.json: the checkpoint is of another model: identity '" + k + "' is " +
+           (a ? a->dump() : std::string("absent")) + " in the checkpoint, but " +
+           (b ? b->dump() : std::string("absent")) + " in this plan's model";
+  }
+  return "";
+}
+
+// Every rank's shards of `p` (the parameters; the Adam moments too when
+// `moments`) checked for a value that is not finite. Collective: every rank
+// learns the first such element of the whole model (in unit order, the
+// parameters before the moments) and returns the same error, or "".
+std::string checkFiniteState(const program::Program &p, runtime::Communicator &comm,
+                             const char *arena, int64_t step, bool moments, int shardMember,
+                             const std::string &what) {
+  // (kind, unit, flat element) of this rank's first; INT64_MAX: none.
+  int64_t mine[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  bool inFirstGroup = comm.rank() < p.shardSize;
+  for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
+    for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
+      const auto &u = p.units[ui];
+      int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
+      const float *x = reinterpret_cast<const float *>(arena + off);
+      for (int64_t j = 0; j < u.shardNumel; ++j)
+        if (!std::isfinite(x[j])) {
+          mine[0] = kind;
+          mine[1] = (int64_t)ui;
+          mine[2] = shardMember * u.shardNumel + j;
+          break;
+        }
+    }
+  std::vector<int64_t> all(size_t(comm.worldSize()) * 3);
+  if (!comm.allGather(runtime::Group::World, mine, all.data(), sizeof mine))
+    return what + " not written: " + comm.error();
+  int64_t first[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (std::lexicographical_compare(&all[r * 3], &all[r * 3 + 3], first, first + 3))
+      std::copy(&all[r * 3], &all[r * 3 + 3], first);
+  if (first[0] == INT64_MAX)
+    return "";
+  const auto &u = p.units[first[1]];
+  std::string name = "(padding of unit " + u.name + ")";
+  int64_t element = first[2];
+  for (const auto &prm : u.params)
+    if (first[2] >= prm.offset && first[2] < prm.offset + prm.numel) {
+      name = "'" + prm.name + "'";
+      element = first[2] - prm.offset;
+    }
+  const char *kinds[3] = {"parameter ", "exp_avg of ", "exp_avg_sq of "};
+  return "step " + std::to_string(step) + ": " + kinds[first[0]] + name + " holds a value " +
+         "that is not finite (element " + std::to_string(element) + "): the run stops here, " +
+         "and no " + what + " of this state is written";
+}
+
+// The step folder that a resume reads, held with flock(LOCK_SH) so that a
+// run saving into the same folder does not remove it meanwhile.
+struct HeldCheckpoint {
+  ~HeldCheckpoint() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  int fd = -1;
+};
+
+// Resolves `path` and locks the chosen folder shared, then checks that its
+// name still names the folder locked (a writer renames a checkpoint away
+// only while holding the lock exclusively). A rotation in between: again.
+std::string resolveAndHold(const std::string &path, CheckpointRef *ref, HeldCheckpoint *held) {
+  std::string err;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (attempt > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    err = resolveCheckpoint(path, ref);
+    if (!err.empty())
+      return err;
+    int fd = ::open(ref->path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      err = ref->path + ": cannot open: " + std::strerror(errno);
+      continue;
+    }
+    // Held exclusively: a writer is renaming it away (never the newest), so
+    // choose again; not waited on, so that a stopped writer cannot stop this
+    // run. Without flock(2) on this file system (EBADF, ENOLCK, EOPNOTSUPP)
+    // the read is not held, as before the lock existed.
+    if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      err = ref->path + ": being removed by the run that saves there";
+      ::close(fd);
+      continue;
+    }
+    struct stat locked, named;
+    if (::fstat(fd, &locked) != 0 || ::stat(ref->path.c_str(), &named) != 0 ||
+        locked.st_ino != named.st_ino || locked.st_dev != named.st_dev) {
+      err = ref->path + ": removed while it was being opened (another run saves here)";
+      ::close(fd);
+      continue;
+    }
+    held->fd = fd;
+    return "";
+  }
+  return err;
+}
 
 } // namespace
 
@@ -487,10 +772,16 @@ std::string fsdp::io::resolveCheckpoint(const std::string &path, CheckpointRef *
     *out = {path, m.step};
     return "";
   }
+  // A listing taken while another run renames in a new checkpoint and an
+  // old one out may see neither: an empty listing is taken again.
   std::vector<CheckpointRef> all;
-  std::string err = listCheckpoints(path, &all);
-  if (!err.empty())
-    return err;
+  for (int attempt = 0; attempt < 4 && all.empty(); ++attempt) {
+    if (attempt > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string err = listCheckpoints(path, &all);
+    if (!err.empty())
+      return err;
+  }
   if (all.empty())
     return path + ": holds no complete checkpoint (no step-NNNNNNNN folder)";
   *out = all.back();
@@ -507,6 +798,12 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
   std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
   auto removeTmp = [&] { removeTree(tmp); };
   bool rank0 = comm.rank() == 0;
+  // 0. Nothing that is not finite is saved (and so no older checkpoint is
+  // removed for it).
+  std::string err = checkFiniteState(p, comm, arena, step, /*moments=*/true,
+                                     comm.memberIndex(runtime::Group::Shard), "checkpoint");
+  if (!err.empty())
+    return err;
   // 1. The temporary folder (a leftover of an earlier failure removed).
   std::string mine;
   if (rank0) {
@@ -514,7 +811,7 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
     if (mine.empty())
       mine = makeDirectory(tmp);
   }
-  std::string err = agree(comm, mine, removeTmp);
+  err = agree(comm, mine, removeTmp);
   if (!err.empty())
     return err;
   // 2. Shard group 0 holds one copy of everything: each member its file.
@@ -537,10 +834,24 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
     if (mine.empty())
       mine = listCheckpoints(dir, &all);
     for (size_t i = 0; mine.empty() && i + keep < all.size(); ++i) {
+      // A run resuming from it holds it shared (resolveAndHold): it stays,
+      // and a later save removes it.
+      int fd = ::open(all[i].path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) {
+        mine = all[i].path + ": cannot open: " + std::strerror(errno);
+        break;
+      }
+      // Held by a reader: kept. A file system without flock(2) (EBADF,
+      // ENOLCK, EOPNOTSUPP) removes as before the lock existed.
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        ::close(fd);
+        continue;
+      }
       // Out of sight first, so that a crash never leaves half a checkpoint
       // under a checkpoint's name.
       std::string gone = all[i].path + ".removing";
       mine = renameDurable(all[i].path, gone);
+      ::close(fd);
       if (mine.empty())
         mine = removeTree(gone);
     }
@@ -559,8 +870,9 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
   std::string err = readMeta(path, m);
   if (!err.empty())
     return err;
+  const std::string meta = path + "/meta.json";
   if (m.globalBatch != globalBatch)
-    return path + ": saved with a global batch of " + std::to_string(m.globalBatch) +
+    return meta + ": 'global_batch' is " + std::to_string(m.globalBatch) +
            " sequences, but this run's is " + std::to_string(globalBatch) +
            " (micro-batch x ranks x --grad-accum); resume with the same global batch";
   // The same model: the same parameters with the same shapes.
@@ -569,9 +881,9 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
     for (const auto &prm : u.params) {
       auto it = m.params.find(prm.name);
       if (it == m.params.end())
-        return path + ": holds no parameter '" + prm.name + "', which this plan's model has";
+        return meta + ": holds no parameter '" + prm.name + "', which this plan's model has";
       if (it->second.shape != prm.shape)
-        return path + ": parameter '" + prm.name + "' was saved with shape " +
+        return meta + ": parameter '" + prm.name + "' was saved with shape " +
                shapeText(it->second.shape) + ", but this plan's model has " + shapeText(prm.shape);
       ++matched;
     }
@@ -582,8 +894,13 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
         for (const auto &prm : u.params)
           found = found || prm.name == name;
       if (!found)
-        return path + ": holds parameter '" + name + "', which this plan's model does not have";
+        return meta + ": holds parameter '" + name + "', which this plan's model does not have";
     }
+  // The same parameters can make another model (llama and mistral, another
+  // number of heads, another eps): the rest of the identity.
+  err = compareIdentity(path, m.identity, modelIdentity(p));
+  if (!err.empty())
+    return err;
   std::map<int64_t, std::unique_ptr<ShardReader>> readers;
   auto reader = [&](int64_t member, ShardReader **r) -> std::string {
     auto &slot = readers[member];
@@ -598,6 +915,14 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
     *r = slot.get();
     return "";
   };
+  // The whole checkpoint before any byte of it is used: shard member 0
+  // checks every file's header, the others those they read.
+  for (int64_t member = 0; shardMember == 0 && member < m.members; ++member) {
+    ShardReader *r = nullptr;
+    err = reader(member, &r);
+    if (!err.empty())
+      return err;
+  }
   // Parameters, then exp_avg, then exp_avg_sq: each file read in order.
   for (int kind = 0; kind < 3; ++kind)
     for (const auto &u : p.units) {
@@ -630,9 +955,41 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
   return "";
 }
 
+std::string fsdp::io::resumeCheckpoint(const std::string &path, const program::Program &p,
+                                       runtime::Communicator &comm, int64_t globalBatch,
+                                       char *arena, int64_t *step) {
+  // Rank 0 chooses and holds the checkpoint; every rank reads that one.
+  HeldCheckpoint held;
+  CheckpointRef ref;
+  std::string mine;
+  char name[64] = {0}; // the chosen folder's name in `path`; empty: `path` itself
+  if (comm.rank() == 0) {
+    mine = resolveAndHold(path, &ref, &held);
+    if (mine.empty() && ref.path != path) {
+      std::string leaf = ref.path.substr(ref.path.rfind('/') + 1);
+      std::snprintf(name, sizeof name, "%s", leaf.c_str());
+    }
+  }
+  std::string err = agree(comm, mine, [] {}, "checkpoint not read");
+  if (!err.empty())
+    return err;
+  std::vector<char> names(size_t(comm.worldSize()) * sizeof name);
+  if (!comm.allGather(runtime::Group::World, name, names.data(), sizeof name))
+    return "checkpoint not read: " + comm.error();
+  std::string chosen = names[0] ? path + "/" + std::string(names.data()) : path;
+  mine =
+      loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
+  // Held until every rank has read it.
+  return agree(comm, mine, [] {}, "checkpoint not read");
+}
+
 std::string fsdp::io::saveFullWeights(const std::string &path, const program::Program &p,
                                       runtime::Communicator &comm, char *arena,
-                                      int64_t maxShardSize) {
+                                      int64_t maxShardSize, int64_t step) {
+  std::string err = checkFiniteState(p, comm, arena, step, /*moments=*/false,
+                                     comm.memberIndex(runtime::Group::Shard), "weights file");
+  if (!err.empty())
+    return err;
   // The first shard group holds one whole copy; its members gather each unit.
   bool inFirstGroup = comm.rank() < p.shardSize;
   std::vector<std::vector<float>> full(p.units.size());
@@ -644,7 +1001,6 @@ std::string fsdp::io::saveFullWeights(const std::string &path, const program::Pr
                           u.shardNumel * 4))
         return "weights not written: " + comm.error();
     }
-  std::string err;
   if (comm.rank() == 0) {
     std::vector<NamedTensor> tensors;
     for (size_t i = 0; i < p.units.size(); ++i)

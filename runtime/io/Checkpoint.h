@@ -3,8 +3,10 @@
 // A checkpoint folder DIR (fsdp-run --save DIR) holds, in DESIGN.md's layout:
 //   DIR/lock                   the run that saves here holds flock(2) on it
 //   DIR/step-NNNNNNNN/         one complete checkpoint after step N:
-//       meta.json              the step, the global batch and every parameter's
-//                              place in the units' flat layout
+//       meta.json              the step, the global batch, the model's
+//                              identity, every parameter's place in the units'
+//                              flat layout, each shard file's size and header
+//                              CRC, and a CRC-32 of itself
 //       shard-MMMMM.bin        shard member M's parameter, exp_avg and
 //                              exp_avg_sq shards, unit by unit, with a CRC-32
 //                              of every block
@@ -64,7 +66,10 @@ std::string resolveCheckpoint(const std::string &path, CheckpointRef *out);
 std::string checkpointPath(const std::string &dir, int64_t step);
 
 /// Collective over every rank: writes the checkpoint of `step` into `dir`,
-/// then removes the oldest complete ones beyond the `keep` newest. A failure
+/// then removes the oldest complete ones beyond the `keep` newest (one that a
+/// resuming run holds stays until a later save). A parameter or Adam moment
+/// that is not finite on any rank is an error on every rank naming the step
+/// and the first such parameter, and nothing is written or removed. A failure
 /// on any rank is an error on every rank (naming the path and the system's
 /// reason), and what the save wrote is removed.
 std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::Program &p,
@@ -74,16 +79,30 @@ std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
 /// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint
 /// folder `path`, whatever plan of the same model wrote it, reading only the
-/// blocks that hold them (each checked against its CRC). *step: the steps
-/// already taken. The global batch must be the one it was saved with.
+/// blocks that hold them (each checked against its CRC). meta.json is checked
+/// whole first (its checksum, every offset and size, the model's identity
+/// against `p`'s), then the shard headers (member 0: every file's). *step:
+/// the steps already taken. The global batch must be the one it was saved
+/// with. An error names the file and the field.
 std::string loadCheckpoint(const std::string &path, const program::Program &p, int shardMember,
                            int64_t globalBatch, char *arena, int64_t *step);
 
+/// Collective over every rank: what --resume `path` names is chosen by rank
+/// 0, held with a shared lock (a run saving there does not remove it while
+/// it is read) and read by every rank (loadCheckpoint). An error on any rank
+/// is an error on every rank.
+std::string resumeCheckpoint(const std::string &path, const program::Program &p,
+                             runtime::Communicator &comm, int64_t globalBatch, char *arena,
+                             int64_t *step);
+
 /// Gathers the parameters and writes them with HF names and layouts: one
 /// safetensors file, or, when `path` is a folder (isWeightsFolder), HF shards
-/// of at most `maxShardSize` bytes and their index. Only rank 0 writes.
+/// of at most `maxShardSize` bytes and their index. Only rank 0 writes. A
+/// parameter that is not finite is an error on every rank naming `step` and
+/// the parameter, and nothing is written.
 std::string saveFullWeights(const std::string &path, const program::Program &p,
-                            runtime::Communicator &comm, char *arena, int64_t maxShardSize);
+                            runtime::Communicator &comm, char *arena, int64_t maxShardSize,
+                            int64_t step);
 
 } // namespace fsdp::io
 

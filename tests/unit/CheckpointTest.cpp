@@ -15,9 +15,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
 #include <string>
+#include <sys/file.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace fsdp;
@@ -192,7 +198,7 @@ TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
   std::string err = io::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
-  EXPECT_NE(err.find("saved with a global batch of 12 sequences, but this run's is 6"),
+  EXPECT_NE(err.find("meta.json: 'global_batch' is 12 sequences, but this run's is 6"),
             std::string::npos)
       << err;
   program::Program other = p;
@@ -246,6 +252,188 @@ TEST(Checkpoint, TheLockRefusesASecondWriter) {
   EXPECT_NE(err.find("process " + std::to_string(::getpid())), std::string::npos) << err;
   first.reset();
   EXPECT_EQ(io::CheckpointDir::open(dir + "/ck", "", &second), "");
+  std::filesystem::remove_all(dir);
+}
+
+// Every rank of `p` a thread running `body(comm, rank)`; each rank's result.
+std::vector<std::string>
+onEveryRank(const program::Program &p,
+            const std::function<std::string(runtime::Communicator &, int)> &body) {
+  auto world = runtime::createThreadsWorld((int)p.worldSize, (int)p.shardSize);
+  std::vector<std::string> results(p.worldSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p.worldSize; ++r)
+    threads.emplace_back([&, r] {
+      auto comm = runtime::threadsCommunicator(world, r);
+      results[r] = body(*comm, r);
+    });
+  for (auto &t : threads)
+    t.join();
+  return results;
+}
+
+std::string readText(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void writeText(const std::string &path, const std::string &text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+// A value that is not finite in any rank's shards (a weight, or an Adam
+// moment) stops the save on every rank with the same error naming the step
+// and the model's first such parameter; nothing is written and no older
+// checkpoint is removed.
+TEST(Checkpoint, SavesNothingThatIsNotFinite) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("finite");
+  save(p, dir, /*keep=*/1, /*step=*/3);
+  struct Poison {
+    int64_t member, unit;
+    int kind; // 0 weights, 1 exp_avg, 2 exp_avg_sq
+    int64_t element;
+    float value;
+    const char *says;
+  };
+  // Unit 2 holds big.w (420,000 elements) then head.bias, 210,002 elements
+  // a member: element 210,007 of the unit is big.w's, in member 1's shard.
+  const Poison cases[] = {
+      {1, 2, 0, 210007, std::numeric_limits<float>::infinity(),
+       "step 4: parameter 'big.w' holds a value that is not finite (element 210007)"},
+      {0, 1, 2, 3, std::numeric_limits<float>::quiet_NaN(),
+       "step 4: exp_avg_sq of 'block.w' holds a value that is not finite (element 3)"},
+  };
+  for (const Poison &c : cases) {
+    std::vector<std::string> errors = onEveryRank(p, [&](runtime::Communicator &comm, int r) {
+      std::vector<char> arena = filledArena(p, r % p.shardSize);
+      const auto &u = p.units[c.unit];
+      int64_t off = c.kind == 0 ? u.shardOffset : c.kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
+      if (r % p.shardSize == c.member)
+        reinterpret_cast<float *>(arena.data() + off)[c.element - c.member * u.shardNumel] =
+            c.value;
+      return io::saveCheckpoint(dir, 1, p, comm, arena.data(), 4, 12);
+    });
+    for (const std::string &err : errors)
+      EXPECT_NE(err.find(c.says), std::string::npos) << err;
+    std::vector<io::CheckpointRef> all;
+    ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+    ASSERT_EQ(all.size(), 1u);
+    EXPECT_EQ(all[0].step, 3);
+    EXPECT_FALSE(std::filesystem::exists(io::checkpointPath(dir, 4) + ".tmp"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// meta.json is checked whole: its checksum catches an edit that its other
+// checks cannot place, and an offset that overlaps the parameter before it
+// is named; a shard header's padding counts.
+TEST(Checkpoint, RefusesEditsNamingFileAndField) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("edits");
+  save(p, dir);
+  std::string path = io::checkpointPath(dir, 5), meta = path + "/meta.json";
+  std::string text = readText(meta);
+  std::vector<char> arena(p.arenaBytes);
+  int64_t step = 0;
+  ASSERT_EQ(io::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  // "block.b" begins where "block.w" (12 elements) ends: 12 -> 11 overlaps.
+  size_t at = text.find("\"offset\": 12");
+  ASSERT_NE(at, std::string::npos);
+  writeText(meta, text.substr(0, at) + "\"offset\": 11" + text.substr(at + 12));
+  std::string err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find(meta + ": units[1].params[1].offset is 11: it overlaps the parameter "
+                            "'block.w' before it, which ends at 12"),
+            std::string::npos)
+      << err;
+  at = text.find("\"step\": 5");
+  ASSERT_NE(at, std::string::npos);
+  writeText(meta, text.substr(0, at) + "\"step\": 6" + text.substr(at + 9));
+  err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find(meta + ": 'checksum' is "), std::string::npos) << err;
+  writeText(meta, text);
+  // Byte 53, in the header's padding.
+  std::string shard = path + "/shard-00001.bin", bytes = readText(shard);
+  std::string flipped = bytes;
+  flipped[53] ^= 1;
+  writeText(shard, flipped);
+  err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find(shard + ": header field 'pad' (bytes 52-55) is 256, but must be 0"),
+            std::string::npos)
+      << err;
+  writeText(shard, bytes);
+  EXPECT_EQ(io::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  std::filesystem::remove_all(dir);
+}
+
+// The model's identity (family and the ops' attributes) must match.
+TEST(Checkpoint, RefusesAnotherModelIdentity) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  p.modelType = "llama";
+  std::string dir = scratch("identity");
+  save(p, dir);
+  program::Program other = p;
+  other.modelType = "mistral";
+  std::vector<char> arena(p.arenaBytes);
+  int64_t step = 0;
+  std::string err =
+      io::loadCheckpoint(io::checkpointPath(dir, 5), other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("identity 'family' is \"llama\" in the checkpoint, but \"mistral\" in "
+                     "this plan's model"),
+            std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
+}
+
+// A checkpoint that a resuming run holds (flock LOCK_SH) is not removed by
+// --keep: it stays until a save after the reader let go.
+TEST(Checkpoint, KeepsACheckpointThatIsBeingRead) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("held");
+  save(p, dir, /*keep=*/1, /*step=*/3);
+  int fd = ::open(io::checkpointPath(dir, 3).c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  save(p, dir, /*keep=*/1, /*step=*/4);
+  std::vector<io::CheckpointRef> all;
+  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].step, 3);
+  ::close(fd);
+  save(p, dir, /*keep=*/1, /*step=*/5);
+  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].step, 5);
+  std::filesystem::remove_all(dir);
+}
+
+// --resume is one decision: every rank reads what rank 0 chose, and a read
+// error on one rank (its shard file gone) is an error on every rank.
+TEST(Checkpoint, ResumeIsChosenOnceAndFailsTogether) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  std::string dir = scratch("resume");
+  save(p, dir, /*keep=*/2, /*step=*/3);
+  save(p, dir, /*keep=*/2, /*step=*/4);
+  std::vector<int64_t> steps(p.worldSize, -1);
+  std::vector<std::string> errors = onEveryRank(p, [&](runtime::Communicator &comm, int r) {
+    std::vector<char> arena(p.arenaBytes);
+    return io::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
+  });
+  for (int r = 0; r < p.worldSize; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(steps[r], 4) << "rank " << r;
+  }
+  std::filesystem::remove(io::checkpointPath(dir, 4) + "/shard-00001.bin");
+  errors = onEveryRank(p, [&](runtime::Communicator &comm, int r) {
+    std::vector<char> arena(p.arenaBytes);
+    std::string err = io::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
+    if (!err.empty())
+      comm.abort("rank " + std::to_string(r) + ": " + err); // as the executors do
+    return err;
+  });
+  for (int r = 0; r < p.worldSize; ++r)
+    EXPECT_NE(errors[r].find("shard-00001.bin"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
   std::filesystem::remove_all(dir);
 }
 

@@ -423,6 +423,16 @@ static std::string checkInside(const std::string &dir, const std::string &path,
     return "";
   if (!realDir.empty() && target.compare(0, realDir.size() + 1, realDir + "/") == 0)
     return "";
+  // The Hugging Face hub's cache keeps a snapshot's files as links into the
+  // repository's content-addressed store, REPO/snapshots/REV/NAME ->
+  // ../../blobs/HASH: they stay inside REPO, the folder the hub downloaded,
+  // and refusing them would refuse every model loaded from that cache.
+  std::string revs = parentOf(realDir), repo = parentOf(revs);
+  if (!realDir.empty() && revs.size() > repo.size() &&
+      revs.compare(repo.size(), std::string::npos, repo == "/" ? "snapshots" : "/snapshots") == 0 &&
+      target.compare(0, repo.size() + 7, repo + "/blobs/") == 0 &&
+      target.find('/', repo.size() + 7) == std::string::npos)
+    return "";
   return path + ": a symbolic link to " + target + ", outside " + dir + namedBy +
          ": the weights of a folder must be in it";
 }

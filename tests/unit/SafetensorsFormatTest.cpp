@@ -312,6 +312,24 @@ TEST(SafetensorsFolder, ShardsThatLeadOutOfTheFolderAreRefusedNamingThem) {
   std::filesystem::create_symlink("real.safetensors", inside + "/model.safetensors");
   io::WeightSource w;
   EXPECT_EQ(w.open(inside), "");
+  // The Hugging Face hub's cache: REPO/snapshots/REV/NAME -> ../../blobs/HASH
+  // reads; a link from it to a blob of another repository does not.
+  std::string repo = scratch("hub") + "/models--org--tiny";
+  std::filesystem::create_directories(repo + "/blobs");
+  std::filesystem::create_directories(repo + "/snapshots/0123abcd");
+  ASSERT_EQ(writeOurs(repo + "/blobs/9f86d081", {4}, &values), "");
+  std::filesystem::create_symlink("../../blobs/9f86d081",
+                                  repo + "/snapshots/0123abcd/model.safetensors");
+  io::WeightSource hub;
+  EXPECT_EQ(hub.open(repo + "/snapshots/0123abcd"), "");
+  std::string other = scratch("hub-other") + "/models--org--other";
+  std::filesystem::create_directories(other + "/snapshots/0123abcd");
+  std::filesystem::create_symlink(repo + "/blobs/9f86d081",
+                                  other + "/snapshots/0123abcd/model.safetensors");
+  io::WeightSource foreign;
+  std::string err = foreign.open(other + "/snapshots/0123abcd");
+  EXPECT_NE(err.find("a symbolic link to " + repo + "/blobs/9f86d081, outside"), std::string::npos)
+      << err;
 }
 
 TEST(SafetensorsFolder, SpecialFilesAreRefusedNotWaitedOn) {

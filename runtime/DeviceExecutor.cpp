@@ -633,7 +633,8 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     setUp();
     int64_t first = 0;
     initShards(!o.resume.empty(), &first);
-    std::string err = detail::startTogether(host);
+    bool stop = false;
+    std::string err = detail::startTogether(host, first, &stop);
     if (!err.empty())
       fail(err);
     step = first;
@@ -642,7 +643,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       cuda(cudaEventRecord(traceBase, compute), "cudaEventRecord (trace)");
       cuda(cudaStreamWaitEvent(comm, traceBase, 0), "cudaStreamWaitEvent (trace)");
     }
-    for (int64_t t = first; t < o.steps; ++t) {
+    for (int64_t t = first; t < o.steps && !stop; ++t) {
       traceStep = t;
       // The mean over the step's G x S tokens, G images, or selected tokens.
       detail::LossNorm norm;
@@ -673,18 +674,19 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = host.stagingBytes();
       std::string err = detail::afterStep(
-          o, r, comms.rank() == 0, onStep, [&] { return evaluate(); },
+          o, r, host, onStep, [&] { return evaluate(); },
           [&] {
             curPhase = "save";
             curInst = nullptr;
             copyShards(false);
             return io::saveCheckpoint(o.save, o.keep, p, host, mirror.data(), step,
                                       detail::globalBatch(p, o));
-          });
+          },
+          &stop);
       if (!err.empty())
         fail(err);
     }
-    if (!o.saveWeights.empty()) {
+    if (!o.saveWeights.empty() && !stop) { // stopped early: the model is not final
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);

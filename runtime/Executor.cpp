@@ -408,11 +408,12 @@ std::string Rank::run(const StepCallback &onStep) {
     } else {
       initWeights();
     }
-    std::string err = detail::startTogether(comm);
+    bool stop = false;
+    std::string err = detail::startTogether(comm, first, &stop);
     if (!err.empty())
       fail(err);
     step = first;
-    for (int64_t t = first; t < o.steps; ++t) {
+    for (int64_t t = first; t < o.steps && !stop; ++t) {
       traceStep = t;
       // The mean over the step's G x S tokens, G images, or selected tokens.
       detail::LossNorm norm;
@@ -440,15 +441,16 @@ std::string Rank::run(const StepCallback &onStep) {
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
       std::string err = detail::afterStep(
-          o, r, comm.rank() == 0, onStep, [&] { return evaluate(); },
+          o, r, comm, onStep, [&] { return evaluate(); },
           [&] {
             return io::saveCheckpoint(o.save, o.keep, p, comm, arena, step,
                                       detail::globalBatch(p, o));
-          });
+          },
+          &stop);
       if (!err.empty())
         fail(err);
     }
-    if (!o.saveWeights.empty()) {
+    if (!o.saveWeights.empty() && !stop) { // stopped early: the model is not final
       std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize, step);
       if (!err.empty())
         fail(err);

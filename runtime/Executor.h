@@ -215,19 +215,23 @@ std::string resumeShards(const program::Program &p, const RunOptions &options, C
                          char *arena, int64_t *first);
 
 /// The barrier before the first step: nobody starts before every rank has its
-/// weights. "" or why not.
-std::string startTogether(Communicator &comm);
+/// weights. It is also the first stop decision (runtime/Signals.h): *stop when
+/// some rank got a stop signal during start-up; the run then stops before
+/// step `first` + 1. "" or why not.
+std::string startTogether(Communicator &comm, int64_t first, bool *stop);
 
 /// Sequences a step takes over all ranks: micro-batch x ranks x grad-accum.
 int64_t globalBatch(const program::Program &p, const RunOptions &options);
 
 /// What every rank does after the update of step r.step, on every backend:
 /// the held-out loss when due (`evaluate`), rank 0's report (`onStep`), the
-/// stop on a loss or norm that is not finite, then the checkpoint when due
-/// (`save`). Returns "" to go on, or why the run stops.
-std::string afterStep(const RunOptions &options, StepReport &r, bool rank0,
+/// stop on a loss or norm that is not finite, the checkpoint when due
+/// (`save`), then the ranks' agreement on a stop signal (runtime/Signals.h):
+/// *stop, after this step's checkpoint is saved when --save is given.
+/// Returns "" to go on (or to stop when *stop), or why the run stops.
+std::string afterStep(const RunOptions &options, StepReport &r, Communicator &comm,
                       const StepCallback &onStep, const std::function<double()> &evaluate,
-                      const std::function<std::string()> &save);
+                      const std::function<std::string()> &save, bool *stop);
 
 /// After step `r.step`: "" to go on, or why the run stops there (a loss or
 /// gradient norm that is not finite; no checkpoint of that state is saved).

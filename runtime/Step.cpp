@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
+#include "runtime/Signals.h"
 #include "runtime/TraceFormat.h"
 #include "runtime/io/Batches.h"
 #include "runtime/io/Checkpoint.h"
@@ -244,19 +245,37 @@ std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {
   return buf;
 }
 
-std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r, bool rank0,
+std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
                                              const StepCallback &onStep,
                                              const std::function<double()> &evaluate,
-                                             const std::function<std::string()> &save) {
+                                             const std::function<std::string()> &save, bool *stop) {
+  testSignal(comm.rank(), r.step);
   if (evalDue(o, r.step)) {
     r.evaluated = true;
     r.evalLoss = evaluate();
   }
-  std::string err = rank0 ? onStep(r) : "";
+  std::string err = comm.rank() == 0 ? onStep(r) : "";
   if (err.empty())
     err = checkFinite(r);
-  if (err.empty() && saveDue(o, r.step))
+  bool saved = false;
+  if (err.empty() && saveDue(o, r.step)) {
     err = save();
+    saved = err.empty();
+  }
+  // A stop signal: every rank stops after the same step, whichever rank got
+  // it and whenever (a signal during the save above stops here too, after
+  // it), with this step's checkpoint when --save is given.
+  int signal = 0;
+  if (err.empty())
+    err = agreeStop(comm, stop, &signal);
+  if (err.empty() && *stop) {
+    if (!o.save.empty() && !saved) {
+      err = save();
+      saved = err.empty();
+    }
+    if (err.empty())
+      recordStop({signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
+  }
   return err;
 }
 
@@ -304,11 +323,17 @@ std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptio
   return err;
 }
 
-std::string fsdp::runtime::detail::startTogether(Communicator &comm) {
-  double ready = 1;
-  return comm.allReduceScalar(Group::World, &ready)
-             ? ""
-             : "stopped before the first step: " + comm.error();
+std::string fsdp::runtime::detail::startTogether(Communicator &comm, int64_t first, bool *stop) {
+  // The barrier carries the stop signals of start-up: a run asked to stop
+  // before its first step stops before it, on every rank.
+  testSignal(comm.rank(), 0);
+  int signal = 0;
+  std::string err = agreeStop(comm, stop, &signal);
+  if (!err.empty())
+    return "stopped before the first step: " + comm.error();
+  if (*stop)
+    recordStop({signal, first, true, ""});
+  return "";
 }
 
 int64_t fsdp::runtime::detail::globalBatch(const Program &p, const RunOptions &o) {

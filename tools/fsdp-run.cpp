@@ -13,6 +13,7 @@
 #include "runtime/Blas.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#include "runtime/Signals.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
@@ -243,11 +244,14 @@ static std::string lowerMlir(const std::string &plan, const char *argv0, std::st
 }
 
 int main(int argc, char **argv) {
+  // First: from here on SIGTERM, SIGINT and SIGHUP stop the run after a step.
+  runtime::installStopHandlers();
   chooseBlasKernels(argv);
-  if (std::string why = io::faultInjectionError(); !why.empty()) {
-    fail(why);
-    return 2;
-  }
+  for (const std::string &why : {io::faultInjectionError(), runtime::testSignalError()})
+    if (!why.empty()) {
+      fail(why);
+      return 2;
+    }
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -738,6 +742,7 @@ int main(int argc, char **argv) {
     if (!err.empty())
       return fail(err);
   }
+  runtime::ignoreStopSignals(); // the run has returned: only the exit is left
   if (!quiet && lastReport.step > 0 && backend == "nccl")
     std::printf("memory per rank: arena peak %s measured, %s predicted (%s); outside the "
                 "arena %s of device memory (kernel scratch, cuBLAS workspace, reduce-scatter "
@@ -753,5 +758,34 @@ int main(int argc, char **argv) {
                 support::describeBytes(lastReport.predictedPeakBytes).c_str(),
                 lastReport.peakBytes == lastReport.predictedPeakBytes ? "exact" : "DIFFERENT",
                 support::describeBytes(lastReport.outsideArenaBytes).c_str());
+  // Stopped by a signal: where, and what was saved; the status is 128 + the
+  // signal's number, as a shell reports a process the signal killed, so that
+  // a scheduler sees the run did not finish. Rank 0 speaks for the job (the
+  // ranks agreed on the step).
+  runtime::StopRecord stopped = runtime::recordedStop();
+  if (stopped.signal) {
+    if (myRank == 0) {
+      std::string name = runtime::signalName(stopped.signal), what;
+      if (stopped.beforeFirstStep)
+        what = "stopping before step " + std::to_string(stopped.step + 1) +
+               " (no step run, nothing saved)";
+      else
+        what = "stopping after step " + std::to_string(stopped.step) +
+               (stopped.checkpoint.empty() ? "; no checkpoint written (no --save)"
+                                           : "; checkpoint written to " + stopped.checkpoint);
+      if (!o.saveWeights.empty())
+        what += "; --save-weights " + o.saveWeights + " not written (the run did not finish)";
+      std::fflush(stdout);
+      std::fprintf(stderr, "fsdp-run: %s: %s\n", name.c_str(), what.c_str());
+    }
+    return finish(128 + stopped.signal);
+  }
+  // A signal after the last step's decision: the run is complete.
+  if (int late = runtime::stopSignal()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "fsdp-run: %s: received after the last step; the run is complete\n",
+                 runtime::signalName(late).c_str());
+    return finish(128 + late);
+  }
   return finish(0);
 }

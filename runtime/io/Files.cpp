@@ -22,8 +22,8 @@ namespace {
 struct FaultConfig {
   int mode = 0;
   long long target = 0;
-  enum Action { Kill, Fail } action = Kill;
-  int error = 0;
+  enum Action { Kill, Fail, Signal } action = Kill;
+  int error = 0;       // Fail: the errno; Signal: the signal's number
   std::string invalid; // why FSDP_FAULT is not understood (then: off)
 };
 
@@ -42,16 +42,21 @@ const FaultConfig &faultConfig() {
     char *end = nullptr;
     long long n = std::strtoll(s.c_str(), &end, 10);
     std::string action = colon == std::string::npos ? "" : s.substr(colon + 1);
+    int sig = action == "sigterm"  ? SIGTERM
+              : action == "sigint" ? SIGINT
+              : action == "sighup" ? SIGHUP
+                                   : 0;
     if (colon == std::string::npos || end != s.c_str() + colon || n < 1 ||
-        (action != "kill" && action != "enospc" && action != "eio")) {
-      c.invalid =
-          "FSDP_FAULT must be 'list' or N:kill, N:enospc or N:eio (N from 1), not '" + s + "'";
+        (action != "kill" && action != "enospc" && action != "eio" && !sig)) {
+      c.invalid = "FSDP_FAULT must be 'list' or N:kill, N:enospc, N:eio, N:sigterm, N:sigint or "
+                  "N:sighup (N from 1), not '" +
+                  s + "'";
       return c;
     }
     c.mode = 2;
     c.target = n;
-    c.action = action == "kill" ? FaultConfig::Kill : FaultConfig::Fail;
-    c.error = action == "enospc" ? ENOSPC : EIO;
+    c.action = action == "kill" ? FaultConfig::Kill : sig ? FaultConfig::Signal : FaultConfig::Fail;
+    c.error = sig ? sig : action == "enospc" ? ENOSPC : EIO;
     return c;
   }();
   return config;
@@ -83,6 +88,10 @@ int fsdp::io::faultPoint(const char *what, const std::string &path) {
   if (c.action == FaultConfig::Kill) {
     std::fflush(stdout);
     std::raise(SIGKILL);
+  }
+  if (c.action == FaultConfig::Signal) { // handled before raise returns; then go on
+    std::raise(c.error);
+    return 0;
   }
   return c.error;
 }

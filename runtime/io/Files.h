@@ -7,10 +7,12 @@
 // Fault injection (tests only): FSDP_FAULT=N:ACTION makes the Nth fault point
 // this process reaches (counted from 1, over every rank of the process) act:
 // `kill` raises SIGKILL there, `enospc` and `eio` make that operation fail
-// with ENOSPC or EIO. FSDP_FAULT=list prints each point to stderr as it is
-// reached ("fsdp-fault: 7 fsync-before PATH"). The points: each write call,
-// before and after each fsync, before and after each rename and link, each mkdir and
-// each removal. Without FSDP_FAULT a point costs one relaxed load.
+// with ENOSPC or EIO, and `sigterm`, `sigint` or `sighup` sends that signal
+// to the process there and goes on (runtime/Signals.h). FSDP_FAULT=list
+// prints each point to stderr as it is reached ("fsdp-fault: 7 fsync-before
+// PATH"). The points: each write call, before and after each fsync, before
+// and after each rename and link, each mkdir and each removal. Without
+// FSDP_FAULT a point costs one relaxed load.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_IO_FILES_H

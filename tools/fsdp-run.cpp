@@ -101,7 +101,12 @@ static void usage(FILE *to) {
           "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
           "  --log-every N         a progress line every N steps (default 1)\n"
           "  --quiet               no progress lines\n"
-          "  --help, --version\n");
+          "  --help, --version\n"
+          "\n"
+          "SIGTERM, SIGINT or SIGHUP: every rank finishes its step, the checkpoint of that step\n"
+          "is written (with --save), and fsdp-run exits 128 + the signal's number; a second\n"
+          "signal stops at once. Under mpirun: --mca odls_base_sigkill_timeout SECONDS\n"
+          "(see docs/checkpoint-format.md).\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before

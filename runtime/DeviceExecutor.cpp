@@ -634,7 +634,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
     int64_t first = 0;
     initShards(!o.resume.empty(), &first);
     bool stop = false;
-    std::string err = detail::startTogether(host, first, &stop);
+    std::string err = detail::startTogether(host, o, first, &stop);
     if (!err.empty())
       fail(err);
     step = first;

@@ -40,7 +40,7 @@ struct NcclBackend {
   std::string (*runNccl)(const program::Program &program, const RunOptions &options,
                          const NcclBootstrap &bootstrap, const StepCallback &onStep);
 };
-inline constexpr int kNcclBackendVersion = 1;
+inline constexpr int kNcclBackendVersion = 2; // 2: RunOptions::stopState
 inline constexpr const char *kNcclBackendLibrary = "libfsdp-nccl.so";
 inline constexpr const char *kNcclBackendEntry = "fsdp_nccl_backend";
 

@@ -409,7 +409,7 @@ std::string Rank::run(const StepCallback &onStep) {
       initWeights();
     }
     bool stop = false;
-    std::string err = detail::startTogether(comm, first, &stop);
+    std::string err = detail::startTogether(comm, o, first, &stop);
     if (!err.empty())
       fail(err);
     step = first;

@@ -24,6 +24,8 @@ class WeightSource;
 
 namespace fsdp::runtime {
 
+struct StopState;
+
 struct RunOptions {
   int64_t steps = 1;
   uint64_t seed = 0;
@@ -55,6 +57,9 @@ struct RunOptions {
   std::string labels, evalLabels;
   // Masked-LM programs: the token a selected position's input becomes.
   int64_t maskTokenId = 103;
+  // The process's stop signal and record (runtime/Signals.h), fsdp-run's:
+  // null, the executors' own module's.
+  StopState *stopState = nullptr;
 };
 
 struct StepReport {
@@ -218,7 +223,7 @@ std::string resumeShards(const program::Program &p, const RunOptions &options, C
 /// weights. It is also the first stop decision (runtime/Signals.h): *stop when
 /// some rank got a stop signal during start-up; the run then stops before
 /// step `first` + 1. "" or why not.
-std::string startTogether(Communicator &comm, int64_t first, bool *stop);
+std::string startTogether(Communicator &comm, const RunOptions &options, int64_t first, bool *stop);
 
 /// Sequences a step takes over all ranks: micro-batch x ranks x grad-accum.
 int64_t globalBatch(const program::Program &p, const RunOptions &options);

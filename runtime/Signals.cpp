@@ -21,9 +21,17 @@
 
 using namespace fsdp::runtime;
 
+namespace fsdp::runtime {
+struct StopState {
+  std::atomic<int> received{0};
+  std::mutex mu;
+  StopRecord record;
+};
+} // namespace fsdp::runtime
+
 namespace {
 
-std::atomic<int> received{0};
+StopState state;
 
 // The second signal's line, made before any signal can arrive: the handler
 // may only write(2) it.
@@ -32,7 +40,7 @@ size_t secondLineSize = 0;
 
 extern "C" void onStopSignal(int sig) {
   int none = 0;
-  if (received.compare_exchange_strong(none, sig))
+  if (state.received.compare_exchange_strong(none, sig))
     return;
   // A second signal: now, without finishing the step (a save in progress
   // stays a .tmp folder, removed by the next run).
@@ -45,9 +53,6 @@ extern "C" void onStopSignal(int sig) {
 
 // The signals a rank can report, in the order one is chosen.
 constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
-
-std::mutex recordMu;
-StopRecord record;
 
 struct TestSignal {
   int64_t step = -1; // -1: off
@@ -113,7 +118,9 @@ void fsdp::runtime::ignoreStopSignals() {
     std::signal(sig, SIG_IGN);
 }
 
-int fsdp::runtime::stopSignal() { return received.load(); }
+int fsdp::runtime::stopSignal() { return state.received.load(); }
+
+StopState *fsdp::runtime::processStopState() { return &state; }
 
 std::string fsdp::runtime::signalName(int signal) {
   switch (signal) {
@@ -127,22 +134,24 @@ std::string fsdp::runtime::signalName(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-void fsdp::runtime::recordStop(const StopRecord &r) {
-  std::lock_guard<std::mutex> lock(recordMu);
-  record = r;
+void fsdp::runtime::detail::recordStop(StopState *s, const StopRecord &r) {
+  s = s ? s : &state;
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->record = r;
 }
 
 StopRecord fsdp::runtime::recordedStop() {
-  std::lock_guard<std::mutex> lock(recordMu);
-  return record;
+  std::lock_guard<std::mutex> lock(state.mu);
+  return state.record;
 }
 
 std::string fsdp::runtime::testSignalError() { return testConfig().invalid; }
 
-std::string fsdp::runtime::detail::agreeStop(Communicator &comm, bool *stop, int *signal) {
+std::string fsdp::runtime::detail::agreeStop(Communicator &comm, StopState *s, bool *stop,
+                                             int *signal) {
   // One sum says which signals reached some rank: a rank adds 65536^k for
   // the kth of kStopSignals (exact in a double below 65536 ranks).
-  int mine = stopSignal();
+  int mine = (s ? s : &state)->received.load();
   double flag = 0, digit = 1;
   for (int sig : kStopSignals) {
     if (mine == sig)

@@ -43,13 +43,19 @@ std::string signalName(int signal);
 /// Where a run stopped on a signal: recorded by every rank of the process
 /// (each the same), read by fsdp-run once the run has returned.
 struct StopRecord {
-  int signal = 0;             // 0: the run was not stopped by a signal
-  int64_t step = 0;           // the last step run (the resumed one if none)
+  int signal = 0;   // 0: the run was not stopped by a signal
+  int64_t step = 0; // the last step run (the resumed one if none)
   bool beforeFirstStep = false;
-  std::string checkpoint;     // the checkpoint of `step`, when one was written
+  std::string checkpoint; // the checkpoint of `step`, when one was written
 };
-void recordStop(const StopRecord &r);
 StopRecord recordedStop();
+
+/// The signal received and the stop recorded: one per process, fsdp-run's.
+/// The NCCL backend is a module of its own (libfsdp-nccl.so, with its own
+/// copy of the runtime), so the executors reach it through
+/// RunOptions::stopState, never through a global of their own copy.
+struct StopState;
+StopState *processStopState();
 
 /// Test-only: "" when FSDP_TEST_SIGNAL is unset or understood, else why not.
 std::string testSignalError();
@@ -59,7 +65,9 @@ namespace detail {
 /// a stop signal; then *signal is the one to report (SIGTERM before SIGINT
 /// before SIGHUP when ranks received different ones). "" or the collective's
 /// failure.
-std::string agreeStop(Communicator &comm, bool *stop, int *signal);
+std::string agreeStop(Communicator &comm, StopState *state, bool *stop, int *signal);
+/// Records where the run stopped, in `state` (null: this module's).
+void recordStop(StopState *state, const StopRecord &r);
 /// FSDP_TEST_SIGNAL: sends the signal when `rank` is at `step`.
 void testSignal(int rank, int64_t step);
 } // namespace detail

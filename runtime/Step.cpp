@@ -267,14 +267,15 @@ std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r,
   // it), with this step's checkpoint when --save is given.
   int signal = 0;
   if (err.empty())
-    err = agreeStop(comm, stop, &signal);
+    err = agreeStop(comm, o.stopState, stop, &signal);
   if (err.empty() && *stop) {
     if (!o.save.empty() && !saved) {
       err = save();
       saved = err.empty();
     }
     if (err.empty())
-      recordStop({signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
+      recordStop(o.stopState,
+                 {signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
   }
   return err;
 }
@@ -323,16 +324,17 @@ std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptio
   return err;
 }
 
-std::string fsdp::runtime::detail::startTogether(Communicator &comm, int64_t first, bool *stop) {
+std::string fsdp::runtime::detail::startTogether(Communicator &comm, const RunOptions &o,
+                                                 int64_t first, bool *stop) {
   // The barrier carries the stop signals of start-up: a run asked to stop
   // before its first step stops before it, on every rank.
   testSignal(comm.rank(), 0);
   int signal = 0;
-  std::string err = agreeStop(comm, stop, &signal);
+  std::string err = agreeStop(comm, o.stopState, stop, &signal);
   if (!err.empty())
     return "stopped before the first step: " + comm.error();
   if (*stop)
-    recordStop({signal, first, true, ""});
+    recordStop(o.stopState, {signal, first, true, ""});
   return "";
 }
 

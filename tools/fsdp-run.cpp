@@ -263,6 +263,7 @@ int main(int argc, char **argv) {
   }
   std::string planPath, backend = "threads", metricsPath, ncclIdFile;
   runtime::RunOptions o;
+  o.stopState = runtime::processStopState(); // shared with the NCCL backend's module
   bool quiet = false;
   int64_t logEvery = 1;
   int64_t rankFlag = -1;

@@ -14,8 +14,9 @@ uninterrupted run's losses, bit for bit.
 CASE is one of:
   steps     FSDP_TEST_SIGNAL: each signal, raised on rank 0 and on rank 1,
             during start-up, mid-run, at a step with a save due and at the
-            last step; also without --save, and with --trace and
-            --save-weights.
+            last step; also without --save, with --trace and --save-weights,
+            and during --save-weights (after the last step's agreement: a
+            complete run, still 128 + N).
   save      FSDP_FAULT=N:sigterm at every fault point up to the end of the
             second save (the first with a --keep removal): the save completes
             and the run stops after its step (before step 1 when the point is
@@ -194,6 +195,19 @@ class Driver:
                             if e.get("ph") == "X"}
         if steps_traced != set(range(12)):
             fail("INT with --trace: the trace holds steps %s" % sorted(steps_traced))
+        tried += 1
+        # A signal during --save-weights, after the last step's agreement: the
+        # run is complete (weights written), and the status still says so.
+        d = self.fresh()
+        r = run(["fsdp-run", self.plan, "--data", self.data, "--steps", "3", "--metrics",
+                 d + "/m.jsonl", "--save-weights", d + "/w.safetensors", "--quiet"],
+                {"FSDP_FAULT": "2:sigterm"})
+        if (r.returncode != 128 + signal.SIGTERM or not r.stderr.endswith(
+                "fsdp-run: SIGTERM: received after the last step; the run is complete\n") or
+                sorted(metrics(d + "/m.jsonl")) != [1, 2, 3] or
+                sorted(os.listdir(d)) != ["m.jsonl", "w.safetensors"]):
+            fail("TERM during --save-weights: status %d, %s, %s" % (r.returncode, r.stderr,
+                                                                    os.listdir(d)))
         tried += 1
         print("steps: %d of %d stops handled" % (tried, tried))
 

@@ -33,10 +33,9 @@ namespace {
 
 StopState state;
 
-// The second signal's line, made before any signal can arrive: the handler
-// may only write(2) it.
-char secondLine[160];
-size_t secondLineSize = 0;
+// The second signal's line: a constant, for the handler may only write(2).
+constexpr char kSecondLine[] = "fsdp-run: a second signal: stopping now, within the step; "
+                               "resume from the last checkpoint written\n";
 
 extern "C" void onStopSignal(int sig) {
   int none = 0;
@@ -45,7 +44,7 @@ extern "C" void onStopSignal(int sig) {
   // A second signal: now, without finishing the step (a save in progress
   // stays a .tmp folder, removed by the next run).
   int saved = errno;
-  ssize_t n = ::write(STDERR_FILENO, secondLine, secondLineSize);
+  ssize_t n = ::write(STDERR_FILENO, kSecondLine, sizeof kSecondLine - 1);
   (void)n;
   errno = saved;
   ::_exit(128 + sig);
@@ -98,10 +97,6 @@ const TestSignal &testConfig() {
 } // namespace
 
 void fsdp::runtime::installStopHandlers() {
-  const char text[] = "fsdp-run: a second signal: stopping now, within the step; resume from "
-                      "the last checkpoint written\n";
-  std::memcpy(secondLine, text, sizeof text - 1);
-  secondLineSize = sizeof text - 1;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = onStopSignal;

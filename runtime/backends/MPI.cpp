@@ -69,7 +69,7 @@ std::string seconds(double s) {
 // never started, died or stopped holds up every other one there.
 class StartupWatchdog {
 public:
-  StartupWatchdog(int rank, double timeoutS, const char *step, bool initialized) {
+  StartupWatchdog(int rank, double timeoutS, const char *step) {
     thread = std::thread([=] {
       std::unique_lock<std::mutex> lock(mu);
       if (cv.wait_for(lock, std::chrono::duration<double>(timeoutS), [&] { return done; }))
@@ -79,9 +79,9 @@ public:
                    "the other ranks; one did not start, died or stopped\n",
                    rank, seconds(timeoutS).c_str(), step);
       std::fflush(stderr);
-      // mpirun ends every rank once one aborts or exits before MPI_Finalize.
-      if (initialized)
-        MPI_Abort(MPI_COMM_WORLD, 1);
+      // mpirun ends every rank once one exits before MPI_Finalize. Not
+      // MPI_Abort: the main thread is inside MPI, which this thread may not
+      // enter at MPI_THREAD_SERIALIZED.
       _exit(1);
     });
   }
@@ -110,7 +110,7 @@ public:
       std::raise(SIGSTOP);
     rollCall();
     // Every rank has answered; the blocking creation below is watched still.
-    StartupWatchdog watch(myRank, timeoutS, "creating the communicators", /*initialized=*/true);
+    StartupWatchdog watch(myRank, timeoutS, "creating the communicators");
     MPI_Comm_dup(MPI_COMM_WORLD, &world);
     MPI_Comm_dup(MPI_COMM_WORLD, &probe);
     MPI_Comm_split(MPI_COMM_WORLD, myRank / shardSize, myRank % shardSize, &shard);
@@ -367,7 +367,7 @@ bool fsdp::runtime::initMPI(int *argc, char ***argv, int *rank, int *size, doubl
     std::raise(SIGSTOP);
   int provided = 0;
   {
-    StartupWatchdog watch(before, timeoutS, "MPI_Init", /*initialized=*/false);
+    StartupWatchdog watch(before, timeoutS, "MPI_Init");
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
       return false;
   }

@@ -61,8 +61,11 @@ std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize,
 std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank);
 
 /// One process a rank under mpirun (OpenMPI). initMPI is called first and
-/// says whether MPI gives the thread support the two streams need.
-bool initMPI(int *argc, char ***argv, int *rank, int *size);
+/// says whether MPI gives the thread support the two streams need. MPI_Init
+/// blocks until every rank takes part: past `timeoutS` a watchdog says so and
+/// ends the job (as mpiCommunicator's start-up does, naming the ranks that
+/// did not arrive).
+bool initMPI(int *argc, char ***argv, int *rank, int *size, double timeoutS = 600);
 void finalizeMPI();
 void abortMPI();
 /// Every collective is nonblocking and polled: a wait longer than `timeoutS`
@@ -80,7 +83,8 @@ std::string rankList(const std::vector<int> &ranks);
 /// Test-only, for the --timeout tests: with FSDP_TEST_STALL=R:N in the
 /// environment, true at rank R's Nth collective (counted from 1), which then
 /// stops arriving (a thread waits until the world is aborted; an MPI process
-/// stops itself with SIGSTOP).
+/// stops itself with SIGSTOP). Under MPI, N = 0 stops rank R in start-up
+/// after MPI_Init (before its communicators) and N = -1 before MPI_Init.
 bool stallHere(int rank, int64_t collective);
 } // namespace detail
 

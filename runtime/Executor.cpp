@@ -475,6 +475,10 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
   openblas_set_num_threads(1);
   detail::Inputs data;
   std::string err = data.open(program, options);
+  // OpenBLAS's work buffer, mapped now: a limit that leaves no room for it is
+  // an error here, not a rank retrying the mapping forever.
+  if (err.empty())
+    err = kernels::reserveBlasBuffers(1);
   if (!err.empty()) {
     comm.abort("rank " + std::to_string(comm.rank()) + ": " + err);
     return err;
@@ -515,6 +519,11 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   // spin up all the cores' worth of BLAS threads (measured: 10x slower for 4
   // ranks on 2 cores).
   openblas_set_num_threads(1);
+  // OpenBLAS's work buffers for the ranks inside it at once, mapped before any
+  // rank starts: a limit that leaves no room is an error naming it, not ranks
+  // retrying the mapping forever (kernels/cpu.h).
+  if (std::string err = kernels::reserveBlasBuffers((int)program.worldSize); !err.empty())
+    return err;
   auto world = createThreadsWorld(program.worldSize, program.shardSize, options.timeoutS);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < program.worldSize; ++r)

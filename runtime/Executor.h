@@ -79,10 +79,11 @@ using StepCallback = std::function<std::string(const StepReport &)>;
 
 /// The most ranks the threads backend runs: two threads a rank in one
 /// process. Measured on a 2-core machine: 2048 ranks of the tiny GPT-2 train
-/// reliably (tests/lit/fsdp-run/many-ranks.test); 4096 and 8192 ran a step
-/// alone (20 s; 83 s and 12.5 GB), but one 4096-rank run died without a word
-/// while other tests loaded the machine, so past 2048 a program needs
-/// --backend mpi.
+/// reliably (tests/lit/fsdp-run/many-ranks.test; 20 of 20 runs, and 6 of 6
+/// beside two busy processes, since OpenBLAS's buffer table can no longer
+/// overflow: kernels/cpu.cpp); 4096 and 8192 ran a step alone (20 s; 83 s
+/// and 12.5 GB).
+/// Past 2048 a program needs --backend mpi.
 inline constexpr int64_t kMaxThreadRanks = 2048;
 /// "" when the threads backend runs `program`, else the refusal, pointing to
 /// MPI (`plan` names the program in the command it suggests).

@@ -486,7 +486,7 @@ int main(int argc, char **argv) {
   auto startMpi = [&]() -> bool {
 #if FSDP_HAVE_MPI
     usingMpi = true;
-    if (!runtime::initMPI(&argc, &argv, &mpiRank, &mpiSize))
+    if (!runtime::initMPI(&argc, &argv, &mpiRank, &mpiSize, o.timeoutS))
       return false;
     if (mpiRank != 0)
       quiet = true;

@@ -3,6 +3,12 @@
 //   fsdp-translate --import-hf-config config.json      -> nn.graph in MLIR
 //   fsdp-translate --import-graph-json model.json      -> nn.graph in MLIR
 //   fsdp-translate --export-graph-json model.mlir      -> JSON graph format
+//   fsdp-translate --export-program plan.mlir          -> the runtime's program
+//
+// Not mlirTranslateMain, which opens the input itself (a FIFO blocks it,
+// /dev/zero fills memory, MLIR nested 20000 deep overflows the parser's
+// stack): the input is read and checked first (LLVMTool.h), then handed to
+// the one translation asked for as a buffer.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
@@ -10,12 +16,16 @@
 #include "planner/PlanUtils.h"
 #include "tools/LLVMTool.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 using namespace fsdp;
@@ -38,6 +48,10 @@ static OwningOpRef<Operation *> reportOrReturn(OwningOpRef<ModuleOp> module,
   return OwningOpRef<Operation *>(module.release());
 }
 
+// The translations that read JSON (the others parse MLIR), by description.
+static const char kImportHFConfig[] = "HF config.json to an nn.graph";
+static const char kImportGraphJSON[] = "JSON graph format to an nn.graph";
+
 static StringRef bufferName(llvm::SourceMgr &sm) {
   return sm.getMemoryBuffer(sm.getMainFileID())->getBufferIdentifier();
 }
@@ -47,7 +61,7 @@ int main(int argc, char **argv) {
   fsdp::tools::hideLibraryOptions();
   noDropout.setHiddenFlag(llvm::cl::NotHidden); // this tool's own
   TranslateToMLIRRegistration importHF(
-      "import-hf-config", "HF config.json to an nn.graph",
+      "import-hf-config", kImportHFConfig,
       [](llvm::SourceMgr &sm, MLIRContext *context) {
         ImportError error;
         ImportOptions options;
@@ -59,7 +73,7 @@ int main(int argc, char **argv) {
       [](DialectRegistry &registry) { registry.insert<nn::NNDialect>(); });
 
   TranslateToMLIRRegistration importJSON(
-      "import-graph-json", "JSON graph format to an nn.graph",
+      "import-graph-json", kImportGraphJSON,
       [](llvm::SourceMgr &sm, MLIRContext *context) {
         ImportError error;
         auto text = sm.getMemoryBuffer(sm.getMainFileID())->getBuffer();
@@ -92,5 +106,38 @@ int main(int argc, char **argv) {
       },
       [](DialectRegistry &registry) { registry.insert<nn::NNDialect, plan::FSDPDialect>(); });
 
-  return failed(mlirTranslateMain(argc, argv, "fsdp translation driver"));
+  llvm::InitLLVM y(argc, argv);
+  static llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::desc("<input file>"),
+                                              llvm::cl::init("-"));
+  static llvm::cl::opt<std::string> outputPath("o", llvm::cl::desc("Output filename"),
+                                               llvm::cl::value_desc("filename"),
+                                               llvm::cl::init("-"));
+  llvm::cl::opt<const Translation *, false, TranslationParser> translation(
+      llvm::cl::desc("Translation to perform"), llvm::cl::Required);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerTranslationCLOptions();
+  llvm::cl::ParseCommandLineOptions(argc, argv, "fsdp translation driver");
+
+  // The importers read JSON; the exporters parse MLIR.
+  bool mlirInput = translation->getDescription() != kImportHFConfig &&
+                   translation->getDescription() != kImportGraphJSON;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      tools::readInput("fsdp-translate", inputPath, mlirInput);
+  if (!input)
+    return 1;
+  std::string error;
+  auto output = openOutputFile(outputPath, &error);
+  if (!output) {
+    llvm::errs() << "fsdp-translate: error: " << error << "\n";
+    return 1;
+  }
+  MLIRContext context;
+  auto sourceMgr = std::make_shared<llvm::SourceMgr>();
+  sourceMgr->AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(*sourceMgr, &context);
+  if (failed((*translation)(sourceMgr, output->os(), &context)))
+    return 1;
+  output->keep();
+  return 0;
 }

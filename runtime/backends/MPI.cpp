@@ -13,6 +13,11 @@
 // answers whenever it polls); those that do not answer, or have not reached
 // this one, are named, and the job is aborted.
 //
+// Start-up is bounded too: MPI_Init and the communicators' creation block
+// until every rank takes part, so a watchdog thread ends the job when they
+// pass --timeout, and before the communicators are made every rank reports to
+// rank 0 in a polled roll call, which names the ranks that did not.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/kernels/cpu.h"
@@ -24,9 +29,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace fsdp::runtime;
@@ -46,12 +55,62 @@ void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
 // The question "which collectives have you reached?" and its answer travel on
 // the communicator `probe`: these tags never meet a collective's messages.
 constexpr int kAskTag = 1, kAnswerTag = 2;
+// The start-up roll call's, on MPI_COMM_WORLD, which carries nothing else.
+constexpr int kHereTag = 3, kGoTag = 4;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// Ends the job when the blocking start-up step it watches (MPI_Init, the
+// communicators' creation) has not finished within --timeout: a rank that
+// never started, died or stopped holds up every other one there.
+class StartupWatchdog {
+public:
+  StartupWatchdog(int rank, double timeoutS, const char *step) {
+    thread = std::thread([=] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, std::chrono::duration<double>(timeoutS), [&] { return done; }))
+        return;
+      std::fprintf(stderr,
+                   "fsdp-run: error: rank %d: waited %s s (--timeout) in MPI start-up (%s) for "
+                   "the other ranks; one did not start, died or stopped\n",
+                   rank, seconds(timeoutS).c_str(), step);
+      std::fflush(stderr);
+      // mpirun ends every rank once one exits before MPI_Finalize. Not
+      // MPI_Abort: the main thread is inside MPI, which this thread may not
+      // enter at MPI_THREAD_SERIALIZED.
+      _exit(1);
+    });
+  }
+  ~StartupWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+private:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+};
 
 class MPICommunicator : public Communicator {
 public:
   MPICommunicator(int shardSize, double timeoutS) : Communicator(shardSize), timeoutS(timeoutS) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (detail::stallHere(myRank, 0))
+      std::raise(SIGSTOP);
+    rollCall();
+    // Every rank has answered; the blocking creation below is watched still.
+    StartupWatchdog watch(myRank, timeoutS, "creating the communicators");
     MPI_Comm_dup(MPI_COMM_WORLD, &world);
     MPI_Comm_dup(MPI_COMM_WORLD, &probe);
     MPI_Comm_split(MPI_COMM_WORLD, myRank / shardSize, myRank % shardSize, &shard);
@@ -174,6 +233,56 @@ private:
     }
   }
 
+  // Every rank reports to rank 0, which answers all once all have: polled
+  // with the deadline, so that a rank that did not start its communicator
+  // (stopped, or still busy past --timeout) is named rather than waited for.
+  void rollCall() {
+    using Clock = std::chrono::steady_clock;
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(timeoutS));
+    auto pollAll = [&](std::vector<MPI_Request> &reqs, Clock::time_point until) {
+      for (;;) {
+        int all = 0;
+        MPI_Testall((int)reqs.size(), reqs.data(), &all, MPI_STATUSES_IGNORE);
+        if (all || Clock::now() >= until)
+          return all != 0;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    };
+    int one = 1;
+    if (myRank == 0) {
+      std::vector<int> here(size, 0);
+      std::vector<MPI_Request> reqs(size - 1);
+      for (int r = 1; r < size; ++r)
+        MPI_Irecv(&here[r], 1, MPI_INT, r, kHereTag, MPI_COMM_WORLD, &reqs[r - 1]);
+      if (!pollAll(reqs, deadline)) {
+        std::vector<int> missing;
+        for (int r = 1; r < size; ++r) {
+          int done = 0;
+          MPI_Test(&reqs[r - 1], &done, MPI_STATUS_IGNORE);
+          if (!done)
+            missing.push_back(r);
+        }
+        abort("rank 0: waited " + seconds(timeoutS) + " s (--timeout) in MPI start-up for " +
+              detail::rankList(missing) + ", which did not arrive");
+      }
+      std::vector<MPI_Request> go(size - 1);
+      for (int r = 1; r < size; ++r)
+        MPI_Isend(&one, 1, MPI_INT, r, kGoTag, MPI_COMM_WORLD, &go[r - 1]);
+      pollAll(go, deadline + std::chrono::seconds(3));
+    } else {
+      // Rank 0 names who is missing; the others wait a little longer so
+      // that its report comes first.
+      int go = 0;
+      std::vector<MPI_Request> reqs(2);
+      MPI_Isend(&one, 1, MPI_INT, 0, kHereTag, MPI_COMM_WORLD, &reqs[0]);
+      MPI_Irecv(&go, 1, MPI_INT, 0, kGoTag, MPI_COMM_WORLD, &reqs[1]);
+      if (!pollAll(reqs, deadline + std::chrono::seconds(3)))
+        abort("rank " + std::to_string(myRank) + ": waited " + seconds(timeoutS) +
+              " s (--timeout) in MPI start-up for rank 0, which did not answer");
+    }
+  }
+
   // Answers every pending question with the collectives reached per group.
   void answer() {
     for (;;) {
@@ -250,10 +359,18 @@ private:
 
 } // namespace
 
-bool fsdp::runtime::initMPI(int *argc, char ***argv, int *rank, int *size) {
+bool fsdp::runtime::initMPI(int *argc, char ***argv, int *rank, int *size, double timeoutS) {
+  // The launcher's rank, for the watchdog's message before MPI knows it.
+  const char *launcherRank = std::getenv("OMPI_COMM_WORLD_RANK");
+  int before = launcherRank ? std::atoi(launcherRank) : 0;
+  if (detail::stallHere(before, -1))
+    std::raise(SIGSTOP);
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
-    return false;
+  {
+    StartupWatchdog watch(before, timeoutS, "MPI_Init");
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+      return false;
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
   return provided >= MPI_THREAD_SERIALIZED;

@@ -12,44 +12,169 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/cpu_impl.h"
 
-#ifndef FSDP_MAX_BLAS_CALLERS
-#define FSDP_MAX_BLAS_CALLERS 256
-#endif
-
+#include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <sched.h>
+#include <string>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <vector>
+
+// OpenBLAS's own buffer table, exported by libopenblas (driver/others/memory.c).
+extern "C" void *blas_memory_alloc(int procpos);
+extern "C" void blas_memory_free(void *buffer);
+extern "C" char *openblas_get_config(void);
 
 namespace fsdp::kernels {
 
 using namespace detail;
 
 namespace {
-// OpenBLAS (0.3.21, Debian's) takes a work buffer from a fixed table for each
-// thread inside it at once and frees it on return; with thousands of rank
-// threads of the threads backend calling at once, blas_memory_free crashed
-// (SIGSEGV, measured at 4096 ranks). At most kMaxBlasCallers threads are inside
-// OpenBLAS at a time; the others wait their turn. (Below that, nothing waits.)
-constexpr int kMaxBlasCallers = FSDP_MAX_BLAS_CALLERS;
+// OpenBLAS (0.3.21, Debian's) gives each thread inside it a work buffer from
+// a table of NUM_BUFFERS = max(50, 2 * MAX_THREADS) slots (common.h), mapping
+// BUFFER_SIZE (128 MiB on x86-64) the first time a slot is used. Its own
+// worker threads hold a slot each. Past the table it falls into an overflow
+// path that maps a new buffer at every use and records each in a 512-entry
+// array without a bound: after 512 such uses the heap is overwritten, and two
+// threads overflowing at once get a null buffer. Both crashed the threads
+// backend at thousands of ranks (SIGSEGV in sgemm_itcopy, "corrupted size vs.
+// prev_size"; reproduced with 400 threads calling sgemm at once). And a
+// mapping that fails (an address-space limit) is retried forever.
+//
+// So: at most blasCallerLimit() threads are inside OpenBLAS at once, which
+// leaves every worker thread its slot; and reserveBlasBuffers() maps the
+// buffers of a run's callers up front, each one tried first, so that a limit
+// is an error before the first step and OpenBLAS never maps during a run.
+constexpr int64_t kBlasBufferBytes = int64_t(32) << 22; // BUFFER_SIZE, common_x86_64.h
 std::mutex blasMu;
 std::condition_variable blasCv;
 int blasInside = 0;
+// The most of our callers that were ever inside at once: the slots OpenBLAS
+// has mapped for them (it reuses the first free slot).
+int blasMapped = 0;
+// Once buffers are reserved, the gate admits only as many as are mapped.
+bool blasReserved = false;
+
+std::string describeMiB(int64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+// What this process has mapped now (VmSize), in bytes; -1 when unknown.
+int64_t mappedBytes() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f)
+    return -1;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmSize: %lld kB", &kb) == 1)
+      break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
 } // namespace
+
+int blasCallerLimit() {
+  static const int limit = [] {
+    // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64"
+    int maxThreads = 0;
+    const char *config = openblas_get_config();
+    if (const char *m = config ? std::strstr(config, "MAX_THREADS=") : nullptr)
+      maxThreads = std::atoi(m + std::strlen("MAX_THREADS="));
+    if (maxThreads <= 0)
+      return 16; // unknown: well inside the smallest table (50)
+    return std::max(1, std::max(50, 2 * maxThreads) - maxThreads);
+  }();
+  return limit;
+}
+
+std::string reserveBlasBuffers(int callers) {
+  // More callers than CPUs gain nothing (each call runs on one core).
+  cpu_set_t cpus;
+  int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  callers = std::max(1, std::min({callers, std::max(1, ncpu), blasCallerLimit()}));
+  std::unique_lock<std::mutex> lock(blasMu);
+  blasCv.wait(lock, [] { return blasInside == 0; });
+  if (callers <= blasMapped) {
+    blasReserved = true;
+    return "";
+  }
+  // Held together, so that each takes its own slot; the first blasMapped
+  // reuse mapped ones, the rest are mapped now, each tried first.
+  std::vector<void *> held;
+  std::string error;
+  for (int i = 0; i < callers && error.empty(); ++i) {
+    if (i >= blasMapped) {
+      void *probe = mmap(nullptr, (size_t)kBlasBufferBytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (probe == MAP_FAILED) {
+        int e = errno;
+        std::string limits;
+        for (auto [resource, name] :
+             {std::pair<int, const char *>{RLIMIT_AS, "address-space limit (ulimit -v)"},
+              {RLIMIT_DATA, "data limit (ulimit -d)"}}) {
+          struct rlimit rl;
+          if (getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            limits += std::string(limits.empty() ? "" : ", ") + "the " + name + " is " +
+                      describeMiB((int64_t)rl.rlim_cur);
+        }
+        int64_t mapped = mappedBytes();
+        error = "OpenBLAS needs a work buffer of " + describeMiB(kBlasBufferBytes) +
+                " for each thread inside it at once (" + std::to_string(callers) +
+                " here), and buffer " + std::to_string(i + 1) +
+                " cannot be mapped: " + std::strerror(e) + " (" +
+                (limits.empty() ? "no limit is set" : limits) +
+                (mapped >= 0 ? "; this process maps " + describeMiB(mapped) : "") +
+                "); the run needs " + describeMiB((callers - i) * kBlasBufferBytes) +
+                " more address space";
+        break;
+      }
+      munmap(probe, (size_t)kBlasBufferBytes);
+    }
+    void *buffer = blas_memory_alloc(0);
+    if (!buffer) {
+      error =
+          "OpenBLAS has no work buffer for " + std::to_string(i + 1) + " threads inside it at once";
+      break;
+    }
+    held.push_back(buffer);
+  }
+  for (void *buffer : held)
+    blas_memory_free(buffer);
+  blasMapped = std::max(blasMapped, (int)held.size());
+  if (error.empty())
+    blasReserved = true;
+  return error;
+}
 
 void detail::sgemm(CBLAS_TRANSPOSE transA, CBLAS_TRANSPOSE transB, int64_t M, int64_t N, int64_t K,
                    float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                    float beta, float *C, int64_t ldc) {
   {
     std::unique_lock<std::mutex> lock(blasMu);
-    blasCv.wait(lock, [] { return blasInside < kMaxBlasCallers; });
-    ++blasInside;
+    blasCv.wait(lock, [] {
+      return blasInside < (blasReserved ? std::max(1, blasMapped) : blasCallerLimit());
+    });
+    blasMapped = std::max(blasMapped, ++blasInside);
   }
   cblas_sgemm(CblasRowMajor, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  bool last;
   {
     std::lock_guard<std::mutex> lock(blasMu);
-    --blasInside;
+    last = --blasInside == 0;
   }
-  blasCv.notify_one();
+  // One slot freed, one waiter to wake; a reservation waits for none inside.
+  if (last)
+    blasCv.notify_all();
+  else
+    blasCv.notify_one();
 }
 
 //===----------------------------------------------------------------------===//

@@ -11,8 +11,18 @@
 #define FSDP_RUNTIME_KERNELS_CPU_H
 
 #include <cstdint>
+#include <string>
 
 namespace fsdp::kernels {
+
+// OpenBLAS's work buffers (cpu.cpp): at most blasCallerLimit() threads are
+// inside OpenBLAS at once (what its buffer table holds beside its own
+// threads). reserveBlasBuffers maps the buffers for `callers` threads at once
+// (at most this machine's CPUs and that limit) before a run, each mapping
+// tried first, and from then on lets no more in together: "" or why not (an
+// address-space limit, with the figures). Called with no thread inside.
+int blasCallerLimit();
+std::string reserveBlasBuffers(int callers);
 
 enum class Layout { InOut, OutIn }; // weight [in, out] (HF Conv1D) or [out, in] (Linear)
 

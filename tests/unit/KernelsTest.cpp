@@ -16,10 +16,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 using namespace fsdp::kernels;
@@ -1153,4 +1155,47 @@ TEST(Kernels, SumOfSquares) {
   EXPECT_LE(std::fabs(got - want), gammaK(double(x.size()), kU64) * want)
       << "error " << std::fabs(got - want);
   EXPECT_EQ(sumOfSquares(x.data(), 0), 0.0);
+}
+
+// OpenBLAS's table of work buffers holds max(50, 2 * MAX_THREADS) slots, one
+// taken by each of its own threads; more callers at once took an overflow
+// path that overwrote the heap (kernels/cpu.cpp). The gate stays inside it.
+extern "C" char *openblas_get_config(void);
+
+TEST(Kernels, BlasCallersStayInsideOpenBLASBufferTable) {
+  const char *config = openblas_get_config();
+  const char *m = config ? std::strstr(config, "MAX_THREADS=") : nullptr;
+  ASSERT_NE(m, nullptr) << "openblas_get_config() names no MAX_THREADS: " << config;
+  int maxThreads = std::atoi(m + std::strlen("MAX_THREADS="));
+  EXPECT_GE(blasCallerLimit(), 1);
+  EXPECT_LE(blasCallerLimit(), std::max(50, 2 * maxThreads) - maxThreads);
+}
+
+// Many more threads than the gate admits, all multiplying at once: each gets
+// its own right product, none waits forever at the gate.
+TEST(Kernels, ManyThreadsMultiplyAtOnce) {
+  const int threads = 300, n = 48;
+  std::vector<VecF> x(threads, VecF(n * n)), y(threads, VecF(n * n));
+  VecF w(n * n);
+  for (int i = 0; i < n * n; ++i)
+    w[i] = (float)((i * 7) % 13) / 13.0f;
+  for (int t = 0; t < threads; ++t)
+    for (int i = 0; i < n * n; ++i)
+      x[t][i] = (float)((t + i) % 5);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep)
+        linearForward(x[t].data(), w.data(), nullptr, y[t].data(), n, n, n, Layout::InOut);
+    });
+  for (auto &th : pool)
+    th.join();
+  for (int t = 0; t < threads; t += 37)
+    for (int r = 0; r < n; r += 11)
+      for (int c = 0; c < n; c += 7) {
+        double want = 0;
+        for (int k = 0; k < n; ++k)
+          want += (double)x[t][r * n + k] * w[k * n + c];
+        EXPECT_NEAR(y[t][r * n + c], want, 1e-4 * (1 + std::fabs(want)));
+      }
 }

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -42,7 +43,7 @@ namespace {
 
 // A bound on every wait of the tests, so that a hang fails instead of
 // stalling CI (far above what any step takes).
-constexpr double kGuardS = 60;
+constexpr double kGuardS = 30;
 
 // A stream as emu_device.h describes it: a thread running its work in order.
 struct Stream {
@@ -57,7 +58,14 @@ struct Stream {
   Stream() : thread([this] { loop(); }) {}
   ~Stream() {
     {
-      std::lock_guard<std::mutex> g(mu);
+      std::unique_lock<std::mutex> lk(mu);
+      // Work still waiting at a collective would block the join for good:
+      // a failure, not a hang.
+      if (!cv.wait_for(lk, std::chrono::duration<double>(kGuardS),
+                       [&] { return queue.empty() && !busy; })) {
+        std::fprintf(stderr, "a stream's work did not finish within %g s\n", kGuardS);
+        std::_Exit(2);
+      }
       stop = true;
     }
     cv.notify_all();
@@ -592,6 +600,33 @@ std::string splitRank(int rank, int n, ncclUniqueId id, cudaStream_t s) {
 
 TEST(NcclEmu, SplitFourThreads) { expectAllPassed(runThreads(4, splitRank)); }
 TEST(NcclEmu, SplitFourProcesses) { expectAllPassed(runProcesses(4, splitRank)); }
+
+// Blocking communicators (ncclCommInitRank, a split without a config, a
+// blocking ncclCommFinalize): the same results, nothing in progress.
+TEST(NcclEmu, BlockingCallsTwoThreads) {
+  expectAllPassed(runThreads(2, [](int rank, int n, ncclUniqueId id, cudaStream_t s) {
+    ncclComm_t world = nullptr, child = nullptr;
+    if (ncclCommInitRank(&world, n, id, rank) != ncclSuccess)
+      return std::string("ncclCommInitRank: ") + ncclGetLastError(nullptr);
+    if (ncclCommSplit(world, 0, -rank, &child, nullptr) != ncclSuccess || !child)
+      return std::string("ncclCommSplit: ") + ncclGetLastError(world);
+    int me = -1;
+    ncclCommUserRank(child, &me);
+    if (me != n - 1 - rank)
+      return std::string("ncclCommSplit: key order");
+    std::vector<float> x = values(rank, 100, 9);
+    std::string e = finish(ncclAllReduce(x.data(), x.data(), 100, ncclFloat32, ncclSum, child, s),
+                           child, s, "blocking ncclAllReduce");
+    for (size_t i = 0; e.empty() && i < x.size(); ++i)
+      if (x[i] != value(1, i, 9) + value(0, i, 9))
+        e = "blocking ncclAllReduce: element " + std::to_string(i);
+    if (ncclCommFinalize(child) != ncclSuccess || ncclCommFinalize(world) != ncclSuccess)
+      e += "blocking ncclCommFinalize";
+    ncclCommDestroy(child);
+    ncclCommDestroy(world);
+    return e;
+  }));
+}
 
 // A rank waiting at a collective that its peer never joins is woken by
 // ncclCommAbort from another thread; the peer then gets ncclRemoteError

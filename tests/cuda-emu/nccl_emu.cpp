@@ -862,9 +862,11 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
       s->splitting->aborted = true;
     s->cv.notify_all();
   }
+  // A set-up job sees the flag at its next check; after it ends, the
+  // mapping it made may be read here.
+  joinJob(comm);
   if (s->base)
     futexWake(&s->header()->futex);
-  joinJob(comm);
   {
     // The running collective sees the abort at its next check (at most
     // kPollNs later) and stops before it touches the buffers again.

@@ -628,6 +628,53 @@ TEST(NcclEmu, BlockingCallsTwoThreads) {
   }));
 }
 
+// Ranks that issue different calls (another collective, or another count)
+// stop with ncclInvalidUsage naming both calls, instead of exchanging
+// unrelated bytes.
+TEST(NcclEmu, MismatchedCallsNamed) {
+  struct Case {
+    bool gather;
+    size_t count;
+    const char *want0, *want1;
+  };
+  const Case cases[] = {
+      {true, 5,
+       "ncclAllReduce: ranks disagree: rank 0 calls ncclAllReduce (call 1) of 100 x float32, "
+       "rank 1 ncclAllGather (call 1) of 5 x float32",
+       "ncclAllGather: ranks disagree: rank 1 calls ncclAllGather (call 1) of 5 x float32, "
+       "rank 0 ncclAllReduce (call 1) of 100 x float32"},
+      {false, 101,
+       "ncclAllReduce: ranks disagree: rank 0 calls ncclAllReduce (call 1) of 100 x float32, "
+       "rank 1 ncclAllReduce (call 1) of 101 x float32",
+       "ncclAllReduce: ranks disagree: rank 1 calls ncclAllReduce (call 1) of 101 x float32, "
+       "rank 0 ncclAllReduce (call 1) of 100 x float32"}};
+  for (const Case &c : cases) {
+    auto out = runThreads(2, [&](int rank, int n, ncclUniqueId id, cudaStream_t s) {
+      std::string err;
+      ncclComm_t comm = initNonBlocking(n, id, rank, &err);
+      if (!comm)
+        return err;
+      std::vector<float> x(400, 1.0f);
+      ncclResult_t r =
+          rank == 0  ? ncclAllReduce(x.data(), x.data(), 100, ncclFloat32, ncclSum, comm, s)
+          : c.gather ? ncclAllGather(x.data(), x.data() + 200, c.count, ncclFloat32, comm, s)
+                     : ncclAllReduce(x.data(), x.data(), c.count, ncclFloat32, ncclSum, comm, s);
+      if (r != ncclSuccess || !Streams::sync(s))
+        return std::string("not issued");
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm, &state);
+      std::string last = ncclGetLastError(comm);
+      ncclCommAbort(comm);
+      if (state != ncclInvalidUsage || last.find(rank == 0 ? c.want0 : c.want1) != 0)
+        return text(state) + ": " + last;
+      if (x[0] != 1.0f)
+        return std::string("a mismatched call wrote its result");
+      return std::string();
+    });
+    expectAllPassed(out);
+  }
+}
+
 // A rank waiting at a collective that its peer never joins is woken by
 // ncclCommAbort from another thread; the peer then gets ncclRemoteError
 // naming the aborted rank instead of waiting for it.

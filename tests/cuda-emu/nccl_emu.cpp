@@ -75,7 +75,23 @@ constexpr double kBlockingInitS = 300;
 
 enum RankState : int32_t { Absent = 0, Joined = 1, Left = 2, Failed = 3 };
 
+// What a rank's current call is, compared at every barrier: ranks that
+// issue different collectives stop with an error naming both calls, instead
+// of exchanging unrelated bytes.
+struct Signature {
+  uint64_t call; // this communicator's calls, from 1
+  int32_t kind;  // an index into kCallNames
+  int32_t dtype;
+  uint64_t count;
+  int32_t root;
+  int32_t unused;
+};
+
+const char *const kCallNames[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce",
+                                  "ncclBroadcast", "ncclCommSplit"};
+
 struct alignas(64) RankRecord {
+  Signature signature[2]; // by barrier phase, alternating as the slots do
   std::atomic<int32_t> claimed;
   std::atomic<int32_t> state;
   std::atomic<int32_t> pid;
@@ -205,6 +221,8 @@ struct CommState {
   // Touched only by the holder of the turn.
   uint64_t phase = 0;
   uint64_t splits = 0;
+  uint64_t calls = 0;
+  Signature current{};
 
   ~CommState() {
     if (base)
@@ -291,13 +309,54 @@ ncclResult_t waitAll(CommState &s, Ready ready, const char *what, double deadlin
   }
 }
 
+const char *typeName(int32_t t) {
+  static const char *const names[] = {"int8",    "uint8",    "int32",   "uint32",
+                                      "int64",   "uint64",   "float16", "float32",
+                                      "float64", "bfloat16", "fp8e4m3", "fp8e5m2"};
+  return t >= 0 && t < 12 ? names[t] : "an unknown type";
+}
+
+std::string describe(const Signature &g) {
+  if (g.kind < 0 || g.kind > 4)
+    return "an unknown call";
+  std::string d = std::string(kCallNames[g.kind]) + " (call " + std::to_string(g.call) + ")";
+  if (g.kind == 4)
+    return d;
+  d += " of " + std::to_string(g.count) + " x " + typeName(g.dtype);
+  if (g.kind == 3)
+    d += " from root " + std::to_string(g.root);
+  return d;
+}
+
 ncclResult_t barrier(CommState &s, const char *what, std::string *why) {
   uint64_t p = ++s.phase;
-  s.record(s.rank)->arrived.store(p, std::memory_order_release);
+  RankRecord *mine = s.record(s.rank);
+  mine->signature[p % 2] = s.current;
+  mine->arrived.store(p, std::memory_order_release);
   futexWake(&s.header()->futex);
-  return waitAll(
+  ncclResult_t r = waitAll(
       s, [&](int q) { return s.record(q)->arrived.load(std::memory_order_acquire) >= p; }, what, 0,
       why);
+  if (r != ncclSuccess)
+    return r;
+  for (int q = 0; q < s.nranks; ++q) {
+    const Signature &g = s.record(q)->signature[p % 2];
+    if (std::memcmp(&g, &s.current, sizeof g) != 0) {
+      *why = std::string(what) + ": ranks disagree: " + s.me() + " calls " + describe(s.current) +
+             ", " + s.who(q) + " " + describe(g) +
+             " (every rank must issue the same calls in the same order)";
+      return ncclInvalidUsage;
+    }
+  }
+  return ncclSuccess;
+}
+
+// Starts a call of the holder of the turn: the signature its barriers carry.
+void beginCall(CommState &s, const char *what, ncclDataType_t t, size_t count, int root) {
+  int kind = 0;
+  while (std::strcmp(kCallNames[kind], what) != 0)
+    ++kind;
+  s.current = Signature{++s.calls, kind, int32_t(t), uint64_t(count), root, 0};
 }
 
 // Maps the segment, claims this rank's record, waits for the others.
@@ -602,6 +661,7 @@ ncclResult_t issue(ncclComm_t comm, const char *what, const void *send, void *re
         return;
       }
       ncclResult_t code = ncclSuccess;
+      beginCall(*s, what, t, count, root);
       std::string why = body(*s, what, send, recv, count, t, root, &code);
       if (code != ncclSuccess && !s->aborted.load())
         setError(*s, code, why);
@@ -769,6 +829,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     withTurn(*s, ticket, [&] {
       int32_t mine[2] = {color, key};
       std::vector<int32_t> all(2 * s->nranks);
+      beginCall(*s, "ncclCommSplit", ncclInt32, 2, -1);
       why = runAllGather(*s, "ncclCommSplit", mine, all.data(), 2, ncclInt32, 0, &code);
       if (code != ncclSuccess)
         return;

@@ -29,12 +29,12 @@ struct Whereabouts {
   /// ("step 2 micro_step 1/2 comm[3] all_gather unit 'h.0'") or a collective
   /// outside the program ("step 2: the step's loss all-reduce"); else the
   /// backend's name of the collective.
-  char site[200] = "";
-  int32_t group = -1;  // its Group; -1: no collective yet
+  char site[512] = "";
+  int32_t group = -1;   // its Group; -1: no collective yet
   int32_t state = Past; // Before: named but not begun (busy or stopped before it)
   int32_t within = 0;   // `site` names several collectives (at's `several`)
   int64_t number = 0;   // its number on its group, counted from 1
-  int64_t begun = 0;   // collectives begun in all: the rank's progress
+  int64_t begun = 0;    // collectives begun in all: the rank's progress
   /// Comparable across ranks: every rank makes the same collectives in the
   /// same order, so a smaller value is behind.
   int64_t progress() const { return 2 * begun - (state == Waiting ? 1 : 0); }

@@ -418,7 +418,7 @@ std::string Rank::run(const StepCallback &onStep) {
           std::memset(at(off), 0, u.shardNumel * 4);
           touch(off, u.shardNumel * 4);
         }
-      comm.at(Group::World, "resuming from " + o.resume, true);
+      comm.at(Group::World, "the resume from " + o.resume, true);
       std::string err = detail::resumeShards(p, o, comm, arena, &first);
       if (!err.empty())
         fail(err);
@@ -471,7 +471,7 @@ std::string Rank::run(const StepCallback &onStep) {
         fail(err);
     }
     if (!o.saveWeights.empty() && !stop) { // stopped early: the model is not final
-      comm.at(Group::World, "saving the weights (--save-weights)", true);
+      comm.at(Group::World, "the weights' save (--save-weights)", true);
       std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize, step);
       if (!err.empty())
         fail(err);

@@ -258,7 +258,7 @@ std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r,
   if (err.empty())
     err = checkFinite(r);
   bool saved = false;
-  std::string saving = "step " + std::to_string(r.step) + ": checkpoint save";
+  std::string saving = "step " + std::to_string(r.step) + ": the checkpoint save";
   if (err.empty() && saveDue(o, r.step)) {
     comm.at(Group::World, saving, true);
     err = save();

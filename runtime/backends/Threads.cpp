@@ -163,7 +163,9 @@ std::string fsdp::runtime::detail::whereRanksAre(const std::vector<const Whereab
   for (size_t i = 0; i < places.size(); ++i) {
     bool plural = places[i].ranks.size() > 1;
     s += (s.empty() ? "" : "; ") + rankList(places[i].ranks);
-    if (i == 0 && places.size() > 1 && absent.empty())
+    int64_t progress = places[i].w->progress();
+    if (absent.empty() && progress == places.front().w->progress() &&
+        progress < places.back().w->progress())
       s += plural ? " are behind: they " : " is behind: it ";
     else
       s += " ";

@@ -104,6 +104,24 @@ Whereabouts Communicator::whereabouts() const {
 }
 
 namespace {
+// rankList with runs of three or more as ranges ("ranks 0-2046, 2048"): a
+// report of a world of thousands stays short.
+std::string rankRuns(const std::vector<int> &ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (j >= i + 2)
+      s += "-" + std::to_string(ranks[j]);
+    else
+      j = i;
+    i = j + 1;
+  }
+  return s;
+}
+
 // "waits at X (collective #5 on the shard group)", for one rank or several.
 std::string describe(const Whereabouts &w, bool plural) {
   if (w.group < 0)
@@ -159,10 +177,10 @@ std::string fsdp::runtime::detail::whereRanksAre(const std::vector<const Whereab
   // places are listed without naming one.
   std::string s;
   if (!absent.empty())
-    s = rankList(absent) + " did not answer (stopped, or busy outside a collective)";
+    s = rankRuns(absent) + " did not answer (stopped, or busy outside a collective)";
   for (size_t i = 0; i < places.size(); ++i) {
     bool plural = places[i].ranks.size() > 1;
-    s += (s.empty() ? "" : "; ") + rankList(places[i].ranks);
+    s += (s.empty() ? "" : "; ") + rankRuns(places[i].ranks);
     int64_t progress = places[i].w->progress();
     if (absent.empty() && progress == places.front().w->progress() &&
         progress < places.back().w->progress())

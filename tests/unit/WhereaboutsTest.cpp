@@ -115,4 +115,19 @@ TEST(Whereabouts, AnAbsentRankNamesNoneBehind) {
             "(collective #1 on the replica group)");
 }
 
+TEST(Whereabouts, ManyRanksAsRanges) {
+  // 2048 ranks: rank 1000 behind, the others in runs.
+  Whereabouts a = at("x", Group::Shard, Whereabouts::Waiting, 9, 9);
+  Whereabouts b = at("y", Group::Shard, Whereabouts::Before, 8, 8);
+  std::vector<const Whereabouts *> all(2048, &a);
+  all[1000] = &b;
+  all[1002] = nullptr;
+  all[5] = all[7] = nullptr;
+  all[8] = nullptr;
+  EXPECT_EQ(detail::whereRanksAre(all),
+            "ranks 5, 7, 8, 1002 did not answer (stopped, or busy outside a collective); rank 1000 "
+            "has not reached y (collective #8 on the shard group); ranks 0-4, 6, 9-999, 1001, "
+            "1003-2047 wait at x (collective #9 on the shard group)");
+}
+
 } // namespace

@@ -13,12 +13,32 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace fsdp::runtime {
 
 enum class Group { Shard, Replica, World };
+
+/// Where a rank is among its collectives, for --timeout's report. Plain
+/// bytes: the MPI backend sends it to a rank that asks.
+struct Whereabouts {
+  enum State : int32_t { Before, Waiting, Past };
+  /// What the caller named it (Communicator::at): the program instruction
+  /// ("step 2 micro_step 1/2 comm[3] all_gather unit 'h.0'") or a collective
+  /// outside the program ("step 2: the step's loss all-reduce"); else the
+  /// backend's name of the collective.
+  char site[512] = "";
+  int32_t group = -1;   // its Group; -1: no collective yet
+  int32_t state = Past; // Before: named but not begun (busy or stopped before it)
+  int32_t within = 0;   // `site` names several collectives (at's `several`)
+  int64_t number = 0;   // its number on its group, counted from 1
+  int64_t begun = 0;    // collectives begun in all: the rank's progress
+  /// Comparable across ranks: every rank makes the same collectives in the
+  /// same order, so a smaller value is behind.
+  int64_t progress() const { return 2 * begun - (state == Waiting ? 1 : 0); }
+};
 
 class Communicator {
 public:
@@ -47,9 +67,26 @@ public:
   /// Bytes this rank's communicator holds outside the arena.
   virtual int64_t stagingBytes() const = 0;
 
+  /// Names the collective this rank makes next on `g` (with `several`, the
+  /// ones after it too, until the next call: a save makes several), for
+  /// --timeout's report of where each rank waits.
+  void at(Group g, const std::string &site, bool several = false);
+  Whereabouts whereabouts() const;
+
 protected:
   Communicator(int shardSize) : shardSize(shardSize) {}
+  /// The backends' part: a collective on `g` begins (`what` names it when
+  /// the caller did not) and ends.
+  void began(Group g, const char *what);
+  void ended();
   int shardSize;
+
+private:
+  mutable std::mutex whereMu; // a peer's thread reads it at its timeout
+  Whereabouts where;
+  bool named = false; // `where.site` names the next collective
+  bool holds = false; // ... and the ones after it; else the backend names them
+  int64_t numbers[3] = {0, 0, 0};
 };
 
 /// N ranks as threads of this process, collectives through shared memory. A
@@ -80,6 +117,11 @@ std::vector<int> groupRanks(const Communicator &comm, Group g);
 const char *groupName(Group g);
 /// "rank 1", "ranks 1, 3".
 std::string rankList(const std::vector<int> &ranks);
+/// --timeout's report of where the world is: which ranks are behind (the
+/// least progress) and where, then where the others wait, grouped by place;
+/// `all[r]` is rank r's whereabouts, or absent when it did not answer.
+/// "" when every rank that answered is at the same place and none is absent.
+std::string whereRanksAre(const std::vector<const Whereabouts *> &all);
 /// Test-only, for the --timeout tests: with FSDP_TEST_STALL=R:N in the
 /// environment, true at rank R's Nth collective (counted from 1), which then
 /// stops arriving (a thread waits until the world is aborted; an MPI process

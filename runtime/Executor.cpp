@@ -76,12 +76,15 @@ private:
 
   void initWeights();
   void fillInputs(bool eval, int64_t step, int64_t micro);
-  void runPhase(const Phase &s, const char *name);
+  // `place` says which execution it is ("step 2 micro_step 1/2"), for
+  // --timeout's report.
+  void runPhase(const Phase &s, const char *name, const std::string &place);
   double evaluate();
   void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
   void computeOne(const Instruction &inst);
   void commLoop();
-  void runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
+  void runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch,
+               const std::string &place);
   void optimizerStep(const Unit &u);
   [[noreturn]] void fail(const std::string &why) {
     comm.abort("rank " + std::to_string(comm.rank()) + ": " + why);
@@ -113,6 +116,7 @@ private:
   std::condition_variable jobCv;
   const std::vector<Instruction> *job = nullptr;
   const char *jobPhase = "";
+  std::string jobPlace;
   int64_t jobEpoch = 0;
   bool jobDone = true, stopping = false;
   std::string commError;
@@ -125,12 +129,13 @@ void Rank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
 
 // One execution of a phase: its comm list on the comm thread, its compute
 // list here, joined by the program's events.
-void Rank::runPhase(const Phase &s, const char *name) {
+void Rank::runPhase(const Phase &s, const char *name, const std::string &place) {
   ++epoch;
   {
     std::lock_guard<std::mutex> lock(jobMu);
     job = &s.comm;
     jobPhase = name;
+    jobPlace = place;
     jobEpoch = epoch;
     jobDone = false;
     jobCv.notify_all();
@@ -159,7 +164,9 @@ double Rank::evaluate() {
     double batch = 0;
     for (int64_t a = 0; a < o.gradAccum; ++a) {
       fillInputs(true, b, a);
-      runPhase(p.microStep, "eval");
+      runPhase(p.microStep, "eval",
+               "eval after step " + std::to_string(step) + " batch " + std::to_string(b + 1) +
+                   " micro_step " + std::to_string(a + 1) + "/" + std::to_string(o.gradAccum));
       batch +=
           detail::lossWeight(p, o, data, true, comm.rank(), b, a) * *at(p.tensors[p.loss].offset);
     }
@@ -168,6 +175,7 @@ double Rank::evaluate() {
   for (const Unit &u : p.units)
     std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
   recording = true;
+  comm.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
   if (!comm.allReduceScalar(Group::World, &sum))
     fail("stopped: " + comm.error());
   return sum / double(o.evalBatches);
@@ -278,11 +286,17 @@ void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, i
   }
 }
 
-void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
+void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch,
+                   const std::string &place) {
   bool optimizer = phase[0] == 'o';
   for (const Instruction &inst : list) {
     bool ok = true;
     double start = o.trace.empty() ? 0 : now();
+    if (inst.op == Op::AllGather || inst.op == Op::ReduceScatter || inst.op == Op::AllReduce ||
+        inst.op == Op::GradNorm)
+      comm.at(inst.op == Op::AllReduce ? Group::Replica : Group::Shard,
+              place + " comm[" + std::to_string(inst.index) + "] " + opName(inst.op) +
+                  (inst.op == Op::GradNorm ? "" : " unit '" + p.units[inst.unit].name + "'"));
     switch (inst.op) {
     case Op::Record:
       events.record(inst.event, epoch);
@@ -358,6 +372,7 @@ void Rank::commLoop() {
   for (;;) {
     const std::vector<Instruction> *list;
     const char *phase;
+    std::string place;
     int64_t epoch;
     {
       std::unique_lock<std::mutex> lock(jobMu);
@@ -366,9 +381,10 @@ void Rank::commLoop() {
         return;
       list = job;
       phase = jobPhase;
+      place = jobPlace;
       epoch = jobEpoch;
     }
-    runComm(*list, phase, epoch);
+    runComm(*list, phase, epoch, place);
     std::lock_guard<std::mutex> lock(jobMu);
     job = nullptr;
     jobDone = true;
@@ -402,6 +418,7 @@ std::string Rank::run(const StepCallback &onStep) {
           std::memset(at(off), 0, u.shardNumel * 4);
           touch(off, u.shardNumel * 4);
         }
+      comm.at(Group::World, "the resume from " + o.resume, true);
       std::string err = detail::resumeShards(p, o, comm, arena, &first);
       if (!err.empty())
         fail(err);
@@ -424,17 +441,20 @@ std::string Rank::run(const StepCallback &onStep) {
       double lossSum = 0;
       for (int64_t a = 0; a < o.gradAccum; ++a) {
         fillInputs(false, t, a);
-        runPhase(p.microStep, "micro_step");
+        runPhase(p.microStep, "micro_step",
+                 "step " + std::to_string(t + 1) + " micro_step " + std::to_string(a + 1) + "/" +
+                     std::to_string(o.gradAccum));
         lossSum += detail::lossWeight(p, o, data, false, comm.rank(), t, a) *
                    *at(p.tensors[p.loss].offset);
       }
       ++step;
-      runPhase(p.optimizer, "optimizer");
+      runPhase(p.optimizer, "optimizer", "step " + std::to_string(t + 1) + " optimizer");
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // For the report only, outside the plan: the mean loss over ranks. Every
       // rank runs the same program over the same layout, so rank 0's peak is
       // every rank's.
+      comm.at(Group::World, "step " + std::to_string(t + 1) + ": the step's loss all-reduce");
       if (!comm.allReduceScalar(Group::World, &lossSum))
         fail("stopped: " + comm.error());
       StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
@@ -451,6 +471,7 @@ std::string Rank::run(const StepCallback &onStep) {
         fail(err);
     }
     if (!o.saveWeights.empty() && !stop) { // stopped early: the model is not final
+      comm.at(Group::World, "the weights' save (--save-weights)", true);
       std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize, step);
       if (!err.empty())
         fail(err);

@@ -258,7 +258,9 @@ std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r,
   if (err.empty())
     err = checkFinite(r);
   bool saved = false;
+  std::string saving = "step " + std::to_string(r.step) + ": the checkpoint save";
   if (err.empty() && saveDue(o, r.step)) {
+    comm.at(Group::World, saving, true);
     err = save();
     saved = err.empty();
   }
@@ -266,10 +268,13 @@ std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r,
   // it and whenever (a signal during the save above stops here too, after
   // it), with this step's checkpoint when --save is given.
   int signal = 0;
-  if (err.empty())
+  if (err.empty()) {
+    comm.at(Group::World, "step " + std::to_string(r.step) + ": the stop agreement");
     err = agreeStop(comm, o.stopState, stop, &signal);
+  }
   if (err.empty() && *stop) {
     if (!o.save.empty() && !saved) {
+      comm.at(Group::World, saving, true);
       err = save();
       saved = err.empty();
     }
@@ -330,6 +335,7 @@ std::string fsdp::runtime::detail::startTogether(Communicator &comm, const RunOp
   // before its first step stops before it, on every rank.
   testSignal(comm.rank(), 0);
   int signal = 0;
+  comm.at(Group::World, "before the first step: the start agreement");
   std::string err = agreeStop(comm, o.stopState, stop, &signal);
   if (!err.empty())
     return "stopped before the first step: " + comm.error();

@@ -132,7 +132,7 @@ public:
     int me = memberIndex(g);
     bool inPlace = static_cast<const char *>(src) == static_cast<char *>(dst) + me * bytes;
     MPI_Request req;
-    return begin(g) &&
+    return begin(g, "all_gather") &&
            check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE, dst, (int)bytes,
                                 MPI_BYTE, comm(g), &req)) &&
            wait(&req, g, "all_gather");
@@ -142,7 +142,7 @@ public:
     grow(count * 4);
     float *part = reinterpret_cast<float *>(staging.data());
     MPI_Request req;
-    if (!begin(g) ||
+    if (!begin(g, "reduce_scatter") ||
         !check(
             MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) ||
         !wait(&req, g, "reduce_scatter"))
@@ -156,7 +156,7 @@ public:
     grow(count * 2);
     uint16_t *part = reinterpret_cast<uint16_t *>(staging.data());
     MPI_Request req;
-    if (!begin(g) ||
+    if (!begin(g, "reduce_scatter") ||
         !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T, bf16Sum, comm(g),
                                          &req)) ||
         !wait(&req, g, "reduce_scatter"))
@@ -168,7 +168,7 @@ public:
 
   bool allReduce(Group g, float *buf, int64_t count) override {
     MPI_Request req;
-    return begin(g) &&
+    return begin(g, "all_reduce") &&
            check(
                MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) &&
            wait(&req, g, "all_reduce");
@@ -176,7 +176,7 @@ public:
 
   bool allReduceScalar(Group g, double *value) override {
     MPI_Request req;
-    return begin(g) &&
+    return begin(g, "all_reduce of a scalar") &&
            check(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comm(g), &req)) &&
            wait(&req, g, "all_reduce of a scalar");
   }
@@ -198,11 +198,12 @@ private:
       staging.resize(bytes);
   }
   // Counts the collective on its group; a test's stalled rank
-  // (FSDP_TEST_STALL) stops its process here.
-  bool begin(Group g) {
-    ++reached[(int)g];
+  // (FSDP_TEST_STALL) stops its process here, before it begins.
+  bool begin(Group g, const char *what) {
     if (detail::stallHere(myRank, ++collectives))
       std::raise(SIGSTOP);
+    ++reached[(int)g];
+    began(g, what);
     return true;
   }
 
@@ -218,8 +219,10 @@ private:
       int done = 0;
       if (!check(MPI_Test(req, &done, MPI_STATUS_IGNORE)))
         return false;
-      if (done)
+      if (done) {
+        ended();
         return true;
+      }
       answer();
       auto now = Clock::now();
       if (now >= deadline)
@@ -283,7 +286,12 @@ private:
     }
   }
 
-  // Answers every pending question with the collectives reached per group.
+  // Answers every pending question with the collectives reached per group
+  // and where this rank waits.
+  struct Answer {
+    long long reached[3];
+    Whereabouts where;
+  };
   void answer() {
     for (;;) {
       int flag = 0;
@@ -293,46 +301,53 @@ private:
         return;
       int q = 0;
       MPI_Recv(&q, 1, MPI_INT, st.MPI_SOURCE, kAskTag, probe, MPI_STATUS_IGNORE);
-      long long counts[3] = {reached[0], reached[1], reached[2]};
-      MPI_Send(counts, 3, MPI_LONG_LONG, st.MPI_SOURCE, kAnswerTag, probe);
+      Answer a{{reached[0], reached[1], reached[2]}, whereabouts()};
+      MPI_Send(&a, (int)sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, probe);
     }
   }
 
+  // Asks every rank (not only the group's members: the one holding the
+  // group up may wait on another group) where it is, names the members that
+  // did not answer or have not reached this collective, says where the
+  // ranks are, and aborts the job.
   [[noreturn]] void timedOut(Group g, const char *what) {
     std::vector<int> members = detail::groupRanks(*this, g);
-    std::vector<MPI_Request> asks;
-    std::vector<int> peers;
-    std::vector<long long> counts;
+    std::vector<Answer> answers(size);
+    std::vector<MPI_Request> asks, replies(size, MPI_REQUEST_NULL);
     int q = 0;
-    for (int r : members)
-      if (r != myRank)
-        peers.push_back(r);
-    counts.assign(peers.size() * 3, -1);
-    std::vector<MPI_Request> answers(peers.size());
-    for (size_t i = 0; i < peers.size(); ++i) {
-      MPI_Irecv(&counts[i * 3], 3, MPI_LONG_LONG, peers[i], kAnswerTag, probe, &answers[i]);
-      MPI_Request ask;
-      MPI_Isend(&q, 1, MPI_INT, peers[i], kAskTag, probe, &ask);
-      asks.push_back(ask);
-    }
-    // A member that is polling answers within milliseconds; give them a
+    for (int r = 0; r < size; ++r)
+      if (r != myRank) {
+        MPI_Irecv(&answers[r], (int)sizeof(Answer), MPI_BYTE, r, kAnswerTag, probe, &replies[r]);
+        asks.emplace_back();
+        MPI_Isend(&q, 1, MPI_INT, r, kAskTag, probe, &asks.back());
+      }
+    // A rank that is polling answers within milliseconds; give them a
     // second, answering the others' questions meanwhile.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (int all = 0; !all && std::chrono::steady_clock::now() < until;) {
-      MPI_Testall((int)answers.size(), answers.data(), &all, MPI_STATUSES_IGNORE);
+      MPI_Testall((int)replies.size(), replies.data(), &all, MPI_STATUSES_IGNORE);
       answer();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    std::vector<const Whereabouts *> where(size);
+    answers[myRank].where = whereabouts();
+    for (int r = 0; r < size; ++r) {
+      int done = r == myRank;
+      if (!done)
+        MPI_Test(&replies[r], &done, MPI_STATUS_IGNORE);
+      if (done)
+        where[r] = &answers[r].where;
+    }
     std::vector<int> missing;
-    for (size_t i = 0; i < peers.size(); ++i)
-      if (counts[i * 3 + (int)g] < reached[(int)g])
-        missing.push_back(peers[i]);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%g", timeoutS);
-    std::string why = "rank " + std::to_string(myRank) + ": waited " + secs + " s (--timeout) at " +
-                      what + " over " + detail::groupName(g) + " for " +
+    for (int r : members)
+      if (r != myRank && (!where[r] || answers[r].reached[(int)g] < reached[(int)g]))
+        missing.push_back(r);
+    std::string at = detail::whereRanksAre(where);
+    std::string why = "rank " + std::to_string(myRank) + ": waited " + seconds(timeoutS) +
+                      " s (--timeout) at " + what + " over " + detail::groupName(g) + " for " +
                       (missing.empty() ? std::string("its peers")
-                                       : detail::rankList(missing) + ", which did not arrive");
+                                       : detail::rankList(missing) + ", which did not arrive") +
+                      (at.empty() ? "" : "; " + at);
     abort(why);
     std::abort(); // MPI_Abort does not return
   }

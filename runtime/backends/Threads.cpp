@@ -69,6 +69,129 @@ std::string fsdp::runtime::detail::rankList(const std::vector<int> &ranks) {
   return s;
 }
 
+void Communicator::at(Group g, const std::string &site, bool several) {
+  std::lock_guard<std::mutex> lock(whereMu);
+  std::snprintf(where.site, sizeof where.site, "%s", site.c_str());
+  where.group = (int32_t)g;
+  where.state = Whereabouts::Before;
+  where.number = numbers[(int)g] + 1;
+  named = true;
+  holds = several;
+  where.within = several;
+}
+
+void Communicator::began(Group g, const char *what) {
+  std::lock_guard<std::mutex> lock(whereMu);
+  if (!named && !holds) {
+    std::snprintf(where.site, sizeof where.site, "%s", what);
+    where.within = 0;
+  }
+  named = false;
+  where.group = (int32_t)g;
+  where.state = Whereabouts::Waiting;
+  where.number = ++numbers[(int)g];
+  ++where.begun;
+}
+
+void Communicator::ended() {
+  std::lock_guard<std::mutex> lock(whereMu);
+  where.state = Whereabouts::Past;
+}
+
+Whereabouts Communicator::whereabouts() const {
+  std::lock_guard<std::mutex> lock(whereMu);
+  return where;
+}
+
+namespace {
+// rankList with runs of three or more as ranges ("ranks 0-2046, 2048"): a
+// report of a world of thousands stays short.
+std::string rankRuns(const std::vector<int> &ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (j >= i + 2)
+      s += "-" + std::to_string(ranks[j]);
+    else
+      j = i;
+    i = j + 1;
+  }
+  return s;
+}
+
+// "waits at X (collective #5 on the shard group)", for one rank or several.
+std::string describe(const Whereabouts &w, bool plural) {
+  if (w.group < 0)
+    return plural ? "have made no collective yet" : "has made no collective yet";
+  std::string place = std::string(w.site) + " (collective #" + std::to_string(w.number) + " on " +
+                      detail::groupName(Group(w.group)) + ")";
+  switch (w.state) {
+  case Whereabouts::Waiting:
+    return (plural ? "wait at " : "waits at ") + place;
+  case Whereabouts::Before:
+    return (plural ? "have not reached " : "has not reached ") + place;
+  default:
+    // Between two collectives of a save, or after a collective.
+    if (w.within)
+      return (plural ? "are in " : "is in ") + std::string(w.site) + ", past its collective #" +
+             std::to_string(w.number) + " on " + detail::groupName(Group(w.group)) +
+             ", at no collective since";
+    return (plural ? "are past " : "is past ") + place + ", at no collective since";
+  }
+}
+} // namespace
+
+std::string fsdp::runtime::detail::whereRanksAre(const std::vector<const Whereabouts *> &all) {
+  // Ranks at the same place, least progress first.
+  struct Place {
+    const Whereabouts *w;
+    std::vector<int> ranks;
+  };
+  std::vector<Place> places;
+  std::vector<int> absent;
+  auto same = [](const Whereabouts &a, const Whereabouts &b) {
+    return a.progress() == b.progress() && a.state == b.state && a.group == b.group &&
+           a.number == b.number && std::strcmp(a.site, b.site) == 0;
+  };
+  for (int r = 0; r < (int)all.size(); ++r) {
+    if (!all[r]) {
+      absent.push_back(r);
+      continue;
+    }
+    auto it = std::find_if(places.begin(), places.end(),
+                           [&](const Place &p) { return same(*p.w, *all[r]); });
+    if (it == places.end())
+      places.push_back({all[r], {r}});
+    else
+      it->ranks.push_back(r);
+  }
+  if (places.size() <= 1 && absent.empty())
+    return "";
+  std::stable_sort(places.begin(), places.end(), [](const Place &a, const Place &b) {
+    return a.w->progress() < b.w->progress();
+  });
+  // A rank that did not answer may be the one behind: then the others'
+  // places are listed without naming one.
+  std::string s;
+  if (!absent.empty())
+    s = rankRuns(absent) + " did not answer (stopped, or busy outside a collective)";
+  for (size_t i = 0; i < places.size(); ++i) {
+    bool plural = places[i].ranks.size() > 1;
+    s += (s.empty() ? "" : "; ") + rankRuns(places[i].ranks);
+    int64_t progress = places[i].w->progress();
+    if (absent.empty() && progress == places.front().w->progress() &&
+        progress < places.back().w->progress())
+      s += plural ? " are behind: they " : " is behind: it ";
+    else
+      s += " ";
+    s += describe(*places[i].w, plural);
+  }
+  return s;
+}
+
 bool fsdp::runtime::detail::stallHere(int rank, int64_t collective) {
   static const std::pair<long long, long long> at = [] {
     const char *v = std::getenv("FSDP_TEST_STALL");
@@ -85,7 +208,7 @@ namespace fsdp::runtime {
 class ThreadsWorld {
 public:
   ThreadsWorld(int worldSize, int shardSize, double timeoutS)
-      : worldSize(worldSize), shardSize(shardSize), timeoutS(timeoutS) {
+      : worldSize(worldSize), shardSize(shardSize), timeoutS(timeoutS), roll(worldSize) {
     int replicas = worldSize / shardSize;
     for (int g = 0; g < replicas; ++g)
       shard.push_back(std::make_unique<GroupState>(shardSize));
@@ -148,10 +271,28 @@ public:
     lock.unlock();
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", timeoutS);
+    std::string where = whereRanksAre();
     abort("rank " + std::to_string(ranks[member]) + ": waited " + secs + " s (--timeout) at " +
           what + " over " + detail::groupName(g) + " for " + detail::rankList(missing) +
-          ", which did not arrive");
+          ", which did not arrive" + (where.empty() ? "" : "; " + where));
     return false;
+  }
+
+  // Every rank's communicator, while it lives, for the report above.
+  void enlist(int rank, const Communicator *c) {
+    std::lock_guard<std::mutex> lock(rollMu);
+    roll[rank] = c;
+  }
+  std::string whereRanksAre() {
+    std::lock_guard<std::mutex> lock(rollMu);
+    std::vector<Whereabouts> all(worldSize);
+    std::vector<const Whereabouts *> seen(worldSize);
+    for (int r = 0; r < worldSize; ++r)
+      if (roll[r]) {
+        all[r] = roll[r]->whereabouts();
+        seen[r] = &all[r];
+      }
+    return detail::whereRanksAre(seen);
   }
 
   // A rank that stops arriving (FSDP_TEST_STALL): holds until the world stops.
@@ -190,6 +331,8 @@ public:
 private:
   std::vector<std::unique_ptr<GroupState>> shard, replica;
   std::unique_ptr<GroupState> world;
+  std::mutex rollMu;
+  std::vector<const Communicator *> roll;
   std::mutex errorMu;
   std::string reason;
   bool isAborted = false;
@@ -202,7 +345,10 @@ namespace {
 class ThreadsCommunicator : public Communicator {
 public:
   ThreadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank)
-      : Communicator(world->shardSize), world(std::move(world)), myRank(rank) {}
+      : Communicator(world->shardSize), world(std::move(world)), myRank(rank) {
+    this->world->enlist(rank, this);
+  }
+  ~ThreadsCommunicator() override { world->enlist(myRank, nullptr); }
 
   int rank() const override { return myRank; }
   int worldSize() const override { return world->worldSize; }
@@ -212,25 +358,33 @@ public:
     auto &s = world->group(g, myRank);
     return world->barrier(s, memberIndex(g), *this, g, what);
   }
-  // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL).
-  bool begin() {
-    if (!detail::stallHere(myRank, ++collectives))
-      return true;
-    world->stall();
-    return false;
+  // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL),
+  // which stops before it begins, as a rank busy elsewhere would.
+  bool begin(Group g, const char *what) {
+    if (detail::stallHere(myRank, ++collectives)) {
+      world->stall();
+      return false;
+    }
+    began(g, what);
+    return true;
+  }
+  bool end(bool ok) {
+    if (ok)
+      ended();
+    return ok;
   }
 
   // Publishes this member's buffer, meets the group, runs `work` on every
   // member's buffer (slots), and meets it again before anyone reuses one.
   template <typename Work> bool exchange(Group g, const char *what, const void *mine, Work work) {
-    if (!begin())
+    if (!begin(g, what))
       return false;
     auto &s = world->group(g, myRank);
     s.slots[memberIndex(g)] = mine;
     if (!meet(g, what))
       return false;
     work(s.slots, memberIndex(g));
-    return meet(g, what);
+    return end(meet(g, what));
   }
 
   bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
@@ -269,7 +423,7 @@ public:
     int me = memberIndex(g), n = s.size;
     if (n == 1)
       return true;
-    if (!begin())
+    if (!begin(g, "all_reduce"))
       return false;
     // Each member sums one chunk of every member's buffer into its staging,
     // then writes that chunk back to every member.
@@ -291,11 +445,11 @@ public:
     for (int j = 0; j < n; ++j)
       std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo, staging.data(),
                   (hi - lo) * sizeof(float));
-    return meet(g, "all_reduce");
+    return end(meet(g, "all_reduce"));
   }
 
   bool allReduceScalar(Group g, double *value) override {
-    if (!begin())
+    if (!begin(g, "all_reduce of a scalar"))
       return false;
     auto &s = world->group(g, myRank);
     int me = memberIndex(g);
@@ -308,7 +462,7 @@ public:
     if (!meet(g, "all_reduce of a scalar"))
       return false;
     *value = sum;
-    return true;
+    return end(true);
   }
 
   void abort(const std::string &why) override { world->abort(why); }

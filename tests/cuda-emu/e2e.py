@@ -7,8 +7,9 @@ gpt2-tiny planned for the cuda target (--cluster H100-SXM.json) runs through
 `fsdp-run --backend nccl` with FSDP_NCCL_PLUGIN naming the emulated plugin
 (lib/libfsdp-nccl-emulated.so): exactly what a user runs, with the device
 executor, the NCCL communicators and cuda.cu compiled from the same sources
-as libfsdp-nccl.so. World 1 without a bootstrap, world 2 with the file
-bootstrap (--rank R --nccl-id-file F, one process a rank). Each is held to
+as libfsdp-nccl.so. World 1 without a bootstrap; world 2 one process a
+rank, with the file bootstrap (--rank R --nccl-id-file F) and under mpirun
+(where there is one: without it the test fails, saying so). Each is held to
 the threads backend running the cpu-target plan of the same settings:
 
   * losses and grad norms: the measured rule of tests/README.md ("How a
@@ -30,6 +31,7 @@ The last line says what ran; exit 0 only when everything held.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -107,8 +109,11 @@ def main():
     emulated.pop("FSDP_EMULATED_GPU_MEMORY", None)
     common = ["--micro-batch", "2", "--seq-len", "16"]
     runs = 0
-    for world in (1, 2):
-        w = lambda name: os.path.join(work, "w%d-%s" % (world, name))
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        sys.exit("FAILED: no mpirun on PATH (the runs under MPI cannot be checked)")
+    for world, launch in ((1, "none"), (2, "file"), (2, "mpirun")):
+        w = lambda name: os.path.join(work, "w%d-%s-%s" % (world, launch, name))
         cfg = os.path.join(models, "gpt2-tiny", "config.json")
         run([fsdp_plan, cfg, "--world-size", str(world)] + common + ["-o", w("cpu.json")])
         run([fsdp_plan, cfg, "--world-size", str(world)] + common +
@@ -127,8 +132,12 @@ def main():
         # The emulated device: world 1 without a bootstrap, world 2 one
         # process a rank through the id file.
         nccl = [fsdp_run, w("cuda.json"), "--backend", "nccl", "--timeout", "120"] + train
-        if world == 1:
+        if launch == "none":
             run(nccl + ["--metrics", w("b.jsonl")], env=emulated)
+        elif launch == "mpirun":
+            mpi_env = dict(emulated, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            run([mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN"] + nccl +
+                ["--metrics", w("b.jsonl")], env=mpi_env)
         else:
             procs = []
             for rank in range(world):
@@ -165,8 +174,8 @@ def main():
         if control.returncode == 0:
             sys.exit("FAILED: world %d: the control (another seed) is within the bound: the "
                      "comparison cannot fail\n%s" % (world, control.stdout))
-        print("world %d: %d steps, losses within the bound of threads', peak %d bytes = the "
-              "plan's arena" % (world, STEPS, arena))
+        print("world %d (%s): %d steps, losses within the bound of threads', peak %d bytes = "
+              "the plan's arena" % (world, launch, STEPS, arena))
     print("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, each naming "
           "the variable" % refused)
     print("emulated device: %d runs, losses equal threads, peaks exact" % runs)

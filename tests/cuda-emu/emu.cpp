@@ -361,10 +361,10 @@ std::string baseName(const std::string &demangled) {
 }
 
 std::string kernelName(const void *kernel) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> l(mu);
-  static std::map<std::string, std::map<uintptr_t, std::string>> objects; // by file
-  static std::map<const void *, std::string> cache;
+  static std::mutex *mu = new std::mutex; // never destroyed, as block()
+  std::lock_guard<std::mutex> l(*mu);
+  static auto &objects = *new std::map<std::string, std::map<uintptr_t, std::string>>; // by file
+  static auto &cache = *new std::map<const void *, std::string>;
   auto hit = cache.find(kernel);
   if (hit != cache.end())
     return hit->second;
@@ -423,9 +423,11 @@ struct Block {
   Fiber *current = nullptr;
   std::string kernel;
 };
+// Never destroyed: a stream thread may still run a kernel while the process
+// exits (after an error, the executor leaves its streams as they are).
 Block &block() {
-  static Block b;
-  return b;
+  static Block *b = new Block;
+  return *b;
 }
 
 [[noreturn]] void die(const char *what) {
@@ -797,7 +799,7 @@ namespace {
 // the block are one).
 void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
              const std::function<void()> &body) {
-  static std::mutex oneAtATime;
+  static std::mutex &oneAtATime = *new std::mutex; // never destroyed, as block()
   std::lock_guard<std::mutex> l(oneAtATime);
   installFaultHandler();
   Block &b = block();

@@ -27,6 +27,11 @@ naming no file, or naming a library that is not an fsdp NCCL backend;
 FSDP_EMULATED_GPU_MEMORY not a count; a device smaller than the plan's
 arena (before step 1, saying both sizes).
 
+And a fault: at world 2 (the file bootstrap), rank 1's fifth collective
+fails asynchronously (FSDP_EMU_NCCL_FAULT=1:5, the NCCL emulation's): both
+ranks exit 1, rank 0's error names rank 1, and neither error repeats the
+FSDP_CUDA_SYNC hint (a peer's failure carried it twice).
+
 The last line says what ran; exit 0 only when everything held.
 """
 import json
@@ -95,6 +100,37 @@ def refusals(fsdp_run, plan, plugin, arena, work):
     return len(cases)
 
 
+def spawn_ranks(cmds, env):
+    """Runs one process a rank; returns [(cmd, exit status, output)]."""
+    procs = [(cmd, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)) for cmd in cmds]
+    done = []
+    for cmd, p in procs:
+        try:
+            out, _ = p.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for _, q in procs:
+                q.kill()
+            sys.exit("FAILED (hang): %s" % " ".join(cmd))
+        done.append((cmd, p.returncode, out))
+    return done
+
+
+def injected_fault(fsdp_run, plan, env, work):
+    idf = os.path.join(work, "fault-id")
+    cmds = [[fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
+             "--rank", str(r), "--nccl-id-file", idf] for r in range(2)]
+    results = spawn_ranks(cmds, dict(env, FSDP_EMU_NCCL_FAULT="1:5"))
+    hint = "set FSDP_CUDA_SYNC=1"
+    for cmd, status, out in results:
+        if status != 1 or out.count(hint) > 1 or "fsdp-run: error: " not in out:
+            sys.exit("FAILED: the injected fault: exit %d (1 expected), %d hints (at most 1):\n"
+                     "%s\n%s" % (status, out.count(hint), " ".join(cmd), out))
+    if "rank 1" not in results[0][2]:
+        sys.exit("FAILED: the injected fault: rank 0's error does not name rank 1:\n%s"
+                 % results[0][2])
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -139,22 +175,12 @@ def main():
             run([mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN"] + nccl +
                 ["--metrics", w("b.jsonl")], env=mpi_env)
         else:
-            procs = []
-            for rank in range(world):
-                cmd = nccl + ["--rank", str(rank), "--nccl-id-file", w("id")]
-                if rank == 0:
-                    cmd += ["--metrics", w("b.jsonl")]
-                procs.append((cmd, subprocess.Popen(cmd, env=emulated, stdout=subprocess.PIPE,
-                                                    stderr=subprocess.STDOUT, text=True)))
-            for cmd, p in procs:
-                try:
-                    out, _ = p.communicate(timeout=TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    for _, q in procs:
-                        q.kill()
-                    sys.exit("FAILED (hang): %s" % " ".join(cmd))
-                if p.returncode != 0:
-                    sys.exit("FAILED (exit %d): %s\n%s" % (p.returncode, " ".join(cmd), out))
+            cmds = [nccl + ["--rank", str(r), "--nccl-id-file", w("id")] for r in range(world)]
+            cmds[0] += ["--metrics", w("b.jsonl")]
+            for cmd, status, out in spawn_ranks(cmds, emulated):
+                if status != 0:
+                    sys.exit("FAILED (exit %d): %s\n%s" % (status, " ".join(cmd), out))
+            injected_fault(fsdp_run, w("cuda.json"), emulated, work)
         runs += 1
 
         b = metrics(w("b.jsonl"))
@@ -178,6 +204,7 @@ def main():
               "the plan's arena" % (world, launch, STEPS, arena))
     print("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, each naming "
           "the variable" % refused)
+    print("an asynchronous NCCL error injected into rank 1: both ranks stopped, naming it")
     print("emulated device: %d runs, losses equal threads, peaks exact" % runs)
 
 

@@ -9,7 +9,9 @@ gpt2-tiny planned for the cuda target (--cluster H100-SXM.json) runs through
 executor, the NCCL communicators and cuda.cu compiled from the same sources
 as libfsdp-nccl.so. World 1 without a bootstrap; world 2 one process a
 rank, with the file bootstrap (--rank R --nccl-id-file F) and under mpirun
-(where there is one: without it the test fails, saying so). Each is held to
+(where there is one: without it the test fails, saying so); and llama-tiny
+at world 2 with bf16 compute, selective activation checkpointing and
+gradient accumulation 2 (CASES). Each is held to
 the threads backend running the cpu-target plan of the same settings:
 
   * losses and grad norms: the measured rule of tests/README.md ("How a
@@ -44,6 +46,15 @@ PY = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPARE = os.path.join(HERE, "..", "e2e", "compare.py")
 STEPS = 2
+# (model, world, launch, plan settings, grad-accum): how each emulated run
+# starts ("none": world 1, no bootstrap; "file": --rank/--nccl-id-file).
+CASES = [
+    ("gpt2-tiny", 1, "none", [], 1),
+    ("gpt2-tiny", 2, "file", [], 1),
+    ("gpt2-tiny", 2, "mpirun", [], 1),
+    ("llama-tiny", 2, "file", ["--compute-dtype", "bf16", "--activation-checkpointing",
+                               "selective"], 2),
+]
 TIMEOUT_S = 300  # a hang ends the test with the ranks' output, never blocks CI
 
 
@@ -148,18 +159,19 @@ def main():
     mpirun = shutil.which("mpirun")
     if not mpirun:
         sys.exit("FAILED: no mpirun on PATH (the runs under MPI cannot be checked)")
-    for world, launch in ((1, "none"), (2, "file"), (2, "mpirun")):
-        w = lambda name: os.path.join(work, "w%d-%s-%s" % (world, launch, name))
-        cfg = os.path.join(models, "gpt2-tiny", "config.json")
-        run([fsdp_plan, cfg, "--world-size", str(world)] + common + ["-o", w("cpu.json")])
-        run([fsdp_plan, cfg, "--world-size", str(world)] + common +
-            ["--cluster", os.path.join(models, "hardware", "H100-SXM.json"), "-o", w("cuda.json")])
+    for model, world, launch, settings, accum in CASES:
+        w = lambda name: os.path.join(work, "%s-w%d-%s-%s" % (model, world, launch, name))
+        cfg = os.path.join(models, model, "config.json")
+        plan = [fsdp_plan, cfg, "--world-size", str(world)] + common + settings
+        run(plan + ["-o", w("cpu.json")])
+        run(plan + ["--cluster", os.path.join(models, "hardware", "H100-SXM.json"),
+                    "-o", w("cuda.json")])
         arena = json.load(open(w("cuda.json")))["arena_bytes"]
-        if world == 1:
+        if launch == "none":
             refused = refusals(fsdp_run, w("cuda.json"), plugin, arena, work)
 
         # The references: threads on the cpu-target plan, under two kernel sets.
-        train = ["--steps", str(STEPS), "--quiet"]
+        train = ["--steps", str(STEPS), "--quiet", "--grad-accum", str(accum)]
         run([fsdp_run, w("cpu.json"), "--metrics", w("a.jsonl")] + train)
         run([fsdp_run, w("cpu.json"), "--metrics", w("x.jsonl")] + train,
             env=dict(os.environ, OPENBLAS_CORETYPE="Nehalem"))
@@ -180,28 +192,30 @@ def main():
             for cmd, status, out in spawn_ranks(cmds, emulated):
                 if status != 0:
                     sys.exit("FAILED (exit %d): %s\n%s" % (status, " ".join(cmd), out))
-            injected_fault(fsdp_run, w("cuda.json"), emulated, work)
+            if model == "gpt2-tiny":
+                injected_fault(fsdp_run, w("cuda.json"), emulated, work)
         runs += 1
 
         b = metrics(w("b.jsonl"))
         if len(b) != STEPS:
-            sys.exit("FAILED: world %d: %d metrics lines, %d steps" % (world, len(b), STEPS))
+            sys.exit("FAILED: %s: %d metrics lines, %d steps" % (w(""), len(b), STEPS))
         for m in b:
             if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
-                sys.exit("FAILED: world %d step %d: device peak %d, predicted %d, plan's arena %d"
-                         % (world, m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
+                sys.exit("FAILED: %s step %d: device peak %d, predicted %d, plan's arena %d"
+                         % (w(""), m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
         cmp = [PY, COMPARE, "--metrics", w("a.jsonl"), w("b.jsonl"), "--spread-from", w("x.jsonl")]
         r = run(cmp, check=False)
         if r.returncode != 0:
-            sys.exit("FAILED: world %d: the emulated device's losses differ from threads'\n%s"
-                     % (world, r.stdout))
+            sys.exit("FAILED: %s: the emulated device's losses differ from threads'\n%s"
+                     % (w(""), r.stdout))
         control = run([PY, COMPARE, "--metrics", w("a.jsonl"), w("seed.jsonl"),
                        "--spread-from", w("x.jsonl")], check=False)
         if control.returncode == 0:
-            sys.exit("FAILED: world %d: the control (another seed) is within the bound: the "
-                     "comparison cannot fail\n%s" % (world, control.stdout))
-        print("world %d (%s): %d steps, losses within the bound of threads', peak %d bytes = "
-              "the plan's arena" % (world, launch, STEPS, arena))
+            sys.exit("FAILED: %s: the control (another seed) is within the bound: the "
+                     "comparison cannot fail\n%s" % (w(""), control.stdout))
+        print("%s world %d (%s) %s grad-accum %d: %d steps, losses within the bound of "
+              "threads', peak %d bytes = the plan's arena"
+              % (model, world, launch, " ".join(settings), accum, STEPS, arena))
     print("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, each naming "
           "the variable" % refused)
     print("an asynchronous NCCL error injected into rank 1: both ranks stopped, naming it")

@@ -117,9 +117,14 @@ private:
   // the phase and the step, not an instruction.
   void waitFor(cudaEvent_t ev, const std::string &what) {
     std::string err = comms.waitEvent(ev);
+    // The hint is for this rank's own error: a peer's ("stopped: ...") has
+    // its own, and naming an instruction here would not find it.
+    const bool peers = err.rfind("stopped: ", 0) == 0;
     if (!err.empty())
       fail(what + ": " + err +
-           (syncEach ? "" : " (set FSDP_CUDA_SYNC=1 to wait after every instruction and name it)"));
+           (syncEach || peers
+                ? ""
+                : " (set FSDP_CUDA_SYNC=1 to wait after every instruction and name it)"));
   }
 
   void setUp();

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/Blas.h"
+#include "runtime/DeviceExecutor.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 #include "runtime/Signals.h"
@@ -19,9 +20,6 @@
 #include "runtime/io/Safetensors.h"
 #include "support/InputFile.h"
 #include "tools/Version.h"
-#if FSDP_HAVE_NCCL
-#include "runtime/DeviceExecutor.h"
-#endif
 
 #include <algorithm>
 #include <charconv>
@@ -54,6 +52,9 @@ static void usage(FILE *to) {
           "                        (default 600; --nccl-timeout is the same flag)\n"
           "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
           "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
+          "  (environment) FSDP_NCCL_PLUGIN=PATH  --backend nccl loads this library instead of\n"
+          "                        libfsdp-nccl.so beside fsdp-run: the emulated device,\n"
+          "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md)\n"
           "Training:\n"
           "  --steps K             optimizer steps (default 1)\n"
           "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
@@ -141,33 +142,54 @@ static int fail(const std::string &msg) {
   return 1;
 }
 
-#if FSDP_HAVE_NCCL
-// The NCCL backend, libfsdp-nccl.so beside this binary: opened for --backend
-// nccl only, so that a CPU run never loads CUDA, cuBLAS or NCCL.
+// The NCCL backend: the library FSDP_NCCL_PLUGIN names (the emulated device
+// of tests/cuda-emu, built as lib/libfsdp-nccl-emulated.so), or else
+// libfsdp-nccl.so beside this binary. Opened for --backend nccl only, so that
+// a CPU run never loads CUDA, cuBLAS or NCCL.
 static const runtime::NcclBackend *loadNcclBackend(std::string &err) {
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = ".";
-  if (n > 0) {
-    std::string exe(self, size_t(n));
-    dir = exe.substr(0, exe.rfind('/'));
+  std::string path, named;
+  if (const char *plugin = std::getenv("FSDP_NCCL_PLUGIN")) {
+    if (!*plugin) {
+      err = "--backend nccl: FSDP_NCCL_PLUGIN is set but empty (name the plugin's file, or "
+            "unset it for " +
+            std::string(runtime::kNcclBackendLibrary) + " beside fsdp-run)";
+      return nullptr;
+    }
+    // A bare name would be looked for on the library path: a path is meant.
+    path = std::strchr(plugin, '/') ? plugin : std::string("./") + plugin;
+    named = "FSDP_NCCL_PLUGIN=" + std::string(plugin) + ": ";
+  } else {
+#if !FSDP_HAVE_NCCL
+    err = "--backend nccl: this fsdp-run was built without CUDA/NCCL (configure where the CUDA "
+          "toolkit and NCCL are found, or set FSDP_NCCL_PLUGIN to the emulated device's "
+          "plugin; see tests/gpu/README.md)";
+    return nullptr;
+#endif
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string dir = ".";
+    if (n > 0) {
+      std::string exe(self, size_t(n));
+      dir = exe.substr(0, exe.rfind('/'));
+    }
+    path = dir + "/" + runtime::kNcclBackendLibrary;
   }
-  std::string path = dir + "/" + runtime::kNcclBackendLibrary;
   void *lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    err = "--backend nccl: cannot load " + path + ": " + ::dlerror();
+    err = "--backend nccl: " + named + "cannot load " + path + ": " + ::dlerror();
     return nullptr;
   }
   using Entry = const runtime::NcclBackend *(*)();
   auto entry = reinterpret_cast<Entry>(::dlsym(lib, runtime::kNcclBackendEntry));
   const runtime::NcclBackend *backend = entry ? entry() : nullptr;
   if (!backend || backend->version != runtime::kNcclBackendVersion) {
-    err = "--backend nccl: " + path + " is not this fsdp-run's NCCL backend (rebuild both)";
+    err = "--backend nccl: " + named + path +
+          " is not this fsdp-run's NCCL backend (no fsdp_nccl_backend of version " +
+          std::to_string(runtime::kNcclBackendVersion) + "; rebuild both)";
     return nullptr;
   }
   return backend;
 }
-#endif
 
 // What fsdp-run reads of a plan before loading it: a regular file within
 // the limit on JSON input, nested within the limit (JSON's or MLIR's).
@@ -457,11 +479,8 @@ int main(int argc, char **argv) {
   if (backend == "mpi")
     return fail("--backend mpi: this fsdp-run was built without MPI");
 #endif
-#if FSDP_HAVE_NCCL
   const runtime::NcclBackend *ncclBackend = nullptr;
-#endif
   if (backend == "nccl") {
-#if FSDP_HAVE_NCCL
     // Before anything else: without a device there is nothing to run on.
     std::string err;
     ncclBackend = loadNcclBackend(err);
@@ -471,10 +490,6 @@ int main(int argc, char **argv) {
     err = ncclBackend->probeCudaDevices(&devices);
     if (!err.empty())
       return fail("--backend nccl: " + err);
-#else
-    return fail("--backend nccl: this fsdp-run was built without CUDA/NCCL (configure where "
-                "the CUDA toolkit and NCCL are found; see tests/gpu/README.md)");
-#endif
   }
   // Under MPI every process is a rank; rank 0 speaks for the job. The nccl
   // backend runs under MPI when the plan has several ranks and no id file is
@@ -555,7 +570,6 @@ int main(int argc, char **argv) {
                       : 1);
   // This process's rank: the --rank of the file bootstrap, MPI's, or 0.
   int myRank = 0;
-#if FSDP_HAVE_NCCL
   runtime::NcclBootstrap boot;
   if (backend == "nccl") {
     boot.worldSize = (int)p.worldSize;
@@ -591,7 +605,6 @@ int main(int argc, char **argv) {
     if (myRank != 0)
       quiet = true;
   }
-#endif
   if (backend == "mpi")
     myRank = mpiRank;
 
@@ -722,7 +735,6 @@ int main(int argc, char **argv) {
     return std::string();
   };
   if (backend == "nccl") {
-#if FSDP_HAVE_NCCL
     err = ncclBackend->runNccl(p, o, boot, onStep);
     if (!err.empty()) {
       fail(err);
@@ -734,7 +746,6 @@ int main(int argc, char **argv) {
 #endif
       return finish(1);
     }
-#endif
   } else if (backend == "mpi") {
 #if FSDP_HAVE_MPI
     auto comm = runtime::mpiCommunicator((int)p.shardSize, o.timeoutS);

@@ -188,7 +188,10 @@ std::string NcclComms::check() {
     if (state != ncclSuccess && state != ncclInProgress)
       return ncclText(state, asComm(c));
   }
-  return peerFailure();
+  // Marked as the peer's, as the other backends mark it: this rank's own
+  // hints (FSDP_CUDA_SYNC) do not apply to it.
+  std::string peer = peerFailure();
+  return peer.empty() ? peer : "stopped: " + peer;
 }
 
 // Settles a non-blocking call: polls the communicator until it leaves

@@ -72,7 +72,8 @@ public:
                         cudaStream_t stream);
 
   /// "" while every communicator is healthy and no peer has stopped; else
-  /// why (NCCL's asynchronous error, or the failing peer's own message).
+  /// why (NCCL's asynchronous error, or "stopped: " and the failing peer's
+  /// own message).
   std::string check();
   /// Waits for `event` (or everything enqueued on `stream`), polling
   /// check(): "" or why it cannot complete. With peers, no wait lasts longer

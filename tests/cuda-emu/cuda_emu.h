@@ -19,6 +19,20 @@
 //   * Shared memory, static and dynamic, is filled with NaN bytes (0xff)
 //     before each block; so is cudaMalloc'ed memory: a value read before it
 //     is written shows.
+//   * Every stream (the legacy default stream, nullptr, too) runs its work
+//     on an OS thread of its own, in order: launches, cudaMemcpyAsync,
+//     cudaMemsetAsync, cublasGemmEx on the handle's stream, event records
+//     and waits, and other emulated libraries' work (emu_device.h). Launches
+//     run one at a time (the fiber scheduler is one), whatever their stream.
+//     Events, stream and device synchronization behave as CUDA specifies;
+//     a failed kernel's error is sticky: every call after it returns it, and
+//     work still queued is dropped. A copy from pageable host memory is
+//     staged before the call returns, one to pageable host memory completes
+//     before it returns, as CUDA's do; pinned memory (cudaMallocHost) is read
+//     and written when the stream gets to the copy.
+//   * Device memory is a pool of FSDP_EMULATED_GPU_MEMORY bytes (default 80
+//     GiB); each allocation is its own mapping with a PROT_NONE page before
+//     and after it. FSDP_EMULATED_GPUS devices (default 1) share that pool.
 //   * cublasGemmEx is a reference column-major GEMM (f32 operands: double
 //     accumulation; CUDA_R_16BF operands and result: f32 accumulation, the
 //     result rounded to bf16 to nearest even) that refuses what cuBLAS
@@ -26,8 +40,8 @@
 //     implement, and checks that every operand it reads or writes lies
 //     inside one allocation.
 //
-// Nothing runs concurrently: a fiber runs until it waits, so an atomic is a
-// plain read-modify-write.
+// No two kernels run at once and a fiber runs until it waits, so an atomic
+// is a plain read-modify-write.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_TESTS_CUDA_EMU_CUDA_EMU_H
@@ -38,11 +52,13 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
 
 struct uint3 {
   unsigned x, y, z;
@@ -60,7 +76,19 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
   cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
+};
+// Flags, with the CUDA runtime's values.
+enum : unsigned {
+  cudaStreamDefault = 0,
+  cudaStreamNonBlocking = 1,
+  cudaEventDefault = 0,
+  cudaEventBlockingSync = 1,
+  cudaEventDisableTiming = 2,
+  cudaEventInterprocess = 4,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -78,6 +106,11 @@ template <class T> cudaError_t cudaMalloc(T **ptr, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
 }
 cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMallocHost(void **ptr, size_t bytes);
+template <class T> cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
+  return cudaMallocHost(reinterpret_cast<void **>(ptr), bytes);
+}
+cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);
@@ -86,7 +119,21 @@ cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t 
                               cudaStream_t stream = nullptr);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
 cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char *cudaGetErrorString(cudaError_t error);
@@ -104,13 +151,14 @@ struct ThreadView {
 };
 const ThreadView &view();
 
-// Called by launch(): validates the configuration (false: refused, the
-// error is set for cudaGetLastError) and runs body once per thread of every
-// block.
-bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 block, size_t shmem);
+// Called by launch(): validates the configuration and the stream (false:
+// refused, the error is set for cudaGetLastError), then enqueues the grid on
+// the stream: body runs once per thread of every block.
+bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 block, size_t shmem,
+               cudaStream_t stream);
 void checkPointerArgument(const void *kernel, int index, const void *ptr);
-void runGrid(const void *kernel, dim3 grid, dim3 block, size_t shmem,
-             const std::function<void()> &body);
+void enqueueGrid(const void *kernel, cudaStream_t stream, dim3 grid, dim3 block, size_t shmem,
+                 std::function<void()> body);
 
 template <class T> void checkArgument(const void *kernel, int index, const T &arg) {
   if constexpr (std::is_pointer_v<T>)
@@ -118,18 +166,18 @@ template <class T> void checkArgument(const void *kernel, int index, const T &ar
 }
 
 // A launch: the arguments are converted to the kernel's parameter types and
-// copied, as <<<>>> does, then the grid runs.
+// copied, as <<<>>> does, then the grid is enqueued on the stream.
 template <class... P, class... A>
 void launch(const char *spelled, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem,
-            cudaStream_t, A &&...args) {
+            cudaStream_t stream, A &&...args) {
   static_assert(sizeof...(P) == sizeof...(A), "wrong number of kernel arguments");
   const void *id = reinterpret_cast<const void *>(kernel);
-  if (!configure(id, spelled, grid, block, shmem))
+  if (!configure(id, spelled, grid, block, shmem, stream))
     return;
-  std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  auto params = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
   int index = 0;
-  std::apply([&](const auto &...p) { (checkArgument(id, index++, p), ...); }, params);
-  runGrid(id, grid, block, shmem, [&] { std::apply(kernel, params); });
+  std::apply([&](const auto &...p) { (checkArgument(id, index++, p), ...); }, *params);
+  enqueueGrid(id, stream, grid, block, shmem, [kernel, params] { std::apply(kernel, *params); });
 }
 
 // Shared memory of the running block: a static array (by name, filled with

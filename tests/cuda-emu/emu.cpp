@@ -10,10 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tests/cuda-emu/cuda_emu.h"
+#include "tests/cuda-emu/emu_device.h"
 #include "tests/cuda-emu/emu_report.h"
 #include "tests/cuda-emu/include/cublas_v2.h"
 
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <signal.h>
@@ -22,15 +24,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 // Here the names are the emulator's own, not the running thread's.
@@ -48,50 +57,72 @@ constexpr size_t kStaticSharedMax = 48 * 1024;      // static __shared__ a block
 constexpr size_t kDynamicSharedDefault = 48 * 1024; // without the attribute
 constexpr size_t kSharedOptInMax = 227 * 1024;      // sm_90's opt-in maximum a block
 
-// Memory that ends at a PROT_NONE page: a read or write past the end faults
-// (the SIGSEGV handler names the kernel) instead of passing unseen.
+// Memory between two PROT_NONE pages, ending at the second: a read or write
+// past the end faults (the SIGSEGV handler names the kernel) instead of
+// passing unseen, and so does one far enough before the start. The pages
+// are reserved (MAP_NORESERVE) and backed as the NaN fill touches them.
 struct Guarded {
   void *map = nullptr;
   size_t length = 0;
-  char *start = nullptr; // 256-aligned, start + rounded size = the guard page
+  char *start = nullptr; // 256-aligned, start + rounded size = the last guard page
 };
 Guarded mapGuarded(size_t bytes) {
   const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   const size_t data = (rounded + page - 1) / page * page;
   Guarded g;
-  g.length = data + page;
-  g.map = mmap(nullptr, g.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  g.length = page + data + page;
+  g.map = mmap(nullptr, g.length, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (g.map == MAP_FAILED)
     return Guarded{};
-  mprotect(static_cast<char *>(g.map) + data, page, PROT_NONE);
-  g.start = static_cast<char *>(g.map) + data - rounded;
+  char *base = static_cast<char *>(g.map);
+  mprotect(base, page, PROT_NONE);
+  mprotect(base + page + data, page, PROT_NONE);
+  g.start = base + page + data - rounded;
   std::memset(g.start, 0xff, rounded); // NaN until written
   return g;
 }
 
+// The device's bytes: FSDP_EMULATED_GPU_MEMORY, or 80 GiB (an H100's).
+constexpr size_t kDefaultCapacity = size_t(80) << 30;
+
 struct Device {
+  std::mutex memory;                       // guards the next four
   std::map<uintptr_t, size_t> allocations; // start -> bytes
   std::map<uintptr_t, Guarded> mappings;   // start -> its mapping
-  cudaError_t lastError = cudaSuccess;     // cleared by cudaGetLastError
-  cudaError_t sticky = cudaSuccess;        // a failed kernel: every call after it
+  std::map<uintptr_t, size_t> pinned;      // cudaMallocHost: start -> bytes
+  size_t used = 0;                         // of the capacity, rounded to 256 each
+  std::atomic<int> sticky{cudaSuccess};    // a failed kernel: every call after it
+  std::mutex misc;                         // guards the next three
   std::map<const void *, int> maxDynamicShared;
   std::set<std::string> launched;
   std::vector<std::string> failures;
 };
+// Never destroyed: stream threads may still run while the process exits.
 Device &device() {
-  static Device d;
-  return d;
+  static Device *d = new Device;
+  return *d;
 }
+cudaError_t sticky() { return cudaError_t(device().sticky.load()); }
+void wakeWaiters();
+// The calling host thread's last error, as CUDA keeps one a thread.
+thread_local cudaError_t lastError = cudaSuccess;
 
 void fail(cudaError_t error, const std::string &why) {
   Device &d = device();
-  d.sticky = error;
-  d.failures.push_back(why);
+  int none = cudaSuccess;
+  d.sticky.compare_exchange_strong(none, error); // the first error stays
+  wakeWaiters();
+  {
+    std::lock_guard<std::mutex> l(d.misc);
+    d.failures.push_back(why);
+  }
   std::fprintf(stderr, "cuda-emu: %s\n", why.c_str());
 }
 
 // The allocation holding [p, p + bytes), or none (first = 0).
 std::pair<uintptr_t, size_t> allocationOf(const void *p, size_t bytes) {
+  std::lock_guard<std::mutex> l(device().memory);
   const auto &a = device().allocations;
   const uintptr_t u = reinterpret_cast<uintptr_t>(p);
   auto it = a.upper_bound(u);
@@ -104,16 +135,187 @@ std::pair<uintptr_t, size_t> allocationOf(const void *p, size_t bytes) {
 }
 bool inDevice(const void *p, size_t bytes) { return allocationOf(p, bytes).first != 0; }
 
-// --- Kernel names, from the executable's symbol table ---------------------------
+// Whether [p, p + bytes) lies in one cudaMallocHost allocation.
+bool inPinned(const void *p, size_t bytes) {
+  std::lock_guard<std::mutex> l(device().memory);
+  const auto &a = device().pinned;
+  const uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  auto it = a.upper_bound(u);
+  if (it == a.begin())
+    return false;
+  --it;
+  return u + bytes <= it->first + it->second;
+}
+
+// --- Streams: a thread each --------------------------------------------------------
+
+// One operation on a stream. Event records and waits run even after a sticky
+// error (so that nothing waits forever); everything else is dropped then.
+struct Task {
+  std::function<void()> work;
+  bool always;
+};
+struct Stream {
+  bool blocking = true; // synchronizes with the legacy default stream
+  int priority = 0;
+  std::deque<Task> queue;
+  uint64_t enqueued = 0, completed = 0;
+  bool destroyed = false;
+};
+// An event's record: done once its stream has run everything before it.
+struct Record {
+  bool done = false;
+  std::chrono::steady_clock::time_point at;
+};
+struct Event {
+  unsigned flags = 0;
+  std::shared_ptr<Record> last; // null: never recorded
+};
+struct Streams {
+  std::mutex mu;              // guards everything here and every stream's queue
+  std::condition_variable cv; // a task completed, a record was reached, an error
+  std::set<Stream *> live;    // created and not destroyed, the legacy one included
+  std::vector<Stream *> every;
+  Stream *legacy = nullptr;
+  std::set<Event *> events;
+};
+// Never destroyed, as the device: detached stream threads use it until exit.
+Streams &streams() {
+  static Streams *s = new Streams;
+  return *s;
+}
+
+void wakeWaiters() {
+  Streams &all = streams();
+  {
+    std::lock_guard<std::mutex> l(all.mu);
+  }
+  all.cv.notify_all();
+}
+
+// Blocks until pred() (read with the streams' lock held) or a sticky error.
+void waitUntil(const std::function<bool()> &pred) {
+  Streams &all = streams();
+  std::unique_lock<std::mutex> l(all.mu);
+  all.cv.wait(l, [&] { return pred() || sticky() != cudaSuccess; });
+}
+
+void serve(Stream *s) {
+  Streams &all = streams();
+  std::unique_lock<std::mutex> l(all.mu);
+  for (;;) {
+    all.cv.wait(l, [&] { return !s->queue.empty() || s->destroyed; });
+    if (s->queue.empty())
+      return; // destroyed, and its work done
+    Task t = std::move(s->queue.front());
+    s->queue.pop_front();
+    l.unlock();
+    if (t.always || sticky() == cudaSuccess)
+      t.work();
+    t.work = nullptr;
+    l.lock();
+    ++s->completed;
+    all.cv.notify_all();
+  }
+}
+
+// With the streams' lock held.
+Stream *newStream(bool blocking, int priority) {
+  Streams &all = streams();
+  auto *s = new Stream;
+  s->blocking = blocking;
+  s->priority = priority;
+  all.live.insert(s);
+  all.every.push_back(s);
+  std::thread(serve, s).detach();
+  return s;
+}
+
+// The stream a handle names (nullptr: the legacy default stream, started on
+// first use), or null when it names none. With the streams' lock held.
+Stream *lookup(cudaStream_t handle) {
+  Streams &all = streams();
+  if (!handle) {
+    if (!all.legacy)
+      all.legacy = newStream(true, 0);
+    return all.legacy;
+  }
+  Stream *s = reinterpret_cast<Stream *>(handle);
+  return all.live.count(s) ? s : nullptr;
+}
+
+bool validStream(cudaStream_t handle) {
+  std::lock_guard<std::mutex> l(streams().mu);
+  return lookup(handle) != nullptr;
+}
+
+// Appends work to s and returns its ticket: s has run it once completed
+// reaches the ticket. The legacy default stream and the blocking streams
+// wait for each other's earlier work, as CUDA's do. With the lock held.
+uint64_t pushLocked(Stream *s, std::function<void()> work, bool always) {
+  Streams &all = streams();
+  auto waitFor = [&](Stream *other) {
+    if (other == s || other->completed == other->enqueued)
+      return;
+    const uint64_t until = other->enqueued;
+    s->queue.push_back(
+        {[other, until] { waitUntil([&] { return other->completed >= until; }); }, true});
+    ++s->enqueued;
+  };
+  if (s == all.legacy) {
+    for (Stream *other : all.live)
+      if (other->blocking)
+        waitFor(other);
+  } else if (s->blocking && all.legacy) {
+    waitFor(all.legacy);
+  }
+  s->queue.push_back({std::move(work), always});
+  all.cv.notify_all();
+  return ++s->enqueued;
+}
+
+// Enqueues work on a stream; false when the handle names none.
+bool submit(cudaStream_t handle, std::function<void()> work, bool always, Stream **on = nullptr,
+            uint64_t *ticket = nullptr) {
+  std::lock_guard<std::mutex> l(streams().mu);
+  Stream *s = lookup(handle);
+  if (!s)
+    return false;
+  const uint64_t t = pushLocked(s, std::move(work), always);
+  if (on)
+    *on = s;
+  if (ticket)
+    *ticket = t;
+  return true;
+}
+
+// Waits until every stream has run what it holds now; a sticky error ends
+// the wait of an event wait, never a running task.
+void drainAll() {
+  Streams &all = streams();
+  std::unique_lock<std::mutex> l(all.mu);
+  std::vector<std::pair<Stream *, uint64_t>> until;
+  for (Stream *s : all.every)
+    until.emplace_back(s, s->enqueued);
+  all.cv.wait(l, [&] {
+    for (auto &[s, t] : until)
+      if (s->completed < t)
+        return false;
+    return true;
+  });
+}
+
+// --- Kernel names, from the symbol table of the object holding them ------------
+// (the test executable, or the emulated plugin fsdp-run opens)
 
 int mainObjectBias(struct dl_phdr_info *info, size_t, void *out) {
   *static_cast<uintptr_t *>(out) = info->dlpi_addr;
   return 1; // the first object is the executable
 }
 
-std::map<uintptr_t, std::string> loadFunctionSymbols() {
+std::map<uintptr_t, std::string> loadFunctionSymbols(const std::string &file, uintptr_t bias) {
   std::map<uintptr_t, std::string> out;
-  std::ifstream f("/proc/self/exe", std::ios::binary);
+  std::ifstream f(file, std::ios::binary);
   std::string image((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (image.size() < sizeof(Elf64_Ehdr))
     return out;
@@ -121,8 +323,6 @@ std::map<uintptr_t, std::string> loadFunctionSymbols() {
   if (eh->e_shoff == 0 || eh->e_shoff + size_t(eh->e_shnum) * sizeof(Elf64_Shdr) > image.size())
     return out;
   const auto *sh = reinterpret_cast<const Elf64_Shdr *>(image.data() + eh->e_shoff);
-  uintptr_t bias = 0;
-  dl_iterate_phdr(mainObjectBias, &bias);
   for (unsigned s = 0; s < eh->e_shnum; ++s) {
     if (sh[s].sh_type != SHT_SYMTAB || sh[s].sh_link >= eh->e_shnum)
       continue;
@@ -161,11 +361,26 @@ std::string baseName(const std::string &demangled) {
 }
 
 std::string kernelName(const void *kernel) {
-  static const std::map<uintptr_t, std::string> symbols = loadFunctionSymbols();
-  static std::map<const void *, std::string> cache;
+  static std::mutex *mu = new std::mutex; // never destroyed, as block()
+  std::lock_guard<std::mutex> l(*mu);
+  static auto &objects = *new std::map<std::string, std::map<uintptr_t, std::string>>; // by file
+  static auto &cache = *new std::map<const void *, std::string>;
   auto hit = cache.find(kernel);
   if (hit != cache.end())
     return hit->second;
+  Dl_info info{};
+  std::string file = "/proc/self/exe";
+  uintptr_t bias = 0;
+  dl_iterate_phdr(mainObjectBias, &bias);
+  if (dladdr(kernel, &info) && info.dli_fname &&
+      reinterpret_cast<uintptr_t>(info.dli_fbase) != bias && std::strchr(info.dli_fname, '/')) {
+    file = info.dli_fname; // a shared object's: its symbols are relative to its base
+    bias = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  }
+  auto loaded = objects.find(file);
+  if (loaded == objects.end())
+    loaded = objects.emplace(file, loadFunctionSymbols(file, bias)).first;
+  const auto &symbols = loaded->second;
   auto it = symbols.find(reinterpret_cast<uintptr_t>(kernel));
   std::string name = "?";
   if (it != symbols.end()) {
@@ -208,9 +423,11 @@ struct Block {
   Fiber *current = nullptr;
   std::string kernel;
 };
+// Never destroyed: a stream thread may still run a kernel while the process
+// exits (after an error, the executor leaves its streams as they are).
 Block &block() {
-  static Block b;
-  return b;
+  static Block *b = new Block;
+  return *b;
 }
 
 [[noreturn]] void die(const char *what) {
@@ -428,7 +645,6 @@ bool runBlock() {
 
 // A fault in a kernel (past an allocation's or the shared memory's end, or
 // off a fiber's stack) ends the process naming the kernel and the thread.
-char faultStack[64 * 1024];
 void onFault(int sig) {
   const Block &b = block();
   char msg[512];
@@ -444,20 +660,26 @@ void onFault(int sig) {
     n = 0;
   _exit(3);
 }
+// Kernels run on the stream threads: each needs its own alternate stack
+// (a fault off a fiber's stack has none left to run the handler on).
 void installFaultHandler() {
-  static bool installed = false;
-  if (installed)
-    return;
-  installed = true;
-  stack_t ss{};
-  ss.ss_sp = faultStack;
-  ss.ss_size = sizeof faultStack;
-  sigaltstack(&ss, nullptr);
-  struct sigaction sa{};
-  sa.sa_handler = onFault;
-  sa.sa_flags = SA_ONSTACK;
-  sigaction(SIGSEGV, &sa, nullptr);
-  sigaction(SIGBUS, &sa, nullptr);
+  thread_local bool stackSet = false;
+  if (!stackSet) {
+    stackSet = true;
+    static thread_local char faultStack[64 * 1024];
+    stack_t ss{};
+    ss.ss_sp = faultStack;
+    ss.ss_size = sizeof faultStack;
+    sigaltstack(&ss, nullptr);
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa{};
+    sa.sa_handler = onFault;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+  });
 }
 
 } // namespace
@@ -519,10 +741,16 @@ void *dynamicShared() {
   return b.dynamicBytes ? b.dynamic.start : nullptr;
 }
 
-bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 blk, size_t shmem) {
+bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 blk, size_t shmem,
+               cudaStream_t stream) {
   Device &d = device();
-  if (d.sticky != cudaSuccess) {
-    d.lastError = d.sticky;
+  if (sticky() != cudaSuccess) {
+    lastError = sticky();
+    return false;
+  }
+  if (!validStream(stream)) {
+    std::fprintf(stderr, "cuda-emu: %s: launch refused, not a stream\n", spelled);
+    lastError = cudaErrorInvalidResourceHandle;
     return false;
   }
   std::string why;
@@ -537,19 +765,22 @@ bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 blk, siz
           std::to_string(grid.z) + ")";
   if (!why.empty()) {
     std::fprintf(stderr, "cuda-emu: %s: launch refused, %s\n", spelled, why.c_str());
-    d.lastError = cudaErrorInvalidConfiguration;
+    lastError = cudaErrorInvalidConfiguration;
     return false;
   }
-  auto attr = d.maxDynamicShared.find(kernel);
-  const size_t allowed = attr == d.maxDynamicShared.end()
-                             ? kDynamicSharedDefault
-                             : std::max<size_t>(kDynamicSharedDefault, size_t(attr->second));
+  size_t allowed = kDynamicSharedDefault;
+  {
+    std::lock_guard<std::mutex> l(d.misc);
+    auto attr = d.maxDynamicShared.find(kernel);
+    if (attr != d.maxDynamicShared.end())
+      allowed = std::max<size_t>(kDynamicSharedDefault, size_t(attr->second));
+  }
   if (shmem > allowed) {
     std::fprintf(stderr,
                  "cuda-emu: %s: launch refused, %zu bytes of dynamic shared memory, %zu allowed "
                  "(cudaFuncSetAttribute)\n",
                  spelled, shmem, allowed);
-    d.lastError = cudaErrorInvalidValue;
+    lastError = cudaErrorInvalidValue;
     return false;
   }
   return true;
@@ -563,16 +794,21 @@ void checkPointerArgument(const void *kernel, int index, const void *ptr) {
                                           " is neither null nor in a cudaMalloc'ed allocation");
 }
 
+namespace {
+// Runs a grid on the calling stream thread; one at a time (the fibers and
+// the block are one).
 void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
              const std::function<void()> &body) {
-  Device &d = device();
-  if (d.sticky != cudaSuccess) // an argument check failed
-    return;
+  static std::mutex &oneAtATime = *new std::mutex; // never destroyed, as block()
+  std::lock_guard<std::mutex> l(oneAtATime);
   installFaultHandler();
   Block &b = block();
   b.body = &body;
   b.kernel = kernelName(kernel);
-  d.launched.insert(b.kernel);
+  {
+    std::lock_guard<std::mutex> m(device().misc);
+    device().launched.insert(b.kernel);
+  }
   if (b.dynamic.map)
     munmap(b.dynamic.map, b.dynamic.length);
   b.dynamic = mapGuarded(shmem);
@@ -596,121 +832,471 @@ void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
         }
       }
 }
+} // namespace
+
+void enqueueGrid(const void *kernel, cudaStream_t stream, dim3 grid, dim3 blk, size_t shmem,
+                 std::function<void()> body) {
+  if (sticky() != cudaSuccess) // an argument check failed
+    return;
+  submit(stream, [=] { runGrid(kernel, grid, blk, shmem, body); }, false);
+}
 
 // --- What the test's driver reads (emu_report.h) ------------------------------------
 
-std::set<std::string> launchedKernels() { return device().launched; }
+std::set<std::string> launchedKernels() {
+  std::lock_guard<std::mutex> l(device().misc);
+  return device().launched;
+}
 std::vector<std::string> takeFailures() {
+  drainAll();
   std::vector<std::string> out;
+  std::lock_guard<std::mutex> l(device().misc);
   out.swap(device().failures);
   return out;
 }
 void resetDevice() {
-  Device &d = device();
-  d.sticky = d.lastError = cudaSuccess;
+  drainAll();
+  device().sticky = cudaSuccess;
+  lastError = cudaSuccess;
 }
 
 } // namespace cuda_emu
 
+bool cuda_emu::enqueue(cudaStream_t stream, const char *, std::vector<Access>,
+                       std::function<void()> work) {
+  if (sticky() != cudaSuccess)
+    return false;
+  return submit(stream, std::move(work), false);
+}
+
 using cuda_emu::Device;
 using cuda_emu::device;
 using cuda_emu::inDevice;
+using cuda_emu::inPinned;
+using cuda_emu::lastError;
+using cuda_emu::lookup;
+using cuda_emu::pushLocked;
+using cuda_emu::sticky;
+using cuda_emu::Stream;
+using cuda_emu::streams;
+using cuda_emu::waitUntil;
 
 // --- The CUDA runtime's calls -------------------------------------------------------
 
+namespace {
+// FSDP_EMULATED_GPU_MEMORY and FSDP_EMULATED_GPUS: a positive decimal count,
+// or the default when unset. An emulated library's settings: a bad one is
+// said on stderr, naming the variable, and the device is not there.
+struct Settings {
+  size_t capacity = cuda_emu::kDefaultCapacity;
+  int devices = 1;
+  bool ok = true;
+};
+bool readCount(const char *name, uint64_t max, uint64_t *out) {
+  const char *v = std::getenv(name);
+  if (!v)
+    return true;
+  char *end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (*v < '0' || *v > '9' || *end || errno == ERANGE || n == 0 || n > max) {
+    std::fprintf(stderr, "cuda-emu: %s='%s': not a count from 1 to %llu\n", name, v,
+                 (unsigned long long)max);
+    return false;
+  }
+  *out = n;
+  return true;
+}
+const Settings &settings() {
+  static const Settings s = [] {
+    Settings r;
+    uint64_t capacity = r.capacity, devices = 1;
+    r.ok = readCount("FSDP_EMULATED_GPU_MEMORY", uint64_t(1) << 50, &capacity) &&
+           readCount("FSDP_EMULATED_GPUS", 64, &devices);
+    r.capacity = size_t(capacity);
+    r.devices = int(devices);
+    return r;
+  }();
+  return s;
+}
+std::atomic<size_t> capacityForTests{0};
+size_t capacity() {
+  const size_t c = capacityForTests.load();
+  return c ? c : settings().capacity;
+}
+size_t rounded256(size_t bytes) { return (std::max<size_t>(bytes, 1) + 255) / 256 * 256; }
+
+cudaError_t deviceError() {
+  if (!settings().ok)
+    return cudaErrorNoDevice;
+  return sticky();
+}
+} // namespace
+
+void cuda_emu::setMemoryCapacity(size_t bytes) { capacityForTests = bytes; }
+
 cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 1;
+  if (!settings().ok) {
+    *count = 0;
+    return cudaErrorNoDevice;
+  }
+  *count = settings().devices;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+cudaError_t cudaSetDevice(int dev) {
+  if (!settings().ok)
+    return cudaErrorNoDevice;
+  return dev >= 0 && dev < settings().devices ? cudaSuccess : cudaErrorInvalidDevice;
+}
+// An H100's: 0 the least, -5 the greatest.
+cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority) {
+  if (leastPriority)
+    *leastPriority = 0;
+  if (greatestPriority)
+    *greatestPriority = -5;
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  if (cudaError_t e = deviceError())
+    return e;
+  Device &d = device();
+  const size_t charged = rounded256(bytes);
+  {
+    std::lock_guard<std::mutex> l(d.memory);
+    if (charged > capacity() - d.used) {
+      std::fprintf(stderr,
+                   "cuda-emu: cudaMalloc of %zu bytes: %zu of the device's %zu bytes "
+                   "(FSDP_EMULATED_GPU_MEMORY) in use\n",
+                   bytes, d.used, capacity());
+      return cudaErrorMemoryAllocation;
+    }
+    d.used += charged;
+  }
   cuda_emu::Guarded g = cuda_emu::mapGuarded(bytes);
-  if (!g.map)
+  std::lock_guard<std::mutex> l(d.memory);
+  if (!g.map) {
+    d.used -= charged;
     return cudaErrorMemoryAllocation;
+  }
   const uintptr_t start = reinterpret_cast<uintptr_t>(g.start);
-  device().allocations[start] = bytes;
-  device().mappings[start] = g;
+  d.allocations[start] = bytes;
+  d.mappings[start] = g;
   *ptr = g.start;
   return cudaSuccess;
 }
 
-cudaError_t cudaFree(void *ptr) {
+// cudaFree and cudaFreeHost synchronize the device first, as CUDA's do.
+static cudaError_t release(void *ptr, bool pinned) {
   if (!ptr)
     return cudaSuccess;
-  auto &a = device().allocations;
+  cuda_emu::drainAll();
+  Device &d = device();
+  std::lock_guard<std::mutex> l(d.memory);
+  auto &a = pinned ? d.pinned : d.allocations;
   auto it = a.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == a.end())
-    return cudaErrorInvalidDevicePointer;
+    return pinned ? cudaErrorInvalidValue : cudaErrorInvalidDevicePointer;
+  if (!pinned)
+    d.used -= rounded256(it->second);
   a.erase(it);
-  auto m = device().mappings.find(reinterpret_cast<uintptr_t>(ptr));
+  auto m = d.mappings.find(reinterpret_cast<uintptr_t>(ptr));
   munmap(m->second.map, m->second.length);
-  device().mappings.erase(m);
+  d.mappings.erase(m);
   return cudaSuccess;
 }
+cudaError_t cudaFree(void *ptr) { return release(ptr, false); }
+
+// Pinned host memory: not the device's, tracked apart (a copy to or from it
+// is asynchronous; one to or from pageable memory is not).
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  if (cudaError_t e = deviceError())
+    return e;
+  cuda_emu::Guarded g = cuda_emu::mapGuarded(bytes);
+  if (!g.map)
+    return cudaErrorMemoryAllocation;
+  Device &d = device();
+  std::lock_guard<std::mutex> l(d.memory);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(g.start);
+  d.pinned[start] = bytes;
+  d.mappings[start] = g;
+  *ptr = g.start;
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *ptr) { return release(ptr, true); }
 
 namespace {
-cudaError_t checkedCopy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-  Device &d = device();
-  if (d.sticky != cudaSuccess)
-    return d.sticky;
-  const bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if ((dstDevice && !inDevice(dst, bytes)) || (srcDevice && !inDevice(src, bytes)))
-    return cudaErrorInvalidValue;
-  if (bytes)
-    std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-} // namespace
-
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-  return checkedCopy(dst, src, bytes, kind);
-}
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return checkedCopy(dst, src, bytes, kind);
-}
-
-cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
-                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
-  if (width > dpitch || width > spitch)
+// A copy of `height` rows of `width` bytes, on a stream, as CUDA orders it:
+// a pageable source is staged before the call returns, a pageable
+// destination written before it returns (`wait` also makes it synchronous).
+cudaError_t copyOnStream(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind, cudaStream_t stream, bool wait) {
+  if (cudaError_t e = deviceError())
+    return e;
+  if (width > dpitch || width > spitch || kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return cudaErrorInvalidValue;
   if (height == 0 || width == 0)
     return cudaSuccess;
   // The whole strided extent on each side must be in one allocation.
   const size_t dExtent = dpitch * (height - 1) + width, sExtent = spitch * (height - 1) + width;
-  const bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  bool dstDevice = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  bool srcDevice = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyDefault) {
+    dstDevice = inDevice(dst, dExtent);
+    srcDevice = inDevice(src, sExtent);
+  }
   if ((dstDevice && !inDevice(dst, dExtent)) || (srcDevice && !inDevice(src, sExtent)))
     return cudaErrorInvalidValue;
-  for (size_t r = 0; r < height; ++r) {
-    cudaError_t e =
-        checkedCopy(static_cast<char *>(dst) + r * dpitch,
-                    static_cast<const char *>(src) + r * spitch, width, cudaMemcpyDefault);
-    if (e != cudaSuccess)
-      return e;
+  std::shared_ptr<std::vector<char>> staged;
+  if (!srcDevice && !inPinned(src, sExtent)) {
+    staged = std::make_shared<std::vector<char>>(width * height);
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(staged->data() + r * width, static_cast<const char *>(src) + r * spitch, width);
+    src = staged->data();
+    spitch = width;
   }
-  return cudaSuccess;
+  wait = wait || (!dstDevice && !inPinned(dst, dExtent));
+  auto work = [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char *>(dst) + r * dpitch,
+                   static_cast<const char *>(src) + r * spitch, width);
+    (void)staged; // kept alive until the copy has run
+  };
+  Stream *s = nullptr;
+  uint64_t ticket = 0;
+  if (!cuda_emu::submit(stream, work, false, &s, &ticket))
+    return cudaErrorInvalidResourceHandle;
+  if (wait)
+    waitUntil([&] { return s->completed >= ticket; });
+  return sticky();
+}
+} // namespace
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  return copyOnStream(dst, bytes, src, bytes, bytes, 1, kind, nullptr, true);
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream) {
+  return copyOnStream(dst, bytes, src, bytes, bytes, 1, kind, stream, false);
+}
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  return copyOnStream(dst, dpitch, src, spitch, width, height, kind, stream, false);
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
-  if (device().sticky != cudaSuccess)
-    return device().sticky;
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (cudaError_t e = deviceError())
+    return e;
   if (!inDevice(ptr, bytes))
     return cudaErrorInvalidValue;
-  std::memset(ptr, value, bytes);
+  if (!cuda_emu::submit(stream, [=] { std::memset(ptr, value, bytes); }, false))
+    return cudaErrorInvalidResourceHandle;
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return device().sticky; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return device().sticky; }
+// --- Streams and events ---------------------------------------------------------------
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream) {
+  return cudaStreamCreateWithPriority(stream, cudaStreamDefault, 0);
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
+  return cudaStreamCreateWithPriority(stream, flags, 0);
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
+  if (cudaError_t e = deviceError())
+    return e;
+  if (!stream || (flags & ~unsigned(cudaStreamNonBlocking)))
+    return cudaErrorInvalidValue;
+  // Out of the range: clamped to it, as CUDA does.
+  priority = std::min(0, std::max(-5, priority));
+  std::lock_guard<std::mutex> l(streams().mu);
+  *stream = reinterpret_cast<cudaStream_t>(
+      cuda_emu::newStream(!(flags & cudaStreamNonBlocking), priority));
+  return cudaSuccess;
+}
+
+// The work already enqueued still runs; the handle is gone at once.
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  cuda_emu::Streams &all = streams();
+  std::lock_guard<std::mutex> l(all.mu);
+  Stream *s = reinterpret_cast<Stream *>(stream);
+  if (!stream || !all.live.count(s))
+    return cudaErrorInvalidResourceHandle;
+  all.live.erase(s);
+  s->destroyed = true;
+  all.cv.notify_all();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t e = deviceError())
+    return e;
+  Stream *s = nullptr;
+  uint64_t until = 0;
+  {
+    std::lock_guard<std::mutex> l(streams().mu);
+    if (!(s = lookup(stream)))
+      return cudaErrorInvalidResourceHandle;
+    until = s->enqueued;
+  }
+  waitUntil([&] { return s->completed >= until; });
+  return sticky();
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (cudaError_t e = deviceError())
+    return e;
+  std::lock_guard<std::mutex> l(streams().mu);
+  Stream *s = lookup(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = deviceError())
+    return e;
+  cuda_emu::Streams &all = streams();
+  std::vector<std::pair<Stream *, uint64_t>> until;
+  {
+    std::lock_guard<std::mutex> l(all.mu);
+    for (Stream *s : all.every)
+      until.emplace_back(s, s->enqueued);
+  }
+  waitUntil([&] {
+    for (auto &[s, t] : until)
+      if (s->completed < t)
+        return false;
+    return true;
+  });
+  return sticky();
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags) {
+  if (cudaError_t e = deviceError())
+    return e;
+  const unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
+  // An interprocess event must disable timing (CUDA's rule).
+  if (!event || (flags & ~known) ||
+      ((flags & cudaEventInterprocess) && !(flags & cudaEventDisableTiming)))
+    return cudaErrorInvalidValue;
+  auto *e = new cuda_emu::Event;
+  e->flags = flags;
+  std::lock_guard<std::mutex> l(streams().mu);
+  streams().events.insert(e);
+  *event = reinterpret_cast<cudaEvent_t>(e);
+  return cudaSuccess;
+}
+// A record still pending completes all the same (it holds its own state).
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  std::lock_guard<std::mutex> l(streams().mu);
+  auto *e = reinterpret_cast<cuda_emu::Event *>(event);
+  if (!streams().events.erase(e))
+    return cudaErrorInvalidResourceHandle;
+  delete e;
+  return cudaSuccess;
+}
+
+namespace {
+cuda_emu::Event *eventOf(cudaEvent_t event) { // with the streams' lock held
+  auto *e = reinterpret_cast<cuda_emu::Event *>(event);
+  return streams().events.count(e) ? e : nullptr;
+}
+} // namespace
+
+// Captures the stream's work so far: the event completes when it has run.
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = deviceError())
+    return e;
+  std::lock_guard<std::mutex> l(streams().mu);
+  cuda_emu::Event *e = eventOf(event);
+  Stream *s = lookup(stream);
+  if (!e || !s)
+    return cudaErrorInvalidResourceHandle;
+  auto record = std::make_shared<cuda_emu::Record>();
+  e->last = record;
+  pushLocked(
+      s,
+      [record] {
+        std::lock_guard<std::mutex> m(streams().mu);
+        record->at = std::chrono::steady_clock::now();
+        record->done = true;
+      },
+      true);
+  return cudaSuccess;
+}
+
+// Work enqueued on the stream after this waits for the event's latest
+// record as of this call; an event never recorded is no wait at all.
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  if (cudaError_t e = deviceError())
+    return e;
+  if (flags != 0)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> l(streams().mu);
+  cuda_emu::Event *e = eventOf(event);
+  Stream *s = lookup(stream);
+  if (!e || !s)
+    return cudaErrorInvalidResourceHandle;
+  if (std::shared_ptr<cuda_emu::Record> record = e->last)
+    pushLocked(s, [record] { waitUntil([&] { return record->done; }); }, true);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (cudaError_t e = deviceError())
+    return e;
+  std::lock_guard<std::mutex> l(streams().mu);
+  cuda_emu::Event *e = eventOf(event);
+  if (!e)
+    return cudaErrorInvalidResourceHandle;
+  return !e->last || e->last->done ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (cudaError_t e = deviceError())
+    return e;
+  std::shared_ptr<cuda_emu::Record> record;
+  {
+    std::lock_guard<std::mutex> l(streams().mu);
+    cuda_emu::Event *e = eventOf(event);
+    if (!e)
+      return cudaErrorInvalidResourceHandle;
+    record = e->last;
+  }
+  if (record)
+    waitUntil([&] { return record->done; });
+  return sticky();
+}
+
+// Host clock: when each stream thread reached the record.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+  if (cudaError_t e = deviceError())
+    return e;
+  if (!ms)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> l(streams().mu);
+  cuda_emu::Event *a = eventOf(start), *b = eventOf(end);
+  if (!a || !b || (a->flags & cudaEventDisableTiming) || (b->flags & cudaEventDisableTiming) ||
+      !a->last || !b->last)
+    return cudaErrorInvalidResourceHandle;
+  if (!a->last->done || !b->last->done)
+    return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(b->last->at - a->last->at).count();
+  return cudaSuccess;
+}
+
+// A launch's own error (its configuration) until read; a sticky one forever.
 cudaError_t cudaGetLastError() {
-  cudaError_t e = device().lastError;
-  device().lastError = device().sticky;
+  const cudaError_t e = lastError != cudaSuccess ? lastError : sticky();
+  lastError = cudaSuccess;
   return e;
 }
-cudaError_t cudaPeekAtLastError() { return device().lastError; }
+cudaError_t cudaPeekAtLastError() { return lastError != cudaSuccess ? lastError : sticky(); }
 
 const char *cudaGetErrorString(cudaError_t error) {
   switch (error) {
@@ -726,6 +1312,12 @@ const char *cudaGetErrorString(cudaError_t error) {
     return "invalid device pointer";
   case cudaErrorNoDevice:
     return "no CUDA-capable device is detected";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  case cudaErrorInvalidResourceHandle:
+    return "invalid resource handle";
+  case cudaErrorNotReady:
+    return "device not ready";
   case cudaErrorLaunchFailure:
     return "unspecified launch failure";
   }
@@ -736,6 +1328,7 @@ cudaError_t cudaFuncSetAttributeRaw(const void *kernel, cudaFuncAttribute attr, 
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
       size_t(value) > cuda_emu::kSharedOptInMax)
     return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> l(device().misc);
   device().maxDynamicShared[kernel] = value;
   return cudaSuccess;
 }
@@ -745,6 +1338,8 @@ cudaError_t cudaFuncSetAttributeRaw(const void *kernel, cudaFuncAttribute attr, 
 namespace {
 struct CublasHandle {
   cudaStream_t stream = nullptr;
+  void *workspace = nullptr; // cuBLAS's own kernels use it; the reference GEMM does not
+  size_t workspaceBytes = 0;
 };
 std::set<const void *> &handles() {
   static std::set<const void *> h;
@@ -811,6 +1406,16 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
   reinterpret_cast<CublasHandle *>(handle)->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void *workspace, size_t bytes) {
+  if (!handles().count(handle))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes && !inDevice(workspace, bytes))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "a workspace outside device memory");
+  auto *h = reinterpret_cast<CublasHandle *>(handle);
+  h->workspace = workspace;
+  h->workspaceBytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream) {
   if (!handles().count(handle))
     return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -827,6 +1432,8 @@ const char *cublasGetStatusString(cublasStatus_t status) {
     return "CUBLAS_STATUS_INVALID_VALUE";
   case CUBLAS_STATUS_NOT_SUPPORTED:
     return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -867,7 +1474,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                       " rows)");
   if (!alphaPtr || !betaPtr)
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "null alpha or beta");
-  if (device().sticky != cudaSuccess || m == 0 || n == 0)
+  if (sticky() != cudaSuccess || m == 0 || n == 0)
     return CUBLAS_STATUS_SUCCESS;
   const float alpha = *static_cast<const float *>(alphaPtr);
   const float beta = *static_cast<const float *>(betaPtr);
@@ -883,32 +1490,38 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
     return CUBLAS_STATUS_SUCCESS; // on a GPU: a fault, seen at the next synchronization
   }
   const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
-  if (f32) {
-    const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);
-    float *c = static_cast<float *>(C);
+  // The scalars are read now (host pointer mode), the operands when the
+  // handle's stream gets to the GEMM.
+  auto compute = [=] {
+    if (f32) {
+      const float *a = static_cast<const float *>(A), *b = static_cast<const float *>(B);
+      float *c = static_cast<float *>(C);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < m; ++i) {
+          const double acc =
+              readAB ? dotColumn<float, double>(a, b, i, j, k, lda, ldb, ta, tb, f32Value) : 0.0;
+          double r = double(alpha) * acc;
+          if (beta != 0.0f)
+            r += double(beta) * double(c[i + j * ldc]);
+          c[i + j * ldc] = float(r);
+        }
+      return;
+    }
+    // bf16: f32 accumulation and epilogue (alpha acc + beta C, C read as f32),
+    // the result rounded to bf16 once.
+    const uint16_t *a = static_cast<const uint16_t *>(A), *b = static_cast<const uint16_t *>(B);
+    uint16_t *c = static_cast<uint16_t *>(C);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {
-        const double acc =
-            readAB ? dotColumn<float, double>(a, b, i, j, k, lda, ldb, ta, tb, f32Value) : 0.0;
-        double r = double(alpha) * acc;
+        const float acc =
+            readAB ? dotColumn<uint16_t, float>(a, b, i, j, k, lda, ldb, ta, tb, bf16Value) : 0.0f;
+        float r = alpha * acc;
         if (beta != 0.0f)
-          r += double(beta) * double(c[i + j * ldc]);
-        c[i + j * ldc] = float(r);
+          r += beta * bf16Value(c[i + j * ldc]);
+        c[i + j * ldc] = bf16Rounded(r);
       }
-    return CUBLAS_STATUS_SUCCESS;
-  }
-  // bf16: f32 accumulation and epilogue (alpha acc + beta C, C read as f32),
-  // the result rounded to bf16 once.
-  const uint16_t *a = static_cast<const uint16_t *>(A), *b = static_cast<const uint16_t *>(B);
-  uint16_t *c = static_cast<uint16_t *>(C);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < m; ++i) {
-      const float acc =
-          readAB ? dotColumn<uint16_t, float>(a, b, i, j, k, lda, ldb, ta, tb, bf16Value) : 0.0f;
-      float r = alpha * acc;
-      if (beta != 0.0f)
-        r += beta * bf16Value(c[i + j * ldc]);
-      c[i + j * ldc] = bf16Rounded(r);
-    }
+  };
+  if (!cuda_emu::submit(reinterpret_cast<CublasHandle *>(handle)->stream, compute, false))
+    return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "the handle's stream is not a stream");
   return CUBLAS_STATUS_SUCCESS;
 }

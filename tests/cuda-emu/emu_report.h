@@ -2,6 +2,7 @@
 #ifndef FSDP_TESTS_CUDA_EMU_EMU_REPORT_H
 #define FSDP_TESTS_CUDA_EMU_EMU_REPORT_H
 
+#include <cstddef>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@ std::set<std::string> launchedKernels();
 std::vector<std::string> takeFailures();
 // Clears the errors of the device (the failures stay recorded).
 void resetDevice();
+// The device memory's capacity for the tests that follow (0: the setting's,
+// FSDP_EMULATED_GPU_MEMORY or 80 GiB), without reading the environment again.
+void setMemoryCapacity(size_t bytes);
 } // namespace cuda_emu
 
 #endif

@@ -12,6 +12,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
@@ -22,6 +23,7 @@ enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
 cublasStatus_t cublasCreate(cublasHandle_t *handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void *workspace, size_t bytes);
 cublasStatus_t cublasGetStream(cublasHandle_t handle, cudaStream_t *stream);
 const char *cublasGetStatusString(cublasStatus_t status);
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """The GPU backend end to end on the emulated device (CTest label gpu-emulated).
 
-usage: e2e.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR
+usage: e2e.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR GROUP
+       e2e.py --summary WORK_DIR GROUP...
 
-gpt2-tiny planned for the cuda target (--cluster H100-SXM.json) runs through
-`fsdp-run --backend nccl` with FSDP_NCCL_PLUGIN naming the emulated plugin
-(lib/libfsdp-nccl-emulated.so): exactly what a user runs, with the device
-executor, the NCCL communicators and cuda.cu compiled from the same sources
-as libfsdp-nccl.so. World 1 without a bootstrap; world 2 one process a
-rank, with the file bootstrap (--rank R --nccl-id-file F) and under mpirun
-(where there is one: without it the test fails, saying so); and llama-tiny
-at world 2 with bf16 compute, selective activation checkpointing and
-gradient accumulation 2 (CASES). Each is held to
-the threads backend running the cpu-target plan of the same settings:
+Each GROUP is a CTest of its own (gpu-emulated-GROUP) so that `ctest -j2`
+runs two at once; each writes WORK_DIR/GROUP/result.json when everything in
+it held, and the summary (gpu-emulated-summary, which needs them all as
+CTest fixtures) adds them up into the last line.
+
+Every emulated run is `fsdp-run --backend nccl` with FSDP_NCCL_PLUGIN naming
+the emulated plugin (lib/libfsdp-nccl-emulated.so): exactly what a user runs,
+with the device executor, the NCCL communicators and cuda.cu compiled from
+the same sources as libfsdp-nccl.so, on a plan for the cuda target
+(--cluster H100-SXM.json). World 1 runs without a bootstrap; more ranks one
+process a rank, either through the file bootstrap (--rank R --nccl-id-file
+F, "file") or under mpirun ("mpirun"; without mpirun the test fails, saying
+so). Each run is held to the threads backend running the cpu-target plan of
+the same settings (and the same inputs: synthetic tokens for the decoders,
+a token file and a mask token for bert-tiny, labelled images for vit-tiny):
 
   * losses and grad norms: the measured rule of tests/README.md ("How a
     comparison is bounded"): A is the threads run, X the same run under
@@ -20,46 +26,88 @@ the threads backend running the cpu-target plan of the same settings:
     SSE kernels, Sandybridge's AVX ones), all correct; the emulated run B must
     lie within compare.py --spread-from's bound for the largest gap (4x A's
     gap to X, floor 64 f32 ulps). The control: the threads run with
-    another seed must fall outside that bound.
+    another seed must fall outside that bound. f32 and bf16 compute alike.
   * memory: every step's measured arena peak equals the plan's arena_bytes
     (and the prediction), byte for byte.
 
-Before those, the switch refuses what it cannot use, each time with exit 1,
-one error naming the variable, and no metrics file: FSDP_NCCL_PLUGIN empty,
-naming no file, or naming a library that is not an fsdp NCCL backend;
-FSDP_EMULATED_GPU_MEMORY not a count; a device smaller than the plan's
-arena (before step 1, saying both sizes).
+The groups (CASES: model, world, strategy, launch, plan settings,
+grad-accum):
+  switch    gpt2-tiny at world 1 and 2 (file and mpirun); before them the
+            switch's refusals, each with exit 1, one error naming the
+            variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
+            file, or naming a library that is not an fsdp NCCL backend;
+            FSDP_EMULATED_GPU_MEMORY not a count; a device smaller than the
+            plan's arena (before step 1, saying both sizes).
+  decoders  llama-tiny and qwen3-tiny at world 1, 2 and 4, every strategy
+            at 4, f32 and bf16, block and selective checkpointing, grad-accum 2.
+  encoders  bert-tiny and vit-tiny, likewise.
+  resume    gpt2-tiny at world 2: a checkpoint saved after step 2 of 4 by
+            an emulated run resumes on threads, and one saved by threads
+            resumes on the emulated device; steps 1-2 of the one and 3-4 of
+            the other, together, are held to the uninterrupted threads run by
+            the same rule (the kernels differ, so the bound is the rule's).
+  faults    at world 2 (file bootstrap) every other rank stops, naming the
+            rank, and no rank hangs (each with --timeout): rank 1 killed
+            with SIGKILL after step 1; rank 1's fifth collective failing
+            asynchronously (FSDP_EMU_NCCL_FAULT=1:5, the NCCL emulation's),
+            through the file bootstrap and under mpirun, where neither error
+            repeats the FSDP_CUDA_SYNC hint (a peer's failure carried it
+            twice); rank 1's device smaller than the arena (before step 1:
+            rank 1 says both sizes, rank 0 names rank 1, nothing written).
 
-And a fault: at world 2 (the file bootstrap), rank 1's fifth collective
-fails asynchronously (FSDP_EMU_NCCL_FAULT=1:5, the NCCL emulation's): both
-ranks exit 1, rank 0's error names rank 1, and neither error repeats the
-FSDP_CUDA_SYNC hint (a peer's failure carried it twice).
-
-The last line says what ran; exit 0 only when everything held.
+Left out to fit CI (about 5 minutes at ctest -j2 on 2 cores for them all):
+  the full cross product; every model is at world 1, 2 and 4 and every
+  strategy at 4 somewhere, each of f32/bf16, blocks/selective and grad-accum 2
+  in some cases (CASES says which).
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import bounds  # noqa: E402  (tests/e2e: the one definition of the bound rules)
 
 PY = "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPARE = os.path.join(HERE, "..", "e2e", "compare.py")
+E2E = os.path.join(HERE, "..", "e2e")
+COMPARE = os.path.join(E2E, "compare.py")
 STEPS = 2
-# (model, world, launch, plan settings, grad-accum): how each emulated run
-# starts ("none": world 1, no bootstrap; "file": --rank/--nccl-id-file).
-CASES = [
-    ("gpt2-tiny", 1, "none", [], 1),
-    ("gpt2-tiny", 2, "file", [], 1),
-    ("gpt2-tiny", 2, "mpirun", [], 1),
-    ("llama-tiny", 2, "file", ["--compute-dtype", "bf16", "--activation-checkpointing",
-                               "selective"], 2),
-]
+BF16 = ["--compute-dtype", "bf16"]
+BLOCKS = ["--activation-checkpointing", "blocks"]
+SELECTIVE = ["--activation-checkpointing", "selective"]
+# (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
+# (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
+CASES = {
+    "switch": [
+        ("gpt2-tiny", 1, "full-shard", "none", [], 1),
+        ("gpt2-tiny", 2, "full-shard", "file", [], 1),
+        ("gpt2-tiny", 2, "full-shard", "mpirun", [], 1),
+    ],
+    "decoders": [
+        ("llama-tiny", 1, "full-shard", "none", BF16, 1),
+        ("llama-tiny", 2, "full-shard", "file", BF16 + SELECTIVE, 2),
+        ("llama-tiny", 4, "shard-grad-op", "mpirun", BLOCKS, 1),
+        ("qwen3-tiny", 2, "no-shard", "mpirun", [], 2),
+        ("qwen3-tiny", 4, "full-shard", "file", BF16 + BLOCKS, 1),
+        ("qwen3-tiny", 4, "hybrid-shard", "file", SELECTIVE, 1),
+    ],
+    "encoders": [
+        ("bert-tiny", 1, "full-shard", "none", SELECTIVE, 2),
+        ("bert-tiny", 2, "shard-grad-op", "file", BF16, 1),
+        ("bert-tiny", 4, "no-shard", "mpirun", BLOCKS, 1),
+        ("vit-tiny", 1, "full-shard", "none", BF16 + BLOCKS, 1),
+        ("vit-tiny", 2, "full-shard", "mpirun", [], 2),
+        ("vit-tiny", 4, "hybrid-shard", "file", BF16 + SELECTIVE, 1),
+    ],
+}
+GROUPS = ["switch", "decoders", "encoders", "resume", "faults"]
 TIMEOUT_S = 300  # a hang ends the test with the ranks' output, never blocks CI
+RUN_TIMEOUT = "120"  # fsdp-run --timeout of the emulated runs
+HINT = "set FSDP_CUDA_SYNC=1"
 
 
 def run(cmd, env=None, check=True):
@@ -75,12 +123,122 @@ def metrics(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def refusals(fsdp_run, plan, plugin, arena, work):
+class Ctx:
+    def __init__(self, bin_dir, plugin, models, work):
+        self.fsdp_plan = os.path.join(bin_dir, "fsdp-plan")
+        self.fsdp_run = os.path.join(bin_dir, "fsdp-run")
+        self.plugin, self.models, self.work = plugin, models, work
+        self.emulated = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
+        for var in ("FSDP_EMULATED_GPU_MEMORY", "FSDP_EMU_NCCL_FAULT"):
+            self.emulated.pop(var, None)
+        self.mpirun = shutil.which("mpirun")
+        if not self.mpirun:
+            sys.exit("FAILED: no mpirun on PATH (the runs under MPI cannot be checked)")
+        self.inputs = {}
+
+    def path(self, *parts):
+        return os.path.join(self.work, "-".join(str(p) for p in parts))
+
+    def model_inputs(self, model):
+        """(plan flags, run flags) of the model's inputs; the files made once."""
+        if model in self.inputs:
+            return self.inputs[model]
+        if model == "bert-tiny":
+            data = self.path("tokens.bin")
+            run([PY, os.path.join(E2E, "make_data.py"), data, "--random", "4000", "--vocab",
+                 "503"])
+            # 502: a token below bert-tiny's vocabulary of 503 (the default 103
+            # would be one of the random tokens too, but not a mask of its own).
+            got = (["--seq-len", "16"], ["--data", data, "--mask-token-id", "502"])
+        elif model == "vit-tiny":
+            im, lb = self.path("images.npy"), self.path("labels.npy")
+            run([PY, os.path.join(E2E, "make_images.py"), im, lb, "--shapes", "--count", "64",
+                 "--height", "16", "--width", "16"])
+            got = ([], ["--data", im, "--labels", lb])  # its sequence is the patches
+        else:
+            got = (["--seq-len", "16"], [])  # synthetic tokens
+        self.inputs[model] = got
+        return got
+
+    def plans(self, tag, model, world, strategy, settings):
+        """Plans for the cpu and the cuda target; returns (cpu, cuda, arena)."""
+        cfg = os.path.join(self.models, model, "config.json")
+        shard = ["--shard-size", "2"] if strategy == "hybrid-shard" else []
+        plan = ([self.fsdp_plan, cfg, "--world-size", str(world), "--micro-batch", "2",
+                 "--strategy", strategy] + shard + self.model_inputs(model)[0] + settings)
+        cpu, cuda = self.path(tag, "cpu.json"), self.path(tag, "cuda.json")
+        run(plan + ["-o", cpu])
+        run(plan + ["--cluster", os.path.join(self.models, "hardware", "H100-SXM.json"),
+                    "-o", cuda])
+        return cpu, cuda, json.load(open(cuda))["arena_bytes"]
+
+    def references(self, tag, plan, train):
+        """The threads runs: A, each alternate kernel set, another seed."""
+        a = self.path(tag, "a.jsonl")
+        run([self.fsdp_run, plan, "--metrics", a] + train)
+        # Every other kernel set this CPU runs (bounds.blas_alternates): the
+        # bound is 4x the largest gap to any of them, so that a CPU whose own
+        # kernels are one of the sets still measures a spread.
+        alternates = []
+        for label, env in bounds.blas_alternates():
+            alternates.append(self.path(tag, "x", label + ".jsonl"))
+            run([self.fsdp_run, plan, "--metrics", alternates[-1]] + train,
+                env=dict(os.environ, OPENBLAS_CORETYPE=env["OPENBLAS_CORETYPE"]))
+        seed = self.path(tag, "seed.jsonl")
+        run([self.fsdp_run, plan, "--metrics", seed, "--seed", "1"] + train)
+        return a, alternates, seed
+
+    def launch(self, how, world, cmd, metrics_path, env=None):
+        """Runs cmd on the emulated device, one process a rank; exit 0 or fail."""
+        env = env or self.emulated
+        if how == "none":
+            run(cmd + ["--metrics", metrics_path], env=env)
+        elif how == "mpirun":
+            mpi_env = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            run([self.mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN"] +
+                cmd + ["--metrics", metrics_path], env=mpi_env)
+        else:
+            idf = metrics_path + ".id"
+            cmds = [cmd + ["--rank", str(r), "--nccl-id-file", idf] for r in range(world)]
+            cmds[0] += ["--metrics", metrics_path]
+            for c, status, out in spawn_ranks(cmds, env):
+                if status != 0:
+                    sys.exit("FAILED (exit %d): %s\n%s" % (status, " ".join(c), out))
+
+    def held(self, what, a, alternates, seed, b, arena, steps):
+        """b's peaks are the arena; its losses within the bound; the control not."""
+        got = metrics(b)
+        if [m["step"] for m in got] != list(range(steps - len(got) + 1, steps + 1)) or not got:
+            sys.exit("FAILED: %s: %s lists steps %s" % (what, b, [m["step"] for m in got]))
+        for m in got:
+            if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
+                sys.exit("FAILED: %s step %d: device peak %d, predicted %d, plan's arena %d"
+                         % (what, m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
+
+        # Within 4x the gap to some alternate is within 4x the largest gap;
+        # outside for every alternate is outside the largest.
+        def within(run_b):
+            outs = [run([PY, COMPARE, "--metrics", a, run_b, "--spread-from", x], check=False)
+                    for x in alternates]
+            return any(o.returncode == 0 for o in outs), "\n".join(o.stdout for o in outs)
+
+        ok, out = within(b)
+        if not ok:
+            sys.exit("FAILED: %s: the emulated device's losses differ from threads'\n%s"
+                     % (what, out))
+        control, out = within(seed)
+        if control:
+            sys.exit("FAILED: %s: the control (another seed) is within the bound: the "
+                     "comparison cannot fail\n%s" % (what, out))
+
+
+def refusals(ctx, plan, arena):
     """Each (environment, expected lines): exit 1, the lines, no metrics."""
     libm = sorted({l.split()[-1] for l in open("/proc/self/maps") if "/libm.so" in l})
     if not libm:
         sys.exit("FAILED: no libm mapped into this python to stand for a foreign library")
-    missing = os.path.join(work, "missing.so")
+    missing = os.path.join(ctx.work, "missing.so")
+    plugin = ctx.plugin
     cases = [
         ({"FSDP_NCCL_PLUGIN": ""}, ["fsdp-run: error: --backend nccl: FSDP_NCCL_PLUGIN is set but "
                                     "empty"]),
@@ -98,11 +256,10 @@ def refusals(fsdp_run, plan, plugin, arena, work):
           "cudaMalloc of the arena (%d bytes): CUDA: out of memory" % arena]),
     ]
     for extra, expected in cases:
-        env = dict(os.environ)
-        env.pop("FSDP_EMULATED_GPU_MEMORY", None)
+        env = dict(ctx.emulated)
         env.update(extra)
-        out = os.path.join(work, "refused.jsonl")
-        cmd = [fsdp_run, plan, "--backend", "nccl", "--steps", "1", "--metrics", out]
+        out = os.path.join(ctx.work, "refused.jsonl")
+        cmd = [ctx.fsdp_run, plan, "--backend", "nccl", "--steps", "1", "--metrics", out]
         r = run(cmd, env=env, check=False)
         where = " ".join("%s=%s" % kv for kv in extra.items())
         if r.returncode != 1:
@@ -115,10 +272,17 @@ def refusals(fsdp_run, plan, plugin, arena, work):
     return len(cases)
 
 
-def spawn_ranks(cmds, env):
-    """Runs one process a rank; returns [(cmd, exit status, output)]."""
-    procs = [(cmd, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)) for cmd in cmds]
+def spawn_ranks(cmds, env, envs=None):
+    """Runs one process a rank (envs: one environment each, else env);
+    returns [(cmd, exit status, output)]."""
+    envs = envs or [env] * len(cmds)
+    procs = [(cmd, subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True))
+             for cmd, e in zip(cmds, envs)]
+    return wait_ranks(procs)
+
+
+def wait_ranks(procs):
     done = []
     for cmd, p in procs:
         try:
@@ -131,109 +295,211 @@ def spawn_ranks(cmds, env):
     return done
 
 
-def injected_fault(fsdp_run, plan, env, work):
-    idf = os.path.join(work, "fault-id")
-    cmds = [[fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
-             "--rank", str(r), "--nccl-id-file", idf] for r in range(2)]
-    results = spawn_ranks(cmds, dict(env, FSDP_EMU_NCCL_FAULT="1:5"))
-    hint = "set FSDP_CUDA_SYNC=1"
-    for cmd, status, out in results:
-        if status != 1 or out.count(hint) > 1 or "fsdp-run: error: " not in out:
-            sys.exit("FAILED: the injected fault: exit %d (1 expected), %d hints (at most 1):\n"
-                     "%s\n%s" % (status, out.count(hint), " ".join(cmd), out))
-    if "rank 1" not in results[0][2]:
-        sys.exit("FAILED: the injected fault: rank 0's error does not name rank 1:\n%s"
-                 % results[0][2])
+def matrix_group(ctx, group):
+    runs, lines = 0, []
+    for model, world, strategy, launch, settings, accum in CASES[group]:
+        tag = "%s-w%d-%s-%s" % (model, world, strategy, launch)
+        what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
+                                                         " ".join(settings), accum)
+        cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings)
+        if launch == "none" and group == "switch":
+            lines.append("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, "
+                         "each naming the variable" % refusals(ctx, cuda, arena))
+        train = ["--steps", str(STEPS), "--quiet", "--grad-accum", str(accum)]
+        train += ctx.model_inputs(model)[1]
+        a, alternates, seed = ctx.references(tag, cpu, train)
+        b = ctx.path(tag, "b.jsonl")
+        ctx.launch(launch, world,
+                   [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train, b)
+        ctx.held(what, a, alternates, seed, b, arena, STEPS)
+        runs += 1
+        print("%s: %d steps, losses within the bound of threads', peak %d bytes = the "
+              "plan's arena" % (what, STEPS, arena))
+    return runs, lines
+
+
+def resume_group(ctx):
+    """Emulated -> threads and threads -> emulated, 2 + 2 steps each."""
+    model, world, half = "gpt2-tiny", 2, 2
+    cpu, cuda, arena = ctx.plans("resume", model, world, "full-shard", [])
+    train = ["--quiet"]
+    a, alternates, seed = ctx.references("resume", cpu, train + ["--steps", str(2 * half)])
+    emu = [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train
+    thr = [ctx.fsdp_run, cpu] + train
+    runs = 0
+    for first, second in (("emulated", "threads"), ("threads", "emulated")):
+        ck = ctx.path("resume", first, "ck")
+        one, two = ctx.path("resume", first, "1.jsonl"), ctx.path("resume", first, "2.jsonl")
+        legs = [(first, ["--steps", str(half), "--save", ck], one),
+                (second, ["--steps", str(2 * half), "--resume", ck], two)]
+        for side, flags, out in legs:
+            if side == "threads":
+                run(thr + flags + ["--metrics", out])
+            else:
+                ctx.launch("file", world, emu + flags, out)
+                runs += 1
+        # The emulated leg alone: its peaks are the plan's arena.
+        emulated_leg = one if first == "emulated" else two
+        for m in metrics(emulated_leg):
+            if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
+                sys.exit("FAILED: resume %s step %d: device peak %d, plan's arena %d"
+                         % (first, m["step"], m["peak_bytes"], arena))
+        both = ctx.path("resume", first, "both.jsonl")
+        with open(both, "w") as f:
+            for m in metrics(one) + metrics(two):
+                f.write(json.dumps(m) + "\n")
+        what = "gpt2-tiny world 2: saved by %s after step %d, resumed on %s" % (first, half,
+                                                                               second)
+        check_joined(ctx, what, a, alternates, seed, both, 2 * half)
+        print("%s: steps 1-%d losses within the bound of the uninterrupted threads run"
+              % (what, 2 * half))
+    return runs, []
+
+
+def check_joined(ctx, what, a, alternates, seed, joined, steps):
+    got = [m["step"] for m in metrics(joined)]
+    if got != list(range(1, steps + 1)):
+        sys.exit("FAILED: %s: the two legs list steps %s, not 1-%d" % (what, got, steps))
+    ok = [run([PY, COMPARE, "--metrics", a, joined, "--spread-from", x], check=False)
+          for x in alternates]
+    if not any(o.returncode == 0 for o in ok):
+        sys.exit("FAILED: %s: the losses differ from the uninterrupted run's\n%s"
+                 % (what, "\n".join(o.stdout for o in ok)))
+    control = [run([PY, COMPARE, "--metrics", a, seed, "--spread-from", x], check=False)
+               for x in alternates]
+    if any(o.returncode == 0 for o in control):
+        sys.exit("FAILED: %s: the control (another seed) is within the bound" % what)
+
+
+def rank_cmds(ctx, plan, idf, steps, extra=()):
+    return [[ctx.fsdp_run, plan, "--backend", "nccl", "--steps", str(steps), "--timeout", "60",
+             "--rank", str(r), "--nccl-id-file", idf] + list(extra) for r in range(2)]
+
+
+def expect_stopped(what, results, status_of=lambda r: 1, names_rank1=(0,)):
+    for r, (cmd, status, out) in enumerate(results):
+        if status != status_of(r) or out.count(HINT) > 1:
+            sys.exit("FAILED: %s: rank %d: exit %d (%d expected), %d FSDP_CUDA_SYNC hints (at "
+                     "most 1):\n%s\n%s" % (what, r, status, status_of(r), out.count(HINT),
+                                           " ".join(cmd), out))
+    for r in names_rank1:
+        out = results[r][2]
+        if "fsdp-run: error: " not in out or "rank 1" not in out:
+            sys.exit("FAILED: %s: rank %d's error does not name rank 1:\n%s" % (what, r, out))
+
+
+def faults_group(ctx):
+    cpu, cuda, arena = ctx.plans("faults", "gpt2-tiny", 2, "full-shard", [])
+    lines = []
+
+    # An asynchronous NCCL error in rank 1's fifth collective, file bootstrap.
+    fault = dict(ctx.emulated, FSDP_EMU_NCCL_FAULT="1:5")
+    what = "FSDP_EMU_NCCL_FAULT=1:5 (--nccl-id-file)"
+    expect_stopped(what, spawn_ranks(rank_cmds(ctx, cuda, ctx.path("fault-id"), 2,
+                                               ["--quiet"]), fault))
+    lines.append("%s: both ranks stopped, rank 0 naming rank 1" % what)
+
+    # The same under mpirun: its output holds both ranks' lines.
+    what = "FSDP_EMU_NCCL_FAULT=1:5 (mpirun)"
+    r = run([ctx.mpirun, "-np", "2", "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN", "-x",
+             "FSDP_EMU_NCCL_FAULT", ctx.fsdp_run, cuda, "--backend", "nccl", "--steps", "2",
+             "--quiet", "--timeout", "60"],
+            env=dict(fault, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"),
+            check=False)
+    if r.returncode == 0 or "fsdp-run: error: " not in r.stdout or "rank 1" not in r.stdout:
+        sys.exit("FAILED: %s: exit %d, no error naming rank 1:\n%s" % (what, r.returncode,
+                                                                        r.stdout))
+    lines.append("%s: exit %d, naming rank 1" % (what, r.returncode))
+
+    # Rank 1 killed with SIGKILL after its first step: rank 0 must stop (not
+    # wait for ever), naming rank 1. Rank 0's metrics say when step 1 is done;
+    # the outputs go to files so that no pipe fills while we wait.
+    what = "rank 1 killed (SIGKILL) after step 1"
+    m0 = ctx.path("kill-m0.jsonl")
+    cmds = rank_cmds(ctx, cuda, ctx.path("kill-id"), 1000, ["--quiet"])
+    cmds[0] += ["--metrics", m0]
+    logs = [ctx.path("kill-out%d.txt" % r) for r in range(2)]
+    procs = []
+    for cmd, log in zip(cmds, logs):
+        with open(log, "w") as f:
+            procs.append(subprocess.Popen(cmd, env=ctx.emulated, stdout=f,
+                                          stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (os.path.exists(m0) and os.path.getsize(m0) > 0):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for p in procs:
+                p.kill()
+            sys.exit("FAILED: %s: step 1 never ended:\n%s" % (what, "".join(
+                open(l).read() for l in logs)))
+        time.sleep(0.05)
+    procs[1].send_signal(signal.SIGKILL)
+    try:
+        procs[0].wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        procs[0].kill()
+        sys.exit("FAILED (hang): %s: rank 0 did not stop" % what)
+    procs[1].wait()
+    out0 = open(logs[0]).read()
+    if procs[0].returncode == 0 or "fsdp-run: error: " not in out0 or "rank 1" not in out0:
+        sys.exit("FAILED: %s: rank 0 exit %d, no error naming rank 1:\n%s"
+                 % (what, procs[0].returncode, out0))
+    lines.append("%s: rank 0 stopped (exit %d), naming rank 1" % (what, procs[0].returncode))
+
+    # Rank 1's device one byte smaller than the arena: before step 1, rank 1
+    # says both sizes, rank 0 names rank 1, no metrics.
+    what = "rank 1's FSDP_EMULATED_GPU_MEMORY one byte short of the arena"
+    m0 = ctx.path("small-m0.jsonl")
+    cmds = rank_cmds(ctx, cuda, ctx.path("small-id"), 1, ["--quiet"])
+    cmds[0] += ["--metrics", m0]
+    small = dict(ctx.emulated, FSDP_EMULATED_GPU_MEMORY=str(arena - 1))
+    results = spawn_ranks(cmds, None, envs=[ctx.emulated, small])
+    expect_stopped(what, results)
+    sizes = "cudaMalloc of %d bytes: 0 of the device's %d bytes" % (arena, arena - 1)
+    if sizes not in results[1][2]:
+        sys.exit("FAILED: %s: rank 1 does not say '%s':\n%s" % (what, sizes, results[1][2]))
+    if any("step 1" in out for _, _, out in results) or (os.path.exists(m0) and
+                                                          os.path.getsize(m0) > 0):
+        sys.exit("FAILED: %s: a step ran or metrics were written" % what)
+    lines.append("%s: both stopped before step 1, both sizes said" % what)
+    return 0, lines
+
+
+def summary(work, groups):
+    runs = 0
+    for g in groups:
+        path = os.path.join(work, g, "result.json")
+        if not os.path.isfile(path):
+            sys.exit("FAILED: gpu-emulated-%s left no %s: it failed or did not run" % (g, path))
+        runs += json.load(open(path))["runs"]
+    # The stream-order checker's counts (its reports, the dropped waits it
+    # caught) join this line here, from the groups' result.json, once the
+    # emulated device writes them.
+    print("emulated device: %d runs, losses equal threads, peaks exact" % runs)
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) >= 3 and sys.argv[1] == "--summary":
+        return summary(sys.argv[2], sys.argv[3:] or GROUPS)
+    if len(sys.argv) != 6 or sys.argv[5] not in GROUPS:
         sys.exit(__doc__)
-    bin_dir, plugin, models, work = sys.argv[1:]
-    os.makedirs(work, exist_ok=True)
-    for name in os.listdir(work):
-        os.remove(os.path.join(work, name))
-    fsdp_plan, fsdp_run = os.path.join(bin_dir, "fsdp-plan"), os.path.join(bin_dir, "fsdp-run")
+    bin_dir, plugin, models, work, group = sys.argv[1:]
+    work = os.path.join(work, group)
+    shutil.rmtree(work, ignore_errors=True)  # result.json of an earlier run too
+    os.makedirs(work)
     if not os.path.isfile(plugin):
         sys.exit("FAILED: no emulated plugin at %s" % plugin)
-    emulated = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
-    emulated.pop("FSDP_EMULATED_GPU_MEMORY", None)
-    common = ["--micro-batch", "2", "--seq-len", "16"]
-    runs = 0
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
-        sys.exit("FAILED: no mpirun on PATH (the runs under MPI cannot be checked)")
-    for model, world, launch, settings, accum in CASES:
-        w = lambda name: os.path.join(work, "%s-w%d-%s-%s" % (model, world, launch, name))
-        cfg = os.path.join(models, model, "config.json")
-        plan = [fsdp_plan, cfg, "--world-size", str(world)] + common + settings
-        run(plan + ["-o", w("cpu.json")])
-        run(plan + ["--cluster", os.path.join(models, "hardware", "H100-SXM.json"),
-                    "-o", w("cuda.json")])
-        arena = json.load(open(w("cuda.json")))["arena_bytes"]
-        if launch == "none":
-            refused = refusals(fsdp_run, w("cuda.json"), plugin, arena, work)
-
-        # The references: threads on the cpu-target plan, under two kernel sets.
-        train = ["--steps", str(STEPS), "--quiet", "--grad-accum", str(accum)]
-        run([fsdp_run, w("cpu.json"), "--metrics", w("a.jsonl")] + train)
-        # Every other kernel set this CPU runs (bounds.blas_alternates): the
-        # bound is 4x the largest gap to any of them, so that a CPU whose own
-        # kernels are one of the sets still measures a spread.
-        alternates = []
-        for label, env in bounds.blas_alternates():
-            alternates.append(w("x-%s.jsonl" % label))
-            run([fsdp_run, w("cpu.json"), "--metrics", alternates[-1]] + train,
-                env=dict(os.environ, OPENBLAS_CORETYPE=env["OPENBLAS_CORETYPE"]))
-        run([fsdp_run, w("cpu.json"), "--metrics", w("seed.jsonl"), "--seed", "1"] + train)
-
-        # The emulated device: world 1 without a bootstrap, world 2 one
-        # process a rank through the id file.
-        nccl = [fsdp_run, w("cuda.json"), "--backend", "nccl", "--timeout", "120"] + train
-        if launch == "none":
-            run(nccl + ["--metrics", w("b.jsonl")], env=emulated)
-        elif launch == "mpirun":
-            mpi_env = dict(emulated, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-            run([mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN"] + nccl +
-                ["--metrics", w("b.jsonl")], env=mpi_env)
-        else:
-            cmds = [nccl + ["--rank", str(r), "--nccl-id-file", w("id")] for r in range(world)]
-            cmds[0] += ["--metrics", w("b.jsonl")]
-            for cmd, status, out in spawn_ranks(cmds, emulated):
-                if status != 0:
-                    sys.exit("FAILED (exit %d): %s\n%s" % (status, " ".join(cmd), out))
-            if model == "gpt2-tiny":
-                injected_fault(fsdp_run, w("cuda.json"), emulated, work)
-        runs += 1
-
-        b = metrics(w("b.jsonl"))
-        if len(b) != STEPS:
-            sys.exit("FAILED: %s: %d metrics lines, %d steps" % (w(""), len(b), STEPS))
-        for m in b:
-            if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
-                sys.exit("FAILED: %s step %d: device peak %d, predicted %d, plan's arena %d"
-                         % (w(""), m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
-        # Within 4x the gap to some alternate is within 4x the largest gap;
-        # outside for every alternate is outside the largest.
-        def within(run_b):
-            outs = [run([PY, COMPARE, "--metrics", w("a.jsonl"), run_b, "--spread-from", x],
-                        check=False) for x in alternates]
-            return any(o.returncode == 0 for o in outs), "\n".join(o.stdout for o in outs)
-        ok, out = within(w("b.jsonl"))
-        if not ok:
-            sys.exit("FAILED: %s: the emulated device's losses differ from threads'\n%s"
-                     % (w(""), out))
-        control, out = within(w("seed.jsonl"))
-        if control:
-            sys.exit("FAILED: %s: the control (another seed) is within the bound: the "
-                     "comparison cannot fail\n%s" % (w(""), out))
-        print("%s world %d (%s) %s grad-accum %d: %d steps, losses within the bound of "
-              "threads', peak %d bytes = the plan's arena"
-              % (model, world, launch, " ".join(settings), accum, STEPS, arena))
-    print("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, each naming "
-          "the variable" % refused)
-    print("an asynchronous NCCL error injected into rank 1: both ranks stopped, naming it")
-    print("emulated device: %d runs, losses equal threads, peaks exact" % runs)
+    ctx = Ctx(bin_dir, plugin, models, work)
+    if group == "resume":
+        runs, lines = resume_group(ctx)
+    elif group == "faults":
+        runs, lines = faults_group(ctx)
+    else:
+        runs, lines = matrix_group(ctx, group)
+    for line in lines:
+        print(line)
+    with open(os.path.join(work, "result.json"), "w") as f:
+        json.dump({"runs": runs}, f)
+    print("emulated device (%s): %d runs, losses equal threads, peaks exact" % (group, runs))
 
 
 if __name__ == "__main__":

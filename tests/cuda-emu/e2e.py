@@ -25,8 +25,11 @@ a token file and a mask token for bert-tiny, labelled images for vit-tiny):
     another OpenBLAS kernel set (each of bounds.blas_alternates(): Nehalem's
     SSE kernels, Sandybridge's AVX ones), all correct; the emulated run B must
     lie within compare.py --spread-from's bound for the largest gap (4x A's
-    gap to X, floor 64 f32 ulps). The control: the threads run with
-    another seed must fall outside that bound. f32 and bf16 compute alike.
+    gap to X, floor 64 f32 ulps). With bf16 compute, X is also the same
+    global batch as one rank's micro-batches of one sequence (the partial
+    gradients summed in another order, bf16's alternative in bounds.py): the
+    kernel sets barely move a bf16 run. The control: the threads run with
+    another seed must fall outside that bound.
   * memory: every step's measured arena peak equals the plan's arena_bytes
     (and the prediction), byte for byte.
 
@@ -188,6 +191,23 @@ class Ctx:
         run([self.fsdp_run, plan, "--metrics", seed, "--seed", "1"] + train)
         return a, alternates, seed
 
+    def decomposition(self, tag, model, world, settings, accum, inputs):
+        """bf16's other correct alternative (bounds.BF16_FACTOR's): the same
+        global batch as one rank's micro-batches of 1 sequence, so that every
+        gradient sums its bf16-rounded partials in another order. The kernel
+        sets alone barely move a bf16 run (their f32 GEMMs round to the same
+        bf16 values), while the device's own summation order flips roundings
+        as this does: qwen3-tiny at world 4 sat 4.45e-5 from threads in grad
+        norm, 10x the kernel sets' bound, 5x inside this one's spread."""
+        cfg = os.path.join(self.models, model, "config.json")
+        plan = self.path(tag, "decomposed.json")
+        run([self.fsdp_plan, cfg, "--world-size", "1", "--micro-batch", "1"] +
+            self.model_inputs(model)[0] + settings + ["-o", plan])
+        out = self.path(tag, "x-decomposed.jsonl")
+        run([self.fsdp_run, plan, "--metrics", out, "--steps", str(STEPS), "--quiet",
+             "--grad-accum", str(2 * world * accum)] + inputs)
+        return out
+
     def launch(self, how, world, cmd, metrics_path, env=None):
         """Runs cmd on the emulated device, one process a rank; exit 0 or fail."""
         env = env or self.emulated
@@ -308,6 +328,9 @@ def matrix_group(ctx, group):
         train = ["--steps", str(STEPS), "--quiet", "--grad-accum", str(accum)]
         train += ctx.model_inputs(model)[1]
         a, alternates, seed = ctx.references(tag, cpu, train)
+        if "bf16" in settings:
+            alternates.append(ctx.decomposition(tag, model, world, settings, accum,
+                                                ctx.model_inputs(model)[1]))
         b = ctx.path(tag, "b.jsonl")
         ctx.launch(launch, world,
                    [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train, b)

@@ -53,15 +53,14 @@ grad-accum):
             rank, and no rank hangs (each with --timeout): rank 1 killed
             with SIGKILL after step 1; rank 1's fifth collective failing
             asynchronously (FSDP_EMU_NCCL_FAULT=1:5, the NCCL emulation's),
-            through the file bootstrap and under mpirun, where neither error
-            repeats the FSDP_CUDA_SYNC hint (a peer's failure carried it
-            twice); rank 1's device smaller than the arena (before step 1:
+            through the file bootstrap (where neither error repeats the
+            FSDP_CUDA_SYNC hint: a peer's failure carried it twice) and under
+            mpirun (a non-zero exit, rank 1 named); rank 1's device smaller than the arena (before step 1:
             rank 1 says both sizes, rank 0 names rank 1, nothing written).
 
-Left out to fit CI (about 5 minutes at ctest -j2 on 2 cores for them all):
-  the full cross product; every model is at world 1, 2 and 4 and every
-  strategy at 4 somewhere, each of f32/bf16, blocks/selective and grad-accum 2
-  in some cases (CASES says which).
+Left out to fit CI (about 500 CPU seconds for them all: 4-5 minutes at
+ctest -j2 on 2 idle cores): the full cross product, qwen3-tiny at world 1,
+gpt2-tiny at world 4, and vit-tiny's bf16 at world 4 (see CASES).
 """
 import json
 import os

@@ -14,3 +14,5 @@ ctest --output-on-failure -j "$(nproc)" -LE timing
 # How many of runtime/kernels' CUDA kernels ran on the emulator (test
 # cuda-emulated, tests/cuda-emu): its last line, from the log of the run above.
 grep -h '^emulated kernels:' Testing/Temporary/LastTest.log || true
+# What ran on the emulated GPU device (gpu-emulated-summary, tests/cuda-emu/e2e.py).
+grep -h '^emulated device:' Testing/Temporary/LastTest.log || true

@@ -33,6 +33,10 @@
 //   * Device memory is a pool of FSDP_EMULATED_GPU_MEMORY bytes (default 80
 //     GiB); each allocation is its own mapping with a PROT_NONE page before
 //     and after it. FSDP_EMULATED_GPUS devices (default 1) share that pool.
+//   * A stream-order checker (emu.cpp) reports the accesses of two streams
+//     to the same device bytes, one a write, that no event wait or host
+//     synchronization orders; a launch's accesses are its work label's
+//     (emu_device.h) or its pointer arguments' allocations.
 //   * cublasGemmEx is a reference column-major GEMM (f32 operands: double
 //     accumulation; CUDA_R_16BF operands and result: f32 accumulation, the
 //     result rounded to bf16 to nearest even) that refuses what cuBLAS

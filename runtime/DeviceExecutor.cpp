@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/DeviceExecutor.h"
+#include "runtime/DeviceLabel.h"
 #include "runtime/Dispatch.h"
 #include "runtime/Scratch.h"
 #include "runtime/io/Checkpoint.h"
@@ -38,6 +39,11 @@ using namespace fsdp;
 using namespace fsdp::runtime;
 using namespace fsdp::program;
 namespace ck = fsdp::cuda_kernels;
+
+// On a GPU, labels cost a call of this (DeviceLabel.h); the emulated device
+// links its own definition, which the linker takes over a weak one.
+__attribute__((weak)) void fsdp::runtime::labelDeviceWork(const Program &, const char *, int,
+                                                          const Instruction *, const char *) {}
 
 namespace {
 
@@ -353,6 +359,7 @@ void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
   curInst = &inst;
   curStream = stream;
   cudaStream_t s = stream ? comm : compute;
+  DeviceWorkLabel label(p, curPhase.c_str(), stream, inst, arena); // no-op on a GPU
   if (inst.op == Op::Record) {
     cuda(cudaEventRecord(events[inst.event], s), "cudaEventRecord");
     return;

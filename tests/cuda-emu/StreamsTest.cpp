@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace {
@@ -299,6 +300,86 @@ TEST(CudaEmulatorStreams, MemoryHasACapacity) {
   cudaFree(b);
   cudaFree(c);
   cuda_emu::setMemoryCapacity(0);
+}
+
+// The stream-order checker: conflicting accesses (a write among them) of two
+// streams are reported unless an event wait, the legacy stream's implicit
+// wait or a host synchronization orders them; decided at enqueue, so the
+// gates make no difference.
+TEST(CudaEmulatorStreams, StreamOrderRacesAreReportedUnlessOrdered) {
+  cuda_emu::takeStreamOrderReports();
+  Streams st(2);
+  Streams blocking(1, cudaStreamDefault);
+  int *x = deviceInts(64);
+  cudaEvent_t e;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  Gate gate;
+  ASSERT_TRUE(gate.hold(st[0]));
+  ASSERT_EQ(cudaMemsetAsync(x, 0, 64, st[0]), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(x + 8, 1, 64, st[1]), cudaSuccess); // bytes [32, 64) overlap
+  std::vector<std::string> r = cuda_emu::takeStreamOrderReports();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].find("bytes [32, 64) of the 256-byte allocation"), std::string::npos) << r[0];
+  EXPECT_NE(r[0].find("written by cudaMemsetAsync on stream"), std::string::npos) << r[0];
+  // Ordered by an event: nothing to report; reads of both streams neither.
+  ASSERT_EQ(cudaEventRecord(e, st[1]), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(st[0], e, 0), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(x, 2, 256, st[0]), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e, st[0]), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(st[1], e, 0), cudaSuccess);
+  int *y = deviceInts(64);
+  ASSERT_EQ(cudaMemcpyAsync(y, x, 256, cudaMemcpyDeviceToDevice, st[1]), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(y + 32, x, 128, cudaMemcpyDeviceToDevice, st[1]), cudaSuccess);
+  EXPECT_TRUE(cuda_emu::takeStreamOrderReports().empty());
+  // Unordered again: y read after st[1] wrote it, x written after st[1]
+  // read it: two pairs.
+  ASSERT_EQ(cudaMemcpyAsync(x, y, 4, cudaMemcpyDeviceToDevice, st[0]), cudaSuccess);
+  r = cuda_emu::takeStreamOrderReports();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NE(r[0].find("then read by cudaMemcpyAsync"), std::string::npos) << r[0];
+  EXPECT_NE(r[1].find("read by cudaMemcpyAsync on stream"), std::string::npos) << r[1];
+  gate.open();
+  // The host waited for both: what it enqueues next is ordered after them.
+  ASSERT_EQ(cudaStreamSynchronize(st[0]), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(e), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st[1]), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(y, 3, 256, st[0]), cudaSuccess);
+  EXPECT_TRUE(cuda_emu::takeStreamOrderReports().empty());
+  // The legacy stream waits for a blocking stream (and the reverse), not
+  // for a non-blocking one.
+  ASSERT_EQ(cudaMemsetAsync(x, 4, 4, blocking[0]), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(x, 5, 4, nullptr), cudaSuccess);
+  EXPECT_TRUE(cuda_emu::takeStreamOrderReports().empty());
+  ASSERT_EQ(cudaMemsetAsync(x, 6, 4, st[1]), cudaSuccess);
+  EXPECT_EQ(cuda_emu::takeStreamOrderReports().size(), 1u);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaEventDestroy(e);
+  cudaFree(x);
+  cudaFree(y);
+}
+
+// setWaitDrop (FSDP_EMU_DROP_WAIT=N): the N-th wait from now on is not
+// enqueued, and what it ordered is reported.
+TEST(CudaEmulatorStreams, ADroppedWaitIsReported) {
+  cuda_emu::takeStreamOrderReports();
+  Streams st(2);
+  int *x = deviceInts(1);
+  cudaEvent_t e;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  cuda_emu::setWaitDrop(2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cudaMemsetAsync(x, i, 4, st[0]), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e, st[0]), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(st[1], e, 0), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(x, i, 4, st[1]), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(e, st[1]), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(st[0], e, 0), cudaSuccess);
+    EXPECT_EQ(cuda_emu::takeStreamOrderReports().size(), size_t(i)) << "round " << i;
+  }
+  cuda_emu::setWaitDrop(0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaEventDestroy(e);
+  cudaFree(x);
 }
 
 __global__ void selfTestWriteBefore(int *x) { x[-1] = 0; }

@@ -33,6 +33,10 @@
 //   * Device memory is a pool of FSDP_EMULATED_GPU_MEMORY bytes (default 80
 //     GiB); each allocation is its own mapping with a PROT_NONE page before
 //     and after it. FSDP_EMULATED_GPUS devices (default 1) share that pool.
+//   * A stream-order checker (emu.cpp) reports the accesses of two streams
+//     to the same device bytes, one a write, that no event wait or host
+//     synchronization orders; a launch's accesses are its work label's
+//     (emu_device.h) or its pointer arguments' allocations.
 //   * cublasGemmEx is a reference column-major GEMM (f32 operands: double
 //     accumulation; CUDA_R_16BF operands and result: f32 accumulation, the
 //     result rounded to bf16 to nearest even) that refuses what cuBLAS
@@ -56,6 +60,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "emu_device.h"
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
@@ -157,12 +164,22 @@ const ThreadView &view();
 bool configure(const void *kernel, const char *spelled, dim3 grid, dim3 block, size_t shmem,
                cudaStream_t stream);
 void checkPointerArgument(const void *kernel, int index, const void *ptr);
+// `pointers`: the launch's pointer arguments, each standing for its whole
+// allocation (bytes 0), written unless it points to const: what the
+// stream-order checker takes for the kernel's accesses when no work label
+// (emu_device.h) says better.
 void enqueueGrid(const void *kernel, cudaStream_t stream, dim3 grid, dim3 block, size_t shmem,
-                 std::function<void()> body);
+                 std::vector<Access> pointers, std::function<void()> body);
 
 template <class T> void checkArgument(const void *kernel, int index, const T &arg) {
   if constexpr (std::is_pointer_v<T>)
     checkPointerArgument(kernel, index, static_cast<const void *>(arg));
+}
+template <class T> void pointerArgument(std::vector<Access> &out, const T &arg) {
+  if constexpr (std::is_pointer_v<T>)
+    if (arg)
+      out.push_back(
+          {static_cast<const void *>(arg), 0, !std::is_const_v<std::remove_pointer_t<T>>});
 }
 
 // A launch: the arguments are converted to the kernel's parameter types and
@@ -177,7 +194,10 @@ void launch(const char *spelled, void (*kernel)(P...), dim3 grid, dim3 block, si
   auto params = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(args)...);
   int index = 0;
   std::apply([&](const auto &...p) { (checkArgument(id, index++, p), ...); }, *params);
-  enqueueGrid(id, stream, grid, block, shmem, [kernel, params] { std::apply(kernel, *params); });
+  std::vector<Access> pointers;
+  std::apply([&](const auto &...p) { (pointerArgument(pointers, p), ...); }, *params);
+  enqueueGrid(id, stream, grid, block, shmem, std::move(pointers),
+              [kernel, params] { std::apply(kernel, *params); });
 }
 
 // Shared memory of the running block: a static array (by name, filled with

@@ -149,6 +149,28 @@ bool inPinned(const void *p, size_t bytes) {
 
 // --- Streams: a thread each --------------------------------------------------------
 
+// Happens-before, for the stream-order checker: a vector clock, one
+// component a stream (its id). A stream's clock is that of the last
+// operation enqueued on it, which is ordered after the operations before it
+// on the stream, after what the enqueuing host thread had waited for
+// (hostClock), and after the records its event waits and the legacy stream's
+// implicit waits join in. All of it is decided when the host enqueues, never
+// by when the work happens to run: a report does not depend on timing.
+using Clock = std::vector<uint64_t>;
+void join(Clock &into, const Clock &from) {
+  if (into.size() < from.size())
+    into.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); ++i)
+    into[i] = std::max(into[i], from[i]);
+}
+uint64_t component(const Clock &c, size_t i) { return i < c.size() ? c[i] : 0; }
+// What the calling host thread has waited for: the clocks of the records,
+// streams and device it synchronized with (and saw complete, by a query).
+thread_local Clock hostClock;
+// The work label of the calling host thread (setWorkLabel).
+thread_local std::string workLabel;
+thread_local std::vector<Access> labelAccesses;
+
 // One operation on a stream. Event records and waits run even after a sticky
 // error (so that nothing waits forever); everything else is dropped then.
 struct Task {
@@ -161,16 +183,51 @@ struct Stream {
   std::deque<Task> queue;
   uint64_t enqueued = 0, completed = 0;
   bool destroyed = false;
+  size_t id = 0;    // its clock component
+  std::string name; // in reports: "stream 2", "the legacy default stream"
+  Clock clock;      // of the last operation enqueued
 };
 // An event's record: done once its stream has run everything before it.
 struct Record {
   bool done = false;
   std::chrono::steady_clock::time_point at;
+  Clock clock;        // the recording stream's, as of the record
+  std::string stream; // its name
 };
 struct Event {
   unsigned flags = 0;
   std::shared_ptr<Record> last; // null: never recorded
 };
+
+// The stream-order checker's memory: for each span of device bytes, the
+// last write and the last read of each stream that touched it (with their
+// ticks, the stream's component of their clocks). An access must be ordered
+// after every other stream's last write, and a write after their last reads
+// too; one stream's earlier accesses are ordered before its last ones.
+struct Operation {
+  std::string name;   // "micro_step.comm[3] (all_gather): ncclAllGather", "cudaMemcpyAsync"
+  std::string stream; // its stream's name
+};
+using OperationRef = std::shared_ptr<const Operation>;
+struct Touch {
+  size_t stream;
+  uint64_t writeTick = 0, readTick = 0;
+  OperationRef writer, reader;
+};
+struct Span {
+  uintptr_t end;
+  std::vector<Touch> touches;
+};
+struct Checker {
+  std::map<uintptr_t, Span> spans;      // by start; disjoint
+  std::map<std::string, uint64_t> seen; // a pair of operations reported -> times found
+  std::vector<std::string> reports;     // each pair's first report, since the last take
+  std::atomic<uint64_t> unordered{0};   // conflicting pairs found since the last take
+  std::atomic<uint64_t> distinct{0};    // of them, pairs of operations reported
+  bool exitHooked = false;
+  uint64_t waits = 0; // cudaStreamWaitEvent calls so far (FSDP_EMU_DROP_WAIT)
+};
+
 struct Streams {
   std::mutex mu;              // guards everything here and every stream's queue
   std::condition_variable cv; // a task completed, a record was reached, an error
@@ -178,6 +235,7 @@ struct Streams {
   std::vector<Stream *> every;
   Stream *legacy = nullptr;
   std::set<Event *> events;
+  Checker checker;
 };
 // Never destroyed, as the device: detached stream threads use it until exit.
 Streams &streams() {
@@ -225,6 +283,8 @@ Stream *newStream(bool blocking, int priority) {
   auto *s = new Stream;
   s->blocking = blocking;
   s->priority = priority;
+  s->id = all.every.size();
+  s->name = "stream " + std::to_string(s->id);
   all.live.insert(s);
   all.every.push_back(s);
   std::thread(serve, s).detach();
@@ -236,8 +296,10 @@ Stream *newStream(bool blocking, int priority) {
 Stream *lookup(cudaStream_t handle) {
   Streams &all = streams();
   if (!handle) {
-    if (!all.legacy)
+    if (!all.legacy) {
       all.legacy = newStream(true, 0);
+      all.legacy->name = "the legacy default stream";
+    }
     return all.legacy;
   }
   Stream *s = reinterpret_cast<Stream *>(handle);
@@ -249,13 +311,126 @@ bool validStream(cudaStream_t handle) {
   return lookup(handle) != nullptr;
 }
 
+// The stream-order checker's span boundary at x. With the lock held.
+void splitAt(std::map<uintptr_t, Span> &spans, uintptr_t x) {
+  auto it = spans.upper_bound(x);
+  if (it == spans.begin())
+    return;
+  --it;
+  if (it->first < x && x < it->second.end) {
+    Span tail = it->second;
+    it->second.end = x;
+    spans.emplace(x, std::move(tail));
+  }
+}
+
+std::string describeBytes(uintptr_t from, uintptr_t to);
+void exitOnReports();
+
+// Checks the accesses of `op`, just enqueued on s (its clock, s->clock),
+// against every earlier access of another stream that conflicts with one
+// (overlapping bytes, a write among the two) and is not ordered before it;
+// reports each such pair of operations once, then records the accesses.
+// With the streams' lock held.
+void checkOrder(const Stream *s, const OperationRef &op, const std::vector<Access> &accesses) {
+  Checker &c = streams().checker;
+  const Clock &now = s->clock;
+  const uint64_t tick = component(now, s->id);
+  // (other operation, it wrote, this one writes) -> the bytes, first to last
+  std::map<std::tuple<OperationRef, bool, bool>, std::pair<uintptr_t, uintptr_t>> found;
+  for (const Access &a : accesses) {
+    if (!a.ptr || !a.bytes)
+      continue;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(a.ptr), hi = lo + a.bytes;
+    splitAt(c.spans, lo);
+    splitAt(c.spans, hi);
+    auto it = c.spans.lower_bound(lo);
+    for (uintptr_t at = lo; at < hi; ++it) {
+      if (it == c.spans.end() || it->first > at) // bytes no one touched yet
+        it = c.spans.emplace_hint(it, at,
+                                  Span{it == c.spans.end() ? hi : std::min(hi, it->first), {}});
+      Span &span = it->second;
+      auto note = [&](const OperationRef &other, bool otherWrote) {
+        auto [r, fresh] = found.try_emplace({other, otherWrote, a.write}, it->first, span.end);
+        if (!fresh) {
+          r->second.first = std::min(r->second.first, it->first);
+          r->second.second = std::max(r->second.second, span.end);
+        }
+      };
+      Touch *mine = nullptr;
+      for (Touch &t : span.touches) {
+        if (t.stream == s->id) {
+          mine = &t;
+          continue;
+        }
+        const uint64_t known = component(now, t.stream);
+        if (t.writer && t.writeTick > known)
+          note(t.writer, true);
+        if (a.write && t.reader && t.readTick > known)
+          note(t.reader, false);
+        // What this write is ordered after need not be kept: a later access
+        // that conflicts with it conflicts with this write, and is ordered
+        // after this write only if after it too.
+        if (a.write && t.writer && t.writeTick <= known)
+          t.writer.reset();
+        if (a.write && t.reader && t.readTick <= known)
+          t.reader.reset();
+      }
+      if (!mine) {
+        span.touches.push_back(Touch{s->id});
+        mine = &span.touches.back();
+      }
+      if (a.write) {
+        mine->writer = op;
+        mine->writeTick = tick;
+        mine->reader.reset(); // this stream's read before it: ordered before the write
+      } else {
+        mine->reader = op;
+        mine->readTick = tick;
+      }
+      span.touches.erase(std::remove_if(span.touches.begin(), span.touches.end(),
+                                        [](const Touch &t) { return !t.writer && !t.reader; }),
+                         span.touches.end());
+      at = span.end;
+    }
+  }
+  for (const auto &[key, bytes] : found) {
+    const auto &[other, otherWrote, thisWrites] = key;
+    const std::string pair = other->name + " on " + other->stream +
+                             (otherWrote ? " writes" : " reads") + ", then " + op->name + " on " +
+                             op->stream + (thisWrites ? " writes" : " reads");
+    ++c.unordered;
+    if (c.seen[pair]++ > 0)
+      continue; // the same two operations again (another step): reported once
+    const std::string report =
+        describeBytes(bytes.first, bytes.second) + ": " + (otherWrote ? "written" : "read") +
+        " by " + other->name + " on " + other->stream + ", then " +
+        (thisWrites ? "written" : "read") + " by " + op->name + " on " + op->stream +
+        ", and nothing orders the two (no event wait, and no stream, event or device "
+        "synchronization of the host, between them)";
+    c.reports.push_back(report);
+    ++c.distinct;
+    std::fprintf(stderr, "cuda-emu: stream-order race: %s\n", report.c_str());
+    if (!c.exitHooked) {
+      c.exitHooked = true;
+      std::atexit(exitOnReports);
+    }
+  }
+}
+
 // Appends work to s and returns its ticket: s has run it once completed
 // reaches the ticket. The legacy default stream and the blocking streams
-// wait for each other's earlier work, as CUDA's do. With the lock held.
-uint64_t pushLocked(Stream *s, std::function<void()> work, bool always) {
+// wait for each other's earlier work, as CUDA's do. `what` names the
+// operation and `accesses` are its device bytes, for the stream-order
+// checker (none for records and waits). With the lock held.
+uint64_t pushLocked(Stream *s, std::function<void()> work, bool always, const char *what = nullptr,
+                    const std::vector<Access> *accesses = nullptr) {
   Streams &all = streams();
   auto waitFor = [&](Stream *other) {
-    if (other == s || other->completed == other->enqueued)
+    if (other == s)
+      return;
+    join(s->clock, other->clock); // ordered after it, whether or not it has run yet
+    if (other->completed == other->enqueued)
       return;
     const uint64_t until = other->enqueued;
     s->queue.push_back(
@@ -269,40 +444,88 @@ uint64_t pushLocked(Stream *s, std::function<void()> work, bool always) {
   } else if (s->blocking && all.legacy) {
     waitFor(all.legacy);
   }
+  join(s->clock, hostClock);
+  if (s->clock.size() <= s->id)
+    s->clock.resize(s->id + 1, 0);
+  ++s->clock[s->id];
+  if (what && accesses && !accesses->empty())
+    checkOrder(s,
+               std::make_shared<const Operation>(Operation{
+                   workLabel.empty() ? std::string(what) : workLabel + ": " + what, s->name}),
+               *accesses);
   s->queue.push_back({std::move(work), always});
   all.cv.notify_all();
   return ++s->enqueued;
 }
 
-// Enqueues work on a stream; false when the handle names none.
+// Enqueues work on a stream; false when the handle names none. `after`
+// receives the operation's clock (the host joins it once it has waited).
 bool submit(cudaStream_t handle, std::function<void()> work, bool always, Stream **on = nullptr,
-            uint64_t *ticket = nullptr) {
+            uint64_t *ticket = nullptr, const char *what = nullptr,
+            const std::vector<Access> *accesses = nullptr, Clock *after = nullptr) {
   std::lock_guard<std::mutex> l(streams().mu);
   Stream *s = lookup(handle);
   if (!s)
     return false;
-  const uint64_t t = pushLocked(s, std::move(work), always);
+  const uint64_t t = pushLocked(s, std::move(work), always, what, accesses);
   if (on)
     *on = s;
   if (ticket)
     *ticket = t;
+  if (after)
+    *after = s->clock;
   return true;
 }
 
 // Waits until every stream has run what it holds now; a sticky error ends
-// the wait of an event wait, never a running task.
+// the wait of an event wait, never a running task. The host is then ordered
+// after all of it.
 void drainAll() {
   Streams &all = streams();
   std::unique_lock<std::mutex> l(all.mu);
   std::vector<std::pair<Stream *, uint64_t>> until;
-  for (Stream *s : all.every)
+  Clock clock;
+  for (Stream *s : all.every) {
     until.emplace_back(s, s->enqueued);
+    join(clock, s->clock);
+  }
   all.cv.wait(l, [&] {
     for (auto &[s, t] : until)
       if (s->completed < t)
         return false;
     return true;
   });
+  join(hostClock, clock);
+}
+
+// "bytes [a, b) of the N-byte allocation at 0x...": offsets in the arena
+// are the plan's.
+std::string describeBytes(uintptr_t from, uintptr_t to) {
+  const auto [start, size] = allocationOf(reinterpret_cast<const void *>(from), to - from);
+  std::ostringstream os;
+  if (!start) {
+    os << "bytes 0x" << std::hex << from << " to 0x" << to;
+    return os.str();
+  }
+  os << "bytes [" << from - start << ", " << to - start << ") of the " << size
+     << "-byte allocation at 0x" << std::hex << start;
+  return os.str();
+}
+
+// At exit, after a report no test took (takeStreamOrderReports): the
+// process's status is 1, whatever it would have been, so that a run with a
+// race fails even where its results happen to come out right.
+void exitOnReports() {
+  const Checker &c = streams().checker;
+  const uint64_t n = c.unordered.load();
+  if (n == 0)
+    return;
+  std::fprintf(stderr,
+               "cuda-emu: the stream-order checker found %llu unordered conflicting accesses "
+               "(%llu pairs of operations, each reported above); exit status 1\n",
+               (unsigned long long)n, (unsigned long long)c.distinct.load());
+  std::fflush(nullptr);
+  _exit(1);
 }
 
 // --- Kernel names, from the symbol table of the object holding them ------------
@@ -834,11 +1057,30 @@ void runGrid(const void *kernel, dim3 grid, dim3 blk, size_t shmem,
 }
 } // namespace
 
+// The kernel's accesses: its work label's, or each pointer argument's whole
+// allocation. A pointer argument in device memory outside every range the
+// label declares adds its whole allocation all the same: a label that
+// misses a buffer its kernel uses makes reports, never hides them.
 void enqueueGrid(const void *kernel, cudaStream_t stream, dim3 grid, dim3 blk, size_t shmem,
-                 std::function<void()> body) {
+                 std::vector<Access> pointers, std::function<void()> body) {
   if (sticky() != cudaSuccess) // an argument check failed
     return;
-  submit(stream, [=] { runGrid(kernel, grid, blk, shmem, body); }, false);
+  std::vector<Access> accesses = labelAccesses;
+  for (const Access &p : pointers) {
+    const uintptr_t u = reinterpret_cast<uintptr_t>(p.ptr);
+    const bool declared =
+        std::any_of(labelAccesses.begin(), labelAccesses.end(), [&](const Access &a) {
+          const uintptr_t lo = reinterpret_cast<uintptr_t>(a.ptr);
+          return lo <= u && u <= lo + a.bytes && (a.write || !p.write);
+        });
+    const auto [start, size] = allocationOf(p.ptr, 0);
+    if (!declared && start)
+      accesses.push_back({reinterpret_cast<const void *>(start), size, p.write});
+  }
+  const std::string what = "kernel " + kernelName(kernel);
+  submit(
+      stream, [=] { runGrid(kernel, grid, blk, shmem, body); }, false, nullptr, nullptr,
+      what.c_str(), &accesses);
 }
 
 // --- What the test's driver reads (emu_report.h) ------------------------------------
@@ -862,11 +1104,27 @@ void resetDevice() {
 
 } // namespace cuda_emu
 
-bool cuda_emu::enqueue(cudaStream_t stream, const char *, std::vector<Access>,
+bool cuda_emu::enqueue(cudaStream_t stream, const char *what, std::vector<Access> accesses,
                        std::function<void()> work) {
   if (sticky() != cudaSuccess)
     return false;
-  return submit(stream, std::move(work), false);
+  return submit(stream, std::move(work), false, nullptr, nullptr, what, &accesses);
+}
+
+void cuda_emu::setWorkLabel(std::string label, std::vector<Access> kernelAccesses) {
+  workLabel = std::move(label);
+  labelAccesses = std::move(kernelAccesses);
+}
+
+std::vector<std::string> cuda_emu::takeStreamOrderReports() {
+  Checker &c = streams().checker;
+  std::lock_guard<std::mutex> l(streams().mu);
+  std::vector<std::string> out;
+  out.swap(c.reports);
+  c.seen.clear();
+  c.unordered = 0;
+  c.distinct = 0;
+  return out;
 }
 
 using cuda_emu::Device;
@@ -887,9 +1145,13 @@ namespace {
 // FSDP_EMULATED_GPU_MEMORY and FSDP_EMULATED_GPUS: a positive decimal count,
 // or the default when unset. An emulated library's settings: a bad one is
 // said on stderr, naming the variable, and the device is not there.
+// FSDP_EMU_DROP_WAIT: a positive count N (the N-th cudaStreamWaitEvent the
+// process issues is dropped) or "list" (each is said on stderr).
 struct Settings {
   size_t capacity = cuda_emu::kDefaultCapacity;
   int devices = 1;
+  uint64_t dropWait = 0;
+  bool listWaits = false;
   bool ok = true;
 };
 bool readCount(const char *name, uint64_t max, uint64_t *out) {
@@ -911,8 +1173,15 @@ const Settings &settings() {
   static const Settings s = [] {
     Settings r;
     uint64_t capacity = r.capacity, devices = 1;
+    const char *drop = std::getenv("FSDP_EMU_DROP_WAIT");
+    r.listWaits = drop && std::strcmp(drop, "list") == 0;
+    const bool dropOk =
+        r.listWaits || readCount("FSDP_EMU_DROP_WAIT", uint64_t(1) << 62, &r.dropWait);
+    if (!dropOk)
+      std::fprintf(stderr, "cuda-emu: FSDP_EMU_DROP_WAIT is a count N (the N-th "
+                           "cudaStreamWaitEvent is dropped) or 'list'\n");
     r.ok = readCount("FSDP_EMULATED_GPU_MEMORY", uint64_t(1) << 50, &capacity) &&
-           readCount("FSDP_EMULATED_GPUS", 64, &devices);
+           readCount("FSDP_EMULATED_GPUS", 64, &devices) && dropOk;
     r.capacity = size_t(capacity);
     r.devices = int(devices);
     return r;
@@ -920,6 +1189,12 @@ const Settings &settings() {
   return s;
 }
 std::atomic<size_t> capacityForTests{0};
+// setWaitDrop: the wait to drop, for the tests that follow (~0: the setting's).
+std::atomic<uint64_t> dropForTests{~uint64_t(0)};
+uint64_t dropWait() {
+  const uint64_t d = dropForTests.load();
+  return d != ~uint64_t(0) ? d : settings().dropWait;
+}
 size_t capacity() {
   const size_t c = capacityForTests.load();
   return c ? c : settings().capacity;
@@ -934,6 +1209,11 @@ cudaError_t deviceError() {
 } // namespace
 
 void cuda_emu::setMemoryCapacity(size_t bytes) { capacityForTests = bytes; }
+void cuda_emu::setWaitDrop(uint64_t n) {
+  std::lock_guard<std::mutex> l(streams().mu);
+  streams().checker.waits = 0;
+  dropForTests = n;
+}
 
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!settings().ok) {
@@ -992,17 +1272,29 @@ static cudaError_t release(void *ptr, bool pinned) {
     return cudaSuccess;
   cuda_emu::drainAll();
   Device &d = device();
-  std::lock_guard<std::mutex> l(d.memory);
-  auto &a = pinned ? d.pinned : d.allocations;
-  auto it = a.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == a.end())
-    return pinned ? cudaErrorInvalidValue : cudaErrorInvalidDevicePointer;
-  if (!pinned)
-    d.used -= rounded256(it->second);
-  a.erase(it);
-  auto m = d.mappings.find(reinterpret_cast<uintptr_t>(ptr));
-  munmap(m->second.map, m->second.length);
-  d.mappings.erase(m);
+  uintptr_t start = 0, end = 0;
+  {
+    std::lock_guard<std::mutex> l(d.memory);
+    auto &a = pinned ? d.pinned : d.allocations;
+    auto it = a.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == a.end())
+      return pinned ? cudaErrorInvalidValue : cudaErrorInvalidDevicePointer;
+    if (!pinned) {
+      d.used -= rounded256(it->second);
+      start = it->first;
+      end = start + it->second;
+    }
+    a.erase(it);
+    auto m = d.mappings.find(reinterpret_cast<uintptr_t>(ptr));
+    munmap(m->second.map, m->second.length);
+    d.mappings.erase(m);
+  }
+  // The stream-order checker forgets the bytes: work on memory allocated
+  // there later is ordered after all of this (the device was synchronized
+  // above). Not under the memory's lock: the checker takes it under its own.
+  std::lock_guard<std::mutex> l(streams().mu);
+  auto &spans = streams().checker.spans;
+  spans.erase(spans.lower_bound(start), spans.lower_bound(end));
   return cudaSuccess;
 }
 cudaError_t cudaFree(void *ptr) { return release(ptr, false); }
@@ -1029,8 +1321,9 @@ namespace {
 // A copy of `height` rows of `width` bytes, on a stream, as CUDA orders it:
 // a pageable source is staged before the call returns, a pageable
 // destination written before it returns (`wait` also makes it synchronous).
-cudaError_t copyOnStream(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                         size_t height, cudaMemcpyKind kind, cudaStream_t stream, bool wait) {
+cudaError_t copyOnStream(const char *what, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t stream,
+                         bool wait) {
   if (cudaError_t e = deviceError())
     return e;
   if (width > dpitch || width > spitch || kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
@@ -1047,6 +1340,12 @@ cudaError_t copyOnStream(void *dst, size_t dpitch, const void *src, size_t spitc
   }
   if ((dstDevice && !inDevice(dst, dExtent)) || (srcDevice && !inDevice(src, sExtent)))
     return cudaErrorInvalidValue;
+  // For the stream-order checker: the device bytes, the whole strided extent.
+  std::vector<cuda_emu::Access> accesses;
+  if (srcDevice)
+    accesses.push_back({src, sExtent, false});
+  if (dstDevice)
+    accesses.push_back({dst, dExtent, true});
   std::shared_ptr<std::vector<char>> staged;
   if (!srcDevice && !inPinned(src, sExtent)) {
     staged = std::make_shared<std::vector<char>>(width * height);
@@ -1064,25 +1363,29 @@ cudaError_t copyOnStream(void *dst, size_t dpitch, const void *src, size_t spitc
   };
   Stream *s = nullptr;
   uint64_t ticket = 0;
-  if (!cuda_emu::submit(stream, work, false, &s, &ticket))
+  cuda_emu::Clock clock;
+  if (!cuda_emu::submit(stream, work, false, &s, &ticket, what, &accesses, &clock))
     return cudaErrorInvalidResourceHandle;
-  if (wait)
+  if (wait) {
     waitUntil([&] { return s->completed >= ticket; });
+    cuda_emu::join(cuda_emu::hostClock, clock); // the host has seen it done
+  }
   return sticky();
 }
 } // namespace
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
-  return copyOnStream(dst, bytes, src, bytes, bytes, 1, kind, nullptr, true);
+  return copyOnStream("cudaMemcpy", dst, bytes, src, bytes, bytes, 1, kind, nullptr, true);
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-  return copyOnStream(dst, bytes, src, bytes, bytes, 1, kind, stream, false);
+  return copyOnStream("cudaMemcpyAsync", dst, bytes, src, bytes, bytes, 1, kind, stream, false);
 }
 cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
-  return copyOnStream(dst, dpitch, src, spitch, width, height, kind, stream, false);
+  return copyOnStream("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream,
+                      false);
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
@@ -1090,7 +1393,10 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
     return e;
   if (!inDevice(ptr, bytes))
     return cudaErrorInvalidValue;
-  if (!cuda_emu::submit(stream, [=] { std::memset(ptr, value, bytes); }, false))
+  const std::vector<cuda_emu::Access> accesses{{ptr, bytes, true}};
+  if (!cuda_emu::submit(
+          stream, [=] { std::memset(ptr, value, bytes); }, false, nullptr, nullptr,
+          "cudaMemsetAsync", &accesses))
     return cudaErrorInvalidResourceHandle;
   return cudaSuccess;
 }
@@ -1134,13 +1440,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return e;
   Stream *s = nullptr;
   uint64_t until = 0;
+  cuda_emu::Clock clock;
   {
     std::lock_guard<std::mutex> l(streams().mu);
     if (!(s = lookup(stream)))
       return cudaErrorInvalidResourceHandle;
     until = s->enqueued;
+    clock = s->clock;
   }
   waitUntil([&] { return s->completed >= until; });
+  cuda_emu::join(cuda_emu::hostClock, clock);
   return sticky();
 }
 
@@ -1151,7 +1460,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   Stream *s = lookup(stream);
   if (!s)
     return cudaErrorInvalidResourceHandle;
-  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+  if (s->completed != s->enqueued)
+    return cudaErrorNotReady;
+  cuda_emu::join(cuda_emu::hostClock, s->clock); // seen done: as a synchronization
+  return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
@@ -1159,10 +1471,13 @@ cudaError_t cudaDeviceSynchronize() {
     return e;
   cuda_emu::Streams &all = streams();
   std::vector<std::pair<Stream *, uint64_t>> until;
+  cuda_emu::Clock clock;
   {
     std::lock_guard<std::mutex> l(all.mu);
-    for (Stream *s : all.every)
+    for (Stream *s : all.every) {
       until.emplace_back(s, s->enqueued);
+      cuda_emu::join(clock, s->clock);
+    }
   }
   waitUntil([&] {
     for (auto &[s, t] : until)
@@ -1170,6 +1485,7 @@ cudaError_t cudaDeviceSynchronize() {
         return false;
     return true;
   });
+  cuda_emu::join(cuda_emu::hostClock, clock);
   return sticky();
 }
 
@@ -1227,6 +1543,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
         record->done = true;
       },
       true);
+  record->clock = s->clock;
+  record->stream = s->name;
   return cudaSuccess;
 }
 
@@ -1242,8 +1560,23 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   Stream *s = lookup(stream);
   if (!e || !s)
     return cudaErrorInvalidResourceHandle;
-  if (std::shared_ptr<cuda_emu::Record> record = e->last)
+  const std::shared_ptr<cuda_emu::Record> record = e->last;
+  // FSDP_EMU_DROP_WAIT: each wait is counted, said ("list"), or dropped.
+  const uint64_t n = ++streams().checker.waits;
+  const std::string what = (cuda_emu::workLabel.empty() ? "" : cuda_emu::workLabel + ": ") +
+                           s->name + " waits for " +
+                           (record ? "a record on " + record->stream : "an event never recorded");
+  if (settings().listWaits)
+    std::fprintf(stderr, "cuda-emu: wait %llu: %s\n", (unsigned long long)n, what.c_str());
+  if (n == dropWait()) {
+    std::fprintf(stderr, "cuda-emu: FSDP_EMU_DROP_WAIT=%llu: dropped wait %llu: %s\n",
+                 (unsigned long long)n, (unsigned long long)n, what.c_str());
+    return cudaSuccess;
+  }
+  if (record) {
     pushLocked(s, [record] { waitUntil([&] { return record->done; }); }, true);
+    cuda_emu::join(s->clock, record->clock);
+  }
   return cudaSuccess;
 }
 
@@ -1254,7 +1587,11 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   cuda_emu::Event *e = eventOf(event);
   if (!e)
     return cudaErrorInvalidResourceHandle;
-  return !e->last || e->last->done ? cudaSuccess : cudaErrorNotReady;
+  if (e->last && !e->last->done)
+    return cudaErrorNotReady;
+  if (e->last) // seen done: as a synchronization
+    cuda_emu::join(cuda_emu::hostClock, e->last->clock);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -1268,8 +1605,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
       return cudaErrorInvalidResourceHandle;
     record = e->last;
   }
-  if (record)
+  if (record) {
     waitUntil([&] { return record->done; });
+    cuda_emu::join(cuda_emu::hostClock, record->clock);
+  }
   return sticky();
 }
 
@@ -1521,7 +1860,16 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
         c[i + j * ldc] = bf16Rounded(r);
       }
   };
-  if (!cuda_emu::submit(reinterpret_cast<CublasHandle *>(handle)->stream, compute, false))
+  auto extent = [&](int64_t rows, int64_t cols, int64_t ld) {
+    return bytes * size_t((cols - 1) * ld + rows);
+  };
+  std::vector<cuda_emu::Access> accesses{{C, extent(m, n, ldc), true}};
+  if (readAB) {
+    accesses.push_back({A, extent(aRows, aCols, lda), false});
+    accesses.push_back({B, extent(bRows, bCols, ldb), false});
+  }
+  if (!cuda_emu::submit(reinterpret_cast<CublasHandle *>(handle)->stream, compute, false, nullptr,
+                        nullptr, "cublasGemmEx", &accesses))
     return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "the handle's stream is not a stream");
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 typedef struct CUstream_st *cudaStream_t;
@@ -23,6 +24,14 @@ struct Access {
   size_t bytes;
   bool write;
 };
+
+/// Names the work the calling host thread enqueues from now on, for the
+/// stream-order checker (emu.cpp): `label` ("micro_step.comm[3]
+/// (all_gather)") heads the name of each operation in its reports, and a
+/// kernel launched under a label reads and writes `kernelAccesses` instead
+/// of the coarse default (every pointer argument's whole allocation, written
+/// unless it points to const). An empty label and no accesses: none.
+void setWorkLabel(std::string label, std::vector<Access> kernelAccesses);
 
 /// Enqueues `work` on `stream` (nullptr: the legacy default stream). It runs
 /// on that stream's thread after everything enqueued on the stream before it

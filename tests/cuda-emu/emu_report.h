@@ -3,6 +3,7 @@
 #define FSDP_TESTS_CUDA_EMU_EMU_REPORT_H
 
 #include <cstddef>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ void resetDevice();
 // The device memory's capacity for the tests that follow (0: the setting's,
 // FSDP_EMULATED_GPU_MEMORY or 80 GiB), without reading the environment again.
 void setMemoryCapacity(size_t bytes);
+// The stream-order checker's reports since the last call, each pair of
+// operations once (each also said on stderr as found); taking them also
+// keeps them from setting the exit status (emu.cpp).
+std::vector<std::string> takeStreamOrderReports();
+// Drops the n-th cudaStreamWaitEvent from now on (0: none), as
+// FSDP_EMU_DROP_WAIT=n does from the process's start.
+void setWaitDrop(uint64_t n);
 } // namespace cuda_emu
 
 #endif

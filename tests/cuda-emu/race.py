@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The stream-order checker against the real executor (CTest label gpu-emulated).
+
+usage: race.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR
+
+gpt2-tiny planned for the cuda target at world 2 runs 2 steps through
+`fsdp-run --backend nccl` on the emulated device (one process a rank,
+--rank/--nccl-id-file):
+
+  * FSDP_EMU_DROP_WAIT=list: the normal run, which must exit 0 with no
+    stream-order report, lists every cudaStreamWaitEvent; the two steps
+    must issue the same waits, W a step;
+  * for each wait of step 1, FSDP_EMU_DROP_WAIT=N drops it: the checker must
+    report a race (the ranks are stopped at the first report; the report's
+    exit status is checked on the first run to the end), unless the wait is
+    one of REDUNDANT below, whose drop must then stay unreported (so that
+    the table cannot go stale either way);
+  * malformed FSDP_EMU_DROP_WAIT values: exit 1 naming the variable.
+
+The last line: "dropped waits: C of W caught (R redundant, explained);
+stream-order reports in normal runs: 0".
+"""
+import json
+import os
+import subprocess
+import sys
+
+TIMEOUT_S = 120
+# The waits of a step whose drop the checker cannot see, by their label in
+# FSDP_EMU_DROP_WAIT=list (the phase ends' joins are unlabelled: the
+# executor's own, "<phase> end"), with why nothing needs them in this plan.
+# Each phase ends with the two streams joined (DeviceExecutor.cpp), and the
+# program also orders each phase's first work after the other stream: each
+# of those pairs orders the same work twice, so either alone is redundant.
+REDUNDANT = {
+    "micro_step.comm[0] (wait)":
+        "the gather of unit 0 after position_ids: the optimizer's end join already orders "
+        "it after all of compute's earlier work, and position_ids' bytes are not gathered into",
+    "micro_step.comm[3] (wait)":
+        "the gather of unit 1 after compute starts on unit 0 (a prefetch bound of the plan): "
+        "the bytes it writes were last used in the previous step, ordered by the joins",
+    "micro_step.compute[90] (wait)":
+        "before free (grads of unit 2): nothing later in the phase reuses those bytes; the "
+        "micro-step's end join orders the reduce-scatter before the next use",
+    "micro_step.compute[96] (wait)":
+        "before free (grads of unit 1): as compute[90]",
+    "micro_step.compute[99] (wait)":
+        "before free (grads of unit 0): as compute[90]",
+    "micro_step end: compute waits for comm":
+        "the optimizer's compute[1] waits for grad_norm, after every reduce-scatter on comm",
+    "micro_step end: comm waits for compute":
+        "the optimizer's comm[0] waits for a record after all of the micro-step's compute",
+    "optimizer.comm[0] (wait)":
+        "the micro-step's end join already ordered comm after all of its compute",
+    "optimizer end: compute waits for comm":
+        "no device work of compute touches grad_norm's bytes before its next wait on comm; "
+        "it orders the host's read of the norm (pinned memory, after the step's wait on "
+        "compute), which the checker does not see: not redundant for the executor",
+    "optimizer end: comm waits for compute":
+        "the next step's comm[0] waits for a record on compute after all of the optimizer",
+}
+
+
+def label(line, phase):
+    """A wait's name from its list line: its instruction, or '<phase> end: ...'."""
+    what = line.split(": ", 2)[2]
+    if "(wait): " in what:
+        return what.split(": ")[0]
+    waits, _, rec = what.partition(" waits for a record on ")
+    streams = {"stream 0": "compute", "stream 1": "comm"}
+    return "%s end: %s waits for %s" % (phase, streams.get(waits, waits), streams.get(rec, rec))
+
+
+def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report):
+    """Runs both ranks; returns (exit statuses, rank 0's output, rank 1's)."""
+    idf = os.path.join(work, "id-" + tag)
+    if os.path.exists(idf):
+        os.remove(idf)
+    cmd = [fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
+           "--nccl-id-file", idf]
+    log1 = open(os.path.join(work, "rank1-%s.txt" % tag), "w+")
+    p1 = subprocess.Popen(cmd + ["--rank", "1"], env=env, stdout=log1, stderr=subprocess.STDOUT)
+    p0 = subprocess.Popen(cmd + ["--rank", "0"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    out0 = []
+    try:
+        for line in p0.stdout:
+            out0.append(line)
+            if stop_at_report and "stream-order race" in line:
+                p0.kill()
+                p1.kill()
+                break
+        status = (p0.wait(timeout=TIMEOUT_S), p1.wait(timeout=TIMEOUT_S))
+    except subprocess.TimeoutExpired:
+        p0.kill()
+        p1.kill()
+        sys.exit("FAILED (hang): %s %s" % (tag, " ".join(cmd)))
+    log1.seek(0)
+    return status, "".join(out0), log1.read()
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    bin_dir, plugin, models, work = sys.argv[1:]
+    os.makedirs(work, exist_ok=True)
+    fsdp_plan, fsdp_run = os.path.join(bin_dir, "fsdp-plan"), os.path.join(bin_dir, "fsdp-run")
+    env = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
+    for k in ("FSDP_EMU_DROP_WAIT", "FSDP_EMULATED_GPU_MEMORY", "FSDP_EMU_NCCL_FAULT"):
+        env.pop(k, None)
+    plan = os.path.join(work, "gpt2-tiny-w2.json")
+    r = subprocess.run([fsdp_plan, os.path.join(models, "gpt2-tiny", "config.json"),
+                        "--world-size", "2", "--micro-batch", "1", "--seq-len", "8", "--cluster",
+                        os.path.join(models, "hardware", "H100-SXM.json"), "-o", plan],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.exit("FAILED: fsdp-plan\n" + r.stdout)
+
+    # Malformed settings: refused before any step, naming the variable.
+    for bad in ["0", "-1", "x", "3x", "", "LIST", "99999999999999999999"]:
+        r = subprocess.run([fsdp_run, plan, "--backend", "nccl", "--steps", "1"],
+                           env=dict(env, FSDP_EMU_DROP_WAIT=bad), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S)
+        if r.returncode != 1 or "FSDP_EMU_DROP_WAIT" not in r.stdout or "step 1" in r.stdout:
+            sys.exit("FAILED: FSDP_EMU_DROP_WAIT='%s': exit %d, not 1 naming the variable\n%s"
+                     % (bad, r.returncode, r.stdout))
+
+    # The normal run lists the waits: no report, exit 0.
+    status, out0, out1 = run_ranks(fsdp_run, plan, dict(env, FSDP_EMU_DROP_WAIT="list"), work,
+                                   "list", False)
+    normal_reports = (out0 + out1).count("stream-order race")
+    if status != (0, 0) or normal_reports:
+        sys.exit("FAILED: the normal run: exit %s, %d stream-order reports\n%s\n%s"
+                 % (status, normal_reports, out0, out1))
+    lines = [l for l in out0.splitlines() if l.startswith("cuda-emu: wait ")]
+    names, phase = [], "micro_step"
+    for l in lines:
+        if "optimizer." in l:
+            phase = "optimizer"
+        elif "micro_step." in l:
+            phase = "micro_step"
+        names.append(label(l, phase))
+    w = len(names) // 2
+    if w == 0 or names[:w] != names[w:]:
+        sys.exit("FAILED: the two steps issued different waits:\n" + "\n".join(lines))
+    stale = set(REDUNDANT) - set(names[:w])
+    if stale:
+        sys.exit("FAILED: REDUNDANT names waits the run does not issue: %s" % sorted(stale))
+
+    caught = redundant = 0
+    for n in range(1, w + 1):
+        name = names[n - 1]
+        env_n = dict(env, FSDP_EMU_DROP_WAIT=str(n))
+        # The first caught drop runs to its end: the exit status, and the summary.
+        full = caught == 0 and name not in REDUNDANT
+        status, out0, out1 = run_ranks(fsdp_run, plan, env_n, work, "drop%d" % n, not full)
+        dropped = "FSDP_EMU_DROP_WAIT=%d: dropped wait %d: " % (n, n)
+        if dropped not in out0:
+            sys.exit("FAILED: wait %d (%s) was not dropped\n%s" % (n, name, out0))
+        reported = "stream-order race" in out0 + out1
+        if name in REDUNDANT:
+            if reported:
+                sys.exit("FAILED: wait %d (%s) is listed as redundant, but its drop is "
+                         "reported: take it off REDUNDANT\n%s" % (n, name, out0 + out1))
+            print("wait %d of a step (%s): dropped, nothing reported: redundant: %s"
+                  % (n, name, REDUNDANT[name]))
+            redundant += 1
+            continue
+        if not reported:
+            sys.exit("FAILED: wait %d (%s) dropped, and no stream-order report\n%s\n%s"
+                     % (n, name, out0, out1))
+        if full and (status[0] == 0 or "the stream-order checker found" not in out0):
+            sys.exit("FAILED: wait %d (%s): reported, but exit %s or no summary\n%s"
+                     % (n, name, status, out0))
+        first = next(l for l in out0.splitlines() if "stream-order race" in l)
+        print("wait %d of a step (%s): dropped, reported: %s" % (n, name, first[:300]))
+        caught += 1
+    print("dropped waits: %d of %d caught (%d redundant, explained); stream-order reports in "
+          "normal runs: %d" % (caught, w, redundant, normal_reports))
+
+
+if __name__ == "__main__":
+    main()

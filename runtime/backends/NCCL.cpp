@@ -5,7 +5,10 @@
 // polled until it settles, so a dead or failed peer is noticed instead of
 // waited for. The bootstrap's id file PATH has a failure note beside it,
 // PATH.failed: the first rank to fail writes its reason there, tagged with
-// this launch's id, and every poll of its peers looks for it.
+// this launch's id, and every poll of its peers looks for it. Each rank
+// also publishes its place among the collectives (NCCL.h, at()) in a shared
+// memory segment named by the id, /fsdp-places-TAG, for --timeout's report;
+// its name is unlinked once the world communicator is formed.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/NCCL.h"
@@ -22,13 +25,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
@@ -354,6 +357,12 @@ NcclComms::~NcclComms() {
     ::munmap(places, sizeof(Place) * size_t(size));
   if (isAborted)
     return; // ncclCommAbort released them
+  for (const Named &n : ledger)
+    for (cudaEvent_t e : {n.begin, n.end})
+      if (e)
+        cudaEventDestroy(e);
+  for (cudaEvent_t e : spare)
+    cudaEventDestroy(e);
   // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
   // children before their parent.
   for (void *c : {replica, shard, world}) {
@@ -396,9 +405,9 @@ std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t co
                                  cudaStream_t stream) {
   void *c = comm(g);
   bracket(stream, true);
-  std::string err = finishCall(
-      ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
-      "ncclAllReduce");
+  std::string err =
+      finishCall(ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
+                 "ncclAllReduce");
   bracket(stream, false);
   return err;
 }
@@ -518,6 +527,9 @@ void NcclComms::at(Group g, const std::string &site, const char *what) {
   next.what = what;
   next.where = host.count(g, what);
   naming = true;
+  // The place as the host knows it now: a rank stopped while enqueuing
+  // is found at its device's collective, not at its last wait.
+  publish();
 }
 
 Whereabouts NcclComms::whereabouts() {
@@ -602,9 +614,7 @@ std::string NcclComms::timedOut(double waitedS) {
   std::vector<int> missing, stuck;
   int n = groupSize(g), G = shardSize;
   for (int m = 0; m < n; ++m) {
-    int r = g == Group::Shard     ? (myRank / G) * G + m
-            : g == Group::Replica ? m * G + myRank % G
-                                  : m;
+    int r = g == Group::Shard ? (myRank / G) * G + m : g == Group::Replica ? m * G + myRank % G : m;
     if (r == myRank)
       continue;
     if (!seen[r] || seen[r]->progress() < me.progress())
@@ -616,8 +626,7 @@ std::string NcclComms::timedOut(double waitedS) {
   if (!missing.empty())
     peers = detail::rankList(missing) + ", which did not arrive";
   if (!stuck.empty())
-    peers += (peers.empty() ? "" : ", and ") + detail::rankList(stuck) +
-             ", which stopped in it";
+    peers += (peers.empty() ? "" : ", and ") + detail::rankList(stuck) + ", which stopped in it";
   std::string where = detail::whereRanksAre(seen);
   if (where.empty() && me.group >= 0)
     where = std::string(size == 2 ? "both ranks" : "every rank") +
@@ -627,8 +636,8 @@ std::string NcclComms::timedOut(double waitedS) {
                   detail::groupName(g) + " for " + (peers.empty() ? "its peers" : peers) +
                   (where.empty() ? "" : "; " + where);
   if (!quiet.empty())
-    s += "; " + detail::rankList(quiet) + (quiet.size() == 1 ? " has" : " have") +
-         " not updated " + (quiet.size() == 1 ? "its" : "their") +
+    s += "; " + detail::rankList(quiet) + (quiet.size() == 1 ? " has" : " have") + " not updated " +
+         (quiet.size() == 1 ? "its" : "their") +
          " place for over a second (stopped, or busy outside a collective)";
   return s;
 }

@@ -140,7 +140,12 @@ def main():
     notes, status = [], 0
     stopped = None
     if stop:
-        if not seen.wait(limit * 4):
+        # Until the pattern, or until the job has ended without it.
+        until = time.monotonic() + limit * 4
+        while (not seen.wait(0.1) and time.monotonic() < until
+               and any(j.poll() is None for j in jobs)):
+            pass
+        if not seen.is_set():
             notes.append(f"hang-nccl: '{stop[1]}' never appeared")
             status = 1
         else:
@@ -154,6 +159,9 @@ def main():
     ended = {}
     while time.monotonic() < deadline:
         if mpi:
+            for r in range(world):
+                if pids[r] is None:
+                    pids[r] = rank_pid(r)
             if jobs[0].poll() is not None:
                 break
         else:

@@ -194,6 +194,10 @@ def main():
             except subprocess.TimeoutExpired:
                 pass
         notes.append(f"hang-nccl: stopped rank {r}; resumed, it {how}")
+    # A rank that mpirun ended may still be on its way out: a few seconds.
+    grace = time.monotonic() + 10
+    while time.monotonic() < grace and any(p and state(p) for p in pids.values()):
+        time.sleep(0.05)
     # Nothing outlives the test: what is left gets SIGCONT, then SIGKILL.
     left = []
     for j in jobs:

@@ -102,8 +102,12 @@ private:
   int shardMember() const { return comms.memberIndex(Group::Shard); }
 
   [[noreturn]] void fail(const std::string &why) {
-    comms.abort("rank " + std::to_string(comms.rank()) + ": " + why);
-    throw Failure{why};
+    // This rank's --timeout report in a host collective stands as it is,
+    // whichever caller (a save, the stop agreement) carried it here.
+    std::string hostErr = host.error();
+    const std::string &what = timedOut(hostErr) ? hostErr : why;
+    comms.abort("rank " + std::to_string(comms.rank()) + ": " + what);
+    throw Failure{what};
   }
   std::string where() const {
     if (!curInst)
@@ -123,6 +127,9 @@ private:
   // the phase and the step, not an instruction.
   void waitFor(cudaEvent_t ev, const std::string &what) {
     std::string err = comms.waitEvent(ev);
+    // --timeout's report names every rank's place itself.
+    if (timedOut(err))
+      fail(err);
     // The hint is for this rank's own error: a peer's ("stopped: ...") has
     // its own, and naming an instruction here would not find it.
     const bool peers = err.rfind("stopped: ", 0) == 0;
@@ -131,6 +138,18 @@ private:
            (syncEach || peers
                 ? ""
                 : " (set FSDP_CUDA_SYNC=1 to wait after every instruction and name it)"));
+  }
+
+  static bool timedOut(const std::string &err) { return err.rfind("waited ", 0) == 0; }
+  // A collective of the host communicator failed (fail() keeps a --timeout
+  // report as it is).
+  [[noreturn]] void hostFailed() { fail("stopped: " + host.error()); }
+  // Names the program's collective enqueued next, for --timeout's report.
+  void name(const Instruction &inst, Group g, const char *what) {
+    comms.at(g,
+             place + " comm[" + std::to_string(inst.index) + "] " + opName(inst.op) +
+                 (inst.op == Op::GradNorm ? "" : " unit '" + p.units[inst.unit].name + "'"),
+             what);
   }
 
   void setUp();
@@ -175,6 +194,7 @@ private:
   bool syncEach = false;
 
   std::string curPhase;
+  std::string place; // "step 2 micro_step 1/2": --timeout's report
   int curStream = 0;
   const Instruction *curInst = nullptr;
 
@@ -288,6 +308,8 @@ void DeviceRank::initShards(bool resume, int64_t *first) {
       std::memset(h + off, 0, u.shardNumel * 4);
       touch(off, u.shardNumel * 4);
     }
+  if (resume)
+    host.at(Group::World, "the resume from " + o.resume, true);
   std::string err = resume ? detail::resumeShards(p, o, host, h, first)
                            : detail::initShards(p, o, shardMember(), h);
   if (!err.empty())
@@ -486,6 +508,7 @@ void DeviceRank::commOne(const Instruction &inst) {
   switch (inst.op) {
   case Op::AllGather: {
     const Unit &u = p.units[inst.unit];
+    name(inst, Group::Shard, "all_gather");
     if (inst.bf16) {
       // Round this rank's shard into its own slot, then gather in place.
       touch(inst.dst, u.paddedNumel * 2);
@@ -503,6 +526,7 @@ void DeviceRank::commOne(const Instruction &inst) {
     // The sum over the group lands in the plan's staging (runtime/Scratch.h),
     // then is added to the gradient shard (accumulated over micro-steps).
     const Unit &u = p.units[inst.unit];
+    name(inst, Group::Shard, "reduce_scatter");
     touch(inst.scratch, inst.scratchBytes);
     char *part = at<char>(inst.scratch);
     if (p.gradElementBytes() == 2 && inst.bf16) {
@@ -534,6 +558,7 @@ void DeviceRank::commOne(const Instruction &inst) {
   }
   case Op::AllReduce: {
     const Unit &u = p.units[inst.unit];
+    name(inst, Group::Replica, "all_reduce");
     nccl(comms.allReduce(Group::Replica, at(u.gradShardOffset), at(u.gradShardOffset), u.shardNumel,
                          T::F32, comm));
     break;
@@ -549,6 +574,7 @@ void DeviceRank::commOne(const Instruction &inst) {
       ck::sumOfSquares(at(p.units[k].gradShardOffset), p.units[k].shardNumel, normParts + k,
                        sumsqScratch, comm);
     ck::sumDoubles(normParts, (int64_t)p.units.size(), normTotal, comm);
+    name(inst, Group::Shard, "all_reduce of a scalar");
     nccl(comms.allReduce(Group::Shard, normTotal, normTotal, 1, T::F64, comm));
     cuda(cudaMemcpyAsync(normHost, normTotal, 8, cudaMemcpyDeviceToHost, comm),
          "cudaMemcpyAsync (norm)");
@@ -589,6 +615,9 @@ void DeviceRank::optimizerStep(const Unit &u) {
 // loss queued into lossHost[a].
 void DeviceRank::microStep(bool eval, int64_t index, int64_t a, const char *phase) {
   curPhase = phase;
+  place = (eval ? "eval after step " + std::to_string(step) + " batch " : "step ") +
+          std::to_string(index + 1) + " micro_step " + std::to_string(a + 1) + "/" +
+          std::to_string(o.gradAccum);
   fillInputs(eval, index, a);
   runPhase(p.microStep, phase, false);
   curInst = nullptr;
@@ -621,8 +650,9 @@ double DeviceRank::evaluate() {
       cuda(cudaMemsetAsync(at(u.gradShardOffset), 0, size_t(u.shardNumel * 4), compute),
            "cudaMemsetAsync (after eval)");
   recording = true;
+  host.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
   if (!host.allReduceScalar(Group::World, &sum))
-    fail("stopped: " + host.error());
+    hostFailed();
   return sum / double(o.evalBatches);
 }
 
@@ -666,6 +696,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       for (int64_t a = 0; a < o.gradAccum; ++a)
         microStep(false, t, a, "micro_step");
       ++step;
+      place = "step " + std::to_string(t + 1) + " optimizer";
       runPhase(p.optimizer, "optimizer", true);
       curInst = nullptr;
       cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (step end)");
@@ -680,8 +711,9 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       for (int64_t a = 0; a < o.gradAccum; ++a)
         lossSum += detail::lossWeight(p, o, data, false, comms.rank(), t, a) * lossHost[a];
       // For the report only, outside the plan: the mean loss over ranks.
+      host.at(Group::World, "step " + std::to_string(t + 1) + ": the step's loss all-reduce");
       if (!host.allReduceScalar(Group::World, &lossSum))
-        fail("stopped: " + host.error());
+        hostFailed();
       StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
       r.peakBytes = peakBytes();
       r.outsideArenaBytes = host.stagingBytes();
@@ -702,6 +734,7 @@ std::string DeviceRank::run(const StepCallback &onStep) {
       curPhase = "save";
       curInst = nullptr;
       copyShards(false);
+      host.at(Group::World, "the weights' save (--save-weights)", true);
       std::string err =
           io::saveFullWeights(o.saveWeights, p, host, mirror.data(), o.maxShardSize, step);
       if (!err.empty())
@@ -763,6 +796,14 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
                              ? options.trace
                              : options.trace + ".rank" + std::to_string(comms->rank());
       result = detail::writeTrace(path, program, {{comms->rank(), rank.records}});
+    }
+    // A peer that failed after this rank's last collective had its part
+    // (the emulated device's, or NCCL's, all-reduce can complete then):
+    // this rank's run did not end well either.
+    if (result.empty() && comms->worldSize() > 1) {
+      std::string peer = comms->check();
+      if (!peer.empty())
+        result = who + peer;
     }
     if (!result.empty() && !comms->aborted())
       comms->abort(result);

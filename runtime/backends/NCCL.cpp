@@ -5,7 +5,10 @@
 // polled until it settles, so a dead or failed peer is noticed instead of
 // waited for. The bootstrap's id file PATH has a failure note beside it,
 // PATH.failed: the first rank to fail writes its reason there, tagged with
-// this launch's id, and every poll of its peers looks for it.
+// this launch's id, and every poll of its peers looks for it. Each rank
+// also publishes its place among the collectives (NCCL.h, at()) in a shared
+// memory segment named by the id, /fsdp-places-TAG, for --timeout's report;
+// its name is unlinked once the world communicator is formed.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/NCCL.h"
@@ -20,12 +23,16 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -76,6 +83,20 @@ std::string ncclText(ncclResult_t r, ncclComm_t comm) {
 }
 
 std::string failurePath(const NcclBootstrap &b) { return b.idFile + ".failed"; }
+
+// One rank's slot of the shared segment of places: written by its rank
+// only, under a sequence count (odd while writing), read by any peer.
+struct Place {
+  std::atomic<uint64_t> seq;
+  double beat; // now() when written: the clock is the node's, shared
+  Whereabouts where;
+};
+
+std::string secondsText(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", s);
+  return text;
+}
 
 // Rank 0's side of the file bootstrap: the id through a temporary renamed
 // into place, so a reader sees the whole file or none.
@@ -268,6 +289,7 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
     }
   }
   c->tag = fnv(&id, sizeof id);
+  c->openPlaces();
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -279,6 +301,9 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
     err = "ncclCommInitRankConfig: " + ncclText(r, world);
   else
     err = c->waitReady(world, "ncclCommInitRankConfig", b.timeoutS);
+  // Every rank has opened the places once the world is formed (or none
+  // will be: the launch fails); the name goes, the mappings stay.
+  c->closePlaces();
   if (err.empty() && b.kind == NcclBootstrap::Kind::File && b.rank == 0)
     std::remove(b.idFile.c_str()); // every rank has joined: the id is spent
   // The groups, one split at a time (a non-blocking parent takes one call at
@@ -328,8 +353,16 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
 }
 
 NcclComms::~NcclComms() {
+  if (places)
+    ::munmap(places, sizeof(Place) * size_t(size));
   if (isAborted)
     return; // ncclCommAbort released them
+  for (const Named &n : ledger)
+    for (cudaEvent_t e : {n.begin, n.end})
+      if (e)
+        cudaEventDestroy(e);
+  for (cudaEvent_t e : spare)
+    cudaEventDestroy(e);
   // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
   // children before their parent.
   for (void *c : {replica, shard, world}) {
@@ -350,55 +383,263 @@ NcclComms::~NcclComms() {
 std::string NcclComms::allGather(Group g, const void *src, void *dst, int64_t count, DType t,
                                  cudaStream_t stream) {
   void *c = comm(g);
-  return finishCall(ncclAllGather(src, dst, size_t(count), ncclType(t), asComm(c), stream), c,
-                    "ncclAllGather");
+  bracket(stream, true);
+  std::string err = finishCall(
+      ncclAllGather(src, dst, size_t(count), ncclType(t), asComm(c), stream), c, "ncclAllGather");
+  bracket(stream, false);
+  return err;
 }
 
 std::string NcclComms::reduceScatter(Group g, const void *src, void *dst, int64_t count, DType t,
                                      cudaStream_t stream) {
   void *c = comm(g);
-  return finishCall(
+  bracket(stream, true);
+  std::string err = finishCall(
       ncclReduceScatter(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
       "ncclReduceScatter");
+  bracket(stream, false);
+  return err;
 }
 
 std::string NcclComms::allReduce(Group g, const void *src, void *dst, int64_t count, DType t,
                                  cudaStream_t stream) {
   void *c = comm(g);
-  return finishCall(ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream),
-                    c, "ncclAllReduce");
+  bracket(stream, true);
+  std::string err =
+      finishCall(ncclAllReduce(src, dst, size_t(count), ncclType(t), ncclSum, asComm(c), stream), c,
+                 "ncclAllReduce");
+  bracket(stream, false);
+  return err;
 }
 
 // Polls `query` (cudaEventQuery or cudaStreamQuery) until the work is done,
 // checking NCCL's and the peers' errors between polls: a peer that failed
-// stops the wait instead of hanging it.
-template <typename Query> static std::string pollUntilDone(NcclComms &comms, Query query) {
-  double limit = comms.waitLimitS(), deadline = limit > 0 ? now() + limit : 0;
+// stops the wait instead of hanging it. The clock restarts whenever a named
+// collective completes: --timeout bounds a wait on the peers, not a step.
+std::string NcclComms::poll(const std::function<int()> &query) {
+  double limit = waitLimitS(), start = now(), lastPublished = 0;
+  int64_t progress = settled;
   for (;;) {
-    cudaError_t e = query();
-    if (e == cudaSuccess)
+    cudaError_t e = cudaError_t(query());
+    if (e == cudaSuccess) {
+      publish();
       return "";
+    }
     if (e != cudaErrorNotReady)
       return std::string("CUDA: ") + cudaGetErrorString(e);
-    std::string err = comms.check();
+    std::string err = check();
     if (!err.empty())
       return err;
-    if (deadline > 0 && now() > deadline) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", limit);
-      return std::string("no progress after ") + secs +
-             " s: a peer may have died (--nccl-timeout sets this bound)";
+    double t = now();
+    if (t - lastPublished > 0.002) { // the events' queries cost a little
+      Whereabouts w = publish();
+      lastPublished = t;
+      // Only a wait on the peers counts: the clock restarts when a named
+      // collective completes, and while the device is busy before the next
+      // one (the emulated device's compute alone may take seconds).
+      if (settled != progress || (!ledger.empty() && w.state == Whereabouts::Before)) {
+        progress = settled;
+        start = t;
+      }
     }
+    if (limit > 0 && t - start > limit)
+      return timedOut(limit);
     idle();
   }
 }
 
 std::string NcclComms::waitEvent(cudaEvent_t event) {
-  return pollUntilDone(*this, [&] { return cudaEventQuery(event); });
+  return poll([&] { return int(cudaEventQuery(event)); });
 }
 
 std::string NcclComms::waitStream(cudaStream_t stream) {
-  return pollUntilDone(*this, [&] { return cudaStreamQuery(stream); });
+  return poll([&] { return int(cudaStreamQuery(stream)); });
+}
+
+// The shared segment of places, named by the launch's tag: opened by every
+// rank before the world communicator's initialisation and unlinked by every
+// rank once it has completed (every rank has opened it then), so that
+// nothing is left in /dev/shm.
+void NcclComms::openPlaces() {
+  if (size < 2)
+    return;
+  char name[64];
+  std::snprintf(name, sizeof name, "/fsdp-places-%016llx", (unsigned long long)tag);
+  placesName = name;
+  int fd = ::shm_open(name, O_RDWR | O_CREAT, 0600);
+  if (fd < 0)
+    return; // no report of the peers' places, the rest works
+  size_t bytes = sizeof(Place) * size_t(size);
+  void *p = ::ftruncate(fd, off_t(bytes)) == 0
+                ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  ::close(fd);
+  places = p == MAP_FAILED ? nullptr : p;
+}
+
+void NcclComms::closePlaces() {
+  if (!placesName.empty())
+    ::shm_unlink(placesName.c_str());
+  placesName.clear();
+}
+
+// Before (begin) or after a named collective on `stream`: an event there.
+void NcclComms::bracket(cudaStream_t stream, bool begin) {
+  if (!naming)
+    return;
+  cudaEvent_t &e = begin ? next.begin : next.end;
+  if (spare.empty()) {
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+      e = nullptr;
+  } else {
+    e = spare.back();
+    spare.pop_back();
+  }
+  if (e && cudaEventRecord(e, stream) != cudaSuccess) {
+    cudaEventDestroy(e);
+    e = nullptr;
+  }
+  if (!begin) {
+    ledger.push_back(next);
+    naming = false;
+  }
+}
+
+void NcclComms::countCollective(const char *what, const std::function<void()> &named) {
+  hostWhat = what;
+  if (!detail::stallHere(myRank, ++collectives))
+    return;
+  // A test's stalled rank: its earlier work done (as a rank busy before
+  // this collective would have), its place published, then stopped.
+  cudaDeviceSynchronize();
+  named();
+  publish();
+  std::raise(SIGSTOP);
+}
+
+void NcclComms::at(Group g, const std::string &site, const char *what) {
+  if (!host.comm)
+    return;
+  // Named first: a stalled rank "has not reached" it.
+  host.comm->at(g, site);
+  countCollective(what, [] {});
+  next = Named();
+  next.what = what;
+  next.where = host.count(g, what);
+  naming = true;
+  // The place as the host knows it now: a rank stopped while enqueuing
+  // is found at its device's collective, not at its last wait.
+  publish();
+}
+
+Whereabouts NcclComms::whereabouts() {
+  // The collectives the device has finished leave the ledger.
+  while (!ledger.empty()) {
+    Named &n = ledger.front();
+    if (n.end && cudaEventQuery(n.end) == cudaErrorNotReady)
+      break;
+    for (cudaEvent_t e : {n.begin, n.end})
+      if (e)
+        spare.push_back(e);
+    ledger.pop_front();
+    ++settled;
+  }
+  if (ledger.empty())
+    return host.comm ? host.comm->whereabouts() : Whereabouts();
+  Whereabouts w = ledger.front().where;
+  if (ledger.front().begin && cudaEventQuery(ledger.front().begin) == cudaErrorNotReady) {
+    w.state = Whereabouts::Before;
+    --w.begun;
+  } else {
+    w.state = Whereabouts::Waiting;
+  }
+  return w;
+}
+
+Whereabouts NcclComms::publish() {
+  Whereabouts w = whereabouts();
+  if (!places)
+    return w;
+  Place &slot = static_cast<Place *>(places)[myRank];
+  uint64_t seq = slot.seq.load(std::memory_order_relaxed);
+  slot.seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.beat = now();
+  std::memcpy(&slot.where, &w, sizeof w);
+  slot.seq.store(seq + 2, std::memory_order_release);
+  return w;
+}
+
+// --timeout's report, as the threads and MPI backends give it: where this
+// rank waits, the members of that collective's group that have not reached
+// it, and where every rank is (from the shared segment: a rank that never
+// published, or cannot be read, did not answer).
+std::string NcclComms::timedOut(double waitedS) {
+  publish();
+  Whereabouts me = whereabouts();
+  const char *what = ledger.empty() ? hostWhat : ledger.front().what;
+  std::vector<Whereabouts> all(size);
+  std::vector<const Whereabouts *> seen(size);
+  std::vector<int> quiet;
+  double t = now();
+  for (int r = 0; r < size && places; ++r) {
+    Place &slot = static_cast<Place *>(places)[r];
+    for (int tries = 0; tries < 1000; ++tries) {
+      uint64_t before = slot.seq.load(std::memory_order_acquire);
+      if (before == 0)
+        break; // never published
+      if (before & 1) {
+        idle();
+        continue;
+      }
+      double beat = slot.beat;
+      std::memcpy(&all[r], &slot.where, sizeof all[r]);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (slot.seq.load(std::memory_order_relaxed) != before)
+        continue;
+      all[r].site[sizeof all[r].site - 1] = 0;
+      seen[r] = &all[r];
+      // A rank waiting publishes every few milliseconds.
+      if (r != myRank && t - beat > std::min(1.0, waitedS / 2))
+        quiet.push_back(r);
+      break;
+    }
+  }
+  all[myRank] = me;
+  seen[myRank] = &all[myRank];
+  Group g = me.group < 0 ? Group::World : Group(me.group);
+  // The members behind this rank did not arrive; those level with it that
+  // went quiet stopped in the collective (a stopped process's device stops
+  // with it).
+  std::vector<int> missing, stuck;
+  int n = groupSize(g), G = shardSize;
+  for (int m = 0; m < n; ++m) {
+    int r = g == Group::Shard ? (myRank / G) * G + m : g == Group::Replica ? m * G + myRank % G : m;
+    if (r == myRank)
+      continue;
+    if (!seen[r] || seen[r]->progress() < me.progress())
+      missing.push_back(r);
+    else if (std::find(quiet.begin(), quiet.end(), r) != quiet.end())
+      stuck.push_back(r);
+  }
+  std::string peers;
+  if (!missing.empty())
+    peers = detail::rankList(missing) + ", which did not arrive";
+  if (!stuck.empty())
+    peers += (peers.empty() ? "" : ", and ") + detail::rankList(stuck) + ", which stopped in it";
+  std::string where = detail::whereRanksAre(seen);
+  if (where.empty() && me.group >= 0)
+    where = std::string(size == 2 ? "both ranks" : "every rank") +
+            (me.state == Whereabouts::Waiting ? " wait at " : " are at ") + me.site +
+            " (collective #" + std::to_string(me.number) + " on " + detail::groupName(g) + ")";
+  std::string s = "waited " + secondsText(waitedS) + " s (--timeout) at " + what + " over " +
+                  detail::groupName(g) + " for " + (peers.empty() ? "its peers" : peers) +
+                  (where.empty() ? "" : "; " + where);
+  if (!quiet.empty())
+    s += "; " + detail::rankList(quiet) + (quiet.size() == 1 ? " has" : " have") + " not updated " +
+         (quiet.size() == 1 ? "its" : "their") +
+         " place for over a second (stopped, or busy outside a collective)";
+  return s;
 }
 
 void NcclComms::abort(const std::string &reason) {
@@ -435,8 +676,17 @@ namespace {
 // which from pageable memory would otherwise block without bound).
 class NcclHostCommunicator : public Communicator {
 public:
-  NcclHostCommunicator(NcclComms &comms, int shardSize) : Communicator(shardSize), comms(comms) {}
+  NcclHostCommunicator(NcclComms &comms, int shardSize) : Communicator(shardSize), comms(comms) {
+    // The device's collectives numbered with these, in one sequence.
+    comms.setHostHooks({this, [this](Group g, const char *what) {
+                          began(g, what);
+                          Whereabouts w = whereabouts();
+                          ended();
+                          return w;
+                        }});
+  }
   ~NcclHostCommunicator() override {
+    comms.setHostHooks({});
     if (stream && !comms.aborted())
       cudaStreamDestroy(stream);
     if (staging && !comms.aborted())
@@ -452,9 +702,9 @@ public:
     if (!buf)
       return false;
     char *slot = buf + me * bytes;
-    return copy(slot, src, bytes, cudaMemcpyHostToDevice) &&
+    return copy(slot, src, bytes, cudaMemcpyHostToDevice) && begin(g, "all_gather") &&
            run(comms.allGather(g, slot, buf, bytes, NcclComms::DType::U8, stream)) && finish() &&
-           copy(dst, buf, bytes * n, cudaMemcpyDeviceToHost) && finish();
+           copy(dst, buf, bytes * n, cudaMemcpyDeviceToHost) && finish() && end();
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
@@ -464,9 +714,10 @@ public:
       return false;
     float *part = reinterpret_cast<float *>(buf) + n * count;
     std::vector<float> host(count);
-    if (!(copy(buf, src, n * count * 4, cudaMemcpyHostToDevice) &&
+    if (!(copy(buf, src, n * count * 4, cudaMemcpyHostToDevice) && begin(g, "reduce_scatter") &&
           run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::F32, stream)) &&
-          finish() && copy(host.data(), part, count * 4, cudaMemcpyDeviceToHost) && finish()))
+          finish() && copy(host.data(), part, count * 4, cudaMemcpyDeviceToHost) && finish() &&
+          end()))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += host[k];
@@ -480,9 +731,10 @@ public:
       return false;
     uint16_t *part = reinterpret_cast<uint16_t *>(buf) + n * count;
     std::vector<uint16_t> host(count);
-    if (!(copy(buf, src, n * count * 2, cudaMemcpyHostToDevice) &&
+    if (!(copy(buf, src, n * count * 2, cudaMemcpyHostToDevice) && begin(g, "reduce_scatter") &&
           run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::BF16, stream)) &&
-          finish() && copy(host.data(), part, count * 2, cudaMemcpyDeviceToHost) && finish()))
+          finish() && copy(host.data(), part, count * 2, cudaMemcpyDeviceToHost) && finish() &&
+          end()))
       return false;
     for (int64_t k = 0; k < count; ++k) {
       uint32_t bits = uint32_t(host[k]) << 16;
@@ -495,16 +747,17 @@ public:
 
   bool allReduce(Group g, float *buf, int64_t count) override {
     char *dev = prepare(count * 4);
-    return dev && copy(dev, buf, count * 4, cudaMemcpyHostToDevice) &&
+    return dev && copy(dev, buf, count * 4, cudaMemcpyHostToDevice) && begin(g, "all_reduce") &&
            run(comms.allReduce(g, dev, dev, count, NcclComms::DType::F32, stream)) && finish() &&
-           copy(buf, dev, count * 4, cudaMemcpyDeviceToHost) && finish();
+           copy(buf, dev, count * 4, cudaMemcpyDeviceToHost) && finish() && end();
   }
 
   bool allReduceScalar(Group g, double *value) override {
     char *dev = prepare(8);
     return dev && copy(dev, value, 8, cudaMemcpyHostToDevice) &&
+           begin(g, "all_reduce of a scalar") &&
            run(comms.allReduce(g, dev, dev, 1, NcclComms::DType::F64, stream)) && finish() &&
-           copy(value, dev, 8, cudaMemcpyDeviceToHost) && finish();
+           copy(value, dev, 8, cudaMemcpyDeviceToHost) && finish() && end();
   }
 
   void abort(const std::string &why) override { comms.abort(why); }
@@ -559,6 +812,18 @@ private:
     return err.empty();
   }
   bool finish() { return run(comms.waitStream(stream)); }
+  // --timeout's report: the collective counted (a test's stalled rank stops
+  // here, before it) and begun on this communicator's sequence.
+  bool begin(Group g, const char *what) {
+    comms.countCollective(what, [] {});
+    began(g, what);
+    comms.publish();
+    return true;
+  }
+  bool end() {
+    ended();
+    return true;
+  }
 
   NcclComms &comms;
   cudaStream_t stream = nullptr;

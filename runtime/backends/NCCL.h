@@ -19,8 +19,11 @@
 #include "runtime/Backend.h"
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
@@ -77,13 +80,43 @@ public:
   std::string check();
   /// Waits for `event` (or everything enqueued on `stream`), polling
   /// check(): "" or why it cannot complete. With peers, no wait lasts longer
-  /// than the bootstrap's timeout (--nccl-timeout): a peer killed outright
-  /// leaves no note and NCCL may not notice it, so a wait that long is taken
-  /// for a dead peer.
+  /// than the bootstrap's timeout (--timeout) without a collective
+  /// completing: a peer killed or stopped leaves no note and NCCL may not
+  /// notice it. Such a wait ends with --timeout's report of where every rank
+  /// is ("waited S s (--timeout) at ..."; see at()).
   std::string waitEvent(cudaEvent_t event);
   std::string waitStream(cudaStream_t stream);
   /// The longest a wait may last (0: no bound, a world of one).
   double waitLimitS() const { return size > 1 ? boot.timeoutS : 0; }
+
+  /// --timeout's report by instruction (Backend.h's Whereabouts). The device
+  /// executor names the next collective it enqueues (`what`: its kind, as
+  /// the other backends name it, "all_gather"); that collective, enqueued by
+  /// the next allGather/reduceScatter/allReduce call, is then bracketed by
+  /// two events, so that the rank's place is the first named collective its
+  /// device has not finished (waiting in it, or not yet at it), else the
+  /// host communicator's. Each rank publishes its place in a shared memory
+  /// segment named by the NCCL id, which a peer reads when its wait times
+  /// out: a stopped rank's last place stays readable, and no question goes
+  /// through a communicator that may be the stuck one.
+  void at(Group g, const std::string &site, const char *what);
+  /// The host communicator's part: it counts its own collectives (and a
+  /// test's FSDP_TEST_STALL stops this process before the one named) and
+  /// numbers the device's on its groups, so that one sequence orders both.
+  struct HostHooks {
+    Communicator *comm = nullptr;
+    /// Begins and ends a collective on the host communicator's count.
+    std::function<Whereabouts(Group, const char *)> count;
+  };
+  void setHostHooks(HostHooks hooks) { host = std::move(hooks); }
+  /// Counts a collective (of either kind); FSDP_TEST_STALL=R:N stops rank
+  /// R's process (SIGSTOP) before its Nth, after its device has drained and
+  /// its place ("has not reached" that collective) is published.
+  void countCollective(const char *what, const std::function<void()> &named);
+  /// This rank's place now; publish() writes it for the peers (and
+  /// returns it).
+  Whereabouts whereabouts();
+  Whereabouts publish();
 
   /// Stops this rank: aborts every communicator (ncclCommAbort) and tells
   /// the peers why (the first cause only). Under MPI it prints `why` as
@@ -99,6 +132,11 @@ private:
   std::string waitReady(void *comm, const char *what, double timeoutS);
   std::string peerFailure();
   void *comm(Group g) const;
+  std::string poll(const std::function<int()> &query); // a cudaError_t
+  std::string timedOut(double waitedS);
+  void openPlaces();
+  void closePlaces();
+  void bracket(cudaStream_t stream, bool begin);
 
   NcclBootstrap boot;
   int myRank = 0, size = 1, shardSize = 1;
@@ -107,6 +145,23 @@ private:
   bool isAborted = false;
   std::string why;
   double lastPeerCheck = 0;
+
+  // --timeout's report: the named device collectives not yet known to be
+  // complete, oldest first, and spare events for the next ones.
+  struct Named {
+    Whereabouts where;
+    const char *what;
+    cudaEvent_t begin = nullptr, end = nullptr;
+  };
+  std::deque<Named> ledger;
+  std::vector<cudaEvent_t> spare;
+  bool naming = false; // at() named the next collective enqueued
+  Named next;
+  int64_t settled = 0, collectives = 0;
+  const char *hostWhat = "";
+  HostHooks host;
+  void *places = nullptr; // the shared segment: one slot a rank
+  std::string placesName;
 };
 
 /// Backend.h's Communicator over NCCL for host memory: the step's

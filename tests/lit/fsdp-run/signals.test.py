@@ -326,7 +326,10 @@ class Driver:
             # rank 0's progress lines would fill the pipe and block it: the
             # step is seen in the metrics instead (docs/checkpoint-format.md).
             args.remove("--quiet") if target == "rank" else None
-            env = clean_env({"OMPI_MCA_odls_base_sigkill_timeout": "2"})
+            # The ranks have odls_base_sigkill_timeout seconds to finish the
+            # step and its checkpoint once mpirun passes SIGTERM on: 2 s was
+            # too little beside a loaded test run (milliseconds when quiet).
+            env = clean_env({"OMPI_MCA_odls_base_sigkill_timeout": "6"})
             p = subprocess.Popen(mpi + ["fsdp-run"] + args + ["--backend", "mpi"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=env)

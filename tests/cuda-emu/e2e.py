@@ -64,6 +64,7 @@ gpt2-tiny at world 4, and vit-tiny's bf16 at world 4 (see CASES).
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -487,8 +488,10 @@ def faults_group(ctx):
     sizes = "cudaMalloc of %d bytes: 0 of the device's %d bytes" % (arena, arena - 1)
     if sizes not in results[1][2]:
         sys.exit("FAILED: %s: rank 1 does not say '%s':\n%s" % (what, sizes, results[1][2]))
-    if any("step 1" in out for _, _, out in results) or (os.path.exists(m0) and
-                                                          os.path.getsize(m0) > 0):
+    # A progress line of step 1, not the words: a hang or peer report may
+    # name "step 1" ("has not reached step 1 micro_step 1/1 ...").
+    if any(re.search(r"(?m)^step 1/\d+ \|", out) for _, _, out in results) or (
+            os.path.exists(m0) and os.path.getsize(m0) > 0):
         sys.exit("FAILED: %s: a step ran or metrics were written" % what)
     lines.append("%s: both stopped before step 1, both sizes said" % what)
     return 0, lines

@@ -9,6 +9,7 @@
 #include "planner/Buffers.h"
 #include "runtime/Program.h"
 #include "runtime/Scratch.h"
+#include "runtime/StreamOrder.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
@@ -559,6 +560,15 @@ LogicalResult Lowering::run(raw_ostream &os) {
     for (auto *list : {&s->compute, &s->comm})
       for (auto [k, inst] : llvm::enumerate(*list))
         inst.index = k;
+  // The plan's waits order what each collective reads and writes against
+  // compute; with the phases joined, some order nothing else: each wait the
+  // program keeps is needed (runtime/StreamOrder.h).
+  for (int k : {0, 1}) {
+    if (std::string why = program::checkStreamOrder(prog, *phases[k]); !why.empty())
+      return step.emitOpError() << "lowers to a program whose " << (k ? "optimizer" : "micro_step")
+                                << " does not order its streams: " << why;
+    program::dropRedundantWaits(prog, *phases[k]);
+  }
   os << program::writeProgram(prog);
   return success();
 }

@@ -5,9 +5,12 @@
 // and comm lists together: cudaStreamWaitEvent waits for the most recent
 // *enqueued* record of an event, so every record must be enqueued before a
 // wait that needs it: program::issueOrder gives that order (the loader has
-// already refused programs where none exists, which would deadlock). At the
-// end of a phase the streams join (each waits for
-// the other), as the CPU executor's phases do.
+// already refused programs where none exists, which would deadlock). A
+// phase starts after everything of the one before, on both streams, as the
+// CPU executor's phases do: where the host synchronizes with both streams in
+// between (a step's end, an eval batch's), or by the join's waits, of which
+// the executor issues those that some pair of instructions across the
+// boundary needs (program::phaseJoin).
 //
 // The host waits only by polling (an event or a stream, and meanwhile NCCL's
 // asynchronous errors and the peers' failure notes), so a failed peer stops
@@ -21,6 +24,7 @@
 #include "runtime/DeviceLabel.h"
 #include "runtime/Dispatch.h"
 #include "runtime/Scratch.h"
+#include "runtime/StreamOrder.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
 #include "runtime/kernels/cuda.h"
@@ -44,6 +48,8 @@ namespace ck = fsdp::cuda_kernels;
 // links its own definition, which the linker takes over a weak one.
 __attribute__((weak)) void fsdp::runtime::labelDeviceWork(const Program &, const char *, int,
                                                           const Instruction *, const char *) {}
+__attribute__((weak)) void fsdp::runtime::labelHostAccess(const void *, size_t, bool,
+                                                          const char *) {}
 
 namespace {
 
@@ -156,7 +162,8 @@ private:
   void initShards(bool resume, int64_t *first);
   void copyShards(bool toDevice);
   void fillInputs(bool eval, int64_t step, int64_t micro);
-  void runPhase(const Phase &s, const char *phase, bool optimizer);
+  void runPhase(const Phase &s, const char *phase, bool optimizer, const PhaseJoin *next);
+  void synchronize(const std::string &what);
   void microStep(bool eval, int64_t index, int64_t a, const char *phase);
   // Bytes of the pinned input buffer's two parts: the model's input (tokens
   // or patches), rounded up to 8 so that the i64 targets after it align.
@@ -181,7 +188,10 @@ private:
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t cublas = nullptr;
   std::vector<cudaEvent_t> events;
-  cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, stepDone = nullptr;
+  cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, computeDone = nullptr,
+              commDone = nullptr;
+  // What joins a micro-step to the next, and to the optimizer.
+  PhaseJoin toMicroStep, toOptimizer;
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
   char *inputHost[2] = {nullptr, nullptr}; // pinned: the input (tokens), then the targets
   float *lossHost = nullptr;               // pinned: one a micro-step
@@ -216,8 +226,8 @@ DeviceRank::~DeviceRank() {
     cudaEventDestroy(e);
   for (cudaEvent_t e : tracePool)
     cudaEventDestroy(e);
-  for (cudaEvent_t e :
-       {joinComm, joinCompute, normReady, stepDone, inputCopied[0], inputCopied[1], traceBase})
+  for (cudaEvent_t e : {joinComm, joinCompute, normReady, computeDone, commDone, inputCopied[0],
+                        inputCopied[1], traceBase})
     if (e)
       cudaEventDestroy(e);
   if (cublas)
@@ -279,9 +289,11 @@ void DeviceRank::setUp() {
   events.resize(p.events);
   for (auto &e : events)
     cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-  for (cudaEvent_t *e :
-       {&joinComm, &joinCompute, &normReady, &stepDone, &inputCopied[0], &inputCopied[1]})
+  for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &computeDone, &commDone,
+                         &inputCopied[0], &inputCopied[1]})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
+  toMicroStep = phaseJoin(p, p.microStep, p.microStep);
+  toOptimizer = phaseJoin(p, p.microStep, p.optimizer);
   for (auto &h : inputHost)
     cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(inputBytes() + targetBytes())),
          "cudaMallocHost (inputs)");
@@ -343,6 +355,7 @@ void DeviceRank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
   waitFor(inputCopied[j], curPhase + " (inputs of step " + std::to_string(stepIndex + 1) + ")");
   char *in = inputHost[j];
   int64_t *tgt = reinterpret_cast<int64_t *>(inputHost[j] + inputBytes());
+  labelHostAccess(in, size_t(inputBytes() + targetBytes()), true, "fillInputs (pinned inputs)");
   detail::fillInputs(p, o, data, eval, comms.rank(), stepIndex, micro, in, tgt);
   curInst = nullptr;
   cuda(cudaMemcpyAsync(t<char>(p.tokens), in, size_t(p.tensors[p.tokens].bytes()),
@@ -354,7 +367,10 @@ void DeviceRank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
   cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
 }
 
-void DeviceRank::runPhase(const Phase &s, const char *phase, bool optimizer) {
+// The phase's lists, then the waits of `next`, the join to the phase after
+// it on the device; none where the host synchronizes with both streams next.
+void DeviceRank::runPhase(const Phase &s, const char *phase, bool optimizer,
+                          const PhaseJoin *next) {
   curPhase = phase;
   normEnqueued = normFetched = false;
   phaseHasNorm = std::any_of(s.comm.begin(), s.comm.end(),
@@ -369,12 +385,24 @@ void DeviceRank::runPhase(const Phase &s, const char *phase, bool optimizer) {
   }
   for (const Slot &slot : order)
     enqueue((slot.stream ? s.comm : s.compute)[slot.index], slot.stream, optimizer);
-  // The phase ends when both streams have: each waits for the other.
   curInst = nullptr;
-  cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
-  cuda(cudaStreamWaitEvent(compute, joinComm, 0), "cudaStreamWaitEvent (phase end)");
-  cuda(cudaEventRecord(joinCompute, compute), "cudaEventRecord (phase end)");
-  cuda(cudaStreamWaitEvent(comm, joinCompute, 0), "cudaStreamWaitEvent (phase end)");
+  if (next && next->computeWaits) {
+    cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
+    cuda(cudaStreamWaitEvent(compute, joinComm, 0), "cudaStreamWaitEvent (phase end)");
+  }
+  if (next && next->commWaits) {
+    cuda(cudaEventRecord(joinCompute, compute), "cudaEventRecord (phase end)");
+    cuda(cudaStreamWaitEvent(comm, joinCompute, 0), "cudaStreamWaitEvent (phase end)");
+  }
+}
+
+// The host waits until both streams have done everything enqueued so far.
+void DeviceRank::synchronize(const std::string &what) {
+  curInst = nullptr;
+  cuda(cudaEventRecord(computeDone, compute), "cudaEventRecord (compute's end)");
+  cuda(cudaEventRecord(commDone, comm), "cudaEventRecord (comm's end)");
+  waitFor(computeDone, what);
+  waitFor(commDone, what);
 }
 
 void DeviceRank::enqueue(const Instruction &inst, int stream, bool optimizer) {
@@ -595,6 +623,7 @@ void DeviceRank::optimizerStep(const Unit &u) {
                      "after the optimizer step");
     if (normEnqueued && !normFetched) {
       waitFor(normReady, where() + " (waiting for the gradient norm)");
+      labelHostAccess(normHost, 8, false, "the optimizer's read of the gradient norm");
       gradNorm = std::sqrt(*normHost);
       normFetched = true;
     }
@@ -619,7 +648,11 @@ void DeviceRank::microStep(bool eval, int64_t index, int64_t a, const char *phas
           std::to_string(index + 1) + " micro_step " + std::to_string(a + 1) + "/" +
           std::to_string(o.gradAccum);
   fillInputs(eval, index, a);
-  runPhase(p.microStep, phase, false);
+  // Eval batches end at the host's wait (evaluate).
+  runPhase(p.microStep, phase, false,
+           a + 1 < o.gradAccum ? &toMicroStep
+           : eval              ? nullptr
+                               : &toOptimizer);
   curInst = nullptr;
   cuda(cudaMemcpyAsync(lossHost + a, at(p.tensors[p.loss].offset), 4, cudaMemcpyDeviceToHost,
                        compute),
@@ -638,9 +671,9 @@ double DeviceRank::evaluate() {
       fail(err);
     for (int64_t a = 0; a < o.gradAccum; ++a)
       microStep(true, b, a, "eval");
-    cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (eval batch)");
-    waitFor(stepDone, "eval batch " + std::to_string(b + 1));
+    synchronize("eval batch " + std::to_string(b + 1));
     double batch = 0;
+    labelHostAccess(lossHost, size_t(4 * o.gradAccum), false, "eval's read of the losses");
     for (int64_t a = 0; a < o.gradAccum; ++a)
       batch += detail::lossWeight(p, o, data, true, comms.rank(), b, a) * lossHost[a];
     sum += batch / norm.divisor;
@@ -649,6 +682,8 @@ double DeviceRank::evaluate() {
     if (u.shardNumel > 0)
       cuda(cudaMemsetAsync(at(u.gradShardOffset), 0, size_t(u.shardNumel * 4), compute),
            "cudaMemsetAsync (after eval)");
+  // The next step's comm work writes the gradient shards too.
+  synchronize("eval's end");
   recording = true;
   host.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
   if (!host.allReduceScalar(Group::World, &sum))
@@ -697,17 +732,18 @@ std::string DeviceRank::run(const StepCallback &onStep) {
         microStep(false, t, a, "micro_step");
       ++step;
       place = "step " + std::to_string(t + 1) + " optimizer";
-      runPhase(p.optimizer, "optimizer", true);
-      curInst = nullptr;
-      cuda(cudaEventRecord(stepDone, compute), "cudaEventRecord (step end)");
-      waitFor(stepDone, "step " + std::to_string(t + 1));
+      runPhase(p.optimizer, "optimizer", true, nullptr);
+      synchronize("step " + std::to_string(t + 1));
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (normEnqueued)
+      if (normEnqueued) {
+        labelHostAccess(normHost, 8, false, "the step's read of the gradient norm");
         gradNorm = std::sqrt(*normHost);
+      }
       if (!o.trace.empty())
         collectTrace();
       double lossSum = 0;
+      labelHostAccess(lossHost, size_t(4 * o.gradAccum), false, "the step's read of the losses");
       for (int64_t a = 0; a < o.gradAccum; ++a)
         lossSum += detail::lossWeight(p, o, data, false, comms.rank(), t, a) * lossHost[a];
       // For the report only, outside the plan: the mean loss over ranks.

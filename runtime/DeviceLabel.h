@@ -2,7 +2,8 @@
 //
 // The device executor tells the device, before it enqueues an instruction's
 // work (kernels, cuBLAS calls, copies, collectives), which program
-// instruction that work is, and after it, that the instruction is done. On a
+// instruction that work is, and after it, that the instruction is done; and
+// when the host itself reads or writes pinned memory that copies touch. On a
 // GPU this costs one call of an empty function a side: DeviceExecutor.cpp's
 // definition is weak, and libfsdp-nccl.so links no other. The emulated device
 // (tests/cuda-emu/label.cpp, linked into libfsdp-nccl-emulated.so only)
@@ -16,6 +17,8 @@
 
 #include "runtime/Program.h"
 
+#include <cstddef>
+
 namespace fsdp::runtime {
 
 /// The device work the calling thread enqueues from now on is instruction
@@ -25,6 +28,12 @@ namespace fsdp::runtime {
 /// DeviceExecutor.cpp defines it weak, as a no-op, for a GPU.
 void labelDeviceWork(const program::Program &p, const char *phase, int stream,
                      const program::Instruction *inst, const char *arena);
+
+/// The host now reads (or writes) `bytes` at `host`, pinned memory that the
+/// device's copies also touch (the inputs' staging, the losses, the norm):
+/// the emulated device checks that a synchronization orders it against
+/// those copies. `what` names it. A no-op on a GPU, as labelDeviceWork.
+void labelHostAccess(const void *host, size_t bytes, bool write, const char *what);
 
 /// Labels the work enqueued during its lifetime.
 class DeviceWorkLabel {

@@ -9,6 +9,7 @@
 #include "runtime/OpChecks.h"
 #include "runtime/Program.h"
 #include "runtime/Scratch.h"
+#include "runtime/StreamOrder.h"
 #include "runtime/kernels/cpu.h"
 
 #include <nlohmann/json.hpp>
@@ -277,6 +278,10 @@ void Loader::run(const std::string &text) {
 
   loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
   loadPhase(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
+  // What the two lists touch must be ordered wherever they conflict.
+  for (auto [s, name] : {std::pair{&p.microStep, "micro_step"}, {&p.optimizer, "optimizer"}})
+    if (std::string why = checkStreamOrder(p, *s); !why.empty())
+      fail(name, why);
 }
 
 // The model's inputs: their kind (left out: tokens) and tensors; an image

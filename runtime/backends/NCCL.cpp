@@ -448,12 +448,23 @@ std::string NcclComms::poll(const std::function<int()> &query) {
   }
 }
 
+// A query that says done shows the work finished; the synchronization after
+// it (immediate then) is what orders the host's next work after it. The
+// emulated device's checker counts only that (tests/cuda-emu/emu.cpp), so
+// that an order which holds only because the host happened to look (the
+// hang diagnosis queries its collectives' events) is not taken for one.
 std::string NcclComms::waitEvent(cudaEvent_t event) {
-  return poll([&] { return int(cudaEventQuery(event)); });
+  std::string err = poll([&] { return int(cudaEventQuery(event)); });
+  if (err.empty() && cudaEventSynchronize(event) != cudaSuccess)
+    err = std::string("CUDA: ") + cudaGetErrorString(cudaGetLastError());
+  return err;
 }
 
 std::string NcclComms::waitStream(cudaStream_t stream) {
-  return poll([&] { return int(cudaStreamQuery(stream)); });
+  std::string err = poll([&] { return int(cudaStreamQuery(stream)); });
+  if (err.empty() && cudaStreamSynchronize(stream) != cudaSuccess)
+    err = std::string("CUDA: ") + cudaGetErrorString(cudaGetLastError());
+  return err;
 }
 
 // The shared segment of places, named by the launch's tag: opened by every

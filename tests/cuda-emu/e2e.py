@@ -2,7 +2,7 @@
 """The GPU backend end to end on the emulated device (CTest label gpu-emulated).
 
 usage: e2e.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR GROUP
-       e2e.py --summary WORK_DIR GROUP...
+       e2e.py --summary WORK_DIR RACES_RESULT GROUP...
 
 Each GROUP is a CTest of its own (gpu-emulated-GROUP) so that `ctest -j2`
 runs two at once; each writes WORK_DIR/GROUP/result.json when everything in
@@ -31,7 +31,9 @@ a token file and a mask token for bert-tiny, labelled images for vit-tiny):
     kernel sets barely move a bf16 run. The control: the threads run with
     another seed must fall outside that bound.
   * memory: every step's measured arena peak equals the plan's arena_bytes
-    (and the prediction), byte for byte.
+    (and the prediction), byte for byte; and so does what the device saw:
+    each rank's emulated device allocated one arena of that size and its
+    operations read or wrote up to its last byte (FSDP_EMU_MEMORY_REPORT).
 
 The groups (CASES: model, world, strategy, launch, plan settings,
 grad-accum):
@@ -62,6 +64,7 @@ Left out to fit CI (about 500 CPU seconds for them all: 4-5 minutes at
 ctest -j2 on 2 idle cores): the full cross product, qwen3-tiny at world 1,
 gpt2-tiny at world 4, and vit-tiny's bf16 at world 4 (see CASES).
 """
+import glob
 import json
 import os
 import re
@@ -121,9 +124,20 @@ RUN_TIMEOUT = "120"  # fsdp-run --timeout of the emulated runs
 HINT = "set FSDP_CUDA_SYNC=1"
 
 
+# The stream-order checker's reports in this group's runs (each one also
+# fails its run): counted for the summary line.
+STREAM_ORDER_REPORTS = [0]
+
+
+def counted(out):
+    STREAM_ORDER_REPORTS[0] += out.count("cuda-emu: stream-order race")
+    return out
+
+
 def run(cmd, env=None, check=True):
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=TIMEOUT_S)
+    counted(r.stdout)
     if check and r.returncode != 0:
         sys.exit("FAILED (exit %d): %s\n%s" % (r.returncode, " ".join(cmd), r.stdout))
     return r
@@ -217,13 +231,16 @@ class Ctx:
         return out
 
     def launch(self, how, world, cmd, metrics_path, env=None):
-        """Runs cmd on the emulated device, one process a rank; exit 0 or fail."""
-        env = env or self.emulated
+        """Runs cmd on the emulated device, one process a rank; exit 0 or fail.
+        Each rank's device writes what it saw of its memory to
+        metrics_path.mem.PID (device_touched reads them)."""
+        env = dict(env or self.emulated, FSDP_EMU_MEMORY_REPORT=metrics_path + ".mem")
         if how == "none":
             run(cmd + ["--metrics", metrics_path], env=env)
         elif how == "mpirun":
             mpi_env = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-            run([self.mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN"] +
+            run([self.mpirun, "-np", str(world), "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN",
+                 "-x", "FSDP_EMU_MEMORY_REPORT"] +
                 cmd + ["--metrics", metrics_path], env=mpi_env)
         else:
             idf = metrics_path + ".id"
@@ -242,6 +259,7 @@ class Ctx:
             if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
                 sys.exit("FAILED: %s step %d: device peak %d, predicted %d, plan's arena %d"
                          % (what, m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
+        device_touched(what, b, arena)
 
         # Within 4x the gap to some alternate is within 4x the largest gap;
         # outside for every alternate is outside the largest.
@@ -258,6 +276,21 @@ class Ctx:
         if control:
             sys.exit("FAILED: %s: the control (another seed) is within the bound: the "
                      "comparison cannot fail\n%s" % (what, out))
+
+
+def device_touched(what, metrics_path, arena):
+    """What each rank's device saw (FSDP_EMU_MEMORY_REPORT): an allocation of
+    the plan's arena, read or written up to its last byte, not past it (the
+    guard pages stop that): the peak measured apart from the runtime's count."""
+    reports = glob.glob(metrics_path + ".mem.*")
+    if not reports:
+        sys.exit("FAILED: %s: no device memory report at %s.mem.*" % (what, metrics_path))
+    for path in reports:
+        uses = [json.loads(l) for l in open(path)]
+        arenas = [u for u in uses if u["bytes"] == arena]
+        if len(arenas) != 1 or arenas[0]["touched"] != arena:
+            sys.exit("FAILED: %s: %s: the device's allocations %s: not one arena of %d bytes "
+                     "touched to its end" % (what, path, uses, arena))
 
 
 def refusals(ctx, plan, arena):
@@ -319,7 +352,7 @@ def wait_ranks(procs):
             for _, q in procs:
                 q.kill()
             sys.exit("FAILED (hang): %s" % " ".join(cmd))
-        done.append((cmd, p.returncode, out))
+        done.append((cmd, p.returncode, counted(out)))
     return done
 
 
@@ -345,7 +378,7 @@ def matrix_group(ctx, group):
         ctx.held(what, a, alternates, seed, b, arena, STEPS)
         runs += 1
         print("%s: %d steps, losses within the bound of threads', peak %d bytes = the "
-              "plan's arena" % (what, STEPS, arena))
+              "plan's arena, as the runtime and the device measured it" % (what, STEPS, arena))
     return runs, lines
 
 
@@ -375,6 +408,7 @@ def resume_group(ctx):
             if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
                 sys.exit("FAILED: resume %s step %d: device peak %d, plan's arena %d"
                          % (first, m["step"], m["peak_bytes"], arena))
+        device_touched("resume " + first, emulated_leg, arena)
         both = ctx.path("resume", first, "both.jsonl")
         with open(both, "w") as f:
             for m in metrics(one) + metrics(two):
@@ -497,22 +531,28 @@ def faults_group(ctx):
     return 0, lines
 
 
-def summary(work, groups):
-    runs = 0
-    for g in groups:
-        path = os.path.join(work, g, "result.json")
+def summary(work, races, groups):
+    runs = reports = 0
+    for g, path in [(g, os.path.join(work, g, "result.json")) for g in groups] + [
+            ("races", races)]:
         if not os.path.isfile(path):
             sys.exit("FAILED: gpu-emulated-%s left no %s: it failed or did not run" % (g, path))
-        runs += json.load(open(path))["runs"]
-    # The stream-order checker's counts (its reports, the dropped waits it
-    # caught) join this line here, from the groups' result.json, once the
-    # emulated device writes them.
-    print("emulated device: %d runs, losses equal threads, peaks exact" % runs)
+    for g in groups:
+        result = json.load(open(os.path.join(work, g, "result.json")))
+        runs += result["runs"]
+        reports += result["stream_order_reports"]
+    race = json.load(open(races))
+    reports += race["normal_reports"]
+    if reports or race["caught"] != race["waits"]:
+        sys.exit("FAILED: %d stream-order reports, %d of %d dropped waits caught"
+                 % (reports, race["caught"], race["waits"]))
+    print("emulated device: %d runs, losses equal threads, peaks exact, %d stream-order reports, "
+          "%d of %d dropped waits caught" % (runs, reports, race["caught"], race["waits"]))
 
 
 def main():
-    if len(sys.argv) >= 3 and sys.argv[1] == "--summary":
-        return summary(sys.argv[2], sys.argv[3:] or GROUPS)
+    if len(sys.argv) >= 5 and sys.argv[1] == "--summary":
+        return summary(sys.argv[2], sys.argv[3], sys.argv[4:])
     if len(sys.argv) != 6 or sys.argv[5] not in GROUPS:
         sys.exit(__doc__)
     bin_dir, plugin, models, work, group = sys.argv[1:]
@@ -531,7 +571,7 @@ def main():
     for line in lines:
         print(line)
     with open(os.path.join(work, "result.json"), "w") as f:
-        json.dump({"runs": runs}, f)
+        json.dump({"runs": runs, "stream_order_reports": STREAM_ORDER_REPORTS[0]}, f)
     print("emulated device (%s): %d runs, losses equal threads, peaks exact" % (group, runs))
 
 

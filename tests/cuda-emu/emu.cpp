@@ -165,7 +165,8 @@ void join(Clock &into, const Clock &from) {
 }
 uint64_t component(const Clock &c, size_t i) { return i < c.size() ? c[i] : 0; }
 // What the calling host thread has waited for: the clocks of the records,
-// streams and device it synchronized with (and saw complete, by a query).
+// streams and device it synchronized with (a query that saw them complete
+// does not count: cudaEventQuery).
 thread_local Clock hostClock;
 // The work label of the calling host thread (setWorkLabel).
 thread_local std::string workLabel;
@@ -226,6 +227,9 @@ struct Checker {
   std::atomic<uint64_t> distinct{0};    // of them, pairs of operations reported
   bool exitHooked = false;
   uint64_t waits = 0; // cudaStreamWaitEvent calls so far (FSDP_EMU_DROP_WAIT)
+  // Freed device allocations: their bytes, and how far into them operations
+  // read or wrote (FSDP_EMU_MEMORY_REPORT).
+  std::vector<std::pair<size_t, size_t>> freed;
 };
 
 struct Streams {
@@ -236,6 +240,7 @@ struct Streams {
   Stream *legacy = nullptr;
   std::set<Event *> events;
   Checker checker;
+  size_t components = 0; // of the clocks: one a stream, one a host thread
 };
 // Never destroyed, as the device: detached stream threads use it until exit.
 Streams &streams() {
@@ -283,8 +288,8 @@ Stream *newStream(bool blocking, int priority) {
   auto *s = new Stream;
   s->blocking = blocking;
   s->priority = priority;
-  s->id = all.every.size();
-  s->name = "stream " + std::to_string(s->id);
+  s->id = all.components++;
+  s->name = "stream " + std::to_string(all.every.size()); // its number among the streams
   all.live.insert(s);
   all.every.push_back(s);
   std::thread(serve, s).detach();
@@ -327,15 +332,16 @@ void splitAt(std::map<uintptr_t, Span> &spans, uintptr_t x) {
 std::string describeBytes(uintptr_t from, uintptr_t to);
 void exitOnReports();
 
-// Checks the accesses of `op`, just enqueued on s (its clock, s->clock),
-// against every earlier access of another stream that conflicts with one
+// Checks the accesses of `op`, just enqueued on the stream whose clock
+// component is `id` (its clock: `now`), or made by the host thread of that
+// component, against every earlier access of another that conflicts with one
 // (overlapping bytes, a write among the two) and is not ordered before it;
 // reports each such pair of operations once, then records the accesses.
 // With the streams' lock held.
-void checkOrder(const Stream *s, const OperationRef &op, const std::vector<Access> &accesses) {
+void checkOrder(size_t id, const Clock &now, const OperationRef &op,
+                const std::vector<Access> &accesses) {
   Checker &c = streams().checker;
-  const Clock &now = s->clock;
-  const uint64_t tick = component(now, s->id);
+  const uint64_t tick = component(now, id);
   // (other operation, it wrote, this one writes) -> the bytes, first to last
   std::map<std::tuple<OperationRef, bool, bool>, std::pair<uintptr_t, uintptr_t>> found;
   for (const Access &a : accesses) {
@@ -359,7 +365,7 @@ void checkOrder(const Stream *s, const OperationRef &op, const std::vector<Acces
       };
       Touch *mine = nullptr;
       for (Touch &t : span.touches) {
-        if (t.stream == s->id) {
+        if (t.stream == id) {
           mine = &t;
           continue;
         }
@@ -377,7 +383,7 @@ void checkOrder(const Stream *s, const OperationRef &op, const std::vector<Acces
           t.reader.reset();
       }
       if (!mine) {
-        span.touches.push_back(Touch{s->id});
+        span.touches.push_back(Touch{id});
         mine = &span.touches.back();
       }
       if (a.write) {
@@ -449,7 +455,7 @@ uint64_t pushLocked(Stream *s, std::function<void()> work, bool always, const ch
     s->clock.resize(s->id + 1, 0);
   ++s->clock[s->id];
   if (what && accesses && !accesses->empty())
-    checkOrder(s,
+    checkOrder(s->id, s->clock,
                std::make_shared<const Operation>(Operation{
                    workLabel.empty() ? std::string(what) : workLabel + ": " + what, s->name}),
                *accesses);
@@ -512,10 +518,27 @@ std::string describeBytes(uintptr_t from, uintptr_t to) {
   return os.str();
 }
 
+// How far into [start, end) operations have read or written: the end of the
+// last span the checker keeps there (spans exist only where some operation
+// touched). With the streams' lock held.
+size_t touchedIn(uintptr_t start, uintptr_t end) {
+  const auto &spans = streams().checker.spans;
+  auto it = spans.lower_bound(end);
+  if (it == spans.begin())
+    return 0;
+  --it;
+  if (it->first < start)
+    return 0;
+  return std::min(it->second.end, end) - start;
+}
+
+void writeMemoryReport();
+
 // At exit, after a report no test took (takeStreamOrderReports): the
 // process's status is 1, whatever it would have been, so that a run with a
 // race fails even where its results happen to come out right.
 void exitOnReports() {
+  writeMemoryReport();
   const Checker &c = streams().checker;
   const uint64_t n = c.unordered.load();
   if (n == 0)
@@ -526,6 +549,38 @@ void exitOnReports() {
                (unsigned long long)n, (unsigned long long)c.distinct.load());
   std::fflush(nullptr);
   _exit(1);
+}
+
+// FSDP_EMU_MEMORY_REPORT=PATH: at exit, PATH.PID holds a line for each
+// allocation of device memory the process made, freed or not:
+// {"bytes":N,"touched":T}, T how far into it operations read or wrote, as
+// the device saw them (kernels, copies, GEMMs, collectives): a test holds
+// the arena's to the plan's arena, apart from the runtime's own count.
+void writeMemoryReport() {
+  static std::atomic<bool> written{false};
+  const char *path = std::getenv("FSDP_EMU_MEMORY_REPORT");
+  if (!path || !*path || written.exchange(true))
+    return;
+  std::vector<std::pair<uintptr_t, size_t>> live;
+  {
+    std::lock_guard<std::mutex> l(device().memory);
+    live.assign(device().allocations.begin(), device().allocations.end());
+  }
+  std::vector<std::pair<size_t, size_t>> uses;
+  {
+    std::lock_guard<std::mutex> l(streams().mu);
+    uses = streams().checker.freed;
+    for (const auto &[start, bytes] : live)
+      uses.push_back({bytes, touchedIn(start, start + bytes)});
+  }
+  const std::string file = std::string(path) + "." + std::to_string(getpid());
+  if (FILE *f = std::fopen(file.c_str(), "w")) {
+    for (const auto &[bytes, touched] : uses)
+      std::fprintf(f, "{\"bytes\":%zu,\"touched\":%zu}\n", bytes, touched);
+    std::fclose(f);
+  } else {
+    std::fprintf(stderr, "cuda-emu: FSDP_EMU_MEMORY_REPORT: cannot write %s\n", file.c_str());
+  }
 }
 
 // --- Kernel names, from the symbol table of the object holding them ------------
@@ -1111,6 +1166,21 @@ bool cuda_emu::enqueue(cudaStream_t stream, const char *what, std::vector<Access
   return submit(stream, std::move(work), false, nullptr, nullptr, what, &accesses);
 }
 
+// The host thread's own clock component, given on its first access.
+thread_local size_t hostComponent = SIZE_MAX;
+
+void cuda_emu::hostAccess(const void *ptr, size_t bytes, bool write, const char *what) {
+  Streams &all = streams();
+  std::lock_guard<std::mutex> l(all.mu);
+  if (hostComponent == SIZE_MAX)
+    hostComponent = all.components++;
+  if (hostClock.size() <= hostComponent)
+    hostClock.resize(hostComponent + 1, 0);
+  ++hostClock[hostComponent];
+  checkOrder(hostComponent, hostClock,
+             std::make_shared<const Operation>(Operation{what, "the host"}), {{ptr, bytes, write}});
+}
+
 void cuda_emu::setWorkLabel(std::string label, std::vector<Access> kernelAccesses) {
   workLabel = std::move(label);
   labelAccesses = std::move(kernelAccesses);
@@ -1260,6 +1330,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     return cudaErrorMemoryAllocation;
   }
   const uintptr_t start = reinterpret_cast<uintptr_t>(g.start);
+  static std::once_flag reportAtExit;
+  std::call_once(reportAtExit, [] { std::atexit(cuda_emu::writeMemoryReport); });
   d.allocations[start] = bytes;
   d.mappings[start] = g;
   *ptr = g.start;
@@ -1279,11 +1351,10 @@ static cudaError_t release(void *ptr, bool pinned) {
     auto it = a.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == a.end())
       return pinned ? cudaErrorInvalidValue : cudaErrorInvalidDevicePointer;
-    if (!pinned) {
+    if (!pinned)
       d.used -= rounded256(it->second);
-      start = it->first;
-      end = start + it->second;
-    }
+    start = it->first;
+    end = start + it->second;
     a.erase(it);
     auto m = d.mappings.find(reinterpret_cast<uintptr_t>(ptr));
     munmap(m->second.map, m->second.length);
@@ -1294,6 +1365,8 @@ static cudaError_t release(void *ptr, bool pinned) {
   // above). Not under the memory's lock: the checker takes it under its own.
   std::lock_guard<std::mutex> l(streams().mu);
   auto &spans = streams().checker.spans;
+  if (!pinned)
+    streams().checker.freed.push_back({end - start, cuda_emu::touchedIn(start, end)});
   spans.erase(spans.lower_bound(start), spans.lower_bound(end));
   return cudaSuccess;
 }
@@ -1340,11 +1413,13 @@ cudaError_t copyOnStream(const char *what, void *dst, size_t dpitch, const void 
   }
   if ((dstDevice && !inDevice(dst, dExtent)) || (srcDevice && !inDevice(src, sExtent)))
     return cudaErrorInvalidValue;
-  // For the stream-order checker: the device bytes, the whole strided extent.
+  // For the stream-order checker: the device bytes and the pinned host ones
+  // (the host's own accesses to those are declared by hostAccess), the whole
+  // strided extent. Pageable host memory is copied while the host waits.
   std::vector<cuda_emu::Access> accesses;
-  if (srcDevice)
+  if (srcDevice || inPinned(src, sExtent))
     accesses.push_back({src, sExtent, false});
-  if (dstDevice)
+  if (dstDevice || inPinned(dst, dExtent))
     accesses.push_back({dst, dExtent, true});
   std::shared_ptr<std::vector<char>> staged;
   if (!srcDevice && !inPinned(src, sExtent)) {
@@ -1462,8 +1537,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     return cudaErrorInvalidResourceHandle;
   if (s->completed != s->enqueued)
     return cudaErrorNotReady;
-  cuda_emu::join(cuda_emu::hostClock, s->clock); // seen done: as a synchronization
-  return cudaSuccess;
+  return cudaSuccess; // seen done; not an order for the checker (cudaEventQuery)
 }
 
 cudaError_t cudaDeviceSynchronize() {
@@ -1589,8 +1663,11 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     return cudaErrorInvalidResourceHandle;
   if (e->last && !e->last->done)
     return cudaErrorNotReady;
-  if (e->last) // seen done: as a synchronization
-    cuda_emu::join(cuda_emu::hostClock, e->last->clock);
+  // Seen done. CUDA would order the host's later work after it; the checker
+  // does not: an order that holds only because the host happened to look
+  // (the hang diagnosis queries its collectives' events now and then) is
+  // timing, so the runtime synchronizes after a query that says done, and
+  // only that orders (runtime/backends/NCCL.cpp, waitEvent).
   return cudaSuccess;
 }
 

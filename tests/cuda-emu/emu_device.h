@@ -33,6 +33,13 @@ struct Access {
 /// unless it points to const). An empty label and no accesses: none.
 void setWorkLabel(std::string label, std::vector<Access> kernelAccesses);
 
+/// Declares that the calling host thread now reads (or writes) `bytes` at
+/// `ptr`, pinned host memory that asynchronous copies also touch: the
+/// stream-order checker reports a copy that touches them and that nothing
+/// orders against this access (the host synchronizes with an event, a
+/// stream or the device for that). `what` names the access in reports.
+void hostAccess(const void *ptr, size_t bytes, bool write, const char *what);
+
 /// Enqueues `work` on `stream` (nullptr: the legacy default stream). It runs
 /// on that stream's thread after everything enqueued on the stream before it
 /// (kernels, copies, event waits), as CUDA orders a stream. `what` names the

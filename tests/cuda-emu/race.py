@@ -5,20 +5,22 @@ usage: race.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR
 
 gpt2-tiny planned for the cuda target at world 2 runs 2 steps through
 `fsdp-run --backend nccl` on the emulated device (one process a rank,
---rank/--nccl-id-file):
+--rank/--nccl-id-file), with --grad-accum 1 and 2 (so that the join of a
+micro-step to the next is among the waits):
 
   * FSDP_EMU_DROP_WAIT=list: the normal run, which must exit 0 with no
     stream-order report, lists every cudaStreamWaitEvent; the two steps
     must issue the same waits, W a step;
   * for each wait of step 1, FSDP_EMU_DROP_WAIT=N drops it: the checker must
     report a race (the ranks are stopped at the first report; the report's
-    exit status is checked on the first run to the end), unless the wait is
-    one of REDUNDANT below, whose drop must then stay unreported (so that
-    the table cannot go stale either way);
+    exit status is checked on the first run to the end). Every wait the
+    device is given is needed: lowering drops the program's waits that order
+    nothing, and the executor joins phases only as far as needed
+    (runtime/StreamOrder.h);
   * malformed FSDP_EMU_DROP_WAIT values: exit 1 naming the variable.
 
-The last line: "dropped waits: C of W caught (R redundant, explained);
-stream-order reports in normal runs: 0".
+The last line: "dropped waits: C of W caught; stream-order reports in normal
+runs: 0"; WORK_DIR/result.json holds the figures for gpu-emulated-summary.
 """
 import json
 import os
@@ -26,39 +28,6 @@ import subprocess
 import sys
 
 TIMEOUT_S = 120
-# The waits of a step whose drop the checker cannot see, by their label in
-# FSDP_EMU_DROP_WAIT=list (the phase ends' joins are unlabelled: the
-# executor's own, "<phase> end"), with why nothing needs them in this plan.
-# Each phase ends with the two streams joined (DeviceExecutor.cpp), and the
-# program also orders each phase's first work after the other stream: each
-# of those pairs orders the same work twice, so either alone is redundant.
-REDUNDANT = {
-    "micro_step.comm[0] (wait)":
-        "the gather of unit 0 after position_ids: the optimizer's end join already orders "
-        "it after all of compute's earlier work, and position_ids' bytes are not gathered into",
-    "micro_step.comm[3] (wait)":
-        "the gather of unit 1 after compute starts on unit 0 (a prefetch bound of the plan): "
-        "the bytes it writes were last used in the previous step, ordered by the joins",
-    "micro_step.compute[90] (wait)":
-        "before free (grads of unit 2): nothing later in the phase reuses those bytes; the "
-        "micro-step's end join orders the reduce-scatter before the next use",
-    "micro_step.compute[96] (wait)":
-        "before free (grads of unit 1): as compute[90]",
-    "micro_step.compute[99] (wait)":
-        "before free (grads of unit 0): as compute[90]",
-    "micro_step end: compute waits for comm":
-        "the optimizer's compute[1] waits for grad_norm, after every reduce-scatter on comm",
-    "micro_step end: comm waits for compute":
-        "the optimizer's comm[0] waits for a record after all of the micro-step's compute",
-    "optimizer.comm[0] (wait)":
-        "the micro-step's end join already ordered comm after all of its compute",
-    "optimizer end: compute waits for comm":
-        "no device work of compute touches grad_norm's bytes before its next wait on comm; "
-        "it orders the host's read of the norm (pinned memory, after the step's wait on "
-        "compute), which the checker does not see: not redundant for the executor",
-    "optimizer end: comm waits for compute":
-        "the next step's comm[0] waits for a record on compute after all of the optimizer",
-}
 
 
 def label(line, phase):
@@ -71,13 +40,13 @@ def label(line, phase):
     return "%s end: %s waits for %s" % (phase, streams.get(waits, waits), streams.get(rec, rec))
 
 
-def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report):
+def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report, accum):
     """Runs both ranks; returns (exit statuses, rank 0's output, rank 1's)."""
     idf = os.path.join(work, "id-" + tag)
     if os.path.exists(idf):
         os.remove(idf)
     cmd = [fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
-           "--nccl-id-file", idf]
+           "--grad-accum", str(accum), "--nccl-id-file", idf]
     log1 = open(os.path.join(work, "rank1-%s.txt" % tag), "w+")
     p1 = subprocess.Popen(cmd + ["--rank", "1"], env=env, stdout=log1, stderr=subprocess.STDOUT)
     p0 = subprocess.Popen(cmd + ["--rank", "0"], env=env, stdout=subprocess.PIPE,
@@ -104,6 +73,9 @@ def main():
         sys.exit(__doc__)
     bin_dir, plugin, models, work = sys.argv[1:]
     os.makedirs(work, exist_ok=True)
+    result = os.path.join(work, "result.json")
+    if os.path.exists(result):  # an earlier run's
+        os.remove(result)
     fsdp_plan, fsdp_run = os.path.join(bin_dir, "fsdp-plan"), os.path.join(bin_dir, "fsdp-run")
     env = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
     for k in ("FSDP_EMU_DROP_WAIT", "FSDP_EMULATED_GPU_MEMORY", "FSDP_EMU_NCCL_FAULT"):
@@ -125,13 +97,28 @@ def main():
             sys.exit("FAILED: FSDP_EMU_DROP_WAIT='%s': exit %d, not 1 naming the variable\n%s"
                      % (bad, r.returncode, r.stdout))
 
-    # The normal run lists the waits: no report, exit 0.
+    caught = total = 0
+    for accum in (1, 2):
+        c, w = drop_each(fsdp_run, plan, env, work, accum)
+        caught += c
+        total += w
+    print("dropped waits: %d of %d caught; stream-order reports in normal runs: 0"
+          % (caught, total))
+    with open(result, "w") as f:
+        json.dump({"waits": total, "caught": caught, "normal_reports": 0}, f)
+    if caught != total:
+        sys.exit("FAILED: %d dropped waits not reported" % (total - caught))
+
+
+def drop_each(fsdp_run, plan, env, work, accum):
+    """The normal run's waits, then each dropped in turn: (caught, waits)."""
+    tag = "accum%d-" % accum
     status, out0, out1 = run_ranks(fsdp_run, plan, dict(env, FSDP_EMU_DROP_WAIT="list"), work,
-                                   "list", False)
+                                   tag + "list", False, accum)
     normal_reports = (out0 + out1).count("stream-order race")
     if status != (0, 0) or normal_reports:
-        sys.exit("FAILED: the normal run: exit %s, %d stream-order reports\n%s\n%s"
-                 % (status, normal_reports, out0, out1))
+        sys.exit("FAILED: the normal run (--grad-accum %d): exit %s, %d stream-order reports\n"
+                 "%s\n%s" % (accum, status, normal_reports, out0, out1))
     lines = [l for l in out0.splitlines() if l.startswith("cuda-emu: wait ")]
     names, phase = [], "micro_step"
     for l in lines:
@@ -143,40 +130,30 @@ def main():
     w = len(names) // 2
     if w == 0 or names[:w] != names[w:]:
         sys.exit("FAILED: the two steps issued different waits:\n" + "\n".join(lines))
-    stale = set(REDUNDANT) - set(names[:w])
-    if stale:
-        sys.exit("FAILED: REDUNDANT names waits the run does not issue: %s" % sorted(stale))
 
-    caught = redundant = 0
+    caught = 0
     for n in range(1, w + 1):
         name = names[n - 1]
         env_n = dict(env, FSDP_EMU_DROP_WAIT=str(n))
-        # The first caught drop runs to its end: the exit status, and the summary.
-        full = caught == 0 and name not in REDUNDANT
-        status, out0, out1 = run_ranks(fsdp_run, plan, env_n, work, "drop%d" % n, not full)
+        # The first drop runs to its end: the exit status, and the summary.
+        full = n == 1
+        status, out0, out1 = run_ranks(fsdp_run, plan, env_n, work, tag + "drop%d" % n, not full,
+                                       accum)
         dropped = "FSDP_EMU_DROP_WAIT=%d: dropped wait %d: " % (n, n)
         if dropped not in out0:
             sys.exit("FAILED: wait %d (%s) was not dropped\n%s" % (n, name, out0))
-        reported = "stream-order race" in out0 + out1
-        if name in REDUNDANT:
-            if reported:
-                sys.exit("FAILED: wait %d (%s) is listed as redundant, but its drop is "
-                         "reported: take it off REDUNDANT\n%s" % (n, name, out0 + out1))
-            print("wait %d of a step (%s): dropped, nothing reported: redundant: %s"
-                  % (n, name, REDUNDANT[name]))
-            redundant += 1
+        if "stream-order race" not in out0 + out1:
+            print("--grad-accum %d: wait %d of a step (%s): dropped, and no stream-order report"
+                  % (accum, n, name))
             continue
-        if not reported:
-            sys.exit("FAILED: wait %d (%s) dropped, and no stream-order report\n%s\n%s"
-                     % (n, name, out0, out1))
         if full and (status[0] == 0 or "the stream-order checker found" not in out0):
             sys.exit("FAILED: wait %d (%s): reported, but exit %s or no summary\n%s"
                      % (n, name, status, out0))
         first = next(l for l in out0.splitlines() if "stream-order race" in l)
-        print("wait %d of a step (%s): dropped, reported: %s" % (n, name, first[:300]))
+        print("--grad-accum %d: wait %d of a step (%s): dropped, reported: %s"
+              % (accum, n, name, first[:300]))
         caught += 1
-    print("dropped waits: %d of %d caught (%d redundant, explained); stream-order reports in "
-          "normal runs: %d" % (caught, w, redundant, normal_reports))
+    return caught, w
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ struct RunStart {
   double predictedStepS = 0; // the plan's step (micro-steps and optimizer); 0: none
 };
 
-/// The last of a run that returned (status 0, or stopped by a signal).
+/// What a run came to: an error before or during the run, or the end of one
+/// that returned (status 0, or stopped by a signal).
 struct RunResult {
   /// The process's exit status: 0, 1 (an error), 128 + a stop signal.
   int status = 0;

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 using namespace fsdp;
@@ -377,10 +378,11 @@ int main(int argc, char **argv) {
                                        : "the single file " + o.saveWeights));
   if (o.minLr < 0 || o.minLr > o.lr)
     return fail("--min-lr must be from 0 to --lr (" + std::to_string(o.lr) + ")");
-  if (!runtime::parseBackend(backend))
+  std::optional<runtime::BackendKind> kind = runtime::parseBackend(backend);
+  if (!kind)
     return fail("unknown backend '" + backend + "'; expected threads, mpi or nccl");
   if (backendGiven)
-    req.backend = runtime::parseBackend(backend);
+    req.backend = kind;
   req.stopHandlers = true;
   // fsdp-translate, beside this binary, lowers a .mlir plan.
   std::string self(argv[0]);

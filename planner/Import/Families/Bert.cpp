@@ -158,7 +158,4 @@ void Bert::build(GraphBuilder &g, Value tokens, Value targets) const {
 
 } // namespace
 
-const ModelFamily &fsdp::bertFamily() {
-  static const Bert family;
-  return family;
-}
+const ModelFamily &fsdp::bertFamily() { return instance<Bert>(); }

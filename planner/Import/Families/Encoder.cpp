@@ -16,17 +16,11 @@ std::vector<const char *> EncoderFamily::implementedKeys() const {
 
 bool EncoderFamily::parseEncoder(JsonReader &r, const ImportOptions &opts, double hfDropout,
                                  ModelConfig &c) {
-  auto d = r.getInt({"hidden_size"});
-  if (!d)
-    return false;
-  auto layers = r.getInt({"num_hidden_layers"});
-  if (!layers)
-    return false;
-  auto heads = r.getInt({"num_attention_heads"});
-  if (!heads)
-    return false;
-  auto inter = r.getInt({"intermediate_size"});
-  if (!inter)
+  int64_t d, layers, heads, inter;
+  if (!getInts(r, {{"hidden_size", &d},
+                   {"num_hidden_layers", &layers},
+                   {"num_attention_heads", &heads},
+                   {"intermediate_size", &inter}}))
     return false;
   auto act = r.getString({"hidden_act"}, std::string("gelu"));
   if (!act)
@@ -40,18 +34,18 @@ bool EncoderFamily::parseEncoder(JsonReader &r, const ImportOptions &opts, doubl
     return false;
   if (*eps <= 0)
     return r.fail({"layer_norm_eps"}, "layer_norm_eps must be positive");
-  if (*d % *heads != 0)
+  if (d % heads != 0)
     return r.fail({"hidden_size"},
-                  "hidden_size = " + std::to_string(*d) +
-                      " is not divisible by num_attention_heads = " + std::to_string(*heads));
+                  "hidden_size = " + std::to_string(d) +
+                      " is not divisible by num_attention_heads = " + std::to_string(heads));
   if (!checkDropout(r, opts, {"hidden_dropout_prob", "attention_probs_dropout_prob"}, hfDropout))
     return false;
-  c.hiddenSize = *d;
-  c.numLayers = *layers;
-  c.numHeads = *heads;
-  c.numKvHeads = *heads;
-  c.headDim = *d / *heads;
-  c.intermediateSize = *inter;
+  c.hiddenSize = d;
+  c.numLayers = layers;
+  c.numHeads = heads;
+  c.numKvHeads = heads;
+  c.headDim = d / heads;
+  c.intermediateSize = inter;
   c.normEps = *eps;
   return true;
 }

@@ -12,10 +12,10 @@ using namespace fsdp;
 using nlohmann::json;
 
 ArrayRef<const ModelFamily *> fsdp::modelFamilies() {
-  // The order of supportedModelTypes' message.
-  static const ModelFamily *const families[] = {&gpt2Family(),  &llamaFamily(), &mistralFamily(),
-                                                &qwen2Family(), &qwen3Family(), &bertFamily(),
-                                                &vitFamily()};
+  static const ModelFamily *const families[] = {
+#define FSDP_FAMILY(accessor) &accessor(),
+#include "planner/Import/Families/Families.def"
+  };
   return families;
 }
 
@@ -38,6 +38,16 @@ GraphInputs ModelFamily::inputs(const ModelConfig &, Builder &b) const {
 double fsdp::biasedBlockParameters(const ModelConfig &c) {
   double D = c.hiddenSize, I = c.intermediateSize;
   return 4 * D * D + 2 * D * I + 9 * D + I;
+}
+
+bool fsdp::getInts(JsonReader &r, std::initializer_list<std::pair<const char *, int64_t *>> keys) {
+  for (auto [key, out] : keys) {
+    auto v = r.getInt({key});
+    if (!v)
+      return false;
+    *out = *v;
+  }
+  return true;
 }
 
 bool fsdp::checkDropout(JsonReader &r, const ImportOptions &opts,

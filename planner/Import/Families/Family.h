@@ -2,7 +2,7 @@
 //
 // Each HF model_type fsdp implements is one ModelFamily, defined in its own
 // file next to this one (GPT2.cpp, Llama.cpp with its Mistral, Qwen2 and
-// Qwen3 deltas, Bert.cpp, ViT.cpp) and listed in Family.cpp's registry. The
+// Qwen3 deltas, Bert.cpp, ViT.cpp) and listed in Families.def. The
 // HF importer (HFConfig.cpp) asks the family which config keys it accepts,
 // how to read them and how to build the graph; the lowering
 // (LowerToProgram.cpp) asks it what else the family's HF checkpoints hold.
@@ -130,7 +130,8 @@ public:
   /// An upper bound of the parameters, an untied LM head excluded; in
   /// floating point, since the exact count may not fit in 64 bits.
   virtual double parameterBound(const ModelConfig &c) const = 0;
-  /// The sizes to blame, largest first, when the parameters are too many.
+  /// The sizes to blame when the parameters are too many: the error names
+  /// the largest (the first of equals).
   virtual std::vector<SizeKey> sizeKeys(const ModelConfig &c) const = 0;
 
   // --- The graph (HFConfig.cpp's buildGraph).
@@ -183,14 +184,18 @@ const ModelFamily *findFamily(llvm::StringRef modelType);
 bool checkDropout(JsonReader &r, const ImportOptions &opts,
                   std::initializer_list<const char *> keys, double hfDefault);
 
-// The families, each defined in its own file; Family.cpp registers them.
-const ModelFamily &gpt2Family();
-const ModelFamily &llamaFamily();
-const ModelFamily &mistralFamily();
-const ModelFamily &qwen2Family();
-const ModelFamily &qwen3Family();
-const ModelFamily &bertFamily();
-const ModelFamily &vitFamily();
+/// Reads required positive integers in order, stopping at the first error.
+bool getInts(JsonReader &r, std::initializer_list<std::pair<const char *, int64_t *>> keys);
+
+/// The one instance of a family's class, for its accessor below.
+template <class Family> const ModelFamily &instance() {
+  static const Family family;
+  return family;
+}
+
+// The families' accessors, each defined in its family's file.
+#define FSDP_FAMILY(accessor) const ModelFamily &accessor();
+#include "planner/Import/Families/Families.def"
 
 } // namespace fsdp
 

@@ -59,23 +59,15 @@ public:
   }
 
   bool parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) const override {
-    auto vocab = r.getInt({"vocab_size"});
-    if (!vocab)
-      return false;
-    auto d = r.getInt({"n_embd"});
-    if (!d)
-      return false;
-    auto layers = r.getInt({"n_layer"});
-    if (!layers)
-      return false;
-    auto heads = r.getInt({"n_head"});
-    if (!heads)
+    int64_t vocab, d, layers, heads;
+    if (!getInts(
+            r, {{"vocab_size", &vocab}, {"n_embd", &d}, {"n_layer", &layers}, {"n_head", &heads}}))
       return false;
     auto positions = r.getInt({"n_positions"}, int64_t(1024));
     if (!positions)
       return false;
     // Saturated: a width this large fails the size check.
-    auto inner = r.getInt({"n_inner"}, *d <= INT64_MAX / 4 ? 4 * *d : INT64_MAX);
+    auto inner = r.getInt({"n_inner"}, d <= INT64_MAX / 4 ? 4 * d : INT64_MAX);
     if (!inner)
       return false;
     auto eps = r.getNumber({"layer_norm_epsilon"}, 1e-5);
@@ -91,9 +83,9 @@ public:
                     "activation_function '" + *act +
                         "' is not supported; fsdp implements GELU with the tanh "
                         "approximation ('gelu_new' or 'gelu_pytorch_tanh')");
-    if (*d % *heads != 0)
-      return r.fail({"n_embd"}, "n_embd = " + std::to_string(*d) +
-                                    " is not divisible by n_head = " + std::to_string(*heads));
+    if (d % heads != 0)
+      return r.fail({"n_embd"}, "n_embd = " + std::to_string(d) +
+                                    " is not divisible by n_head = " + std::to_string(heads));
     auto tie = r.getBool({"tie_word_embeddings"}, true);
     if (!tie)
       return false;
@@ -112,12 +104,12 @@ public:
     if (!checkDropout(r, opts, {"resid_pdrop", "embd_pdrop", "attn_pdrop"}, 0.1))
       return false;
 
-    c.vocabSize = *vocab;
-    c.hiddenSize = *d;
-    c.numLayers = *layers;
-    c.numHeads = *heads;
-    c.numKvHeads = *heads;
-    c.headDim = *d / *heads;
+    c.vocabSize = vocab;
+    c.hiddenSize = d;
+    c.numLayers = layers;
+    c.numHeads = heads;
+    c.numKvHeads = heads;
+    c.headDim = d / heads;
     c.intermediateSize = *inner;
     c.maxSeqLen = *positions;
     c.normEps = *eps;
@@ -193,7 +185,4 @@ public:
 
 } // namespace
 
-const ModelFamily &fsdp::gpt2Family() {
-  static const GPT2 family;
-  return family;
-}
+const ModelFamily &fsdp::gpt2Family() { return instance<GPT2>(); }

@@ -181,22 +181,14 @@ bool parseRopeScaling(JsonReader &r, std::optional<Llama3RopeScaling> &scaling) 
 }
 
 bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) const {
-  auto vocab = r.getInt({"vocab_size"});
-  if (!vocab)
+  int64_t vocab, d, inter, layers, heads;
+  if (!getInts(r, {{"vocab_size", &vocab},
+                   {"hidden_size", &d},
+                   {"intermediate_size", &inter},
+                   {"num_hidden_layers", &layers},
+                   {"num_attention_heads", &heads}}))
     return false;
-  auto d = r.getInt({"hidden_size"});
-  if (!d)
-    return false;
-  auto inter = r.getInt({"intermediate_size"});
-  if (!inter)
-    return false;
-  auto layers = r.getInt({"num_hidden_layers"});
-  if (!layers)
-    return false;
-  auto heads = r.getInt({"num_attention_heads"});
-  if (!heads)
-    return false;
-  auto kv = r.getInt({"num_key_value_heads"}, *heads);
+  auto kv = r.getInt({"num_key_value_heads"}, heads);
   if (!kv)
     return false;
   auto positions = r.getInt({"max_position_embeddings"}, int64_t(2048));
@@ -235,15 +227,15 @@ bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) cons
     return false;
   if (!checkDropout(r, opts, {"attention_dropout"}, 0.0))
     return false;
-  if (*heads % *kv != 0)
+  if (heads % *kv != 0)
     return r.fail({"num_key_value_heads"},
-                  "num_attention_heads = " + std::to_string(*heads) +
+                  "num_attention_heads = " + std::to_string(heads) +
                       " is not a multiple of num_key_value_heads = " + std::to_string(*kv));
-  int64_t defHeadDim = *d / *heads;
-  if (!r.get({"head_dim"}, false) && *d % *heads != 0)
+  int64_t defHeadDim = d / heads;
+  if (!r.get({"head_dim"}, false) && d % heads != 0)
     return r.fail({"hidden_size"},
-                  "hidden_size = " + std::to_string(*d) +
-                      " is not divisible by num_attention_heads = " + std::to_string(*heads));
+                  "hidden_size = " + std::to_string(d) +
+                      " is not divisible by num_attention_heads = " + std::to_string(heads));
   auto headDim = r.getInt({"head_dim"}, defHeadDim);
   if (!headDim)
     return false;
@@ -253,13 +245,13 @@ bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) cons
   if (!parseRopeScaling(r, c.ropeScaling))
     return false;
 
-  c.vocabSize = *vocab;
-  c.hiddenSize = *d;
-  c.numLayers = *layers;
-  c.numHeads = *heads;
+  c.vocabSize = vocab;
+  c.hiddenSize = d;
+  c.numLayers = layers;
+  c.numHeads = heads;
   c.numKvHeads = *kv;
   c.headDim = *headDim;
-  c.intermediateSize = *inter;
+  c.intermediateSize = inter;
   c.maxSeqLen = *positions;
   c.normEps = *eps;
   c.ropeTheta = *theta;
@@ -339,19 +331,7 @@ void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
 
 } // namespace
 
-const ModelFamily &fsdp::llamaFamily() {
-  static const Llama family;
-  return family;
-}
-const ModelFamily &fsdp::mistralFamily() {
-  static const Mistral family;
-  return family;
-}
-const ModelFamily &fsdp::qwen2Family() {
-  static const Qwen2 family;
-  return family;
-}
-const ModelFamily &fsdp::qwen3Family() {
-  static const Qwen3 family;
-  return family;
-}
+const ModelFamily &fsdp::llamaFamily() { return instance<Llama>(); }
+const ModelFamily &fsdp::mistralFamily() { return instance<Mistral>(); }
+const ModelFamily &fsdp::qwen2Family() { return instance<Qwen2>(); }
+const ModelFamily &fsdp::qwen3Family() { return instance<Qwen3>(); }

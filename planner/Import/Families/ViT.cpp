@@ -191,7 +191,4 @@ void ViT::build(GraphBuilder &g, Value patches, Value labels) const {
 
 } // namespace
 
-const ModelFamily &fsdp::vitFamily() {
-  static const ViT family;
-  return family;
-}
+const ModelFamily &fsdp::vitFamily() { return instance<ViT>(); }

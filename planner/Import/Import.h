@@ -63,7 +63,8 @@ llvm::StringRef supportedModelTypes();
 std::optional<ModelConfig> parseHFConfig(llvm::StringRef text, llvm::StringRef file,
                                          const ImportOptions &options, ImportError &error);
 
-/// Builds the forward graph of `config` at the end of `module`'s body.
+/// Builds the forward graph of `config` at the end of `module`'s body; null
+/// (and nothing built) if its modelType is not a registered family's.
 nn::GraphOp buildGraph(const ModelConfig &config, mlir::ModuleOp module);
 
 mlir::OwningOpRef<mlir::ModuleOp> importHFConfig(llvm::StringRef text, llvm::StringRef file,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/LowerToProgram.h"
 #include "planner/Buffers.h"
+#include "planner/Import/Families/Family.h"
 #include "runtime/Program.h"
 #include "runtime/Scratch.h"
 #include "runtime/StreamOrder.h"
@@ -504,15 +505,12 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.modelName = step.getModel()->str();
   prog.modelType = step.getModelType()->str();
   // What an HF checkpoint of the family holds besides the parameters
-  // (DESIGN.md, "Model families", Weights): the head of a tied decoder and
-  // BertForMaskedLM's decoder are tied copies; BERT pretraining's pooler and
-  // next-sentence head are not part of the masked-LM model.
-  if (prog.modelType == "bert") {
-    prog.tiedCopies = {"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"};
-    prog.unusedWeightPrefixes = {"bert.pooler.", "cls.seq_relationship."};
-  } else if (llvm::is_contained({"gpt2", "llama", "mistral", "qwen2", "qwen3"}, prog.modelType) &&
-             !paramOps.count("lm_head.weight")) {
-    prog.tiedCopies = {"lm_head.weight"};
+  // (DESIGN.md, "Model families", Weights): tied copies, and tensors the
+  // model does not use. A graph of another model_type (a JSON or MLIR
+  // graph's own) has neither.
+  if (const ModelFamily *family = findFamily(prog.modelType)) {
+    prog.tiedCopies = family->tiedCopies([&](StringRef name) { return paramOps.count(name); });
+    prog.unusedWeightPrefixes = family->unusedWeightPrefixes();
   }
   prog.parameters = parameters;
   prog.worldSize = step.getWorldSizeOr1();

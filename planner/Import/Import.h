@@ -38,9 +38,10 @@ struct Llama3RopeScaling {
   int64_t originalMaxPosition;
 };
 
-/// A transformer's hyper-parameters, from an HF config.json.
+/// A transformer's hyper-parameters, from an HF config.json: what every
+/// family has, then what one family adds (its ModelFamily reads and builds it).
 struct ModelConfig {
-  std::string modelType; // "gpt2", "llama", "mistral", "qwen2", "qwen3", "bert" or "vit"
+  std::string modelType; // a registered family's (Families/Families.def), e.g. "llama"
   std::string name;      // graph symbol name
   int64_t vocabSize = 0, hiddenSize = 0, numLayers = 0, numHeads = 0;
   int64_t numKvHeads = 0, headDim = 0, intermediateSize = 0, maxSeqLen = 0;
@@ -62,7 +63,8 @@ llvm::StringRef supportedModelTypes();
 std::optional<ModelConfig> parseHFConfig(llvm::StringRef text, llvm::StringRef file,
                                          const ImportOptions &options, ImportError &error);
 
-/// Builds the forward graph of `config` at the end of `module`'s body.
+/// Builds the forward graph of `config` at the end of `module`'s body; null
+/// (and nothing built) if its modelType is not a registered family's.
 nn::GraphOp buildGraph(const ModelConfig &config, mlir::ModuleOp module);
 
 mlir::OwningOpRef<mlir::ModuleOp> importHFConfig(llvm::StringRef text, llvm::StringRef file,

@@ -19,7 +19,7 @@ LLaMA (nn.Linear weights are [out, in], y = x @ W.T, no biases):
   (an RMSNorm over each head of q and k before RoPE); mistral masks keys more than
   sliding_window - 1 positions before the query (HF's sliding-window causal mask).
 
-Config defaults follow transformers (and planner/Import/HFConfig.cpp).
+Config defaults follow transformers (and planner/Import/Families/).
 Everything is computed in the dtype the model is built with (f32 or f64); in f32
 the RoPE tables are computed in f32 as HF does, in f64 they are computed in f64.
 """

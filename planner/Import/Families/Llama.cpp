@@ -1,0 +1,337 @@
+//===- Llama.cpp - model_type llama and its deltas mistral, qwen2, qwen3 --===//
+//
+// transformers' LlamaForCausalLM: rotary positions (with Llama 3.1's
+// scaling), pre-RMSNorm blocks, grouped-query attention, the SwiGLU MLP.
+// Mistral, Qwen2 and Qwen3 are the same graph with one change each, as in
+// transformers' modular files:
+//   mistral  sliding_window W: a query sees itself and the W-1 keys before it
+//   qwen2    biases on q_proj, k_proj and v_proj
+//   qwen3    head_dim, and q_norm / k_norm (RMSNorm over each head) before RoPE
+// Each delta is a subclass adding its keys and reading them (parseVariant).
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Import/Families/Family.h"
+#include "planner/Import/JsonReader.h"
+
+using namespace mlir;
+using namespace fsdp;
+using nlohmann::json;
+
+namespace {
+
+/// A block's parameters, in the state dict's order: Qwen2's biases follow
+/// their weights (LinearParams), Qwen3's norms follow o_proj.
+struct LlamaBlock {
+  LinearParams q, k, v, o;
+  NormParams qNorm, kNorm; // qwen3
+  LinearParams gate, up, down;
+  NormParams inputNorm, postAttentionNorm;
+};
+
+class Llama : public CausalLMFamily {
+public:
+  StringRef modelType() const override { return "llama"; }
+
+  std::vector<const char *> implementedKeys() const override {
+    std::vector<const char *> keys = {"vocab_size",
+                                      "hidden_size",
+                                      "intermediate_size",
+                                      "num_hidden_layers",
+                                      "num_attention_heads",
+                                      "num_key_value_heads",
+                                      "max_position_embeddings",
+                                      "rms_norm_eps",
+                                      "rope_theta",
+                                      "rope_scaling",
+                                      "tie_word_embeddings",
+                                      "hidden_act",
+                                      "attention_dropout",
+                                      "head_dim"};
+    std::vector<const char *> more = variantKeys();
+    keys.insert(keys.end(), more.begin(), more.end());
+    return keys;
+  }
+
+  bool parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) const override;
+
+  double parameterBound(const ModelConfig &c) const override {
+    double V = c.vocabSize, D = c.hiddenSize, I = c.intermediateSize, L = c.numLayers;
+    double qW = (double)c.numHeads * c.headDim, kvW = (double)c.numKvHeads * c.headDim;
+    return V * D +
+           L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D + (c.qkvBias ? qW + 2 * kvW : 0) +
+                (c.qkNorm ? 2.0 * c.headDim : 0)) +
+           D;
+  }
+
+  std::vector<SizeKey> sizeKeys(const ModelConfig &c) const override {
+    return {{"vocab_size", c.vocabSize},
+            {"hidden_size", c.hiddenSize},
+            {"intermediate_size", c.intermediateSize},
+            {"num_hidden_layers", c.numLayers},
+            {"num_attention_heads", c.numHeads},
+            {"head_dim", c.headDim, true}};
+  }
+
+  StringRef blockPrefix() const override { return "model.layers"; }
+
+  void build(GraphBuilder &g, Value tokens, Value targets) const override;
+
+protected:
+  /// The keys a variant adds to LLaMA's. pretraining_tp computes the same
+  /// projections in slices.
+  virtual std::vector<const char *> variantKeys() const {
+    return {"attention_bias", "mlp_bias", "pretraining_tp"};
+  }
+  /// Reads the variant's own keys into `c`, after the bias flags.
+  virtual bool parseVariant(JsonReader &r, ModelConfig &c) const { return true; }
+  /// The model the bias flags' message names.
+  virtual const char *displayName() const { return "LLaMA"; }
+};
+
+/// Mistral: LLaMA with a sliding window of attention.
+class Mistral final : public Llama {
+public:
+  StringRef modelType() const override { return "mistral"; }
+
+protected:
+  std::vector<const char *> variantKeys() const override { return {"sliding_window"}; }
+  bool parseVariant(JsonReader &r, ModelConfig &c) const override {
+    // null: full causal; absent: transformers' MistralConfig default, 4096.
+    const json *w = r.get({"sliding_window"}, false);
+    if (w && w->is_null())
+      return true;
+    auto v = r.getInt({"sliding_window"}, int64_t(4096));
+    if (!v)
+      return false;
+    c.slidingWindow = *v;
+    return true;
+  }
+};
+
+/// Qwen's sliding window is off unless use_sliding_window; then
+/// sliding_window and max_window_layers are unused.
+bool refuseQwenSlidingWindow(JsonReader &r) {
+  auto sliding = r.getBool({"use_sliding_window"}, false);
+  if (!sliding)
+    return false;
+  if (*sliding)
+    return r.fail({"use_sliding_window"},
+                  "use_sliding_window = true is not supported (fsdp implements Qwen's full "
+                  "causal attention); set it to false");
+  return true;
+}
+
+/// Qwen2: LLaMA with biases on the query, key and value projections.
+class Qwen2 final : public Llama {
+public:
+  StringRef modelType() const override { return "qwen2"; }
+
+protected:
+  std::vector<const char *> variantKeys() const override {
+    return {"use_sliding_window", "sliding_window", "max_window_layers"};
+  }
+  bool parseVariant(JsonReader &r, ModelConfig &c) const override {
+    c.qkvBias = true;
+    return refuseQwenSlidingWindow(r);
+  }
+};
+
+/// Qwen3: LLaMA with an RMSNorm over each head of q and k before RoPE.
+class Qwen3 final : public Llama {
+public:
+  StringRef modelType() const override { return "qwen3"; }
+
+protected:
+  std::vector<const char *> variantKeys() const override {
+    return {"attention_bias", "use_sliding_window", "sliding_window", "max_window_layers"};
+  }
+  bool parseVariant(JsonReader &r, ModelConfig &c) const override {
+    c.qkNorm = true;
+    return refuseQwenSlidingWindow(r);
+  }
+  const char *displayName() const override { return "Qwen3"; }
+};
+
+/// Llama 3.1's rope_scaling, or none when absent or null.
+bool parseRopeScaling(JsonReader &r, std::optional<Llama3RopeScaling> &scaling) {
+  const json *rs = r.get({"rope_scaling"}, false);
+  if (!rs || rs->is_null())
+    return true;
+  if (!rs->is_object())
+    return r.fail({"rope_scaling"},
+                  "rope_scaling must be an object or null, but is " + JsonReader::describe(*rs));
+  std::string key = rs->contains("rope_type") ? "rope_type" : "type";
+  auto type = r.getString({"rope_scaling", key});
+  if (!type)
+    return false;
+  if (*type != "llama3")
+    return r.fail({"rope_scaling", key},
+                  "rope_scaling type '" + *type + "' is not supported (supported: llama3)");
+  auto f = r.getNumber({"rope_scaling", "factor"});
+  auto lo = f ? r.getNumber({"rope_scaling", "low_freq_factor"}) : std::nullopt;
+  auto hi = lo ? r.getNumber({"rope_scaling", "high_freq_factor"}) : std::nullopt;
+  auto orig = hi ? r.getInt({"rope_scaling", "original_max_position_embeddings"}) : std::nullopt;
+  if (!orig)
+    return false;
+  if (!(*f > 0) || !(*lo > 0) || !(*hi > *lo))
+    return r.fail({"rope_scaling"}, "rope_scaling needs factor > 0 and 0 < "
+                                    "low_freq_factor < high_freq_factor");
+  scaling = Llama3RopeScaling{*f, *lo, *hi, *orig};
+  return true;
+}
+
+bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) const {
+  int64_t vocab, d, inter, layers, heads;
+  if (!getInts(r, {{"vocab_size", &vocab},
+                   {"hidden_size", &d},
+                   {"intermediate_size", &inter},
+                   {"num_hidden_layers", &layers},
+                   {"num_attention_heads", &heads}}))
+    return false;
+  auto kv = r.getInt({"num_key_value_heads"}, heads);
+  if (!kv)
+    return false;
+  auto positions = r.getInt({"max_position_embeddings"}, int64_t(2048));
+  if (!positions)
+    return false;
+  auto eps = r.getNumber({"rms_norm_eps"}, 1e-6);
+  if (!eps)
+    return false;
+  if (*eps <= 0)
+    return r.fail({"rms_norm_eps"}, "rms_norm_eps must be positive");
+  auto theta = r.getNumber({"rope_theta"}, 10000.0);
+  if (!theta)
+    return false;
+  if (*theta <= 0)
+    return r.fail({"rope_theta"}, "rope_theta must be positive");
+  auto tie = r.getBool({"tie_word_embeddings"}, false);
+  if (!tie)
+    return false;
+  auto act = r.getString({"hidden_act"}, std::string("silu"));
+  if (!act)
+    return false;
+  if (*act != "silu")
+    return r.fail({"hidden_act"},
+                  "hidden_act '" + *act + "' is not supported; LLaMA's MLP is SwiGLU ('silu')");
+  for (const char *flag : {"attention_bias", "mlp_bias"}) {
+    if (!r.get({flag}, false))
+      continue; // absent, or a key checkKeys refused for this family
+    auto b = r.getBool({flag}, false);
+    if (!b)
+      return false;
+    if (*b)
+      return r.fail({flag}, std::string(flag) + " = true is not supported (" + displayName() +
+                                " has no biases on its projections)");
+  }
+  if (!parseVariant(r, c))
+    return false;
+  if (!checkDropout(r, opts, {"attention_dropout"}, 0.0))
+    return false;
+  if (heads % *kv != 0)
+    return r.fail({"num_key_value_heads"},
+                  "num_attention_heads = " + std::to_string(heads) +
+                      " is not a multiple of num_key_value_heads = " + std::to_string(*kv));
+  int64_t defHeadDim = d / heads;
+  if (!r.get({"head_dim"}, false) && d % heads != 0)
+    return r.fail({"hidden_size"},
+                  "hidden_size = " + std::to_string(d) +
+                      " is not divisible by num_attention_heads = " + std::to_string(heads));
+  auto headDim = r.getInt({"head_dim"}, defHeadDim);
+  if (!headDim)
+    return false;
+  if (*headDim % 2 != 0)
+    return r.fail({"head_dim"}, "the head dimension " + std::to_string(*headDim) +
+                                    " must be even for rotary embeddings");
+  if (!parseRopeScaling(r, c.ropeScaling))
+    return false;
+
+  c.vocabSize = vocab;
+  c.hiddenSize = d;
+  c.numLayers = layers;
+  c.numHeads = heads;
+  c.numKvHeads = *kv;
+  c.headDim = *headDim;
+  c.intermediateSize = inter;
+  c.maxSeqLen = *positions;
+  c.normEps = *eps;
+  c.ropeTheta = *theta;
+  c.tieWordEmbeddings = *tie;
+  return true;
+}
+
+void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
+  const ModelConfig &c = g.c;
+  OpBuilder &b = g.b;
+  const int64_t D = c.hiddenSize, I = c.intermediateSize;
+  const int64_t qW = c.numHeads * c.headDim, kvW = c.numKvHeads * c.headDim;
+  const auto out_in = nn::WeightLayout::out_in;
+
+  Value wte = g.param("model.embed_tokens.weight", {c.vocabSize, D});
+  std::vector<LlamaBlock> blocks;
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = blockPath(i) + ".";
+    LlamaBlock w;
+    w.q = g.linearParams(p + "self_attn.q_proj", out_in, D, qW, c.qkvBias);
+    w.k = g.linearParams(p + "self_attn.k_proj", out_in, D, kvW, c.qkvBias);
+    w.v = g.linearParams(p + "self_attn.v_proj", out_in, D, kvW, c.qkvBias);
+    w.o = g.linearParams(p + "self_attn.o_proj", out_in, qW, D, false);
+    if (c.qkNorm) {
+      w.qNorm = g.normParams(p + "self_attn.q_norm", c.headDim, false);
+      w.kNorm = g.normParams(p + "self_attn.k_norm", c.headDim, false);
+    }
+    w.gate = g.linearParams(p + "mlp.gate_proj", out_in, D, I, false);
+    w.up = g.linearParams(p + "mlp.up_proj", out_in, D, I, false);
+    w.down = g.linearParams(p + "mlp.down_proj", out_in, I, D, false);
+    w.inputNorm = g.normParams(p + "input_layernorm", D, false);
+    w.postAttentionNorm = g.normParams(p + "post_attention_layernorm", D, false);
+    blocks.push_back(w);
+  }
+  NormParams finalNorm = g.normParams("model.norm", D, false);
+  Value head = lmHead(g, wte);
+
+  Value h = b.create<nn::EmbeddingOp>(g.loc, g.act(D), tokens, wte, g.mod("model.embed_tokens"));
+  auto theta = b.getF64FloatAttr(c.ropeTheta);
+  FloatAttr f, lo, hi;
+  IntegerAttr orig;
+  if (c.ropeScaling) {
+    f = b.getF64FloatAttr(c.ropeScaling->factor);
+    lo = b.getF64FloatAttr(c.ropeScaling->lowFreqFactor);
+    hi = b.getF64FloatAttr(c.ropeScaling->highFreqFactor);
+    orig = b.getI64IntegerAttr(c.ropeScaling->originalMaxPosition);
+  }
+  auto rope = [&](Value x, int64_t heads, StringAttr path) -> Value {
+    return b.create<nn::RopeOp>(g.loc, x.getType(), x, b.getI64IntegerAttr(heads), theta, f, lo, hi,
+                                orig, UnitAttr(), path);
+  };
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    std::string p = blockPath(i);
+    const LlamaBlock &w = blocks[i];
+    Value a = g.norm(h, w.inputNorm, p + ".input_layernorm");
+    Value q = g.linear(out_in, a, w.q, p + ".self_attn.q_proj");
+    Value k = g.linear(out_in, a, w.k, p + ".self_attn.k_proj");
+    Value v = g.linear(out_in, a, w.v, p + ".self_attn.v_proj");
+    if (c.qkNorm) { // rows of head_dim: the weight's length
+      q = g.norm(q, w.qNorm, p + ".self_attn.q_norm");
+      k = g.norm(k, w.kNorm, p + ".self_attn.k_norm");
+    }
+    StringAttr rotary = g.mod(p + ".self_attn.rotary_emb");
+    q = rope(q, c.numHeads, rotary);
+    k = rope(k, c.numKvHeads, rotary);
+    Value o = g.attention(q, k, v, /*causal=*/true, c.slidingWindow, p + ".self_attn");
+    h = g.add(h, g.linear(out_in, o, w.o, p + ".self_attn.o_proj"), p);
+    Value m = g.norm(h, w.postAttentionNorm, p + ".post_attention_layernorm");
+    Value gate = g.linear(out_in, m, w.gate, p + ".mlp.gate_proj");
+    Value up = g.linear(out_in, m, w.up, p + ".mlp.up_proj");
+    Value s = b.create<nn::SiluMulOp>(g.loc, g.act(I), gate, up, g.mod(p + ".mlp.act_fn"));
+    h = g.add(h, g.linear(out_in, s, w.down, p + ".mlp.down_proj"), p);
+  }
+  h = g.norm(h, finalNorm, "model.norm");
+  lmLoss(g, h, head, targets);
+}
+
+} // namespace
+
+const ModelFamily &fsdp::llamaFamily() { return instance<Llama>(); }
+const ModelFamily &fsdp::mistralFamily() { return instance<Mistral>(); }
+const ModelFamily &fsdp::qwen2Family() { return instance<Qwen2>(); }
+const ModelFamily &fsdp::qwen3Family() { return instance<Qwen3>(); }

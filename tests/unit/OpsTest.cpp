@@ -27,8 +27,7 @@ namespace {
 
 /// The names of `dialect`'s registered ops (its compute ops only, where
 /// computeOnly), without the dialect's prefix.
-std::set<std::string> opNames(mlir::MLIRContext &ctx, llvm::StringRef dialect,
-                              bool computeOnly) {
+std::set<std::string> opNames(mlir::MLIRContext &ctx, llvm::StringRef dialect, bool computeOnly) {
   std::set<std::string> names;
   for (mlir::RegisteredOperationName op : ctx.getRegisteredOperations())
     if (op.getDialectNamespace() == dialect && (!computeOnly || op.hasTrait<nn::ComputeOp>()))
@@ -92,8 +91,8 @@ TEST(Ops, PlanningWithoutTheScratchModelSaysSo) {
     return mlir::success();
   });
   ImportError error;
-  auto module = loadModel(std::string(FSDP_SOURCE_DIR) + "/models/gpt2-tiny/config.json", &ctx,
-                          {}, error);
+  auto module =
+      loadModel(std::string(FSDP_SOURCE_DIR) + "/models/gpt2-tiny/config.json", &ctx, {}, error);
   ASSERT_TRUE(module) << error.str();
   EXPECT_TRUE(mlir::failed(runPlanPipeline(*module, PlanOptions())));
   EXPECT_NE(errors.find("has no kernel-scratch model: the tool must register it"),

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/LowerToProgram.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
@@ -42,7 +43,7 @@ static Result runCase(const std::string &configPath, int64_t layers, int64_t wor
     return r;
   auto start = std::chrono::steady_clock::now();
   mlir::MLIRContext context;
-  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(context);
   context.disableMultithreading();
   ImportError error;
   auto config = parseHFConfig((*buffer)->getBuffer(), configPath, {}, error);

@@ -1,5 +1,6 @@
 //===- Buffers.cpp --------------------------------------------------------===//
 #include "planner/Buffers.h"
+#include "planner/KernelScratch.h"
 #include "runtime/Scratch.h"
 
 using namespace mlir;
@@ -77,10 +78,17 @@ program::Target fsdp::kernelTarget(plan::StepOp step) {
   return step.getTargetOrCpu() == plan::Target::Cuda ? program::Target::Cuda : program::Target::Cpu;
 }
 
-int64_t fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
-  auto k = dyn_cast<nn::KernelScratchOpInterface>(op);
+FailureOr<int64_t> fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
   auto step = op->getParentOfType<plan::StepOp>();
-  return k && step ? k.getScratchBytes(kernelTarget(step), B, S) : 0;
+  if (!step || !op->hasTrait<nn::ComputeOp>())
+    return 0;
+  // Without the model the plan would give the kernel no scratch, and the
+  // runtime would refuse the program: say which registration is missing.
+  auto k = dyn_cast<KernelScratchOpInterface>(op);
+  if (!k)
+    return op->emitOpError() << "has no kernel-scratch model: the tool must register it "
+                                "(fsdp::registerPlannerDialects, planner/KernelScratch.h)";
+  return k.getScratchBytes(kernelTarget(step), B, S);
 }
 
 bool fsdp::producesTensors(Operation *op) {
@@ -262,9 +270,12 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       model.buffers.push_back(
           {"", cat, BufferRole::Value, *bytes, p, lastUse(r, p), &op, r.getResultNumber()});
     }
-    if (int64_t s = scratchBytes(&op, B, S))
+    FailureOr<int64_t> s = scratchBytes(&op, B, S);
+    if (failed(s))
+      return failure();
+    if (*s)
       model.buffers.push_back(
-          {"", BufferCategory::Activations, BufferRole::Scratch, s, p, p, &op, 0});
+          {"", BufferCategory::Activations, BufferRole::Scratch, *s, p, p, &op, 0});
   }
   // Each buffer is at most kMaxPlanBytes, so the sum cannot overflow before
   // it passes the limit.

@@ -9,6 +9,7 @@
 #define FSDP_PLANNER_BUFFERS_H
 
 #include "planner/PlanUtils.h"
+#include "runtime/Program.h"
 
 #include <string>
 #include <vector>
@@ -75,8 +76,9 @@ llvm::SmallVector<int64_t> concreteShape(mlir::Type type, int64_t B, int64_t S);
 program::Target kernelTarget(plan::StepOp step);
 
 /// Scratch bytes an op's kernel needs beyond its operands and results on
-/// its step's target (nn's KernelScratchOpInterface; 0 for other ops).
-int64_t scratchBytes(mlir::Operation *op, int64_t B, int64_t S);
+/// its step's target (KernelScratchOpInterface; 0 for ops that are not nn
+/// compute ops). Fails, having said so, where the context has no model.
+mlir::FailureOr<int64_t> scratchBytes(mlir::Operation *op, int64_t B, int64_t S);
 
 /// Whether cast `c` is its gathered parameter itself (a bf16 cast of a
 /// parameter gathered in bf16): no buffer and no instruction of its own.

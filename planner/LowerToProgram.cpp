@@ -197,7 +197,10 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
   inst.phase = inOptimizer ? "optimizer" : inBackward ? "backward" : "forward";
   if (auto s = op.getAttrOfType<IntegerAttr>("scratch_offset")) {
     inst.scratch = s.getInt();
-    inst.scratchBytes = scratchBytes(&op, B, S);
+    FailureOr<int64_t> bytes = scratchBytes(&op, B, S);
+    if (failed(bytes))
+      return failure();
+    inst.scratchBytes = *bytes;
   }
   compute.push_back(inst);
   return success();

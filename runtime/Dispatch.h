@@ -1,6 +1,8 @@
 //===- Dispatch.h - one dispatch of compute instructions to kernels -*- C++ -*-===//
 //
-// The one switch over the program's compute ops, shared by the CPU executor
+// The one switch over the program's compute ops (written by hand, not made
+// from Ops.def: a case for each Compute row; dispatchCompute returns false
+// for a row without one), shared by the CPU executor
 // (Executor.cpp: kernels/cpu.h) and the device executor (DeviceExecutor.cpp:
 // kernels/cuda.h). Each instruction's arguments come from its decoded Call
 // (Program.h), the same the loader checked; the executors differ only in the
@@ -8,7 +10,9 @@
 //
 //   template <typename T> T *tensor(int64_t id)    the tensor's memory
 //   float *scratch(const Instruction &)            the op's kernel scratch
-//   void zero(char *at, int64_t bytes)             alloc: zero a buffer
+//   void zero(int64_t dst, int64_t from, int64_t bytes)
+//                                                  alloc: zero bytes [from,
+//                                                  bytes) of the buffer at dst
 //   void optimizerStep(const Unit &)               AdamW over the unit's shard
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
 // for float and for kernels::bf16 storage; the linear, bias,

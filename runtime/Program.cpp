@@ -48,30 +48,6 @@ std::optional<Target> fsdp::program::parseTarget(const std::string &name) {
   return std::nullopt;
 }
 
-const char *fsdp::program::inputKindName(InputKind k) {
-  switch (k) {
-  case InputKind::Tokens:
-    return "tokens";
-  case InputKind::MaskedTokens:
-    return "masked_tokens";
-  case InputKind::Images:
-    return "images";
-  }
-  return "?";
-}
-
-std::optional<InputKind> fsdp::program::parseInputKind(const std::string &name) {
-  for (InputKind k : {InputKind::Tokens, InputKind::MaskedTokens, InputKind::Images})
-    if (name == inputKindName(k))
-      return k;
-  return std::nullopt;
-}
-
-bool fsdp::program::operator==(const ImageSpec &a, const ImageSpec &b) {
-  return a.height == b.height && a.width == b.width && a.channels == b.channels &&
-         a.patchHeight == b.patchHeight && a.patchWidth == b.patchWidth && a.classes == b.classes;
-}
-
 const OpInfo *fsdp::program::findOp(const std::string &name) {
   for (const OpInfo &info : kOps)
     if (name == info.name)

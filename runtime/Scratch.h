@@ -3,7 +3,7 @@
 // The one definition of the memory a program's kernels use beyond their
 // tensors, per target (the CPU kernels of kernels/cpu.h, the CUDA kernels of
 // kernels/cuda.h): the planner's memory plan places exactly these bytes in
-// the arena (planner/Buffers.cpp, through nn's KernelScratchOpInterface), the
+// the arena (planner/Buffers.cpp, through the planner's KernelScratchOpInterface), the
 // loader checks each instruction gives at least them (OpChecks.cpp), and the
 // executors use them and nothing else. Plain C++: the planner links it with
 // the program format; the formulas are the kernels' own inline bounds.

@@ -5,8 +5,7 @@
 // read and checked here (LLVMTool.h) and handed to it as a buffer.
 //
 //===----------------------------------------------------------------------===//
-#include "dialect/FSDP/FSDPDialect.h"
-#include "dialect/NN/NNDialect.h"
+#include "planner/KernelScratch.h"
 #include "planner/Passes.h"
 #include "tools/LLVMTool.h"
 
@@ -24,7 +23,8 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   fsdp::registerFSDPPasses();
   mlir::DialectRegistry registry;
-  registry.insert<fsdp::nn::NNDialect, fsdp::plan::FSDPDialect, mlir::func::FuncDialect>();
+  fsdp::registerPlannerDialects(registry);
+  registry.insert<mlir::func::FuncDialect>();
   llvm::InitLLVM y(argc, argv);
   auto [input, output] =
       mlir::registerAndParseCLIOptions(argc, argv, "fsdp optimizer driver\n", registry);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/CostModel.h"
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/LowerToProgram.h"
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
@@ -243,7 +244,7 @@ int main(int argc, char **argv) {
   }
 
   mlir::MLIRContext context;
-  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(context);
   // Diagnostics as compilers print them: "file:line:col: error: ...", with
   // the line of the model file it points at.
   llvm::SourceMgr diagnosticSources;
@@ -424,7 +425,7 @@ int main(int argc, char **argv) {
   if (o.activationCheckpointing != "none" || o.paramDtype != "f32" || o.reduceDtype != "f32" ||
       o.resolvedComputeDtype() != "f32") {
     mlir::MLIRContext baseContext;
-    baseContext.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+    loadPlannerDialects(baseContext);
     ImportError baseError;
     auto base = loadModel(inputPath, &baseContext, importOptions, baseError);
     PlanOptions bo = o;

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/LowerToProgram.h"
 #include "planner/PlanUtils.h"
 #include "tools/LLVMTool.h"
@@ -104,7 +105,7 @@ int main(int argc, char **argv) {
           return op->emitError("expected a module holding a plan");
         return lowerToProgram(module, os);
       },
-      [](DialectRegistry &registry) { registry.insert<nn::NNDialect, plan::FSDPDialect>(); });
+      [](DialectRegistry &registry) { registerPlannerDialects(registry); });
 
   llvm::InitLLVM y(argc, argv);
   static llvm::cl::opt<std::string> inputPath(llvm::cl::Positional, llvm::cl::desc("<input file>"),

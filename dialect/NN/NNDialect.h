@@ -13,12 +13,16 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "runtime/Program.h"
+#include "support/Inputs.h"
 
 namespace fsdp::nn {
-/// KernelScratchOpInterface's rule: the runtime's kernelScratchBytes
-/// (runtime/Scratch.h) over the call the op lowers to (NNScratch.cpp).
-int64_t kernelScratchBytes(mlir::Operation *op, program::Target target, int64_t B, int64_t S);
+/// Marks the ops the runtime runs as one compute instruction each (a row of
+/// runtime/Ops.def of the same name; tests/unit/OpsTest.cpp holds the two
+/// lists equal). What such an op needs of its kernel beyond its operands,
+/// the scratch, is the planner's to say (planner/KernelScratch.h): the
+/// dialect knows nothing of kernels.
+template <typename ConcreteType>
+class ComputeOp : public mlir::OpTrait::TraitBase<ConcreteType, ComputeOp> {};
 } // namespace fsdp::nn
 
 #include "dialect/NN/NNDialect.h.inc"
@@ -44,10 +48,10 @@ constexpr int64_t kMaxSeqLen = int64_t(1) << 30;
 /// What a graph (or the step built from it) takes: its `inputs_kind` (absent:
 /// tokens) and, for images, the `image` geometry ({height, width, channels,
 /// patch_height, patch_width}, each positive, the patch dividing the image),
-/// read into the program's own terms (classes is left 0: the classifier
-/// gives it). Returns "" or what is wrong.
+/// read into the terms the program shares (support/Inputs.h; classes is left
+/// 0: the classifier gives it). Returns "" or what is wrong.
 std::string readInputs(mlir::StringAttr kind, mlir::DictionaryAttr image,
-                       program::InputKind *inputKind, program::ImageSpec *spec);
+                       support::InputKind *inputKind, support::ImageSpec *spec);
 
 } // namespace fsdp::nn
 

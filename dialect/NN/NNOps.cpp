@@ -179,15 +179,15 @@ std::vector<ParamOp> GraphOp::getParams() {
 }
 
 std::string fsdp::nn::readInputs(StringAttr kind, DictionaryAttr image,
-                                 program::InputKind *inputKind, program::ImageSpec *spec) {
-  *inputKind = program::InputKind::Tokens;
+                                 support::InputKind *inputKind, support::ImageSpec *spec) {
+  *inputKind = support::InputKind::Tokens;
   if (kind) {
-    auto k = program::parseInputKind(kind.getValue().str());
+    auto k = support::parseInputKind(kind.getValue().str());
     if (!k)
       return "inputs_kind '" + kind.getValue().str() + "' is not tokens, masked_tokens or images";
     *inputKind = *k;
   }
-  bool images = *inputKind == program::InputKind::Images;
+  bool images = *inputKind == support::InputKind::Images;
   if (!images)
     return image ? "has an image geometry, but its inputs_kind is not images" : "";
   if (!image)
@@ -220,14 +220,14 @@ LogicalResult GraphOp::verify() {
   if (type.getNumInputs() != 2)
     return emitOpError() << "takes (tokens, targets), but has " << type.getNumInputs()
                          << " arguments";
-  program::InputKind kind;
-  program::ImageSpec image;
+  support::InputKind kind;
+  support::ImageSpec image;
   if (std::string err = readInputs(getInputsKindAttr(), getImageAttr(), &kind, &image);
       !err.empty())
     return emitOpError() << err;
   for (auto [i, t] : llvm::enumerate(type.getInputs())) {
     auto tt = dyn_cast<RankedTensorType>(t);
-    if (i == 0 && kind == program::InputKind::Images) {
+    if (i == 0 && kind == support::InputKind::Images) {
       // The patches: [batch, P, C*ph*pw], P and the values static.
       int64_t P = image.patches(), K = image.patchValues();
       if (!tt || tt.getRank() != 3 || !isa<FloatType>(tt.getElementType()) ||
@@ -240,12 +240,12 @@ LogicalResult GraphOp::verify() {
     if (!tt || tt.getRank() != 2 || !tt.getElementType().isSignlessInteger())
       return emitOpError() << (i == 0 ? "tokens" : "targets")
                            << " must be a rank-2 integer tensor [batch, seq], but is " << t;
-    if (i == 1 && kind == program::InputKind::Images && tt.getDimSize(1) != 1)
+    if (i == 1 && kind == support::InputKind::Images && tt.getDimSize(1) != 1)
       return emitOpError() << "takes images, so its targets are one label a sample, [batch, 1], "
                               "but they are "
                            << t;
   }
-  if (kind == program::InputKind::Images && getMaxSeqLenAttr().getInt() != image.patches() + 1)
+  if (kind == support::InputKind::Images && getMaxSeqLenAttr().getInt() != image.patches() + 1)
     return emitOpError() << "takes images of " << image.patches()
                          << " patches, so max_seq_len must be " << image.patches() + 1
                          << " (the patches and the class token), but is "

@@ -59,32 +59,19 @@ def NN_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
-def NN_KernelScratchOpInterface : OpInterface<"KernelScratchOpInterface"> {
-  let description = [{
-    The memory an op's kernel needs beyond its operands and results on a
-    target (the CPU kernels or the CUDA kernels): attention tiles, norm and
-    loss partial sums, bf16 panels. A fact of the op and its target, taken
-    from the runtime's one definition (runtime/Scratch.h) over the very call
-    the runtime will make; the memory plan places it in the arena.
-  }];
+// The ops the runtime runs as one compute instruction each (nn::ComputeOp).
+def NN_ComputeOpTrait : NativeOpTrait<"ComputeOp"> {
   let cppNamespace = "::fsdp::nn";
-  let methods = [
-    InterfaceMethod<[{
-        Bytes of scratch for a micro-batch of B sequences of S tokens.
-      }], "int64_t", "getScratchBytes",
-      (ins "::fsdp::program::Target":$target, "int64_t":$B, "int64_t":$S), [{}], [{
-        return ::fsdp::nn::kernelScratchBytes($_op, target, B, S);
-      }]>
-  ];
 }
 
 class NN_Op<string mnemonic, list<Trait> traits = []>
     : Op<NN_Dialect, mnemonic, traits>;
 
 // Ops computing on activations: pure, tagged with their module, and each a
-// kernel of the runtime's with its scratch.
+// kernel of the runtime's (a row of runtime/Ops.def of the same name). Their
+// kernels' scratch is attached by the planner (planner/KernelScratch.h).
 class NN_ComputeOp<string mnemonic, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat(traits, [Pure, NN_KernelScratchOpInterface])> {
+    : NN_Op<mnemonic, !listconcat(traits, [Pure, NN_ComputeOpTrait])> {
   let hasVerifier = 1;
 }
 

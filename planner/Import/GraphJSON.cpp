@@ -409,8 +409,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     image = b.getDictionaryAttr(fields);
   }
   {
-    program::InputKind kind;
-    program::ImageSpec spec;
+    support::InputKind kind;
+    support::ImageSpec spec;
     if (std::string err = nn::readInputs(inputsKind, image, &kind, &spec); !err.empty()) {
       bool atKind = !image || llvm::StringRef(err).starts_with("inputs_kind");
       r.fail({atKind ? "inputs_kind" : "image"}, err);

@@ -53,7 +53,7 @@ struct ModelConfig {
   bool qkNorm = false;       // qwen3: RMSNorm over each head of q and k before RoPE
   int64_t slidingWindow = 0; // mistral: a query sees itself and W-1 keys before it; 0: all
   int64_t typeVocabSize = 0; // bert: the token-type table's rows (every sample's types are 0)
-  program::ImageSpec image;  // vit: the image, its patches and the classes
+  support::ImageSpec image;  // vit: the image, its patches and the classes
 };
 
 /// The model types `importHFConfig` accepts, for error messages.

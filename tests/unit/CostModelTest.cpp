@@ -1,6 +1,7 @@
 //===- CostModelTest.cpp - collectives, prediction, published setups -------===//
 #include "planner/CostModel.h"
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
 
@@ -62,7 +63,7 @@ Planned plan(const std::string &model, PlanOptions o, const std::string &hardwar
 Planned planFile(const std::string &file, PlanOptions o, const std::string &hardware) {
   Planned p;
   p.context = std::make_unique<mlir::MLIRContext>();
-  p.context->loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(*p.context);
   ImportError error;
   ImportOptions io;
   io.noDropout = true;
@@ -172,7 +173,7 @@ TEST(CostModel, LongSequencesArePricedQuickly) {
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 30, "\"max_position_embeddings\": 1073741824");
   mlir::MLIRContext ctx;
-  ctx.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(ctx);
   Cluster c;
   ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
   auto compute = [&](int64_t seqLen) {
@@ -202,7 +203,7 @@ TEST(CostModel, LongSequencesArePricedQuickly) {
 TEST(CostModel, BidirectionalAttentionAttendsEveryPair) {
   auto attentionSeconds = [](bool bidirectional, double &other) {
     mlir::MLIRContext ctx;
-    ctx.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+    loadPlannerDialects(ctx);
     ImportError error;
     ImportOptions io;
     io.noDropout = true;

@@ -706,10 +706,10 @@ TEST(HFConfig, EncoderGraphs) {
   EXPECT_EQ(shapeOf(findParam(v, "vit.embeddings.position_embeddings")),
             (std::vector<int64_t>{1, 17, 64}));
   EXPECT_EQ(shapeOf(findParam(v, "classifier.weight")), (std::vector<int64_t>{10, 64}));
-  program::InputKind kind;
-  program::ImageSpec image;
+  support::InputKind kind;
+  support::ImageSpec image;
   ASSERT_EQ(nn::readInputs(v.getInputsKindAttr(), v.getImageAttr(), &kind, &image), "");
-  EXPECT_EQ(kind, program::InputKind::Images);
+  EXPECT_EQ(kind, support::InputKind::Images);
   EXPECT_EQ(image.height, 16);
   EXPECT_EQ(image.patchWidth, 4);
   EXPECT_EQ(image.channels, 3);

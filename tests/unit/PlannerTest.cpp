@@ -1,5 +1,6 @@
 //===- PlannerTest.cpp - the memory plan against closed forms -------------===//
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/Pipeline.h"
 #include "planner/PlanUtils.h"
 #include "planner/Search.h"
@@ -26,7 +27,7 @@ struct Planned {
 Planned plan(const std::string &name, PlanOptions o) {
   Planned p;
   p.context = std::make_unique<mlir::MLIRContext>();
-  p.context->loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(*p.context);
   ImportError error;
   p.module = loadModel(model(name), p.context.get(), {}, error);
   EXPECT_TRUE(p.module) << error.str();
@@ -205,7 +206,7 @@ TEST(Search, HybridShardGivenWithoutAGroupSearchesGroups) {
 // The search's plans are distinct, keep what was given, and the first fits.
 TEST(Search, PlansAreDistinctAndKeepTheGivenStrategy) {
   mlir::MLIRContext context;
-  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(context);
   ImportError error;
   auto module = loadModel(model("gpt2-tiny"), &context, {}, error);
   ASSERT_TRUE(module) << error.str();
@@ -233,7 +234,7 @@ TEST(Search, PlansAreDistinctAndKeepTheGivenStrategy) {
 // --micro-batch max: the largest micro-batch that fits, as planning each shows.
 TEST(Search, LargestMicroBatchWithAndWithoutAHint) {
   mlir::MLIRContext context;
-  context.loadDialect<nn::NNDialect, plan::FSDPDialect>();
+  loadPlannerDialects(context);
   ImportError error;
   auto module = loadModel(model("gpt2-tiny"), &context, {}, error);
   ASSERT_TRUE(module) << error.str();

@@ -17,6 +17,7 @@
 #include "dialect/NN/NNDialect.h"
 #include "planner/CostModel.h"
 #include "planner/Import/Import.h"
+#include "planner/KernelScratch.h"
 #include "planner/LowerToProgram.h"
 #include "planner/ModelSummary.h"
 #include "planner/Pipeline.h"
@@ -59,7 +60,7 @@ inline unsigned &diagnosticErrors() {
 inline mlir::MLIRContext &context() {
   static mlir::MLIRContext *ctx = [] {
     auto *c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
-    c->loadDialect<nn::NNDialect, plan::FSDPDialect>();
+    loadPlannerDialects(*c);
     c->getDiagEngine().registerHandler([](mlir::Diagnostic &d) {
       if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
         ++diagnosticErrors();

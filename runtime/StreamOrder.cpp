@@ -18,8 +18,8 @@
 using namespace fsdp;
 using namespace fsdp::program;
 
-std::vector<ArenaAccess> fsdp::program::accesses(const Program &p, const Instruction &i) {
-  std::vector<ArenaAccess> out;
+std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruction &i) {
+  std::vector<ArenaBytes> out;
   auto bytes = [&](int64_t offset, int64_t n, bool write) {
     if (offset >= 0 && n > 0)
       out.push_back({offset, n, write});
@@ -120,7 +120,7 @@ std::string describe(const Instruction &i, int list) {
 }
 
 // What each instruction of each list reads and writes.
-using Accesses = std::vector<std::vector<ArenaAccess>>;
+using Accesses = std::vector<std::vector<ArenaBytes>>;
 void accessesOf(const Program &p, const Phase &s, Accesses acc[2]) {
   for (const Instruction &i : s.compute)
     acc[kCompute].push_back(accesses(p, i));
@@ -142,16 +142,16 @@ std::string requirements(const Phase &s, const Accesses acc[2], const std::vecto
   }
   // The first overlap of two instructions' accesses (one of them a write).
   auto conflict =
-      [](const std::vector<ArenaAccess> &x,
-         const std::vector<ArenaAccess> &y) -> std::pair<const ArenaAccess *, const ArenaAccess *> {
-    for (const ArenaAccess &a : x)
-      for (const ArenaAccess &b : y)
+      [](const std::vector<ArenaBytes> &x,
+         const std::vector<ArenaBytes> &y) -> std::pair<const ArenaBytes *, const ArenaBytes *> {
+    for (const ArenaBytes &a : x)
+      for (const ArenaBytes &b : y)
         if ((a.write || b.write) && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes)
           return {&a, &b};
     return {nullptr, nullptr};
   };
   for (size_t c = 0; c < s.compute.size(); ++c) {
-    const std::vector<ArenaAccess> &ca = acc[kCompute][c];
+    const std::vector<ArenaBytes> &ca = acc[kCompute][c];
     for (size_t m = 0; m < s.comm.size() && !ca.empty(); ++m) {
       auto [a, b] = conflict(ca, acc[kComm][m]);
       if (!a)
@@ -259,12 +259,12 @@ PhaseJoin fsdp::program::phaseJoin(const Program &p, const Phase &before, const 
     return i;
   };
   auto bytesOf = [&](int64_t tensor, bool write) {
-    return ArenaAccess{p.tensors[size_t(tensor)].offset, p.tensors[size_t(tensor)].bytes(), write};
+    return ArenaBytes{p.tensors[size_t(tensor)].offset, p.tensors[size_t(tensor)].bytes(), write};
   };
   Phase v = before;
   Accesses acc[2];
   accessesOf(p, before, acc);
-  auto add = [&](int l, Instruction i, std::vector<ArenaAccess> a) {
+  auto add = [&](int l, Instruction i, std::vector<ArenaBytes> a) {
     (l == kComm ? v.comm : v.compute).push_back(i);
     acc[l].push_back(std::move(a));
   };

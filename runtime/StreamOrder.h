@@ -27,7 +27,7 @@
 namespace fsdp::program {
 
 /// Arena bytes an instruction reads or writes: [offset, offset + bytes).
-struct ArenaAccess {
+struct ArenaBytes {
   int64_t offset, bytes;
   bool write;
 };
@@ -43,7 +43,7 @@ struct ArenaAccess {
 ///     gradient shard written;
 ///   * all_reduce: the gradient shard written; grad_norm: every unit's
 ///     gradient shard read, its scratch written.
-std::vector<ArenaAccess> accesses(const Program &p, const Instruction &i);
+std::vector<ArenaBytes> accesses(const Program &p, const Instruction &i);
 
 /// "" when the events order every conflicting pair of `s`'s two lists;
 /// otherwise the first pair not ordered: both instructions ("compute[12]

@@ -27,7 +27,7 @@ namespace {
 std::vector<cuda_emu::Access> instructionAccesses(const Program &p, const Instruction &i,
                                                   const char *arena) {
   std::vector<cuda_emu::Access> out;
-  for (const ArenaAccess &a : accesses(p, i))
+  for (const ArenaBytes &a : accesses(p, i))
     out.push_back({arena + a.offset, size_t(a.bytes), a.write});
   return out;
 }

@@ -508,7 +508,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.modelName = step.getModel()->str();
   prog.modelType = step.getModelType()->str();
   // What an HF checkpoint of the family holds besides the parameters
-  // (DESIGN.md, "Model families", Weights): tied copies, and tensors the
+  // (docs/program-format.md, `model`): tied copies, and tensors the
   // model does not use. A graph of another model_type (a JSON or MLIR
   // graph's own) has neither.
   if (const ModelFamily *family = findFamily(prog.modelType)) {

@@ -15,7 +15,7 @@
 
 namespace fsdp::support {
 
-/// The largest JSON input the tools read (DESIGN.md: 64 MiB).
+/// The largest JSON input the tools read (64 MiB).
 constexpr int64_t kMaxJsonBytes = int64_t(64) << 20;
 /// The deepest nesting of arrays and objects the tools accept in JSON (and
 /// of brackets in MLIR).

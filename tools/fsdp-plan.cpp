@@ -182,7 +182,7 @@ static bool writeAtomically(const std::string &path,
 }
 
 // The range every integer flag is checked against where it is parsed, named
-// in the error (DESIGN.md: --world-size at most 2^20 for a program).
+// in the error: --world-size at most 2^20 for a program.
 constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 constexpr int64_t kMaxGradAccum = int64_t(1) << 20;
 constexpr int64_t kMaxPrefetch = 1024;

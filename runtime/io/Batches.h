@@ -1,4 +1,4 @@
-//===- Batches.h - the samples of each step (DESIGN.md) ----------*- C++ -*-===//
+//===- Batches.h - the samples of each step ---------------------*- C++ -*-===//
 //
 // Which data a rank's micro-step takes, for each kind of input a program
 // names (program::InputKind): token windows, masked-LM windows, images cut
@@ -35,7 +35,8 @@ struct BatchLayout {
 /// splitmix64 (Steele, Lea, Flood; Vigna's constants), all mod 2^64.
 uint64_t splitmix64(uint64_t x);
 /// Whether the token at absolute index `p` of a file is selected for the
-/// masked-LM loss (DESIGN.md): splitmix64(p) mod 20 < 3, about 15%.
+/// masked-LM loss (docs/training-semantics.md): splitmix64(p) mod 20 < 3,
+/// about 15%.
 inline bool maskSelected(uint64_t p) { return splitmix64(p) % 20 < 3; }
 
 /// The first token of sample g of step t in a file of n tokens, windows of S

@@ -1,6 +1,6 @@
 //===- Checkpoint.h - sharded checkpoints and full weights -------*- C++ -*-===//
 //
-// A checkpoint folder DIR (fsdp-run --save DIR) holds, in DESIGN.md's layout:
+// A checkpoint folder DIR (fsdp-run --save DIR) holds, in the layout of docs/checkpoint-format.md:
 //   DIR/lock                   the run that saves here holds flock(2) on it
 //   DIR/step-NNNNNNNN/         one complete checkpoint after step N:
 //       meta.json              the step, the global batch, the model's

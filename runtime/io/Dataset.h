@@ -15,7 +15,7 @@ namespace fsdp::io {
 class Dataset {
 public:
   /// `dtype`: "uint16", "uint32", or "" for the narrowest that holds the
-  /// vocabulary (uint16 when vocab_size <= 65536, DESIGN.md).
+  /// vocabulary (uint16 when vocab_size <= 65536).
   std::string open(const std::string &path, const program::Program &p,
                    const std::string &dtype = "", uint64_t seed = 0);
   int64_t size() const { return wide ? (int64_t)t32.size() : (int64_t)t16.size(); }

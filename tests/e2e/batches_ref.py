@@ -1,4 +1,4 @@
-"""DESIGN.md's sample rules for the encoder families, in plain Python: the
+"""The sample rules (docs/training-semantics.md) for the encoder families, in plain Python: the
 reference the runtime's batches (runtime/io/Batches.h) are checked against
 (tests/e2e/check_batches.py, and the expected numbers in
 tests/unit/BatchesTest.cpp, which were printed by `python3 batches_ref.py`).

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The runtime's encoder batches against PyTorch and DESIGN.md's rules.
+"""The runtime's encoder batches against PyTorch and docs/training-semantics.md.
 
 usage: check_batches.py BIN_DIR WORK_DIR
 

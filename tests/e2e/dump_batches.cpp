@@ -2,8 +2,8 @@
 //
 // A test tool: writes the batches fsdp-run's executors would take
 // (detail::fillInputs, the function both call) so that check_batches.py can
-// compare them with PyTorch and with batches_ref.py (DESIGN.md's rules in
-// Python).
+// compare them with PyTorch and with batches_ref.py (the rules of
+// docs/training-semantics.md in Python).
 //
 //   fsdp-dump-batches images IMAGES.npy LABELS.npy H W C PH PW CLASSES B R A STEP OUT
 //   fsdp-dump-batches masked TOKENS.bin VOCAB S B R A STEP MASK_ID OUT

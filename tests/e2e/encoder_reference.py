@@ -6,7 +6,7 @@ reference.py hands a bert or vit config here (run()), with its flags plus
 --mask-token-id (bert), --labels and --eval-labels (vit, whose --data and
 --eval-data are the images .npy). train() is the loop, for callers in Python.
 
-Semantics (DESIGN.md, "Training semantics" and "Model families"):
+Semantics (docs/training-semantics.md):
   bert: sample g of step t (0-based) is the S tokens from
   ((t*G + g)*S) mod (n - S - 1); a token at absolute index p is selected iff
   splitmix64(p) mod 20 < 3, its input then the mask id and its target the

@@ -1,5 +1,5 @@
 """Plain-torch BertForMaskedLM and ViTForImageClassification (forward only;
-autograd does the rest), and the data rules of DESIGN.md for them: the
+autograd does the rest), and the data rules of docs/training-semantics.md for them: the
 masked-LM selection and the image normalisation.
 
 Parameters carry exactly the names, shapes and layouts of transformers' state
@@ -272,7 +272,7 @@ class ViTForImageClassification(nn.Module):
 
 
 def normalise_images(images_nhwc_uint8):
-    """DESIGN.md: a pixel enters as (x/255 - 0.5)/0.5; [N,H,W,C] uint8 -> [N,C,H,W]."""
+    """docs/training-semantics.md: a pixel enters as (x/255 - 0.5)/0.5; [N,H,W,C] uint8 -> [N,C,H,W]."""
     x = torch.from_numpy(np.ascontiguousarray(images_nhwc_uint8)).to(torch.float32)
     return ((x / 255.0 - 0.5) / 0.5).permute(0, 3, 1, 2).contiguous()
 

@@ -2,7 +2,7 @@
 """Single-process PyTorch reference of the image program make_image_program.py
 writes: a classifier whose logits are conv2d(image, kernel) with kernel =
 stride = the whole image (HF's patch embedding, one patch), trained on the
-images and labels as DESIGN.md says fsdp-run takes them.
+images and labels as docs/training-semantics.md says fsdp-run takes them.
 
 usage: image_reference.py --images I.npy --labels L.npy --weights INIT.safetensors
                           --steps T --global-batch G [--lr X] [--weight-decay X]

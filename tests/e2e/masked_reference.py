@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Single-process PyTorch reference of the masked-LM program
 make_masked_program.py writes (logits[b, s] = embed[input[b, s]] +
-position[s]), trained on the masked batches as DESIGN.md says fsdp-run takes
+position[s]), trained on the masked batches as docs/training-semantics.md says fsdp-run takes
 them ("Model families", bert).
 
 usage: masked_reference.py --data TOKENS.bin --weights INIT.safetensors

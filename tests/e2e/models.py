@@ -96,7 +96,7 @@ class _Bf16(torch.autograd.Function):
         return g.to(torch.bfloat16).to(g.dtype)
 
 
-# bf16 compute (--compute-dtype bf16, DESIGN.md "Mixed precision"): every value
+# bf16 compute (--compute-dtype bf16, docs/training-semantics.md): every value
 # an op stores, every activation gradient and each use of a parameter are
 # rounded to bf16, where fsdp's kernels store bf16; everything between two
 # roundings is computed in the model's dtype (f32, or f64 to measure how much
@@ -106,7 +106,7 @@ BF16_COMPUTE = False
 # the residual add, a norm's output into q, k and v, an MLP's input into gate
 # and up), its gradient is a sum of one contribution per use. PyTorch's
 # autograd sums them in the model's dtype and the producer's R rounds the sum
-# once; fsdp stores each contribution in bf16 (DESIGN.md: every activation
+# once; fsdp stores each contribution in bf16 (docs/training-semantics.md: every activation
 # gradient is stored in bf16) and sums those. Both are correct bf16 training;
 # BF16_EACH_USE makes the reference round each contribution too (U), so the
 # gap between the two measures what that placement of roundings moves.

@@ -17,7 +17,7 @@ bert's --data is a token file (masked-LM, --mask-token-id, default 103); vit's
 --data and --eval-data are images .npy with --labels and --eval-labels, and
 --seq-len may be left out.
 
-Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
+Semantics (docs/training-semantics.md):
   n = number of tokens; sample g of step t (t = 0 for the first step) starts at
   ((t*G + g)*S) mod (n - S - 1); inputs are S tokens from there, targets the next S.
   The step's loss is the mean cross-entropy over all G*S tokens and its gradient that
@@ -29,7 +29,7 @@ Semantics (docs: /work/shared/DESIGN.md, "Training semantics"):
   --bf16-params: parameters are rounded to bf16 for each step's forward/backward
   (compute, gradients, master weights and AdamW state in --dtype: f32 as fsdp, f64 to
   measure how far f32 rounding moves which bf16 value a master weight rounds to).
-  --bf16-compute: --compute-dtype bf16 (DESIGN.md "Mixed precision"): every value an
+  --bf16-compute: --compute-dtype bf16 (docs/training-semantics.md, "Mixed precision"): every value an
   op stores, every activation gradient and each use of a parameter rounded to bf16
   (so parameter gradients are bf16), norms, softmax and the loss computed in --dtype
   on bf16 inputs; master weights, gradient sums and AdamW in --dtype.
@@ -170,7 +170,7 @@ def total_norm(params):
 
 def learning_rate(a, t):
     """The rate of step t (1-based) under a's --lr, --lr-schedule, --warmup-steps,
-    --min-lr and --steps (DESIGN.md, "Training semantics")."""
+    --min-lr and --steps (docs/training-semantics.md)."""
     W, T = a.warmup_steps, a.steps
     if t <= W:
         return a.lr * t / W

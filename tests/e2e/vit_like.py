@@ -17,7 +17,7 @@ attention and tanh GELU (the ops fsdp has today), the final LayerNorm, the
 classifier on the class token's row (HF's ViTForImageClassification) plus the
 patch embedding (the graph's add, so that the patch reaches the loss under
 causal attention), and the cross-entropy against the next token. Sample g of step t is the token at
-((t*G + g)*1) mod (n - 2) and its target the one after (DESIGN.md). AdamW as
+((t*G + g)*1) mod (n - 2) and its target the one after (docs/training-semantics.md). AdamW as
 torch's, decay on 2+ dimensions; computed in float64.
 """
 import os

@@ -1,7 +1,7 @@
 //===- BatchesTest.cpp - masked-LM and image batches (io/Batches.h) -------===//
 //
 // The expected numbers below were printed once by tests/e2e/batches_ref.py,
-// DESIGN.md's rules written in Python (`python3 tests/e2e/batches_ref.py`):
+// docs/training-semantics.md's rules written in Python (`python3 tests/e2e/batches_ref.py`):
 //   splitmix64(0) = 0xe220a8397b1dcdaf (also splitmix64's published first
 //   output from seed 0), splitmix64(1) = 0x910a2dec89025cc1, ...;
 //   the selected positions in [0, 64): 8 15 29 32 43 52 53 58 62;

@@ -2,7 +2,7 @@
 //
 // io::Dataset (fsdp-run --data) and detail::fillTokens, which both executors
 // call for each rank's tokens and targets: sample g of step t starts at token
-// ((t·G + g)·S) mod (n − S − 1) (DESIGN.md), at every step a run can reach.
+// ((t·G + g)·S) mod (n − S − 1) (docs/training-semantics.md), at every step a run can reach.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Dataset.h"

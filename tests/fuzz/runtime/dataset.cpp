@@ -17,7 +17,7 @@
 // io::Dataset::open must refuse the file with a message naming it, or accept
 // it; then every rank reads the tokens and targets of every micro-step of
 // three steps from the first (detail::fillTokens, what both executors call),
-// and each must be the documented sample of the file (DESIGN.md: sample g
+// and each must be the documented sample of the file (docs/training-semantics.md: sample g
 // of step t starts at token ((t*G + g)*S) mod (n - S - 1), computed here
 // exactly), inside the vocabulary.
 //

@@ -1,11 +1,14 @@
 //===- DeviceExecutor.h - running a program on GPUs with NCCL ----*- C++ -*-===//
 //
-// fsdp-run --backend nccl: one process a rank, one GPU a rank. The rank's
-// arena is one cudaMalloc laid out by the plan (the CPU executor's offsets);
-// kernel scratch the plan does not cover lives in one workspace allocation
-// beside it, reported as bytes outside the arena. The program's compute and
-// comm lists run on two CUDA streams joined by CUDA events; collectives are
-// NCCL's. Built only where the CUDA toolkit and NCCL are (FSDP_HAVE_NCCL).
+// fsdp-run --backend nccl: one process a rank, one GPU a rank, trained by
+// runtime/Trainer.h over the CUDA rank (DeviceExecutor.cpp). The rank's
+// arena is one cudaMalloc laid out by the plan (the CPU rank's offsets),
+// kernel scratch, the reduce-scatters' staging and cuBLAS's workspace
+// included (runtime/Scratch.h); the one device allocation beside it is the
+// host communicator's staging (the loss's all-reduce, checkpoints), reported
+// as bytes outside the arena. The program's compute and comm lists run on
+// two CUDA streams joined by CUDA events; collectives are NCCL's. Built only
+// where the CUDA toolkit and NCCL are (FSDP_HAVE_NCCL).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_DEVICEEXECUTOR_H

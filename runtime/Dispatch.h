@@ -47,18 +47,23 @@ void applyPrefix(F f, const Tuple &t, std::index_sequence<I...>) {
 } // namespace detail
 
 /// What both kernel sets share: a tensor's memory and an instruction's
-/// scratch lie in the rank's arena (R: the executor's rank, with t<T>(id),
-/// at(offset) and touch(offset, bytes)), each counted toward the measured
-/// peak when used.
+/// scratch lie in the rank's arena, each counted toward the measured peak
+/// when used, and alloc's zeroing and optimizer_step are the rank's (R: the
+/// executor's rank, a RankDevice of runtime/Trainer.h).
 template <typename R> struct ArenaMemory {
-  R &r;
-  template <typename T> T *tensor(int64_t id) { return r.template t<T>(id); }
+  R &rank;
+  template <typename T> T *tensor(int64_t id) { return rank.template t<T>(id); }
   float *scratch(const program::Instruction &i) {
     if (i.scratch < 0)
       return nullptr;
-    r.touch(i.scratch, i.scratchBytes);
-    return r.at(i.scratch);
+    rank.touch(i.scratch, i.scratchBytes);
+    return rank.at(i.scratch);
   }
+  void zero(int64_t dst, int64_t from, int64_t bytes) {
+    rank.touch(dst, bytes);
+    rank.zero(rank.template at<char>(dst) + from, bytes - from, nullptr);
+  }
+  void optimizerStep(const program::Unit &u) { rank.optimizerStep(u); }
 };
 
 /// f(a...) without the last argument: a kernel set's wrapper for a kernel

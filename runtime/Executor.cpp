@@ -1,9 +1,13 @@
-//===- Executor.cpp - the CPU executor: compute and comm streams over one arena ===//
+//===- Executor.cpp - the CPU rank: two threads over one host arena ------===//
+//
+// The CPU rank of the trainer (Trainer.h), run by the threads backend (every
+// rank a thread of this process) and the MPI backend (a process a rank).
+//
+//===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/Backend.h"
 #include "runtime/Dispatch.h"
-#include "runtime/io/Checkpoint.h"
-#include "runtime/io/Dataset.h"
+#include "runtime/Trainer.h"
 #include "runtime/kernels/cpu.h"
 
 #include <algorithm>
@@ -13,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -53,141 +58,144 @@ private:
   bool aborted = false;
 };
 
-struct Failure {
-  std::string message;
-};
-
-using detail::TraceRecord;
-
-class Rank : detail::ArenaAccess {
+// The CPU rank: the arena is host memory, the compute list runs on the
+// rank's thread and the comm list on a second thread, joined by Events.
+class CpuRank final : public RankDevice {
   friend struct CpuKernels;
-  template <typename> friend struct fsdp::runtime::ArenaMemory;
 
 public:
-  Rank(const Program &p, const RunOptions &o, Communicator &comm, const detail::Inputs &data)
-      : ArenaAccess(p), p(p), o(o), comm(comm), data(data), events(p.events) {}
+  CpuRank(const Program &p, const RunOptions &options, Communicator &comm,
+          const detail::Inputs &data)
+      : RankDevice(p, options, comm), comm(comm), inputBytes(data.bytes()), events(p.events),
+        kept(size_t(options.gradAccum)) {}
 
-  std::string run(const StepCallback &onStep);
-  std::vector<TraceRecord> records[2]; // per stream: each thread appends its own
-  std::chrono::steady_clock::time_point epoch0 = std::chrono::steady_clock::now();
+  void setUp() override;
+  void tearDown(bool ok) override;
+  char *shardImage() override { return arena; }
+  void shardsIn() override {}
+  void shardsOut() override {}
+  InputBuffers inputBuffers(PhaseKind, int64_t) override {
+    return {t<char>(program.tokens), t<int64_t>(program.targets)};
+  }
+  void inputsIn() override {}
+  void keepLoss(int64_t micro) override { kept[micro] = *at(program.tensors[program.loss].offset); }
+  // Each phase ends with both lists: the host has nothing to wait for.
+  void synchronize(const std::string &) override {}
+  const float *losses(const char *) override { return kept.data(); }
+  double stepGradNorm() override { return gradNorm; }
+  // grad_norm (comm) is ordered before the optimizer step by the events.
+  double clippingNorm() override { return gradNorm; }
+  void zero(void *dst, int64_t bytes, const char *) override {
+    if (bytes > 0)
+      std::memset(dst, 0, size_t(bytes));
+  }
+  void adamw(const AdamWSlice &a) override {
+    kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
+                   a.beta2, a.eps, a.weightDecay, a.gradScale);
+  }
+  void nameCollective(Group g, const std::string &site, const char *) override { comm.at(g, site); }
+  void toBf16(const float *x, uint16_t *out, int64_t n) override { kernels::toBf16(x, out, n); }
+  void fromBf16(const uint16_t *x, float *out, int64_t n) override { kernels::fromBf16(x, out, n); }
+  std::string allGather(const void *src, void *dst, int64_t count, DType dtype) override {
+    return status(comm.allGather(Group::Shard, src, dst, count * (dtype == DType::BF16 ? 2 : 4)));
+  }
+  std::string reduceScatterAdd(const void *src, float *shard, int64_t count, DType dtype,
+                               void *) override {
+    return status(
+        dtype == DType::BF16
+            ? comm.reduceScatterAddBf16(Group::Shard, static_cast<const uint16_t *>(src), shard,
+                                        count)
+            : comm.reduceScatterAdd(Group::Shard, static_cast<const float *>(src), shard, count));
+  }
+  std::string allReduce(float *buf, int64_t count) override {
+    return status(comm.allReduce(Group::Replica, buf, count));
+  }
+  std::string reduceGradNorm(const Instruction &, const std::string &site) override;
+  int64_t outsideArenaBytes() const override {
+    return comm.stagingBytes() + (comm.rank() == 0 ? inputBytes : 0);
+  }
+  void abort(const std::string &message) override {
+    comm.abort(message);
+    events.abort();
+  }
 
 private:
-  int shardMember() const { return comm.memberIndex(Group::Shard); }
-
-  void initWeights();
-  void fillInputs(bool eval, int64_t step, int64_t micro);
-  // `place` says which execution it is ("step 2 micro_step 1/2"), for
-  // --timeout's report.
-  void runPhase(const Phase &s, const char *name, const std::string &place);
-  double evaluate();
-  void runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch);
-  void computeOne(const Instruction &inst);
+  void runPhase(const PhaseRun &run) override;
+  void runCompute(const PhaseRun &run, int64_t epoch);
   void commLoop();
-  void runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch,
-               const std::string &place);
-  void optimizerStep(const Unit &u);
-  [[noreturn]] void fail(const std::string &why) {
-    comm.abort("rank " + std::to_string(comm.rank()) + ": " + why);
-    events.abort();
-    throw Failure{why};
+  void runComm(const PhaseRun &run, int64_t epoch);
+  // "" for a collective that completed, else why not.
+  std::string status(bool ok) const {
+    if (ok)
+      return "";
+    std::string why = comm.error();
+    return why.empty() ? "stopped" : why;
   }
-  std::string where(const char *phase, const char *stream, const Instruction &inst) {
-    return std::string(phase) + "." + stream + "[" + std::to_string(inst.index) + "] (" +
-           opName(inst.op) + ")";
-  }
-
-  const Program &p;
-  const RunOptions &o;
-  Communicator &comm;
-  const detail::Inputs &data;
-  Events events;
-  int64_t epoch = 0;     // executions of a phase so far
-  bool recording = true; // into the measured trace (not during eval)
-  int64_t step = 0;      // optimizer steps taken
-  int64_t traceStep = 0; // the step being executed, for traces
   double now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch0).count();
   }
-  double gradNorm = 0;
-  float lossScale = 1;
+
+  Communicator &comm;
+  int64_t inputBytes; // the run's data, counted outside rank 0's arena
+  Events events;
+  std::vector<float> kept; // the step's losses, a micro-step each
+  double gradNorm = 0;     // the last grad_norm's, written by the comm thread
+  int64_t epoch = 0;       // executions of a phase so far
+  std::chrono::steady_clock::time_point epoch0 = std::chrono::steady_clock::now();
 
   // The comm stream: a thread taking one phase's list at a time.
+  std::thread commThread;
   std::mutex jobMu;
   std::condition_variable jobCv;
-  const std::vector<Instruction> *job = nullptr;
-  const char *jobPhase = "";
-  std::string jobPlace;
+  // A copy: a failed compute list leaves runPhase (and its PhaseRun) while
+  // the comm thread may still be in its list.
+  std::optional<PhaseRun> job;
   int64_t jobEpoch = 0;
   bool jobDone = true, stopping = false;
   std::string commError;
 };
 
-void Rank::fillInputs(bool eval, int64_t stepIndex, int64_t micro) {
-  detail::fillInputs(p, o, data, eval, comm.rank(), stepIndex, micro, t<char>(p.tokens),
-                     t<int64_t>(p.targets));
+void CpuRank::setUp() {
+  // One allocation, laid out by the plan; nothing else in the steady state.
+  arena = static_cast<char *>(std::aligned_alloc(64, (program.arenaBytes + 63) / 64 * 64));
+  if (!arena)
+    fail("cannot allocate the arena of " + std::to_string(program.arenaBytes) + " bytes");
+  try {
+    commThread = std::thread([this] { commLoop(); });
+  } catch (const std::system_error &e) {
+    fail(std::string("cannot start its communication thread: ") + e.what());
+  }
+}
+
+void CpuRank::tearDown(bool) {
+  if (commThread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(jobMu);
+      stopping = true;
+      jobCv.notify_all();
+    }
+    commThread.join();
+  }
+  std::free(arena);
+  arena = nullptr;
 }
 
 // One execution of a phase: its comm list on the comm thread, its compute
 // list here, joined by the program's events.
-void Rank::runPhase(const Phase &s, const char *name, const std::string &place) {
+void CpuRank::runPhase(const PhaseRun &run) {
   ++epoch;
   {
     std::lock_guard<std::mutex> lock(jobMu);
-    job = &s.comm;
-    jobPhase = name;
-    jobPlace = place;
+    job.emplace(run);
     jobEpoch = epoch;
     jobDone = false;
     jobCv.notify_all();
   }
-  runCompute(s.compute, name, epoch);
+  runCompute(run, epoch);
   std::unique_lock<std::mutex> lock(jobMu);
   jobCv.wait(lock, [&] { return jobDone; });
   if (!commError.empty())
     fail(commError);
-}
-
-// The held-out loss (DESIGN.md, "Eval"): batch b is what step b would take
-// from the eval file, run through the micro-step's forward (and backward, as
-// the program has no forward-only phase); the gradients it leaves are
-// zeroed, so training goes on exactly as without it.
-double Rank::evaluate() {
-  recording = false;
-  // Each batch's loss is its micro-steps' weighted sum over ranks over its
-  // divisor, the same on every rank: this rank's share of it is summed, then
-  // the ranks'.
-  double sum = 0;
-  for (int64_t b = 0; b < o.evalBatches; ++b) {
-    detail::LossNorm norm;
-    if (std::string err = detail::lossNorm(p, o, data, true, b, &norm); !err.empty())
-      fail(err);
-    double batch = 0;
-    for (int64_t a = 0; a < o.gradAccum; ++a) {
-      fillInputs(true, b, a);
-      runPhase(p.microStep, "eval",
-               "eval after step " + std::to_string(step) + " batch " + std::to_string(b + 1) +
-                   " micro_step " + std::to_string(a + 1) + "/" + std::to_string(o.gradAccum));
-      batch +=
-          detail::lossWeight(p, o, data, true, comm.rank(), b, a) * *at(p.tensors[p.loss].offset);
-    }
-    sum += batch / norm.divisor;
-  }
-  for (const Unit &u : p.units)
-    std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
-  recording = true;
-  comm.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
-  if (!comm.allReduceScalar(Group::World, &sum))
-    fail("stopped: " + comm.error());
-  return sum / double(o.evalBatches);
-}
-
-void Rank::initWeights() {
-  for (const Unit &u : p.units)
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
-      touch(off, u.shardNumel * 4);
-  std::string err = detail::initShards(p, o, shardMember(), arena);
-  if (!err.empty())
-    fail(err);
 }
 
 // The CPU kernels as Dispatch.h calls them: memory is the rank's arena,
@@ -205,13 +213,7 @@ void Rank::initWeights() {
       kernels::name(first, a...);                                                                  \
   }
 
-struct CpuKernels : ArenaMemory<Rank> {
-  void zero(int64_t dst, int64_t from, int64_t bytes) {
-    std::memset(r.at<char>(dst) + from, 0, size_t(bytes - from));
-    r.touch(dst, bytes);
-  }
-  void optimizerStep(const Unit &u) { r.optimizerStep(u); }
-
+struct CpuKernels : ArenaMemory<CpuRank> {
   FSDP_CPU_KERNEL(positionIds)
   FSDP_CPU_KERNEL(tokenTypeIds)
   FSDP_CPU_KERNEL(embeddingForward)
@@ -251,243 +253,85 @@ struct CpuKernels : ArenaMemory<Rank> {
 #undef FSDP_CPU_KERNEL
 #undef FSDP_CPU_KERNEL_SCRATCH
 
-void Rank::computeOne(const Instruction &i) {
-  CpuKernels k{{*this}};
-  dispatchCompute(p, i, k, lossScale);
+std::string CpuRank::reduceGradNorm(const Instruction &, const std::string &site) {
+  comm.at(Group::Shard, site);
+  double sum = 0;
+  for (const Unit &u : program.units)
+    sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
+  bool ok = comm.allReduceScalar(Group::Shard, &sum);
+  gradNorm = std::sqrt(sum);
+  return status(ok);
 }
 
-void Rank::optimizerStep(const Unit &u) {
-  double scale = detail::clipScale(o, gradNorm), lr = detail::learningRate(o, step);
-  float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
-  float *m = at(u.expAvgOffset), *v = at(u.expAvgSqOffset);
-  detail::forEachShardSlice(u, shardMember(), o.weightDecay,
-                            [&](int64_t k, int64_t count, double decay) {
-                              kernels::adamw(param + k, grad + k, m + k, v + k, nullptr, count,
-                                             step, lr, o.beta1, o.beta2, o.eps, decay, scale);
-                            });
-  std::memset(grad, 0, u.shardNumel * 4); // the next step accumulates afresh
-}
-
-void Rank::runCompute(const std::vector<Instruction> &list, const char *phase, int64_t epoch) {
-  bool optimizer = phase[0] == 'o';
-  for (const Instruction &inst : list) {
-    double start = o.trace.empty() ? 0 : now();
+void CpuRank::runCompute(const PhaseRun &run, int64_t epoch) {
+  const char *phase = phaseName(run.kind);
+  bool tracing = !options.trace.empty() && run.traced;
+  for (const Instruction &inst : run.phase.compute) {
+    double start = tracing ? now() : 0;
     if (inst.op == Op::Record) {
       events.record(inst.event, epoch);
     } else if (inst.op == Op::Wait) {
       if (!events.wait(inst.event, epoch))
-        fail(where(phase, "compute", inst) +
+        fail(instructionPlace(phase, 0, inst) +
              ": stopped: " + (commError.empty() ? comm.error() : commError));
     } else {
-      computeOne(inst);
+      CpuKernels kernels{{*this}};
+      dispatchCompute(program, inst, kernels, run.lossScale);
     }
-    if (!o.trace.empty() && recording && inst.op != Op::Record)
-      records[0].push_back({&inst, 0, optimizer, traceStep, start, now()});
+    if (tracing && inst.op != Op::Record)
+      records[0].push_back({&inst, 0, run.optimizer(), run.traceStep, start, now()});
   }
 }
 
-void Rank::runComm(const std::vector<Instruction> &list, const char *phase, int64_t epoch,
-                   const std::string &place) {
-  bool optimizer = phase[0] == 'o';
-  for (const Instruction &inst : list) {
-    bool ok = true;
-    double start = o.trace.empty() ? 0 : now();
-    if (inst.op == Op::AllGather || inst.op == Op::ReduceScatter || inst.op == Op::AllReduce ||
-        inst.op == Op::GradNorm)
-      comm.at(inst.op == Op::AllReduce ? Group::Replica : Group::Shard,
-              place + " comm[" + std::to_string(inst.index) + "] " + opName(inst.op) +
-                  (inst.op == Op::GradNorm ? "" : " unit '" + p.units[inst.unit].name + "'"));
-    switch (inst.op) {
-    case Op::Record:
+void CpuRank::runComm(const PhaseRun &run, int64_t epoch) {
+  bool tracing = !options.trace.empty() && run.traced;
+  for (const Instruction &inst : run.phase.comm) {
+    double start = tracing ? now() : 0;
+    std::string err;
+    if (inst.op == Op::Record)
       events.record(inst.event, epoch);
-      break;
-    case Op::Wait:
-      ok = events.wait(inst.event, epoch);
-      break;
-    case Op::AllGather: {
-      const Unit &u = p.units[inst.unit];
-      if (inst.bf16) {
-        // Round this rank's shard into its own slot, then gather in place.
-        touch(inst.dst, u.paddedNumel * 2);
-        uint16_t *slot = at<uint16_t>(inst.dst) + shardMember() * u.shardNumel;
-        kernels::toBf16(at(u.shardOffset), slot, u.shardNumel);
-        ok = comm.allGather(Group::Shard, slot, at(inst.dst), u.shardNumel * 2);
-      } else {
-        touch(inst.dst, u.paddedNumel * 4);
-        ok = comm.allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel * 4);
-      }
-      break;
-    }
-    case Op::ReduceScatter: {
-      const Unit &u = p.units[inst.unit];
-      if (p.gradElementBytes() == 2 && inst.bf16) {
-        // bf16 gradients (bf16 compute), reduced as they are.
-        ok = comm.reduceScatterAddBf16(Group::Shard, at<uint16_t>(inst.src), at(u.gradShardOffset),
-                                       u.shardNumel);
-      } else if (p.gradElementBytes() == 2) {
-        // bf16 gradients reduced in f32: widened into the plan's staging.
-        touch(inst.scratch, inst.scratchBytes);
-        kernels::fromBf16(at<kernels::bf16>(inst.src), at(inst.scratch), u.paddedNumel);
-        ok = comm.reduceScatterAdd(Group::Shard, at(inst.scratch), at(u.gradShardOffset),
-                                   u.shardNumel);
-      } else if (inst.bf16) {
-        // The gradient buffer is rounded to bf16 in place, in its first half.
-        uint16_t *half = at<uint16_t>(inst.src);
-        kernels::toBf16(at(inst.src), half, u.paddedNumel);
-        ok = comm.reduceScatterAddBf16(Group::Shard, half, at(u.gradShardOffset), u.shardNumel);
-      } else {
-        ok = comm.reduceScatterAdd(Group::Shard, at(inst.src), at(u.gradShardOffset), u.shardNumel);
-      }
-      break;
-    }
-    case Op::AllReduce: {
-      const Unit &u = p.units[inst.unit];
-      ok = comm.allReduce(Group::Replica, at(u.gradShardOffset), u.shardNumel);
-      break;
-    }
-    case Op::GradNorm: {
-      double sum = 0;
-      for (const Unit &u : p.units)
-        sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
-      ok = comm.allReduceScalar(Group::Shard, &sum);
-      gradNorm = std::sqrt(sum);
-      break;
-    }
-    default:
-      break;
-    }
-    if (!o.trace.empty() && recording && inst.op != Op::Record && inst.op != Op::Wait)
-      records[1].push_back({&inst, 1, optimizer, traceStep, start, now()});
-    if (!ok) {
-      std::string why = comm.error();
-      commError = where(phase, "comm", inst) + ": " + (why.empty() ? "stopped" : why);
-      comm.abort("rank " + std::to_string(comm.rank()) + ": " + commError);
-      events.abort();
+    else if (inst.op == Op::Wait)
+      err = status(events.wait(inst.event, epoch));
+    else
+      err = runCollective(inst, run.place);
+    if (tracing && inst.op != Op::Record && inst.op != Op::Wait)
+      records[1].push_back({&inst, 1, run.optimizer(), run.traceStep, start, now()});
+    if (!err.empty()) {
+      commError = instructionPlace(phaseName(run.kind), 1, inst) + ": " + err;
+      abort("rank " + std::to_string(comm.rank()) + ": " + commError);
       return;
     }
   }
 }
 
-void Rank::commLoop() {
+void CpuRank::commLoop() {
   for (;;) {
-    const std::vector<Instruction> *list;
-    const char *phase;
-    std::string place;
-    int64_t epoch;
+    std::optional<PhaseRun> run;
+    int64_t runEpoch;
     {
       std::unique_lock<std::mutex> lock(jobMu);
-      jobCv.wait(lock, [&] { return job || stopping; });
+      jobCv.wait(lock, [&] { return job.has_value() || stopping; });
       if (!job)
         return;
-      list = job;
-      phase = jobPhase;
-      place = jobPlace;
-      epoch = jobEpoch;
+      run.emplace(*job);
+      runEpoch = jobEpoch;
     }
-    runComm(*list, phase, epoch, place);
+    runComm(*run, runEpoch);
     std::lock_guard<std::mutex> lock(jobMu);
-    job = nullptr;
+    job.reset();
     jobDone = true;
     jobCv.notify_all();
   }
 }
 
-std::string Rank::run(const StepCallback &onStep) {
-  // One allocation, laid out by the plan; nothing else in the steady state.
-  void *mem = std::aligned_alloc(64, (p.arenaBytes + 63) / 64 * 64);
-  if (!mem)
-    return "rank " + std::to_string(comm.rank()) + ": cannot allocate the arena of " +
-           std::to_string(p.arenaBytes) + " bytes";
-  arena = static_cast<char *>(mem);
-  std::thread commThread;
-  try {
-    commThread = std::thread([this] { commLoop(); });
-  } catch (const std::system_error &e) {
-    std::free(arena);
-    std::string why = "rank " + std::to_string(comm.rank()) +
-                      ": cannot start its communication thread: " + e.what();
-    comm.abort(why);
-    return why;
-  }
-  std::string error;
-  try {
-    int64_t first = 0;
-    if (!o.resume.empty()) {
-      for (const Unit &u : p.units)
-        for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
-          std::memset(at(off), 0, u.shardNumel * 4);
-          touch(off, u.shardNumel * 4);
-        }
-      comm.at(Group::World, "the resume from " + o.resume, true);
-      std::string err = detail::resumeShards(p, o, comm, arena, &first);
-      if (!err.empty())
-        fail(err);
-    } else {
-      initWeights();
-    }
-    bool stop = false;
-    std::string err = detail::startTogether(comm, o, first, &stop);
-    if (!err.empty())
-      fail(err);
-    step = first;
-    for (int64_t t = first; t < o.steps && !stop; ++t) {
-      traceStep = t;
-      // The mean over the step's G x S tokens, G images, or selected tokens.
-      detail::LossNorm norm;
-      if (std::string err = detail::lossNorm(p, o, data, false, t, &norm); !err.empty())
-        fail(err);
-      lossScale = norm.gradScale;
-      auto start = std::chrono::steady_clock::now();
-      double lossSum = 0;
-      for (int64_t a = 0; a < o.gradAccum; ++a) {
-        fillInputs(false, t, a);
-        runPhase(p.microStep, "micro_step",
-                 "step " + std::to_string(t + 1) + " micro_step " + std::to_string(a + 1) + "/" +
-                     std::to_string(o.gradAccum));
-        lossSum += detail::lossWeight(p, o, data, false, comm.rank(), t, a) *
-                   *at(p.tensors[p.loss].offset);
-      }
-      ++step;
-      runPhase(p.optimizer, "optimizer", "step " + std::to_string(t + 1) + " optimizer");
-      double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // For the report only, outside the plan: the mean loss over ranks. Every
-      // rank runs the same program over the same layout, so rank 0's peak is
-      // every rank's.
-      comm.at(Group::World, "step " + std::to_string(t + 1) + ": the step's loss all-reduce");
-      if (!comm.allReduceScalar(Group::World, &lossSum))
-        fail("stopped: " + comm.error());
-      StepReport r = detail::stepReport(p, o, t, lossSum, norm.divisor, gradNorm, seconds);
-      r.peakBytes = peakBytes();
-      r.outsideArenaBytes = comm.stagingBytes() + (comm.rank() == 0 ? data.bytes() : 0);
-      std::string err = detail::afterStep(
-          o, r, comm, onStep, [&] { return evaluate(); },
-          [&] {
-            return io::saveCheckpoint(o.save, o.keep, p, comm, arena, step,
-                                      detail::globalBatch(p, o));
-          },
-          &stop);
-      if (!err.empty())
-        fail(err);
-    }
-    if (!o.saveWeights.empty() && !stop) { // stopped early: the model is not final
-      comm.at(Group::World, "the weights' save (--save-weights)", true);
-      std::string err = io::saveFullWeights(o.saveWeights, p, comm, arena, o.maxShardSize, step);
-      if (!err.empty())
-        fail(err);
-    }
-  } catch (const Failure &f) {
-    error = "rank " + std::to_string(comm.rank()) + ": " + f.message;
-  }
-  {
-    std::lock_guard<std::mutex> lock(jobMu);
-    stopping = true;
-    jobCv.notify_all();
-  }
-  commThread.join();
-  std::free(arena);
-  return error;
-}
+// A rank of the threads backend: its device and its trainer.
+struct ThreadRank {
+  ThreadRank(const Program &p, const RunOptions &options, Communicator &comm,
+             const detail::Inputs &data)
+      : device(p, options, comm, data), trainer(p, options, comm, data, device) {}
+  CpuRank device;
+  Trainer trainer;
+};
 
 } // namespace
 
@@ -504,14 +348,10 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
     comm.abort("rank " + std::to_string(comm.rank()) + ": " + err);
     return err;
   }
-  Rank rank(program, options, comm, data);
-  std::string result = rank.run(onStep);
-  if (result.empty() && !options.trace.empty()) {
-    // Under MPI each process writes its own rank's timeline.
-    std::string path =
-        comm.rank() == 0 ? options.trace : options.trace + ".rank" + std::to_string(comm.rank());
-    result = detail::writeTrace(path, program, {{comm.rank(), rank.records}});
-  }
+  CpuRank device(program, options, comm, data);
+  std::string result = Trainer(program, options, comm, data, device).run(onStep);
+  if (result.empty() && !options.trace.empty())
+    result = writeRankTrace(options.trace, program, comm.rank(), device.records);
   return result;
 }
 
@@ -550,9 +390,9 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   for (int r = 0; r < program.worldSize; ++r)
     comms.push_back(threadsCommunicator(world, r));
   std::vector<std::string> errors(program.worldSize);
-  std::vector<std::unique_ptr<Rank>> ranks;
+  std::vector<std::unique_ptr<ThreadRank>> ranks;
   for (int r = 0; r < program.worldSize; ++r)
-    ranks.push_back(std::make_unique<Rank>(program, options, *comms[r], data));
+    ranks.push_back(std::make_unique<ThreadRank>(program, options, *comms[r], data));
   std::vector<std::thread> threads;
   std::string startError;
   // Once a rank has failed (one that could not start its own thread), the
@@ -560,7 +400,7 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   for (int r = 0;
        r < program.worldSize && startError.empty() && !(world && !comms[0]->error().empty()); ++r) {
     try {
-      threads.emplace_back([&, r] { errors[r] = ranks[r]->run(onStep); });
+      threads.emplace_back([&, r] { errors[r] = ranks[r]->trainer.run(onStep); });
     } catch (const std::system_error &e) {
       // More ranks than this process can run as threads: the started ones
       // stop at their first collective.
@@ -577,10 +417,10 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
     return startError;
   bool ok = std::all_of(errors.begin(), errors.end(), [](auto &e) { return e.empty(); });
   if (ok && !options.trace.empty()) {
-    std::vector<detail::RankTrace> all;
+    std::vector<RankTrace> all;
     for (int r = 0; r < program.worldSize; ++r)
-      all.push_back({r, ranks[r]->records});
-    std::string err = detail::writeTrace(options.trace, program, all);
+      all.push_back({r, ranks[r]->device.records});
+    std::string err = writeTrace(options.trace, program, all);
     if (!err.empty())
       return err;
   }

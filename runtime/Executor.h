@@ -13,7 +13,6 @@
 #include "runtime/io/Images.h"
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -106,39 +105,9 @@ std::string runRank(const program::Program &program, const RunOptions &options, 
                     const StepCallback &onStep);
 
 namespace detail {
-// What the CPU executor and the device executor (DeviceExecutor.cpp) share,
-// so that both train the same model on the same data.
-
-/// A rank's arena as both executors address it: the plan's offsets from one
-/// base (host or device memory), and the high-water mark of the bytes the
-/// kernels have touched, which is the measured peak.
-class ArenaAccess {
-public:
-  explicit ArenaAccess(const program::Program &program) : program(program) {}
-  template <typename T = float> T *at(int64_t offset) {
-    return reinterpret_cast<T *>(arena + offset);
-  }
-  /// Tensor `id`, counted as touched.
-  template <typename T = float> T *t(int64_t id) {
-    const program::Tensor &ten = program.tensors[id];
-    touch(ten.offset, ten.bytes());
-    return at<T>(ten.offset);
-  }
-  /// Both of a CPU rank's streams (threads) touch: an atomic maximum.
-  void touch(int64_t offset, int64_t bytes) {
-    int64_t end = offset + bytes, seen = highWater.load(std::memory_order_relaxed);
-    while (end > seen && !highWater.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
-    }
-  }
-  int64_t peakBytes() const { return highWater.load(std::memory_order_relaxed); }
-
-protected:
-  const program::Program &program;
-  char *arena = nullptr;
-
-private:
-  std::atomic<int64_t> highWater{0};
-};
+// What the trainer (runtime/Trainer.h) takes of a run's data and weights on
+// every device (Step.cpp), so that every rank trains the same model on the
+// same data.
 
 /// The data of a run, as the program's inputs.kind takes it: token streams
 /// (tokens, masked_tokens: --data or synthetic, --eval-data) or images and
@@ -191,6 +160,20 @@ std::string lossNorm(const program::Program &p, const RunOptions &options, const
 double lossWeight(const program::Program &p, const RunOptions &options, const Inputs &data,
                   bool eval, int rank, int64_t step, int64_t micro);
 
+/// The part of parameter `prm` (of unit `u`) in shard member `member`'s
+/// shard: its elements [inParam, inParam + count), at element inShard of the
+/// shard; count 0 where the shard holds none of it.
+struct ShardSlice {
+  int64_t inParam = 0, inShard = 0, count = 0;
+};
+inline ShardSlice shardSlice(const program::Unit &u, int64_t member, const program::Param &prm) {
+  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
+  int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+  if (a >= b)
+    return {};
+  return {a - prm.offset, a - lo, b - a};
+}
+
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):
 /// the parameter shard of member `shardMember` from options.weights (its byte
@@ -214,75 +197,12 @@ std::string checkWeights(const program::Program &p, const io::WeightSource &weig
 StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
                       double lossSum, double lossDivisor, double gradNorm, double seconds);
 
-/// Fills the rank's parameter and Adam shards from options.resume (resharded
-/// when another plan saved it); *first: the steps already taken. Collective:
-/// rank 0 chooses the checkpoint, and every rank fails when one does.
-std::string resumeShards(const program::Program &p, const RunOptions &options, Communicator &comm,
-                         char *arena, int64_t *first);
-
-/// The barrier before the first step: nobody starts before every rank has its
-/// weights. It is also the first stop decision (runtime/Signals.h): *stop when
-/// some rank got a stop signal during start-up; the run then stops before
-/// step `first` + 1. "" or why not.
-std::string startTogether(Communicator &comm, const RunOptions &options, int64_t first, bool *stop);
-
 /// Sequences a step takes over all ranks: micro-batch x ranks x grad-accum.
 int64_t globalBatch(const program::Program &p, const RunOptions &options);
-
-/// What every rank does after the update of step r.step, on every backend:
-/// the held-out loss when due (`evaluate`), rank 0's report (`onStep`), the
-/// stop on a loss or norm that is not finite, the checkpoint when due
-/// (`save`), then the ranks' agreement on a stop signal (runtime/Signals.h):
-/// *stop, after this step's checkpoint is saved when --save is given.
-/// Returns "" to go on (or to stop when *stop), or why the run stops.
-std::string afterStep(const RunOptions &options, StepReport &r, Communicator &comm,
-                      const StepCallback &onStep, const std::function<double()> &evaluate,
-                      const std::function<std::string()> &save, bool *stop);
-
-/// After step `r.step`: "" to go on, or why the run stops there (a loss or
-/// gradient norm that is not finite; no checkpoint of that state is saved).
-std::string checkFinite(const StepReport &r);
-
-/// Whether the checkpoint of step `step` (counted from 1) is written.
-bool saveDue(const RunOptions &options, int64_t step);
-
-/// The gradient scale that clips to options.clipGradNorm (1: no clipping).
-double clipScale(const RunOptions &options, double gradNorm);
-
-/// AdamW over shard member `member`'s part of unit `u`, a parameter at a
-/// time: update(offset in the shard, elements, weight decay) for each
-/// parameter's slice of the shard (decay only for the parameters that decay).
-template <typename F>
-void forEachShardSlice(const program::Unit &u, int64_t member, double weightDecay, F update) {
-  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
-  for (const program::Param &prm : u.params) {
-    int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
-    if (a < b)
-      update(a - lo, b - a, prm.decay ? weightDecay : 0.0);
-  }
-}
 
 /// The learning rate of step `step` (counted from 1), DESIGN.md's formula.
 double learningRate(const RunOptions &options, int64_t step);
 
-/// Whether the held-out loss is computed after step `step` (counted from 1).
-bool evalDue(const RunOptions &options, int64_t step);
-
-/// One executed instruction, for the measured trace.
-struct TraceRecord {
-  const program::Instruction *inst;
-  int stream; // 0 compute, 1 comm
-  bool optimizer;
-  int64_t step;
-  double start, end; // seconds since the run began
-};
-struct RankTrace {
-  int rank;
-  const std::vector<TraceRecord> *records; // [2]: compute, comm
-};
-/// Writes the measured timeline (Chrome trace, the predicted one's format).
-std::string writeTrace(const std::string &path, const program::Program &p,
-                       const std::vector<RankTrace> &ranks);
 } // namespace detail
 
 } // namespace fsdp::runtime

@@ -1,30 +1,22 @@
-//===- Step.cpp - what both executors do around the program's phases ------===//
+//===- Step.cpp - a run's data and weights as the trainer takes them ------===//
 //
-// The CPU executor (Executor.cpp) and the device executor (DeviceExecutor.cpp)
-// run the same training loop around their own memory and kernels: the data of
-// each micro-step, the initial shards, the step's report, the learning rate,
-// the held-out loss's schedule, the checks after a step and the measured
-// trace. Declared in Executor.h (namespace detail).
+// What the trainer (Trainer.cpp) takes of a run's data and weights, on every
+// device: the data of each micro-step and its loss's normalisation, the
+// initial shards and the weights' checks, the step's report and the learning
+// rate. Declared in Executor.h (namespace detail).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Backend.h"
 #include "runtime/Executor.h"
-#include "runtime/Signals.h"
-#include "runtime/TraceFormat.h"
 #include "runtime/io/Batches.h"
-#include "runtime/io/Checkpoint.h"
 #include "runtime/io/Dataset.h"
-#include "runtime/io/Files.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/kernels/cpu.h"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
-#include <unistd.h>
 
 using namespace fsdp;
 using namespace fsdp::runtime;
@@ -189,14 +181,14 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
   for (const Unit &u : p.units) {
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       std::memset(at(off), 0, u.shardNumel * 4);
-    int64_t lo = shardMember * u.shardNumel, hi = lo + u.shardNumel;
     float *shard = at(u.shardOffset);
     for (const Param &prm : u.params) {
-      int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
-      if (a >= b)
+      ShardSlice slice = shardSlice(u, shardMember, prm);
+      if (!slice.count)
         continue;
       if (!o.weights.empty()) {
-        std::string err = reader.readF32(prm.name, a - prm.offset, b - a, shard + (a - lo));
+        std::string err =
+            reader.readF32(prm.name, slice.inParam, slice.count, shard + slice.inShard);
         if (!err.empty())
           return err;
         continue;
@@ -205,95 +197,22 @@ std::string fsdp::runtime::detail::initShards(const Program &p, const RunOptions
       for (char c : prm.name)
         nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
       bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
-      for (int64_t e = a; e < b; ++e) {
+      for (int64_t i = 0; i < slice.count; ++i) {
+        int64_t e = slice.inParam + i; // the parameter's element
         float v;
         if (prm.shape.size() >= 2) {
-          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)(e - prm.offset) * 2));
+          uint64_t r1 = splitmix(o.seed ^ splitmix(nameHash ^ (uint64_t)e * 2));
           uint64_t r2 = splitmix(r1);
           double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
           v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
         } else {
           v = isBias ? 0.0f : 1.0f;
         }
-        shard[e - lo] = v;
+        shard[slice.inShard + i] = v;
       }
     }
   }
   return "";
-}
-
-std::string fsdp::runtime::detail::resumeShards(const Program &p, const RunOptions &o,
-                                                Communicator &comm, char *arena, int64_t *first) {
-  std::string err = io::resumeCheckpoint(o.resume, p, comm, globalBatch(p, o), arena, first);
-  // fsdp-run checked the checkpoint it saw at start; another run saving to
-  // the folder may have made a newer one since. Every rank has the same step.
-  if (err.empty() && *first > o.steps)
-    err = o.resume + ": its newest checkpoint is of step " + std::to_string(*first) +
-          ", past --steps " + std::to_string(o.steps);
-  return err;
-}
-
-std::string fsdp::runtime::detail::checkFinite(const StepReport &r) {
-  bool loss = std::isfinite(r.loss), norm = std::isfinite(r.gradNorm);
-  if (loss && norm)
-    return "";
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "step %lld: the %s is %g, not finite: the run stops here, and "
-                "no checkpoint of this state is written",
-                (long long)r.step, loss ? "gradient norm" : "loss", loss ? r.gradNorm : r.loss);
-  return buf;
-}
-
-std::string fsdp::runtime::detail::afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
-                                             const StepCallback &onStep,
-                                             const std::function<double()> &evaluate,
-                                             const std::function<std::string()> &save, bool *stop) {
-  testSignal(comm.rank(), r.step);
-  if (evalDue(o, r.step)) {
-    r.evaluated = true;
-    r.evalLoss = evaluate();
-  }
-  std::string err = comm.rank() == 0 ? onStep(r) : "";
-  if (err.empty())
-    err = checkFinite(r);
-  bool saved = false;
-  std::string saving = "step " + std::to_string(r.step) + ": the checkpoint save";
-  if (err.empty() && saveDue(o, r.step)) {
-    comm.at(Group::World, saving, true);
-    err = save();
-    saved = err.empty();
-  }
-  // A stop signal: every rank stops after the same step, whichever rank got
-  // it and whenever (a signal during the save above stops here too, after
-  // it), with this step's checkpoint when --save is given.
-  int signal = 0;
-  if (err.empty()) {
-    comm.at(Group::World, "step " + std::to_string(r.step) + ": the stop agreement");
-    err = agreeStop(comm, o.stopState, stop, &signal);
-  }
-  if (err.empty() && *stop) {
-    if (!o.save.empty() && !saved) {
-      comm.at(Group::World, saving, true);
-      err = save();
-      saved = err.empty();
-    }
-    if (err.empty())
-      recordStop(o.stopState,
-                 {signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
-  }
-  return err;
-}
-
-bool fsdp::runtime::detail::saveDue(const RunOptions &o, int64_t step) {
-  return !o.save.empty() && (step == o.steps || (o.saveEvery > 0 && step % o.saveEvery == 0));
-}
-
-double fsdp::runtime::detail::clipScale(const RunOptions &o, double gradNorm) {
-  if (o.clipGradNorm <= 0)
-    return 1.0;
-  double coef = o.clipGradNorm / (gradNorm + 1e-6);
-  return coef < 1.0 ? coef : 1.0;
 }
 
 double fsdp::runtime::detail::learningRate(const RunOptions &o, int64_t step) {
@@ -312,10 +231,6 @@ double fsdp::runtime::detail::learningRate(const RunOptions &o, int64_t step) {
   return o.lr;
 }
 
-bool fsdp::runtime::detail::evalDue(const RunOptions &o, int64_t step) {
-  return !o.evalData.empty() && (step == o.steps || (o.evalEvery > 0 && step % o.evalEvery == 0));
-}
-
 std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptions &o) {
   if (p.inputKind == InputKind::Images) {
     std::string err = trainImages.open(o.data, o.labels, p.image, "--data", "--labels");
@@ -327,21 +242,6 @@ std::string fsdp::runtime::detail::Inputs::open(const Program &p, const RunOptio
   if (err.empty() && !o.evalData.empty())
     err = eval.open(o.evalData, p, o.dataDtype);
   return err;
-}
-
-std::string fsdp::runtime::detail::startTogether(Communicator &comm, const RunOptions &o,
-                                                 int64_t first, bool *stop) {
-  // The barrier carries the stop signals of start-up: a run asked to stop
-  // before its first step stops before it, on every rank.
-  testSignal(comm.rank(), 0);
-  int signal = 0;
-  comm.at(Group::World, "before the first step: the start agreement");
-  std::string err = agreeStop(comm, o.stopState, stop, &signal);
-  if (!err.empty())
-    return "stopped before the first step: " + comm.error();
-  if (*stop)
-    recordStop(o.stopState, {signal, first, true, ""});
-  return "";
 }
 
 int64_t fsdp::runtime::detail::globalBatch(const Program &p, const RunOptions &o) {
@@ -362,74 +262,4 @@ StepReport fsdp::runtime::detail::stepReport(const Program &p, const RunOptions 
   r.tokensPerS = (double)(G * p.seqLen) / seconds;
   r.predictedPeakBytes = p.predictedPeakBytes;
   return r;
-}
-
-// The measured timeline in the predicted one's format: a pid per rank, a
-// thread per stream, each event with its unit and phase.
-std::string fsdp::runtime::detail::writeTrace(const std::string &path, const Program &p,
-                                              const std::vector<RankTrace> &ranks) {
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
-  for (const RankTrace &rank : ranks) {
-    int r = rank.rank;
-    trace::addRankHeader(events, r, "measured");
-    // Memory as a counter: the unit buffers that come and go (gathered
-    // parameters, unsharded gradients), in the order they did.
-    std::vector<std::pair<double, int64_t>> changes;
-    for (int s = 0; s < 2; ++s)
-      for (const TraceRecord &t : rank.records[s]) {
-        const Instruction &i = *t.inst;
-        if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
-          continue;
-        int64_t padded = p.units[i.unit].paddedNumel;
-        if (i.op == Op::AllGather)
-          changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
-        else if (i.op == Op::Alloc)
-          changes.push_back({t.start, padded * 4});
-        else if (i.op == Op::Free)
-          changes.push_back({t.end, -padded * (i.freeParams && p.paramDtype == "bf16" ? 2 : 4)});
-      }
-    std::sort(changes.begin(), changes.end());
-    int64_t live = 0;
-    for (auto [when, delta] : changes) {
-      live += delta;
-      events.push_back({{"name", "unsharded bytes"},
-                        {"ph", "C"},
-                        {"pid", r},
-                        {"ts", when * 1e6},
-                        {"args", {{"bytes", live}}}});
-    }
-    for (int s = 0; s < 2; ++s)
-      for (const TraceRecord &t : rank.records[s]) {
-        const Instruction &i = *t.inst;
-        std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
-        std::string unit =
-            i.unit >= 0 && i.unit < (int64_t)p.units.size() ? p.units[i.unit].name : "root";
-        nlohmann::ordered_json ev = {
-            {"name", opName(i.op)},
-            {"cat", phase},
-            {"ph", "X"},
-            {"pid", r},
-            {"tid", s},
-            {"ts", t.start * 1e6},
-            {"dur", (t.end - t.start) * 1e6},
-            {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
-        if (!i.module.empty())
-          ev["args"]["module"] = i.module;
-        events.push_back(ev);
-      }
-  }
-  nlohmann::ordered_json doc = {{"traceEvents", events},
-                                {"displayTimeUnit", "ms"},
-                                {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
-  // Whole or not at all: a temporary beside it, made durable, then renamed.
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  io::removeTree(tmp);
-  std::string err = io::writeFileDurable(tmp, doc.dump() + "\n");
-  if (err.empty())
-    err = io::renameDurable(tmp, path);
-  if (!err.empty()) {
-    io::removeTree(tmp);
-    return path + ": cannot write the trace: " + err;
-  }
-  return "";
 }

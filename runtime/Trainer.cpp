@@ -1,0 +1,460 @@
+//===- Trainer.cpp - one training loop over a rank's device ---------------===//
+//
+// See Trainer.h. Nothing here knows whether the device is the CPU or a GPU:
+// what differs (threads or streams, host or device memory, where the host
+// must wait) is behind RankDevice.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Trainer.h"
+#include "runtime/Scratch.h"
+#include "runtime/Signals.h"
+#include "runtime/TraceFormat.h"
+#include "runtime/io/Checkpoint.h"
+#include "runtime/io/Files.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <unistd.h>
+
+using namespace fsdp;
+using namespace fsdp::runtime;
+using namespace fsdp::program;
+
+const char *fsdp::runtime::phaseName(PhaseKind kind) {
+  static const char *const names[] = {"micro_step", "eval", "optimizer"}; // PhaseKind's order
+  return names[int(kind)];
+}
+
+std::string fsdp::runtime::instructionPlace(const std::string &phase, int stream,
+                                            const Instruction &inst) {
+  return phase + "." + (stream ? "comm" : "compute") + "[" + std::to_string(inst.index) + "] (" +
+         opName(inst.op) + ")";
+}
+
+void RankDevice::fail(const std::string &why) {
+  std::string what = failure(why);
+  abort("rank " + std::to_string(host.rank()) + ": " + what);
+  throw RankFailure{what};
+}
+
+void RankDevice::run(const PhaseRun &phaseRun) {
+  running = &phaseRun;
+  runPhase(phaseRun);
+  running = nullptr;
+}
+
+// The collectives' dtype paths, the same on every device: what differs is
+// only where the sum lands before it is added to the gradient shard (the
+// device's reduceScatterAdd).
+std::string RankDevice::runCollective(const Instruction &inst, const std::string &place) {
+  const Program &p = program;
+  if (inst.op != Op::AllGather && inst.op != Op::ReduceScatter && inst.op != Op::AllReduce &&
+      inst.op != Op::GradNorm)
+    return "not a communication instruction";
+  std::string site = place + " comm[" + std::to_string(inst.index) + "] " + opName(inst.op) +
+                     (inst.op == Op::GradNorm ? "" : " unit '" + p.units[inst.unit].name + "'");
+  if (inst.op == Op::GradNorm)
+    return reduceGradNorm(inst, site);
+  const Unit &u = p.units[inst.unit];
+  switch (inst.op) {
+  case Op::AllGather:
+    nameCollective(Group::Shard, site, "all_gather");
+    if (inst.bf16) {
+      // Round this rank's shard into its own slot, then gather in place.
+      touch(inst.dst, u.paddedNumel * 2);
+      uint16_t *slot = at<uint16_t>(inst.dst) + shardMember() * u.shardNumel;
+      toBf16(at(u.shardOffset), slot, u.shardNumel);
+      return allGather(slot, at(inst.dst), u.shardNumel, DType::BF16);
+    }
+    touch(inst.dst, u.paddedNumel * 4);
+    return allGather(at(u.shardOffset), at(inst.dst), u.shardNumel, DType::F32);
+  case Op::ReduceScatter: {
+    nameCollective(Group::Shard, site, "reduce_scatter");
+    touch(inst.scratch, inst.scratchBytes);
+    void *staging = inst.scratch >= 0 ? at<char>(inst.scratch) : nullptr;
+    float *shard = at(u.gradShardOffset);
+    if (p.gradElementBytes() == 2 && inst.bf16) // bf16 gradients (bf16 compute), as they are
+      return reduceScatterAdd(at<uint16_t>(inst.src), shard, u.shardNumel, DType::BF16, staging);
+    if (p.gradElementBytes() == 2) {
+      // bf16 gradients reduced in f32: widened into the plan's staging
+      // (after the device's part of it, runtime/Scratch.h).
+      float *wide = at(inst.scratch + reduceScatterWidenOffset(p.target, u.shardNumel, false));
+      fromBf16(at<uint16_t>(inst.src), wide, u.paddedNumel);
+      return reduceScatterAdd(wide, shard, u.shardNumel, DType::F32, staging);
+    }
+    if (inst.bf16) {
+      // The gradient buffer is rounded to bf16 in place, in its first half.
+      uint16_t *half = at<uint16_t>(inst.src);
+      toBf16(at(inst.src), half, u.paddedNumel);
+      return reduceScatterAdd(half, shard, u.shardNumel, DType::BF16, staging);
+    }
+    return reduceScatterAdd(at(inst.src), shard, u.shardNumel, DType::F32, staging);
+  }
+  default: // all_reduce
+    nameCollective(Group::Replica, site, "all_reduce");
+    return allReduce(at(u.gradShardOffset), u.shardNumel);
+  }
+}
+
+/// The gradient scale that clips to options.clipGradNorm (1: no clipping).
+static double clipScale(const RunOptions &o, double gradNorm) {
+  if (o.clipGradNorm <= 0)
+    return 1.0;
+  double coef = o.clipGradNorm / (gradNorm + 1e-6);
+  return coef < 1.0 ? coef : 1.0;
+}
+
+void RankDevice::optimizerStep(const Unit &u) {
+  const RunOptions &o = options;
+  int64_t step = running->step;
+  double scale = clipScale(o, o.clipGradNorm > 0 ? clippingNorm() : 0);
+  double lr = detail::learningRate(o, step);
+  float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
+  float *expAvg = at(u.expAvgOffset), *expAvgSq = at(u.expAvgSqOffset);
+  for (const Param &prm : u.params) { // a parameter at a time: its slice of the shard
+    detail::ShardSlice slice = detail::shardSlice(u, shardMember(), prm);
+    if (!slice.count)
+      continue;
+    int64_t k = slice.inShard;
+    adamw({param + k, grad + k, expAvg + k, expAvgSq + k, slice.count, step, lr, o.beta1, o.beta2,
+           o.eps, prm.decay ? o.weightDecay : 0.0, scale});
+  }
+  zero(grad, u.shardNumel * 4, nullptr); // the next step accumulates afresh
+}
+
+//===----------------------------------------------------------------------===//
+// The loop
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Whether the checkpoint of step `step` (counted from 1) is written.
+bool saveDue(const RunOptions &o, int64_t step) {
+  return !o.save.empty() && (step == o.steps || (o.saveEvery > 0 && step % o.saveEvery == 0));
+}
+
+/// Whether the held-out loss is computed after step `step` (counted from 1).
+bool evalDue(const RunOptions &o, int64_t step) {
+  return !o.evalData.empty() && (step == o.steps || (o.evalEvery > 0 && step % o.evalEvery == 0));
+}
+
+/// After step `r.step`: "" to go on, or why the run stops there (a loss or
+/// gradient norm that is not finite; no checkpoint of that state is saved).
+std::string checkFinite(const StepReport &r) {
+  bool loss = std::isfinite(r.loss), norm = std::isfinite(r.gradNorm);
+  if (loss && norm)
+    return "";
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "step %lld: the %s is %g, not finite: the run stops here, and "
+                "no checkpoint of this state is written",
+                (long long)r.step, loss ? "gradient norm" : "loss", loss ? r.gradNorm : r.loss);
+  return buf;
+}
+
+/// The barrier before the first step: nobody starts before every rank has
+/// its weights. It is also the first stop decision (runtime/Signals.h):
+/// *stop when some rank got a stop signal during start-up; the run then
+/// stops before step `first` + 1. "" or why not.
+std::string startTogether(Communicator &comm, const RunOptions &o, int64_t first, bool *stop) {
+  // The barrier carries the stop signals of start-up: a run asked to stop
+  // before its first step stops before it, on every rank.
+  detail::testSignal(comm.rank(), 0);
+  int signal = 0;
+  comm.at(Group::World, "before the first step: the start agreement");
+  std::string err = detail::agreeStop(comm, o.stopState, stop, &signal);
+  if (!err.empty())
+    return "stopped before the first step: " + comm.error();
+  if (*stop)
+    detail::recordStop(o.stopState, {signal, first, true, ""});
+  return "";
+}
+
+/// What every rank does after the update of step r.step: the held-out loss
+/// when due (`evaluate`), rank 0's report (`onStep`), the stop on a loss or
+/// norm that is not finite, the checkpoint when due (`save`), then the
+/// ranks' agreement on a stop signal (runtime/Signals.h): *stop, after this
+/// step's checkpoint is saved when --save is given. Returns "" to go on (or
+/// to stop when *stop), or why the run stops.
+template <typename Evaluate, typename Save>
+std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
+                      const StepCallback &onStep, Evaluate evaluate, Save save, bool *stop) {
+  detail::testSignal(comm.rank(), r.step);
+  if (evalDue(o, r.step)) {
+    r.evaluated = true;
+    r.evalLoss = evaluate();
+  }
+  std::string err = comm.rank() == 0 ? onStep(r) : "";
+  if (err.empty())
+    err = checkFinite(r);
+  bool saved = false;
+  std::string saving = "step " + std::to_string(r.step) + ": the checkpoint save";
+  if (err.empty() && saveDue(o, r.step)) {
+    comm.at(Group::World, saving, true);
+    err = save();
+    saved = err.empty();
+  }
+  // A stop signal: every rank stops after the same step, whichever rank got
+  // it and whenever (a signal during the save above stops here too, after
+  // it), with this step's checkpoint when --save is given.
+  int signal = 0;
+  if (err.empty()) {
+    comm.at(Group::World, "step " + std::to_string(r.step) + ": the stop agreement");
+    err = detail::agreeStop(comm, o.stopState, stop, &signal);
+  }
+  if (err.empty() && *stop) {
+    if (!o.save.empty() && !saved) {
+      comm.at(Group::World, saving, true);
+      err = save();
+      saved = err.empty();
+    }
+    if (err.empty())
+      detail::recordStop(o.stopState,
+                         {signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
+  }
+  return err;
+}
+} // namespace
+
+// The rank's shards: the seeded initialisation or --weights (detail::
+// initShards), or a checkpoint (resharded when another plan saved it), in
+// the device's host image of the arena, then moved in. Returns the steps
+// already taken.
+int64_t Trainer::loadShards() {
+  char *image = device.shardImage();
+  for (const Unit &u : program.units)
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+      std::memset(image + off, 0, u.shardNumel * 4);
+      device.touch(off, u.shardNumel * 4);
+    }
+  int64_t first = 0;
+  std::string err;
+  if (!options.resume.empty()) {
+    // Collective: rank 0 chooses the checkpoint, and every rank fails when
+    // one does.
+    host.at(Group::World, "the resume from " + options.resume, true);
+    err = io::resumeCheckpoint(options.resume, program, host, detail::globalBatch(program, options),
+                               image, &first);
+    // fsdp-run checked the checkpoint it saw at start; another run saving to
+    // the folder may have made a newer one since. Every rank has the same
+    // step.
+    if (err.empty() && first > options.steps)
+      err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
+            ", past --steps " + std::to_string(options.steps);
+  } else {
+    err = detail::initShards(program, options, host.memberIndex(Group::Shard), image);
+  }
+  if (!err.empty())
+    device.fail(err);
+  device.shardsIn();
+  return first;
+}
+
+void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase next) {
+  bool eval = kind == PhaseKind::Eval;
+  std::string place = (eval ? "eval after step " + std::to_string(step) + " batch " : "step ") +
+                      std::to_string(index + 1) + " micro_step " + std::to_string(micro + 1) + "/" +
+                      std::to_string(options.gradAccum);
+  RankDevice::InputBuffers in = device.inputBuffers(kind, index);
+  detail::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
+  device.inputsIn();
+  device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced});
+  device.keepLoss(micro);
+}
+
+double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader) {
+  bool eval = kind == PhaseKind::Eval;
+  const float *losses = device.losses(reader);
+  double sum = 0;
+  for (int64_t a = 0; a < options.gradAccum; ++a)
+    sum += detail::lossWeight(program, options, data, eval, host.rank(), index, a) * losses[a];
+  return sum;
+}
+
+// The held-out loss (DESIGN.md, "Eval"): batch b is what step b would take
+// from the eval file, run through the micro-step's forward (and backward, as
+// the program has no forward-only phase); the gradients it leaves are
+// zeroed, so training goes on exactly as without it.
+double Trainer::evaluate() {
+  traced = false;
+  // Each batch's loss is its micro-steps' weighted sum over ranks over its
+  // divisor, the same on every rank: this rank's share of it is summed, then
+  // the ranks'.
+  double sum = 0;
+  for (int64_t b = 0; b < options.evalBatches; ++b) {
+    detail::LossNorm norm;
+    if (std::string err = detail::lossNorm(program, options, data, true, b, &norm); !err.empty())
+      device.fail(err);
+    for (int64_t a = 0; a < options.gradAccum; ++a)
+      microStep(PhaseKind::Eval, b, a,
+                a + 1 < options.gradAccum ? NextPhase::MicroStep : NextPhase::Host);
+    device.synchronize("eval batch " + std::to_string(b + 1));
+    sum += weightedLosses(PhaseKind::Eval, b, "eval's read of the losses") / norm.divisor;
+  }
+  for (const Unit &u : program.units)
+    device.zero(device.at(u.gradShardOffset), u.shardNumel * 4, "after eval");
+  // The next step's comm work writes the gradient shards too.
+  device.synchronize("eval's end");
+  traced = true;
+  host.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
+  if (!host.allReduceScalar(Group::World, &sum))
+    device.fail("stopped: " + host.error());
+  return sum / double(options.evalBatches);
+}
+
+void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
+  traceStep = t;
+  // The mean over the step's G x S tokens, G images, or selected tokens.
+  detail::LossNorm norm;
+  if (std::string err = detail::lossNorm(program, options, data, false, t, &norm); !err.empty())
+    device.fail(err);
+  lossScale = norm.gradScale;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t a = 0; a < options.gradAccum; ++a)
+    microStep(PhaseKind::MicroStep, t, a,
+              a + 1 < options.gradAccum ? NextPhase::MicroStep : NextPhase::Optimizer);
+  ++step;
+  device.run({program.optimizer, PhaseKind::Optimizer, NextPhase::Host,
+              "step " + std::to_string(t + 1) + " optimizer", lossScale, step, traceStep, traced});
+  device.synchronize("step " + std::to_string(t + 1));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double gradNorm = device.stepGradNorm();
+  device.stepDone();
+  double lossSum = weightedLosses(PhaseKind::MicroStep, t, "the step's read of the losses");
+  // For the report only, outside the plan: the mean loss over ranks. Every
+  // rank runs the same program over the same layout, so rank 0's peak is
+  // every rank's.
+  host.at(Group::World, "step " + std::to_string(t + 1) + ": the step's loss all-reduce");
+  if (!host.allReduceScalar(Group::World, &lossSum))
+    device.fail("stopped: " + host.error());
+  StepReport r = detail::stepReport(program, options, t, lossSum, norm.divisor, gradNorm, seconds);
+  r.peakBytes = device.peakBytes();
+  r.outsideArenaBytes = device.outsideArenaBytes();
+  std::string err = afterStep(
+      options, r, host, onStep, [&] { return evaluate(); },
+      [&] {
+        device.shardsOut();
+        return io::saveCheckpoint(options.save, options.keep, program, host, device.shardImage(),
+                                  step, detail::globalBatch(program, options));
+      },
+      stop);
+  if (!err.empty())
+    device.fail(err);
+}
+
+void Trainer::saveWeights() {
+  device.shardsOut();
+  host.at(Group::World, "the weights' save (--save-weights)", true);
+  std::string err = io::saveFullWeights(options.saveWeights, program, host, device.shardImage(),
+                                        options.maxShardSize, step);
+  if (!err.empty())
+    device.fail(err);
+}
+
+std::string Trainer::run(const StepCallback &onStep) {
+  std::string error;
+  try {
+    device.setUp();
+    int64_t first = loadShards();
+    bool stop = false;
+    if (std::string err = startTogether(host, options, first, &stop); !err.empty())
+      device.fail(err);
+    step = first;
+    device.traceFrom();
+    for (int64_t t = first; t < options.steps && !stop; ++t)
+      trainStep(t, onStep, &stop);
+    if (!options.saveWeights.empty() && !stop) // stopped early: the model is not final
+      saveWeights();
+  } catch (const RankFailure &f) {
+    error = "rank " + std::to_string(host.rank()) + ": " + f.message;
+  } catch (const std::exception &e) { // not the device's: the host's (memory, mostly)
+    std::string at = device.place();
+    error = "rank " + std::to_string(host.rank()) + ": " + (at.empty() ? "" : at + ": ") + e.what();
+    device.abort(error);
+  }
+  device.tearDown(error.empty());
+  return error;
+}
+
+//===----------------------------------------------------------------------===//
+// The measured trace
+//===----------------------------------------------------------------------===//
+
+std::string fsdp::runtime::writeRankTrace(const std::string &path, const Program &p, int rank,
+                                          const std::vector<TraceRecord> *records) {
+  // Under MPI and NCCL each process writes its own rank's timeline.
+  return writeTrace(rank == 0 ? path : path + ".rank" + std::to_string(rank), p, {{rank, records}});
+}
+
+// The measured timeline in the predicted one's format: a pid per rank, a
+// thread per stream, each event with its unit and phase.
+std::string fsdp::runtime::writeTrace(const std::string &path, const Program &p,
+                                      const std::vector<RankTrace> &ranks) {
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  for (const RankTrace &rank : ranks) {
+    int r = rank.rank;
+    trace::addRankHeader(events, r, "measured");
+    // Memory as a counter: the unit buffers that come and go (gathered
+    // parameters, unsharded gradients), in the order they did.
+    std::vector<std::pair<double, int64_t>> changes;
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank.records[s]) {
+        const Instruction &i = *t.inst;
+        if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
+          continue;
+        int64_t padded = p.units[i.unit].paddedNumel;
+        if (i.op == Op::AllGather)
+          changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
+        else if (i.op == Op::Alloc)
+          changes.push_back({t.start, padded * 4});
+        else if (i.op == Op::Free)
+          changes.push_back({t.end, -padded * (i.freeParams && p.paramDtype == "bf16" ? 2 : 4)});
+      }
+    std::sort(changes.begin(), changes.end());
+    int64_t live = 0;
+    for (auto [when, delta] : changes) {
+      live += delta;
+      events.push_back({{"name", "unsharded bytes"},
+                        {"ph", "C"},
+                        {"pid", r},
+                        {"ts", when * 1e6},
+                        {"args", {{"bytes", live}}}});
+    }
+    for (int s = 0; s < 2; ++s)
+      for (const TraceRecord &t : rank.records[s]) {
+        const Instruction &i = *t.inst;
+        std::string phase = t.optimizer ? "optimizer" : i.phase.empty() ? "step" : i.phase;
+        std::string unit =
+            i.unit >= 0 && i.unit < (int64_t)p.units.size() ? p.units[i.unit].name : "root";
+        nlohmann::ordered_json ev = {
+            {"name", opName(i.op)},
+            {"cat", phase},
+            {"ph", "X"},
+            {"pid", r},
+            {"tid", s},
+            {"ts", t.start * 1e6},
+            {"dur", (t.end - t.start) * 1e6},
+            {"args", {{"unit", unit}, {"phase", phase}, {"step", t.step}}}};
+        if (!i.module.empty())
+          ev["args"]["module"] = i.module;
+        events.push_back(ev);
+      }
+  }
+  nlohmann::ordered_json doc = {{"traceEvents", events},
+                                {"displayTimeUnit", "ms"},
+                                {"otherData", {{"kind", "measured"}, {"world_size", p.worldSize}}}};
+  // Whole or not at all: a temporary beside it, made durable, then renamed.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  io::removeTree(tmp);
+  std::string err = io::writeFileDurable(tmp, doc.dump() + "\n");
+  if (err.empty())
+    err = io::renameDurable(tmp, path);
+  if (!err.empty()) {
+    io::removeTree(tmp);
+    return path + ": cannot write the trace: " + err;
+  }
+  return "";
+}

@@ -415,20 +415,20 @@ void DeviceRank::synchronize(const std::string &what) {
 // stream (the linears through cuBLAS); memory, scratch included, is the
 // device arena.
 struct CudaKernels : ArenaMemory<DeviceRank> {
-  cudaStream_t s;
+  cudaStream_t stream; // compute
 
   // Each kernel forwards to ck:: (cuda.h), whose f32 and bf16 overloads the
   // storage type picks, with the stream (and the cuBLAS handle); where a
   // CUDA kernel takes no scratch, the one Dispatch passes is dropped.
 #define FSDP_CUDA_KERNEL(name)                                                                     \
-  template <typename... A> void name(A... a) { ck::name(a..., s); }
+  template <typename... A> void name(A... a) { ck::name(a..., stream); }
 #define FSDP_CUDA_KERNEL_NO_SCRATCH(name)                                                          \
   template <typename... A> void name(A... a) {                                                     \
-    dropLast([&](auto... x) { ck::name(x..., s); }, a...);                                         \
+    dropLast([&](auto... x) { ck::name(x..., stream); }, a...);                                    \
   }
 #define FSDP_CUDA_GEMM(name)                                                                       \
   template <typename... A> void name(A... a) {                                                     \
-    dropLast([&](auto... x) { ck::name(rank.cublas, x..., s); }, a...);                            \
+    dropLast([&](auto... x) { ck::name(rank.cublas, x..., stream); }, a...);                       \
   }
   FSDP_CUDA_KERNEL(positionIds)
   FSDP_CUDA_KERNEL(tokenTypeIds)
@@ -467,14 +467,15 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
   void embeddingBackward(const T *dout, const int64_t *ids, T *dtable, int64_t n, int64_t V,
                          int64_t D, float *scratch) {
     if constexpr (std::is_same_v<T, float>)
-      ck::embeddingBackward(dout, ids, dtable, n, V, D, s);
+      ck::embeddingBackward(dout, ids, dtable, n, V, D, stream);
     else
-      ck::embeddingBackward(dout, ids, dtable, n, V, D, scratch, s);
+      ck::embeddingBackward(dout, ids, dtable, n, V, D, scratch, stream);
   }
   template <typename T>
   void crossEntropyForward(const T *logits, const int64_t *targets, float *loss, int64_t n,
                            int64_t V, float *scratch) {
-    ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch), s);
+    ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch),
+                            stream);
   }
 };
 

@@ -104,6 +104,20 @@ class Communicator;
 std::string runRank(const program::Program &program, const RunOptions &options, Communicator &comm,
                     const StepCallback &onStep);
 
+/// The part of parameter `prm` (of unit `u`) in shard member `member`'s
+/// shard: its elements [inParam, inParam + count), at element inShard of the
+/// shard; count 0 where the shard holds none of it.
+struct ShardSlice {
+  int64_t inParam = 0, inShard = 0, count = 0;
+};
+inline ShardSlice shardSlice(const program::Unit &u, int64_t member, const program::Param &prm) {
+  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
+  int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+  if (a >= b)
+    return {};
+  return {a - prm.offset, a - lo, b - a};
+}
+
 namespace detail {
 // What the trainer (runtime/Trainer.h) takes of a run's data and weights on
 // every device (Step.cpp), so that every rank trains the same model on the
@@ -159,20 +173,6 @@ std::string lossNorm(const program::Program &p, const RunOptions &options, const
 /// divides: 1, or for masked tokens the selected positions its mean is over.
 double lossWeight(const program::Program &p, const RunOptions &options, const Inputs &data,
                   bool eval, int rank, int64_t step, int64_t micro);
-
-/// The part of parameter `prm` (of unit `u`) in shard member `member`'s
-/// shard: its elements [inParam, inParam + count), at element inShard of the
-/// shard; count 0 where the shard holds none of it.
-struct ShardSlice {
-  int64_t inParam = 0, inShard = 0, count = 0;
-};
-inline ShardSlice shardSlice(const program::Unit &u, int64_t member, const program::Param &prm) {
-  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
-  int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
-  if (a >= b)
-    return {};
-  return {a - prm.offset, a - lo, b - a};
-}
 
 /// Fills the rank's persistent buffers of every unit in `arena`, host memory
 /// laid out as the plan's arena (only the units' shard ranges are written):

@@ -116,7 +116,7 @@ void RankDevice::optimizerStep(const Unit &u) {
   float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
   float *expAvg = at(u.expAvgOffset), *expAvgSq = at(u.expAvgSqOffset);
   for (const Param &prm : u.params) { // a parameter at a time: its slice of the shard
-    detail::ShardSlice slice = detail::shardSlice(u, shardMember(), prm);
+    ShardSlice slice = shardSlice(u, shardMember(), prm);
     if (!slice.count)
       continue;
     int64_t k = slice.inShard;

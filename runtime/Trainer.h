@@ -161,8 +161,9 @@ public:
   virtual double stepGradNorm() = 0;
   /// The gradient norm as the optimizer step reads it, within its phase.
   virtual double clippingNorm() = 0;
-  /// Zeroes `bytes` at `dst` in the arena, in order with the compute list.
-  virtual void zero(void *dst, int64_t bytes, const char *what) = 0;
+  /// Zeroes `bytes` at `dst` in the arena, in order with the compute list
+  /// (`why`, or null: what for, in the device's errors).
+  virtual void zero(void *dst, int64_t bytes, const char *why) = 0;
   virtual void adamw(const AdamWSlice &slice) = 0;
 
   /// The comm list's part of runCollective, in order on the comm stream:

@@ -1,7 +1,7 @@
 //===- TraceFormat.h - the Chrome trace both timelines share -----*- C++ -*-===//
 //
 // fsdp-plan's predicted timeline (planner/CostModel.cpp) and fsdp-run's
-// measured one (runtime/Step.cpp) are one format, so that
+// measured one (runtime/Trainer.cpp) are one format, so that
 // fsdp-trace-compare and a trace viewer read both alike: a pid per rank,
 // thread 0 the compute stream, thread 1 the comm stream.
 //

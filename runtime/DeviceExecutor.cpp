@@ -27,6 +27,7 @@
 #include "runtime/Scratch.h"
 #include "runtime/StreamOrder.h"
 #include "runtime/Trainer.h"
+#include "runtime/data/Inputs.h"
 #include "runtime/kernels/cuda.h"
 
 #include <cublas_v2.h>
@@ -360,11 +361,11 @@ RankDevice::InputBuffers DeviceRank::inputBuffers(PhaseKind kind, int64_t index)
 void DeviceRank::inputsIn() {
   int j = int(microIndex++ % 2);
   curInst = nullptr;
-  cuda(cudaMemcpyAsync(t<char>(program.tokens), inputHost[j],
+  cuda(cudaMemcpyAsync(tensor<char>(program.tokens), inputHost[j],
                        size_t(program.tensors[program.tokens].bytes()), cudaMemcpyHostToDevice,
                        compute),
        "cudaMemcpyAsync (tokens)");
-  cuda(cudaMemcpyAsync(t<int64_t>(program.targets), inputHost[j] + inputBytes(),
+  cuda(cudaMemcpyAsync(tensor<int64_t>(program.targets), inputHost[j] + inputBytes(),
                        size_t(targetBytes()), cudaMemcpyHostToDevice, compute),
        "cudaMemcpyAsync (targets)");
   cuda(cudaEventRecord(inputCopied[j], compute), "cudaEventRecord");
@@ -647,7 +648,7 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
   if (e != cudaSuccess)
     return who + "cudaSetDevice(" + std::to_string(device) + "): CUDA: " + cudaGetErrorString(e);
   // Bad data stops every rank the same way, before any communicator.
-  detail::Inputs data;
+  data::Inputs data;
   err = data.open(program, options);
   if (!err.empty())
     return who + err;

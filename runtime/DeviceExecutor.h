@@ -15,7 +15,7 @@
 #define FSDP_RUNTIME_DEVICEEXECUTOR_H
 
 #include "runtime/Executor.h"
-#include "runtime/backends/NCCL.h"
+#include "runtime/communicators/NCCL.h"
 
 #include <functional>
 #include <string>

@@ -40,15 +40,15 @@ class DeviceWorkLabel {
 public:
   DeviceWorkLabel(const program::Program &p, const char *phase, int stream,
                   const program::Instruction &inst, const char *arena)
-      : p(p) {
+      : program(p) {
     labelDeviceWork(p, phase, stream, &inst, arena);
   }
-  ~DeviceWorkLabel() { labelDeviceWork(p, "", 0, nullptr, nullptr); }
+  ~DeviceWorkLabel() { labelDeviceWork(program, "", 0, nullptr, nullptr); }
   DeviceWorkLabel(const DeviceWorkLabel &) = delete;
   DeviceWorkLabel &operator=(const DeviceWorkLabel &) = delete;
 
 private:
-  const program::Program &p;
+  const program::Program &program;
 };
 
 } // namespace fsdp::runtime

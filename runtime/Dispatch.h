@@ -52,7 +52,7 @@ void applyPrefix(F f, const Tuple &t, std::index_sequence<I...>) {
 /// executor's rank, a RankDevice of runtime/Trainer.h).
 template <typename R> struct ArenaMemory {
   R &rank;
-  template <typename T> T *tensor(int64_t id) { return rank.template t<T>(id); }
+  template <typename T> T *tensor(int64_t id) { return rank.template tensor<T>(id); }
   float *scratch(const program::Instruction &i) {
     if (i.scratch < 0)
       return nullptr;

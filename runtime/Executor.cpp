@@ -5,9 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/Dispatch.h"
 #include "runtime/Trainer.h"
+#include "runtime/data/Inputs.h"
 #include "runtime/kernels/cpu.h"
 
 #include <algorithm>
@@ -64,8 +65,7 @@ class CpuRank final : public RankDevice {
   friend struct CpuKernels;
 
 public:
-  CpuRank(const Program &p, const RunOptions &options, Communicator &comm,
-          const detail::Inputs &data)
+  CpuRank(const Program &p, const RunOptions &options, Communicator &comm, const data::Inputs &data)
       : RankDevice(p, options, comm), comm(comm), inputBytes(data.bytes()), events(p.events),
         kept(size_t(options.gradAccum)) {}
 
@@ -75,7 +75,7 @@ public:
   void shardsIn() override {}
   void shardsOut() override {}
   InputBuffers inputBuffers(PhaseKind, int64_t) override {
-    return {t<char>(program.tokens), t<int64_t>(program.targets)};
+    return {tensor<char>(program.tokens), tensor<int64_t>(program.targets)};
   }
   void inputsIn() override {}
   void keepLoss(int64_t micro) override { kept[micro] = *at(program.tensors[program.loss].offset); }
@@ -327,7 +327,7 @@ void CpuRank::commLoop() {
 // A rank of the threads backend: its device and its trainer.
 struct ThreadRank {
   ThreadRank(const Program &p, const RunOptions &options, Communicator &comm,
-             const detail::Inputs &data)
+             const data::Inputs &data)
       : device(p, options, comm, data), trainer(p, options, comm, data, device) {}
   CpuRank device;
   Trainer trainer;
@@ -338,7 +338,7 @@ struct ThreadRank {
 std::string fsdp::runtime::runRank(const Program &program, const RunOptions &options,
                                    Communicator &comm, const StepCallback &onStep) {
   openblas_set_num_threads(1);
-  detail::Inputs data;
+  data::Inputs data;
   std::string err = data.open(program, options);
   // OpenBLAS's work buffer, mapped now: a limit that leaves no room for it is
   // an error here, not a rank retrying the mapping forever.
@@ -365,17 +365,17 @@ std::string fsdp::runtime::threadsBackendRefuses(const Program &program, const s
 }
 
 std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &options,
-                                      const StepCallback &onStep, const detail::Inputs *inputs) {
+                                      const StepCallback &onStep, const data::Inputs *inputs) {
   if (std::string why = threadsBackendRefuses(program, "PLAN"); !why.empty())
     return why;
-  detail::Inputs opened;
+  data::Inputs opened;
   if (!inputs) {
     std::string err = opened.open(program, options);
     if (!err.empty())
       return err;
     inputs = &opened;
   }
-  const detail::Inputs &data = *inputs;
+  const data::Inputs &data = *inputs;
   // Ranks are the parallelism: one BLAS thread each, or N ranks would each
   // spin up all the cores' worth of BLAS threads (measured: 10x slower for 4
   // ranks on 2 cores).

@@ -11,6 +11,7 @@
 
 #include "support/Inputs.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -211,6 +212,20 @@ std::string writeProgram(const Program &program);
 std::string loadProgram(const std::string &path, Program &program);
 /// The same, from the program's text; `name` stands for the file in errors.
 std::string parseProgram(const std::string &text, const std::string &name, Program &program);
+
+/// The part of parameter `prm` (of unit `u`) in shard member `member`'s
+/// shard: its elements [inParam, inParam + count), at element inShard of the
+/// shard; count 0 where the shard holds none of it.
+struct ShardSlice {
+  int64_t inParam = 0, inShard = 0, count = 0;
+};
+inline ShardSlice shardSlice(const program::Unit &u, int64_t member, const program::Param &prm) {
+  int64_t lo = member * u.shardNumel, hi = lo + u.shardNumel;
+  int64_t a = std::max(lo, prm.offset), b = std::min(hi, prm.offset + prm.numel);
+  if (a >= b)
+    return {};
+  return {a - prm.offset, a - lo, b - a};
+}
 
 } // namespace fsdp::program
 

@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Run.h"
 
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/DeviceExecutor.h"
+#include "runtime/data/Inputs.h"
 #include "runtime/io/Files.h"
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
+#include "runtime/weights/Weights.h"
 #include "support/InputFile.h"
 
 #include <cerrno>
@@ -131,7 +133,7 @@ std::string checkPlanFile(const std::string &path) {
 // images need --data and --labels (and --eval-labels with --eval-data);
 // masked tokens a --mask-token-id below the vocabulary; a flag of another
 // kind of input is an error rather than ignored. The files themselves are
-// read and checked whole before the first step (detail::Inputs::open).
+// read and checked whole before the first step (data::Inputs::open).
 std::string checkInputFlags(const program::Program &p, const std::string &plan, const RunOptions &o,
                             bool maskGiven) {
   using program::InputKind;
@@ -218,7 +220,7 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
 // run (*saveDir). The --weights are checked against the model here too, so
 // that an error is said once.
 std::string checkOutputs(const program::Program &p, const RunRequest &req, const RunEvents &events,
-                         std::unique_ptr<io::CheckpointDir> *saveDir) {
+                         std::unique_ptr<checkpoint::CheckpointDir> *saveDir) {
   const RunOptions &o = req.options;
   std::string err;
   for (auto [flag, path] : {std::pair<const char *, const std::string *>{"--metrics", &req.metrics},
@@ -226,22 +228,22 @@ std::string checkOutputs(const program::Program &p, const RunRequest &req, const
     if (err.empty() && !path->empty())
       err = io::checkOutputFile(flag, *path);
   if (err.empty() && !o.saveWeights.empty())
-    err = io::isWeightsFolder(o.saveWeights)
+    err = weights::isWeightsFolder(o.saveWeights)
               ? io::checkOutputDirectory("--save-weights", o.saveWeights)
               : io::checkOutputFile("--save-weights", o.saveWeights);
   if (err.empty() && !o.weights.empty() && o.resume.empty()) { // resuming reads no weights
-    io::WeightSource weights;
+    weights::WeightSource weights;
     err = weights.open(o.weights);
     std::vector<std::string> notes = weights.warnings();
     if (err.empty())
-      err = detail::checkWeights(p, weights, &notes);
+      err = weights::checkWeights(p, weights, &notes);
     for (const std::string &note : notes)
       if (events.warning)
         events.warning(note);
   }
-  io::CheckpointRef from;
+  checkpoint::CheckpointRef from;
   if (err.empty() && !o.resume.empty()) {
-    err = io::resolveCheckpoint(o.resume, &from);
+    err = checkpoint::resolveCheckpoint(o.resume, &from);
     if (err.empty() && events.resuming)
       events.resuming(from);
     if (err.empty() && from.step > o.steps)
@@ -249,7 +251,7 @@ std::string checkOutputs(const program::Program &p, const RunRequest &req, const
             ", past --steps " + std::to_string(o.steps);
   }
   if (err.empty() && !o.save.empty())
-    err = io::CheckpointDir::open(o.save, o.resume, saveDir);
+    err = checkpoint::CheckpointDir::open(o.save, o.resume, saveDir);
   return err;
 }
 
@@ -437,13 +439,13 @@ RunResult fsdp::runtime::run(const RunRequest &req, const RunEvents &events) {
   // The threads backend's data (every rank's), read and checked whole before
   // any output is made: a file that does not fit leaves nothing behind. (The
   // other backends' processes read their own, before their first step.)
-  detail::Inputs threadsInputs;
+  data::Inputs threadsInputs;
   if (backend == BackendKind::Threads)
     if (std::string dataErr = threadsInputs.open(p, o); !dataErr.empty())
       return fail(dataErr);
   // Outputs, checked by the process of rank 0. Under MPI a failure here ends
   // every process.
-  std::unique_ptr<io::CheckpointDir> saveDir;
+  std::unique_ptr<checkpoint::CheckpointDir> saveDir;
   if (res.rank == 0)
     if (std::string outErr = checkOutputs(p, req, events, &saveDir); !outErr.empty()) {
       say(outErr);
@@ -453,7 +455,7 @@ RunResult fsdp::runtime::run(const RunRequest &req, const RunEvents &events) {
     }
   double predictedStepS = p.predictedMicroStepS * o.gradAccum + p.predictedOptimizerS;
   if (res.rank == 0 && events.started)
-    events.started({&p, backend, detail::globalBatch(p, o), predictedStepS});
+    events.started({&p, backend, data::globalBatch(p, o), predictedStepS});
   // --metrics is opened (and truncated) at the first step: only once the
   // inputs have been read and checked.
   std::ofstream metrics;

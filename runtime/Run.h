@@ -14,7 +14,7 @@
 
 #include "runtime/Executor.h"
 #include "runtime/Signals.h"
-#include "runtime/io/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include <functional>
 #include <optional>
@@ -86,7 +86,7 @@ struct RunResult {
 /// job; `resuming`, `started` and `step` come on the process of rank 0 only.
 struct RunEvents {
   std::function<void(const std::string &)> error, warning;
-  std::function<void(const io::CheckpointRef &)> resuming;
+  std::function<void(const checkpoint::CheckpointRef &)> resuming;
   std::function<void(const RunStart &)> started;
   std::function<void(const StepReport &)> step;
   /// After a run that returned, on every process, before MPI is finalized

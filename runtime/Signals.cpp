@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Signals.h"
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 
 #include <atomic>
 #include <cerrno>
@@ -129,7 +129,7 @@ std::string fsdp::runtime::signalName(int signal) {
   return "signal " + std::to_string(signal);
 }
 
-void fsdp::runtime::detail::recordStop(StopState *s, const StopRecord &r) {
+void fsdp::runtime::recordStop(StopState *s, const StopRecord &r) {
   s = s ? s : &state;
   std::lock_guard<std::mutex> lock(s->mu);
   s->record = r;
@@ -142,8 +142,7 @@ StopRecord fsdp::runtime::recordedStop() {
 
 std::string fsdp::runtime::testSignalError() { return testConfig().invalid; }
 
-std::string fsdp::runtime::detail::agreeStop(Communicator &comm, StopState *s, bool *stop,
-                                             int *signal) {
+std::string fsdp::runtime::agreeStop(Communicator &comm, StopState *s, bool *stop, int *signal) {
   // One sum says which signals reached some rank: a rank adds 65536^k for
   // the kth of kStopSignals (exact in a double below 65536 ranks).
   int mine = (s ? s : &state)->received.load();
@@ -168,7 +167,7 @@ std::string fsdp::runtime::detail::agreeStop(Communicator &comm, StopState *s, b
   return "";
 }
 
-void fsdp::runtime::detail::testSignal(int rank, int64_t step) {
+void fsdp::runtime::testSignal(int rank, int64_t step) {
   const TestSignal &t = testConfig();
   if (t.step == step && t.rank == rank)
     std::raise(t.signal); // to this thread: handled before raise returns

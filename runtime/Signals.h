@@ -60,7 +60,6 @@ StopState *processStopState();
 /// Test-only: "" when FSDP_TEST_SIGNAL is unset or understood, else why not.
 std::string testSignalError();
 
-namespace detail {
 /// Collective over the world, at a step's end: whether some rank has received
 /// a stop signal; then *signal is the one to report (SIGTERM before SIGINT
 /// before SIGHUP when ranks received different ones). "" or the collective's
@@ -70,7 +69,6 @@ std::string agreeStop(Communicator &comm, StopState *state, bool *stop, int *sig
 void recordStop(StopState *state, const StopRecord &r);
 /// FSDP_TEST_SIGNAL: sends the signal when `rank` is at `step`.
 void testSignal(int rank, int64_t step);
-} // namespace detail
 
 } // namespace fsdp::runtime
 

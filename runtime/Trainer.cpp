@@ -9,8 +9,10 @@
 #include "runtime/Scratch.h"
 #include "runtime/Signals.h"
 #include "runtime/TraceFormat.h"
-#include "runtime/io/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/data/Inputs.h"
 #include "runtime/io/Files.h"
+#include "runtime/weights/Weights.h"
 
 #include <nlohmann/json.hpp>
 
@@ -112,7 +114,7 @@ void RankDevice::optimizerStep(const Unit &u) {
   const RunOptions &o = options;
   int64_t step = running->step;
   double scale = clipScale(o, o.clipGradNorm > 0 ? clippingNorm() : 0);
-  double lr = detail::learningRate(o, step);
+  double lr = learningRate(o, step);
   float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
   float *expAvg = at(u.expAvgOffset), *expAvgSq = at(u.expAvgSqOffset);
   for (const Param &prm : u.params) { // a parameter at a time: its slice of the shard
@@ -162,14 +164,14 @@ std::string checkFinite(const StepReport &r) {
 std::string startTogether(Communicator &comm, const RunOptions &o, int64_t first, bool *stop) {
   // The barrier carries the stop signals of start-up: a run asked to stop
   // before its first step stops before it, on every rank.
-  detail::testSignal(comm.rank(), 0);
+  testSignal(comm.rank(), 0);
   int signal = 0;
   comm.at(Group::World, "before the first step: the start agreement");
-  std::string err = detail::agreeStop(comm, o.stopState, stop, &signal);
+  std::string err = agreeStop(comm, o.stopState, stop, &signal);
   if (!err.empty())
     return "stopped before the first step: " + comm.error();
   if (*stop)
-    detail::recordStop(o.stopState, {signal, first, true, ""});
+    recordStop(o.stopState, {signal, first, true, ""});
   return "";
 }
 
@@ -182,7 +184,7 @@ std::string startTogether(Communicator &comm, const RunOptions &o, int64_t first
 template <typename Evaluate, typename Save>
 std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
                       const StepCallback &onStep, Evaluate evaluate, Save save, bool *stop) {
-  detail::testSignal(comm.rank(), r.step);
+  testSignal(comm.rank(), r.step);
   if (evalDue(o, r.step)) {
     r.evaluated = true;
     r.evalLoss = evaluate();
@@ -203,7 +205,7 @@ std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
   int signal = 0;
   if (err.empty()) {
     comm.at(Group::World, "step " + std::to_string(r.step) + ": the stop agreement");
-    err = detail::agreeStop(comm, o.stopState, stop, &signal);
+    err = agreeStop(comm, o.stopState, stop, &signal);
   }
   if (err.empty() && *stop) {
     if (!o.save.empty() && !saved) {
@@ -212,8 +214,8 @@ std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
       saved = err.empty();
     }
     if (err.empty())
-      detail::recordStop(o.stopState,
-                         {signal, r.step, false, saved ? io::checkpointPath(o.save, r.step) : ""});
+      recordStop(o.stopState,
+                 {signal, r.step, false, saved ? checkpoint::checkpointPath(o.save, r.step) : ""});
   }
   return err;
 }
@@ -236,8 +238,8 @@ int64_t Trainer::loadShards() {
     // Collective: rank 0 chooses the checkpoint, and every rank fails when
     // one does.
     host.at(Group::World, "the resume from " + options.resume, true);
-    err = io::resumeCheckpoint(options.resume, program, host, detail::globalBatch(program, options),
-                               image, &first);
+    err = checkpoint::resumeCheckpoint(options.resume, program, host,
+                                       data::globalBatch(program, options), image, &first);
     // fsdp-run checked the checkpoint it saw at start; another run saving to
     // the folder may have made a newer one since. Every rank has the same
     // step.
@@ -245,7 +247,7 @@ int64_t Trainer::loadShards() {
       err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
             ", past --steps " + std::to_string(options.steps);
   } else {
-    err = detail::initShards(program, options, host.memberIndex(Group::Shard), image);
+    err = weights::initShards(program, options, host.memberIndex(Group::Shard), image);
   }
   if (!err.empty())
     device.fail(err);
@@ -259,7 +261,7 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
                       std::to_string(index + 1) + " micro_step " + std::to_string(micro + 1) + "/" +
                       std::to_string(options.gradAccum);
   RankDevice::InputBuffers in = device.inputBuffers(kind, index);
-  detail::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
+  data::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
   device.inputsIn();
   device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced});
   device.keepLoss(micro);
@@ -270,7 +272,7 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
   const float *losses = device.losses(reader);
   double sum = 0;
   for (int64_t a = 0; a < options.gradAccum; ++a)
-    sum += detail::lossWeight(program, options, data, eval, host.rank(), index, a) * losses[a];
+    sum += data::lossWeight(program, options, data, eval, host.rank(), index, a) * losses[a];
   return sum;
 }
 
@@ -285,8 +287,8 @@ double Trainer::evaluate() {
   // the ranks'.
   double sum = 0;
   for (int64_t b = 0; b < options.evalBatches; ++b) {
-    detail::LossNorm norm;
-    if (std::string err = detail::lossNorm(program, options, data, true, b, &norm); !err.empty())
+    data::LossNorm norm;
+    if (std::string err = data::lossNorm(program, options, data, true, b, &norm); !err.empty())
       device.fail(err);
     for (int64_t a = 0; a < options.gradAccum; ++a)
       microStep(PhaseKind::Eval, b, a,
@@ -308,8 +310,8 @@ double Trainer::evaluate() {
 void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   traceStep = t;
   // The mean over the step's G x S tokens, G images, or selected tokens.
-  detail::LossNorm norm;
-  if (std::string err = detail::lossNorm(program, options, data, false, t, &norm); !err.empty())
+  data::LossNorm norm;
+  if (std::string err = data::lossNorm(program, options, data, false, t, &norm); !err.empty())
     device.fail(err);
   lossScale = norm.gradScale;
   auto start = std::chrono::steady_clock::now();
@@ -330,15 +332,16 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   host.at(Group::World, "step " + std::to_string(t + 1) + ": the step's loss all-reduce");
   if (!host.allReduceScalar(Group::World, &lossSum))
     device.fail("stopped: " + host.error());
-  StepReport r = detail::stepReport(program, options, t, lossSum, norm.divisor, gradNorm, seconds);
+  StepReport r = stepReport(program, options, t, lossSum, norm.divisor, gradNorm, seconds);
   r.peakBytes = device.peakBytes();
   r.outsideArenaBytes = device.outsideArenaBytes();
   std::string err = afterStep(
       options, r, host, onStep, [&] { return evaluate(); },
       [&] {
         device.shardsOut();
-        return io::saveCheckpoint(options.save, options.keep, program, host, device.shardImage(),
-                                  step, detail::globalBatch(program, options));
+        return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
+                                          device.shardImage(), step,
+                                          data::globalBatch(program, options));
       },
       stop);
   if (!err.empty())
@@ -348,8 +351,8 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
 void Trainer::saveWeights() {
   device.shardsOut();
   host.at(Group::World, "the weights' save (--save-weights)", true);
-  std::string err = io::saveFullWeights(options.saveWeights, program, host, device.shardImage(),
-                                        options.maxShardSize, step);
+  std::string err = weights::saveFullWeights(options.saveWeights, program, host,
+                                             device.shardImage(), options.maxShardSize, step);
   if (!err.empty())
     device.fail(err);
 }
@@ -377,6 +380,42 @@ std::string Trainer::run(const StepCallback &onStep) {
   }
   device.tearDown(error.empty());
   return error;
+}
+
+//===----------------------------------------------------------------------===//
+// The step's report and the learning rate
+//===----------------------------------------------------------------------===//
+
+double fsdp::runtime::learningRate(const RunOptions &o, int64_t step) {
+  int64_t W = o.warmupSteps, T = o.steps;
+  if (step <= W)
+    return o.lr * double(step) / double(W);
+  double progress = double(step - W) / double(T - W);
+  switch (o.lrSchedule) {
+  case RunOptions::Schedule::Constant:
+    return o.lr;
+  case RunOptions::Schedule::Linear:
+    return o.minLr + (o.lr - o.minLr) * (1.0 - progress);
+  case RunOptions::Schedule::Cosine:
+    return o.minLr + (o.lr - o.minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  return o.lr;
+}
+
+StepReport fsdp::runtime::stepReport(const Program &p, const RunOptions &o, int64_t step,
+                                     double lossSum, double lossDivisor, double gradNorm,
+                                     double seconds) {
+  int64_t G = data::globalBatch(p, o);
+  StepReport r;
+  r.step = step + 1;
+  r.steps = o.steps;
+  r.loss = lossSum / lossDivisor;
+  r.gradNorm = gradNorm;
+  r.lr = learningRate(o, r.step);
+  r.stepTimeS = seconds;
+  r.tokensPerS = (double)(G * p.seqLen) / seconds;
+  r.predictedPeakBytes = p.predictedPeakBytes;
+  return r;
 }
 
 //===----------------------------------------------------------------------===//

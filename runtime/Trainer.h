@@ -13,9 +13,10 @@
 #ifndef FSDP_RUNTIME_TRAINER_H
 #define FSDP_RUNTIME_TRAINER_H
 
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#include "runtime/data/Inputs.h"
 
 #include <atomic>
 #include <string>
@@ -33,7 +34,7 @@ public:
     return reinterpret_cast<T *>(arena + offset);
   }
   /// Tensor `id`, counted as touched.
-  template <typename T = float> T *t(int64_t id) {
+  template <typename T = float> T *tensor(int64_t id) {
     const program::Tensor &ten = program.tensors[id];
     touch(ten.offset, ten.bytes());
     return at<T>(ten.offset);
@@ -224,6 +225,17 @@ protected:
   const PhaseRun *running = nullptr; // the phase run() runs
 };
 
+/// A step's report from the sum over ranks of their micro-steps' losses,
+/// each times its lossWeight (divided by the step's LossNorm::divisor), the
+/// gradient norm and the step's seconds (peakBytes and outsideArenaBytes are
+/// the caller's).
+StepReport stepReport(const program::Program &p, const RunOptions &options, int64_t step,
+                      double lossSum, double lossDivisor, double gradNorm, double seconds);
+
+/// The learning rate of step `step` (counted from 1): linear warmup, then
+/// the schedule (docs/training-semantics.md).
+double learningRate(const RunOptions &options, int64_t step);
+
 /// "micro_step.comm[3] (all_gather)": an instruction as errors name it.
 std::string instructionPlace(const std::string &phase, int stream,
                              const program::Instruction &inst);
@@ -235,7 +247,7 @@ std::string instructionPlace(const std::string &phase, int stream,
 class Trainer {
 public:
   Trainer(const program::Program &p, const RunOptions &options, Communicator &host,
-          const detail::Inputs &data, RankDevice &device)
+          const data::Inputs &data, RankDevice &device)
       : program(p), options(options), host(host), data(data), device(device) {}
   /// "" or the error, "rank N: why".
   std::string run(const StepCallback &onStep);
@@ -254,7 +266,7 @@ private:
   const program::Program &program;
   const RunOptions &options;
   Communicator &host;
-  const detail::Inputs &data;
+  const data::Inputs &data;
   RankDevice &device;
   int64_t step = 0;      // optimizer steps taken
   int64_t traceStep = 0; // the step being run, for the trace

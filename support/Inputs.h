@@ -19,7 +19,7 @@ namespace fsdp::support {
 
 /// What the model takes as input (the program's `inputs.kind`,
 /// docs/program-format.md), and so how the runtime builds each batch
-/// (runtime/io/Batches.h):
+/// (runtime/data/Batches.h):
 /// - Tokens: `tokens` and `targets` i64 [micro_batch, seq_len], targets the
 ///   next tokens (causal LM; the default);
 /// - MaskedTokens: the same windows, about 15% of positions selected by

@@ -8,8 +8,8 @@
 // latency + bytes / bandwidth. Writes a cluster file for fsdp-plan --cluster.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Backend.h"
 #include "runtime/Blas.h"
+#include "runtime/Communicator.h"
 #include "runtime/kernels/cpu.h"
 #include "tools/Version.h"
 

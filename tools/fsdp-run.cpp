@@ -14,7 +14,7 @@
 #include "runtime/Run.h"
 #include "runtime/Signals.h"
 #include "runtime/io/Files.h"
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
 #include "support/InputFile.h"
 #include "tools/Version.h"
 
@@ -123,7 +123,7 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
     std::fprintf(stderr, "fsdp-run: warning: %s\n", note.c_str());
   };
   if (!quiet)
-    events.resuming = [](const io::CheckpointRef &from) {
+    events.resuming = [](const checkpoint::CheckpointRef &from) {
       std::printf("fsdp-run: resuming from %s (step %lld)\n", from.path.c_str(),
                   (long long)from.step);
     };
@@ -372,7 +372,7 @@ int main(int argc, char **argv) {
     return fail("--eval-labels " + o.evalLabels + " needs --eval-data FILE, the held-out images");
   if (evalFlags && o.evalData.empty())
     return fail("--eval-every and --eval-batches need --eval-data FILE, the held-out tokens");
-  if (maxShardGiven && (o.saveWeights.empty() || !io::isWeightsFolder(o.saveWeights)))
+  if (maxShardGiven && (o.saveWeights.empty() || !weights::isWeightsFolder(o.saveWeights)))
     return fail("--max-shard-size is for --save-weights DIR (a folder of HF shards), not " +
                 (o.saveWeights.empty() ? std::string("without --save-weights")
                                        : "the single file " + o.saveWeights));

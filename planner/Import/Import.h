@@ -100,7 +100,7 @@ mlir::OwningOpRef<mlir::ModuleOp> importMLIR(llvm::StringRef text, llvm::StringR
                                              mlir::MLIRContext *context, ImportError &error,
                                              llvm::raw_ostream &diagnostics = llvm::errs());
 
-enum class InputKind { HFConfig, GraphJSON, MLIR };
+enum class ModelFormat { HFConfig, GraphJSON, MLIR };
 
 /// Reads `path`, tells its kind (by extension, then by content) and imports it.
 /// Registers the nn dialect in `context`. The module holds exactly one graph.

@@ -147,7 +147,7 @@ namespace {
 
 std::string text(ncclResult_t r) { return ncclGetErrorString(r); }
 
-// Polls a non-blocking communicator until it settles, as runtime/backends/
+// Polls a non-blocking communicator until it settles, as runtime/communicators/
 // NCCL.cpp does.
 ncclResult_t settle(ncclComm_t comm) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGuardS);
@@ -182,7 +182,7 @@ ncclComm_t initNonBlocking(int n, const ncclUniqueId &id, int rank, std::string 
   return comm;
 }
 
-// The split of runtime/backends/NCCL.cpp: non-blocking parent and child, the
+// The split of runtime/communicators/NCCL.cpp: non-blocking parent and child, the
 // child read from its slot once the parent has settled.
 ncclComm_t splitNonBlocking(ncclComm_t parent, int color, int key, std::string *err) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -530,7 +530,7 @@ TEST(NcclEmu, CollectivesFourThreads) { expectAllPassed(runThreads(4, collective
 TEST(NcclEmu, CollectivesTwoProcesses) { expectAllPassed(runProcesses(2, collectivesRank)); }
 TEST(NcclEmu, CollectivesFourProcesses) { expectAllPassed(runProcesses(4, collectivesRank)); }
 
-// A world of 4 split as runtime/backends/NCCL.cpp splits it (shard groups of
+// A world of 4 split as runtime/communicators/NCCL.cpp splits it (shard groups of
 // 2, replica groups of 2), then in one group of 4 in reverse order (whose sum
 // differs from the forward one), and with one rank left out.
 std::string splitRank(int rank, int n, ncclUniqueId id, cudaStream_t s) {

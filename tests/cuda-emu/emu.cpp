@@ -1667,7 +1667,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   // does not: an order that holds only because the host happened to look
   // (the hang diagnosis queries its collectives' events now and then) is
   // timing, so the runtime synchronizes after a query that says done, and
-  // only that orders (runtime/backends/NCCL.cpp, waitEvent).
+  // only that orders (runtime/communicators/NCCL.cpp, waitEvent).
   return cudaSuccess;
 }
 

@@ -1,5 +1,5 @@
 """The sample rules (docs/training-semantics.md) for the encoder families, in plain Python: the
-reference the runtime's batches (runtime/io/Batches.h) are checked against
+reference the runtime's batches (runtime/data/Batches.h) are checked against
 (tests/e2e/check_batches.py, and the expected numbers in
 tests/unit/BatchesTest.cpp, which were printed by `python3 batches_ref.py`).
 """

@@ -4,7 +4,7 @@
 usage: check_batches.py BIN_DIR WORK_DIR
 
 Runs BIN_DIR/fsdp-dump-batches (the batches fsdp-run's executors take,
-runtime/io/Batches.h) and checks:
+runtime/data/Batches.h) and checks:
 - images: for several image, patch and batch shapes, every rank's patches
   equal the pixels normalised as torch does ((x.float()/255 - 0.5)/0.5),
   bit for bit, cut into patches in row-major order with (C, ph, pw) values;

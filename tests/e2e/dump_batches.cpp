@@ -1,7 +1,7 @@
 //===- dump_batches.cpp - the runtime's batches, for check_batches.py -----===//
 //
 // A test tool: writes the batches fsdp-run's executors would take
-// (detail::fillInputs, the function both call) so that check_batches.py can
+// (data::fillInputs, the function both call) so that check_batches.py can
 // compare them with PyTorch and with batches_ref.py (the rules of
 // docs/training-semantics.md in Python).
 //
@@ -11,12 +11,13 @@
 // For each micro-step a in [0, A) and rank r in [0, R), in that order, OUT
 // gets the rank's input tensor (images: f32 patches [B, P, C PH PW]; masked:
 // i64 tokens [B, S]) and its targets (i64: [B, 1] labels; [B, S]), raw
-// little-endian; masked adds the step's selected count (i64: io::maskedCount, which
-// detail::lossNorm divides by). Errors go to stderr with exit status 1.
+// little-endian; masked adds the step's selected count (i64: data::maskedCount, which
+// data::lossNorm divides by). Errors go to stderr with exit status 1.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
-#include "runtime/io/Batches.h"
+#include "runtime/data/Batches.h"
+#include "runtime/data/Inputs.h"
 
 #include <cmath>
 #include <cstdio>
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
   }
   program::Program p;
   runtime::RunOptions o;
-  runtime::detail::Inputs in;
+  data::Inputs in;
   int64_t step;
   std::string out;
   p.tokens = 0, p.targets = 1;
@@ -85,15 +86,15 @@ int main(int argc, char **argv) {
   std::vector<int64_t> targets(p.tensors[1].numel());
   for (int64_t a = 0; a < o.gradAccum; ++a)
     for (int r = 0; r < p.worldSize; ++r) {
-      runtime::detail::fillInputs(p, o, in, false, r, step, a, input.data(), targets.data());
+      data::fillInputs(p, o, in, false, r, step, a, input.data(), targets.data());
       std::fwrite(input.data(), 1, input.size(), f);
       std::fwrite(targets.data(), 8, targets.size(), f);
     }
   if (kind == "masked") {
-    runtime::detail::LossNorm norm;
-    err = runtime::detail::lossNorm(p, o, in, false, step, &norm);
-    int64_t count = io::maskedCount(in.train, p.seqLen,
-                                    io::BatchLayout{p.microBatch, p.worldSize, o.gradAccum}, step);
+    data::LossNorm norm;
+    err = data::lossNorm(p, o, in, false, step, &norm);
+    int64_t count = data::maskedCount(
+        in.train, p.seqLen, data::BatchLayout{p.microBatch, p.worldSize, o.gradAccum}, step);
     if (!err.empty() || norm.divisor != (double)count || norm.gradScale != 1.0f / (float)count) {
       std::fprintf(stderr,
                    "fsdp-dump-batches: the loss's normalisation (%g, 1/%g) is not "

@@ -1,4 +1,4 @@
-//===- BatchesTest.cpp - masked-LM and image batches (io/Batches.h) -------===//
+//===- BatchesTest.cpp - masked-LM and image batches (data/Batches.h) -------===//
 //
 // The expected numbers below were printed once by tests/e2e/batches_ref.py,
 // docs/training-semantics.md's rules written in Python (`python3 tests/e2e/batches_ref.py`):
@@ -12,8 +12,10 @@
 // the patches against PyTorch's conv2d.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Batches.h"
+#include "runtime/data/Batches.h"
 #include "runtime/Executor.h"
+#include "runtime/Trainer.h"
+#include "runtime/data/Inputs.h"
 #include "runtime/kernels/cpu.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +29,7 @@
 
 using namespace fsdp;
 using namespace fsdp::io;
+using namespace fsdp::data;
 
 namespace {
 
@@ -223,28 +226,28 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   program::Program p = maskedProgram(2, 16, 2, 50);
   runtime::RunOptions o;
   o.gradAccum = 3;
-  runtime::detail::Inputs in;
+  data::Inputs in;
   std::string path = tokenFile(1000);
   ASSERT_EQ(in.train.open(path, p), "");
-  runtime::detail::LossNorm norm;
-  ASSERT_EQ(runtime::detail::lossNorm(p, o, in, false, 7, &norm), "");
+  data::LossNorm norm;
+  ASSERT_EQ(data::lossNorm(p, o, in, false, 7, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 44);
   EXPECT_EQ(norm.divisor, 44);
   // Each micro-step's mean weighs as many as it selected, of the training
   // file or (eval) of the eval file; over the step they add up to the count.
   ASSERT_EQ(in.eval.open(path, p), "");
-  io::BatchLayout l{2, 2, 3};
+  data::BatchLayout l{2, 2, 3};
   double weights = 0;
   for (int64_t a = 0; a < 3; ++a)
     for (int r = 0; r < 2; ++r) {
-      double w = runtime::detail::lossWeight(p, o, in, false, r, 7, a);
+      double w = data::lossWeight(p, o, in, false, r, 7, a);
       EXPECT_EQ(w, (double)maskedMicroCount(in.train, 16, l, r, 7, a));
-      EXPECT_EQ(runtime::detail::lossWeight(p, o, in, true, r, 7, a), w); // the same file
+      EXPECT_EQ(data::lossWeight(p, o, in, true, r, 7, a), w); // the same file
       weights += w;
     }
   EXPECT_EQ(weights, norm.divisor);
   // The report: the sum over ranks and micro-steps of mean x count, over the count.
-  runtime::StepReport r = runtime::detail::stepReport(p, o, 7, 88.0, norm.divisor, 1.0, 0.5);
+  runtime::StepReport r = runtime::stepReport(p, o, 7, 88.0, norm.divisor, 1.0, 0.5);
   EXPECT_EQ(r.step, 8);
   EXPECT_EQ(r.loss, 2.0);
   EXPECT_EQ(r.tokensPerS, 12 * 16 / 0.5);
@@ -254,24 +257,24 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   std::string tiny = tokenFile(3);
   ASSERT_EQ(in.train.open(tiny, one), "");
   ASSERT_EQ(in.eval.open(tiny, one), "");
-  EXPECT_EQ(runtime::detail::lossNorm(one, o, in, false, 4, &norm),
+  EXPECT_EQ(data::lossNorm(one, o, in, false, 4, &norm),
             "step 5: no token of its global batch of 12 x 1 tokens is selected for the "
             "masked-LM loss (splitmix64(index) mod 20 < 3), so it has no loss to take");
-  EXPECT_EQ(runtime::detail::lossNorm(one, o, in, true, 0, &norm),
+  EXPECT_EQ(data::lossNorm(one, o, in, true, 0, &norm),
             "eval batch 1: no token of its global batch of 12 x 1 tokens is selected for the "
             "masked-LM loss (splitmix64(index) mod 20 < 3), so it has no loss to take");
   // The other kinds: each micro-step's loss a mean, over G x S tokens or G images.
   program::Program other = maskedProgram(2, 16, 2, 50);
   other.inputKind = program::InputKind::Tokens;
-  ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
+  ASSERT_EQ(data::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / (12 * 16));
   EXPECT_EQ(norm.divisor, 2 * 3);
-  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, false, 1, 4, 2), 1.0);
+  EXPECT_EQ(data::lossWeight(other, o, in, false, 1, 4, 2), 1.0);
   other.inputKind = program::InputKind::Images;
-  ASSERT_EQ(runtime::detail::lossNorm(other, o, in, false, 4, &norm), "");
+  ASSERT_EQ(data::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 12);
   EXPECT_EQ(norm.divisor, 2 * 3);
-  EXPECT_EQ(runtime::detail::lossWeight(other, o, in, true, 0, 4, 1), 1.0);
+  EXPECT_EQ(data::lossWeight(other, o, in, true, 0, 4, 1), 1.0);
   std::remove(path.c_str());
   std::remove(tiny.c_str());
 }
@@ -347,7 +350,7 @@ TEST(Patches, ImageBatchesOfEachRankAndMicroStep) {
   std::remove(labelsPath.c_str());
 }
 
-// What the executors call (detail::fillInputs): an image program's patches in
+// What the executors call (data::fillInputs): an image program's patches in
 // its input tensor's dtype; bf16 patches are the f32 ones rounded once.
 TEST(Patches, FillInputsInTheTensorsDtype) {
   program::Program p;
@@ -366,20 +369,18 @@ TEST(Patches, FillInputsInTheTensorsDtype) {
   o.data = npyFile("|u1", "(3, 2, 4, 3)", pixels);
   o.labels =
       npyFile("<i8", "(3,)", std::string("\3\0\0\0\0\0\0\0\1\0\0\0\0\0\0\0\2\0\0\0\0\0\0\0", 24));
-  runtime::detail::Inputs in;
+  data::Inputs in;
   ASSERT_EQ(in.open(p, o), "");
   std::vector<float> f32(2 * 2 * 12), want(2 * 2 * 12);
   std::vector<int64_t> targets(2), wantTargets(2);
-  runtime::detail::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(f32.data()),
-                              targets.data());
+  data::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(f32.data()), targets.data());
   fillImages(in.trainImages, spec, BatchLayout{2, 1, 2}, 0, 5, 1, want.data(), wantTargets.data());
   EXPECT_EQ(f32, want);
   EXPECT_EQ(targets, wantTargets);
   EXPECT_EQ(targets, (std::vector<int64_t>{1, 2})); // images (5*4 + 2) mod 3 and (5*4 + 3) mod 3
   p.tensors[0].dtype = program::DType::BF16;
   std::vector<uint16_t> bf16(2 * 2 * 12), rounded(2 * 2 * 12);
-  runtime::detail::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(bf16.data()),
-                              targets.data());
+  data::fillInputs(p, o, in, false, 0, 5, 1, reinterpret_cast<char *>(bf16.data()), targets.data());
   kernels::toBf16(want.data(), rounded.data(), (int64_t)want.size());
   EXPECT_EQ(bf16, rounded);
   std::remove(o.data.c_str());

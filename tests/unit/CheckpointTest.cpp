@@ -7,8 +7,8 @@
 // missing element shows which.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Checkpoint.h"
-#include "runtime/Backend.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/Communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -133,7 +133,7 @@ void save(const program::Program &p, const std::string &dir, int64_t keep = 2, i
     threads.emplace_back([&, r] {
       auto comm = runtime::threadsCommunicator(world, r);
       std::vector<char> arena = filledArena(p, r % p.shardSize);
-      errors[r] = io::saveCheckpoint(dir, keep, p, *comm, arena.data(), step, 12);
+      errors[r] = checkpoint::saveCheckpoint(dir, keep, p, *comm, arena.data(), step, 12);
     });
   for (auto &t : threads)
     t.join();
@@ -157,13 +157,14 @@ TEST_P(Reshard, EveryElementLandsWhereTheNewLayoutPutsIt) {
   program::Program loaded = layout(c.loadedGroups, c.loadedShard, c.loadedWorld);
   std::string dir = scratch(c.name);
   save(saved, dir);
-  io::CheckpointRef ref;
-  ASSERT_EQ(io::resolveCheckpoint(dir, &ref), "");
+  checkpoint::CheckpointRef ref;
+  ASSERT_EQ(checkpoint::resolveCheckpoint(dir, &ref), "");
   EXPECT_EQ(ref.step, 5);
   for (int64_t member = 0; member < loaded.shardSize; ++member) {
     std::vector<char> arena(loaded.arenaBytes, 0x7f); // not zero: the loader writes all
     int64_t step = -1;
-    ASSERT_EQ(io::loadCheckpoint(ref.path, loaded, (int)member, 12, arena.data(), &step), "");
+    ASSERT_EQ(checkpoint::loadCheckpoint(ref.path, loaded, (int)member, 12, arena.data(), &step),
+              "");
     EXPECT_EQ(step, 5);
     std::vector<char> want = filledArena(loaded, member);
     for (const auto &u : loaded.units)
@@ -194,28 +195,28 @@ TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {
   program::Program p = layout({1, 2, 2}, 2, 2);
   std::string dir = scratch("refuse");
   save(p, dir);
-  std::string path = io::checkpointPath(dir, 5);
+  std::string path = checkpoint::checkpointPath(dir, 5);
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  std::string err = io::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
   EXPECT_NE(err.find("meta.json: 'global_batch' is 12 sequences, but this run's is 6"),
             std::string::npos)
       << err;
   program::Program other = p;
   other.units[1].params[0].shape = {4, 3};
-  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("parameter 'block.w' was saved with shape [3, 4], but this plan's model "
                      "has [4, 3]"),
             std::string::npos)
       << err;
   other = p;
   other.units[2].params[1].name = "lm_head.bias";
-  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("holds no parameter 'lm_head.bias'"), std::string::npos) << err;
   other = p;
   other.units[0].params.clear();
   other.units[0].numel = 0;
-  err = io::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("holds parameter 'embed.weight', which this plan's model does not have"),
             std::string::npos)
       << err;
@@ -227,31 +228,31 @@ TEST(Checkpoint, KeepsTheNewestAndListsThemInOrder) {
   std::string dir = scratch("keep");
   for (int64_t step : {3, 100000000, 7, 12})
     save(p, dir, /*keep=*/3, step);
-  std::vector<io::CheckpointRef> all;
-  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  std::vector<checkpoint::CheckpointRef> all;
+  ASSERT_EQ(checkpoint::listCheckpoints(dir, &all), "");
   // Oldest first; 3 was removed when the fourth completed.
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0].step, 7);
   EXPECT_EQ(all[1].step, 12);
   EXPECT_EQ(all[2].step, 100000000);
   EXPECT_EQ(all[2].path, dir + "/step-100000000");
-  io::CheckpointRef newest;
-  ASSERT_EQ(io::resolveCheckpoint(dir, &newest), "");
+  checkpoint::CheckpointRef newest;
+  ASSERT_EQ(checkpoint::resolveCheckpoint(dir, &newest), "");
   EXPECT_EQ(newest.step, 100000000);
   std::filesystem::remove_all(dir);
 }
 
 TEST(Checkpoint, TheLockRefusesASecondWriter) {
   std::string dir = scratch("lock");
-  std::unique_ptr<io::CheckpointDir> first, second;
-  ASSERT_EQ(io::CheckpointDir::open(dir + "/ck", "", &first), "");
+  std::unique_ptr<checkpoint::CheckpointDir> first, second;
+  ASSERT_EQ(checkpoint::CheckpointDir::open(dir + "/ck", "", &first), "");
   // flock(2) locks belong to the open file: a second open in this process
   // conflicts as another process's would.
-  std::string err = io::CheckpointDir::open(dir + "/ck", "", &second);
+  std::string err = checkpoint::CheckpointDir::open(dir + "/ck", "", &second);
   EXPECT_NE(err.find("in use by another run"), std::string::npos) << err;
   EXPECT_NE(err.find("process " + std::to_string(::getpid())), std::string::npos) << err;
   first.reset();
-  EXPECT_EQ(io::CheckpointDir::open(dir + "/ck", "", &second), "");
+  EXPECT_EQ(checkpoint::CheckpointDir::open(dir + "/ck", "", &second), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -312,15 +313,15 @@ TEST(Checkpoint, SavesNothingThatIsNotFinite) {
       if (r % p.shardSize == c.member)
         reinterpret_cast<float *>(arena.data() + off)[c.element - c.member * u.shardNumel] =
             c.value;
-      return io::saveCheckpoint(dir, 1, p, comm, arena.data(), 4, 12);
+      return checkpoint::saveCheckpoint(dir, 1, p, comm, arena.data(), 4, 12);
     });
     for (const std::string &err : errors)
       EXPECT_NE(err.find(c.says), std::string::npos) << err;
-    std::vector<io::CheckpointRef> all;
-    ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+    std::vector<checkpoint::CheckpointRef> all;
+    ASSERT_EQ(checkpoint::listCheckpoints(dir, &all), "");
     ASSERT_EQ(all.size(), 1u);
     EXPECT_EQ(all[0].step, 3);
-    EXPECT_FALSE(std::filesystem::exists(io::checkpointPath(dir, 4) + ".tmp"));
+    EXPECT_FALSE(std::filesystem::exists(checkpoint::checkpointPath(dir, 4) + ".tmp"));
   }
   std::filesystem::remove_all(dir);
 }
@@ -332,16 +333,16 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   program::Program p = layout({1, 2, 2}, 2, 2);
   std::string dir = scratch("edits");
   save(p, dir);
-  std::string path = io::checkpointPath(dir, 5), meta = path + "/meta.json";
+  std::string path = checkpoint::checkpointPath(dir, 5), meta = path + "/meta.json";
   std::string text = readText(meta);
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  ASSERT_EQ(io::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
   // "block.b" begins where "block.w" (12 elements) ends: 12 -> 11 overlaps.
   size_t at = text.find("\"offset\": 12");
   ASSERT_NE(at, std::string::npos);
   writeText(meta, text.substr(0, at) + "\"offset\": 11" + text.substr(at + 12));
-  std::string err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(meta + ": units[1].params[1].offset is 11: it overlaps the parameter "
                             "'block.w' before it, which ends at 12"),
             std::string::npos)
@@ -349,7 +350,7 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   at = text.find("\"step\": 5");
   ASSERT_NE(at, std::string::npos);
   writeText(meta, text.substr(0, at) + "\"step\": 6" + text.substr(at + 9));
-  err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(meta + ": 'checksum' is "), std::string::npos) << err;
   writeText(meta, text);
   // Byte 53, in the header's padding.
@@ -357,12 +358,12 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   std::string flipped = bytes;
   flipped[53] ^= 1;
   writeText(shard, flipped);
-  err = io::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(shard + ": header field 'pad' (bytes 52-55) is 256, but must be 0"),
             std::string::npos)
       << err;
   writeText(shard, bytes);
-  EXPECT_EQ(io::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -376,8 +377,8 @@ TEST(Checkpoint, RefusesAnotherModelIdentity) {
   other.modelType = "mistral";
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  std::string err =
-      io::loadCheckpoint(io::checkpointPath(dir, 5), other, 0, 12, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(checkpoint::checkpointPath(dir, 5), other, 0, 12,
+                                               arena.data(), &step);
   EXPECT_NE(err.find("identity 'family' is \"llama\" in the checkpoint, but \"mistral\" in "
                      "this plan's model"),
             std::string::npos)
@@ -391,17 +392,17 @@ TEST(Checkpoint, KeepsACheckpointThatIsBeingRead) {
   program::Program p = layout({1, 2, 2}, 2, 2);
   std::string dir = scratch("held");
   save(p, dir, /*keep=*/1, /*step=*/3);
-  int fd = ::open(io::checkpointPath(dir, 3).c_str(), O_RDONLY | O_DIRECTORY);
+  int fd = ::open(checkpoint::checkpointPath(dir, 3).c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_SH), 0);
   save(p, dir, /*keep=*/1, /*step=*/4);
-  std::vector<io::CheckpointRef> all;
-  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  std::vector<checkpoint::CheckpointRef> all;
+  ASSERT_EQ(checkpoint::listCheckpoints(dir, &all), "");
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].step, 3);
   ::close(fd);
   save(p, dir, /*keep=*/1, /*step=*/5);
-  ASSERT_EQ(io::listCheckpoints(dir, &all), "");
+  ASSERT_EQ(checkpoint::listCheckpoints(dir, &all), "");
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].step, 5);
   std::filesystem::remove_all(dir);
@@ -417,16 +418,16 @@ TEST(Checkpoint, ResumeIsChosenOnceAndFailsTogether) {
   std::vector<int64_t> steps(p.worldSize, -1);
   std::vector<std::string> errors = onEveryRank(p, [&](runtime::Communicator &comm, int r) {
     std::vector<char> arena(p.arenaBytes);
-    return io::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
+    return checkpoint::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
   });
   for (int r = 0; r < p.worldSize; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(steps[r], 4) << "rank " << r;
   }
-  std::filesystem::remove(io::checkpointPath(dir, 4) + "/shard-00001.bin");
+  std::filesystem::remove(checkpoint::checkpointPath(dir, 4) + "/shard-00001.bin");
   errors = onEveryRank(p, [&](runtime::Communicator &comm, int r) {
     std::vector<char> arena(p.arenaBytes);
-    std::string err = io::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
+    std::string err = checkpoint::resumeCheckpoint(dir, p, comm, 12, arena.data(), &steps[r]);
     if (!err.empty())
       comm.abort("rank " + std::to_string(r) + ": " + err); // as the executors do
     return err;

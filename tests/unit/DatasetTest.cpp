@@ -1,13 +1,14 @@
 //===- DatasetTest.cpp - the training data and the samples read from it ---===//
 //
-// io::Dataset (fsdp-run --data) and detail::fillTokens, which both executors
+// data::Dataset (fsdp-run --data) and data::fillTokens, which both executors
 // call for each rank's tokens and targets: sample g of step t starts at token
 // ((t·G + g)·S) mod (n − S − 1) (docs/training-semantics.md), at every step a run can reach.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Dataset.h"
+#include "runtime/data/Dataset.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#include "runtime/data/Inputs.h"
 
 #include <gtest/gtest.h>
 
@@ -67,7 +68,7 @@ TEST(FillTokens, LateStepsReadTheDocumentedSample) {
     file[i] = (uint16_t)(i * 7 % V);
   std::string path = writeTokens(file);
   program::Program p = shapeOnly(B, S, W, V);
-  io::Dataset d;
+  data::Dataset d;
   ASSERT_EQ(d.open(path, p), "");
   std::remove(path.c_str());
   const int64_t w = (int64_t)file.size() - S - 1, G = B * W * A;
@@ -76,7 +77,7 @@ TEST(FillTokens, LateStepsReadTheDocumentedSample) {
     for (int64_t micro = 0; micro < A; ++micro)
       for (int rank = 0; rank < W; ++rank) {
         std::vector<int64_t> tokens(B * S, -1), targets(B * S, -1);
-        runtime::detail::fillTokens(p, d, A, rank, step, micro, tokens.data(), targets.data());
+        data::fillTokens(p, d, A, rank, step, micro, tokens.data(), targets.data());
         for (int64_t b = 0; b < B; ++b) {
           __int128 g = micro * B * W + rank * B + b;
           int64_t start = (int64_t)((((__int128)step * G + g) * S) % w);
@@ -91,7 +92,7 @@ TEST(FillTokens, LateStepsReadTheDocumentedSample) {
 
 TEST(Dataset, RefusesWhatCannotBeTrainedOn) {
   program::Program p = shapeOnly(1, 4, 1, 10);
-  io::Dataset d;
+  data::Dataset d;
   std::string path = writeTokens({1, 2, 3, 4, 5});
   EXPECT_EQ(d.open(path, p), path + ": 5 tokens is shorter than one sample (4 tokens, their "
                                     "targets, and one more)");
@@ -115,7 +116,7 @@ TEST(Dataset, ReadsUint32Tokens) {
     halves.push_back((uint16_t)(v >> 16));
   }
   std::string path = writeTokens(halves);
-  io::Dataset d;
+  data::Dataset d;
   ASSERT_EQ(d.open(path, p), "");
   EXPECT_EQ(d.width(), 4);
   ASSERT_EQ(d.size(), 20);

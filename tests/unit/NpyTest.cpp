@@ -2,12 +2,12 @@
 //
 // io::readNpy / io::parseNpy: files numpy wrote (tests/unit/Inputs/npy, made
 // by numpy 1.24's format.write_array in versions 1.0, 2.0 and 3.0) and every
-// refusal, each naming the file; io::ImageSet: images against the program's
+// refusal, each naming the file; data::ImageSet: images against the program's
 // image, labels against the images and the classes (the first bad index).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Npy.h"
-#include "runtime/io/Images.h"
+#include "runtime/data/Images.h"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +21,7 @@
 
 using namespace fsdp;
 using namespace fsdp::io;
+using namespace fsdp::data;
 
 namespace {
 

@@ -9,7 +9,7 @@
 // recorded, so that any flipped byte is refused.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -75,7 +75,7 @@ std::string openError(const std::string &bytes, std::string *path) {
   static int count = 0;
   *path = scratch("case") + "/w" + std::to_string(count++) + ".safetensors";
   spit(*path, bytes);
-  io::SafetensorsReader r;
+  weights::SafetensorsReader r;
   return r.open(*path);
 }
 
@@ -174,7 +174,7 @@ namespace {
 // A file fsdp writes: tensors of `sizes` elements, values that differ.
 std::string writeOurs(const std::string &path, const std::vector<int64_t> &sizes,
                       std::vector<std::vector<float>> *values) {
-  std::vector<io::NamedTensor> tensors;
+  std::vector<weights::NamedTensor> tensors;
   values->clear();
   values->reserve(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -184,12 +184,12 @@ std::string writeOurs(const std::string &path, const std::vector<int64_t> &sizes
   }
   for (size_t i = 0; i < sizes.size(); ++i)
     tensors.push_back({"t" + std::to_string(i), {sizes[i]}, (*values)[i].data()});
-  return io::writeSafetensors(path, tensors);
+  return weights::writeSafetensors(path, tensors);
 }
 
 // Opens `path` and reads every tensor whole: "" or the first error.
 std::string readAll(const std::string &path) {
-  io::SafetensorsReader r;
+  weights::SafetensorsReader r;
   std::string err = r.open(path);
   if (!err.empty())
     return err;
@@ -256,7 +256,7 @@ TEST(SafetensorsChecksums, ABlockIsCheckedWhenItsBytesAreRead) {
   ASSERT_LT(at, bytes.size());
   bytes[at] = char(bytes[at] ^ 0x10);
   spit(path, bytes);
-  io::SafetensorsReader r;
+  weights::SafetensorsReader r;
   ASSERT_EQ(r.open(path), "");
   std::vector<float> out(1000);
   // What lies in the blocks that are intact reads; what lies in the changed
@@ -274,11 +274,11 @@ TEST(SafetensorsFolder, ShardsThatLeadOutOfTheFolderAreRefusedNamingThem) {
   std::string out = scratch("outside");
   std::vector<std::vector<float>> values;
   ASSERT_EQ(writeOurs(out + "/elsewhere.safetensors", {4}, &values), "");
-  std::vector<io::NamedTensor> tensors = {{"t0", {4}, values[0].data()}};
+  std::vector<weights::NamedTensor> tensors = {{"t0", {4}, values[0].data()}};
   size_t tried = 0, refused = 0;
   auto expectRefused = [&](const std::string &dir, const std::string &link,
                            const std::string &target) {
-    io::WeightSource w;
+    weights::WeightSource w;
     std::string err = w.open(dir);
     ++tried;
     std::string want = dir + "/" + link + ": a symbolic link to " + target + ", outside " + dir;
@@ -288,7 +288,7 @@ TEST(SafetensorsFolder, ShardsThatLeadOutOfTheFolderAreRefusedNamingThem) {
   // A shard of the index, to /etc/passwd and to a valid file elsewhere.
   for (std::string target : {std::string("/etc/passwd"), out + "/elsewhere.safetensors"}) {
     std::string dir = scratch("links");
-    ASSERT_EQ(io::writeSafetensorsFolder(dir, tensors, 1), "");
+    ASSERT_EQ(weights::writeSafetensorsFolder(dir, tensors, 1), "");
     std::filesystem::remove(dir + "/model.safetensors");
     spit(dir + "/model.safetensors.index.json",
          R"({"weight_map": {"t0": "model-00001-of-00001.safetensors"}})");
@@ -310,7 +310,7 @@ TEST(SafetensorsFolder, ShardsThatLeadOutOfTheFolderAreRefusedNamingThem) {
   std::string inside = scratch("inside");
   ASSERT_EQ(writeOurs(inside + "/real.safetensors", {4}, &values), "");
   std::filesystem::create_symlink("real.safetensors", inside + "/model.safetensors");
-  io::WeightSource w;
+  weights::WeightSource w;
   EXPECT_EQ(w.open(inside), "");
   // The Hugging Face hub's cache: REPO/snapshots/REV/NAME -> ../../blobs/HASH
   // reads; a link from it to a blob of another repository does not.
@@ -320,13 +320,13 @@ TEST(SafetensorsFolder, ShardsThatLeadOutOfTheFolderAreRefusedNamingThem) {
   ASSERT_EQ(writeOurs(repo + "/blobs/9f86d081", {4}, &values), "");
   std::filesystem::create_symlink("../../blobs/9f86d081",
                                   repo + "/snapshots/0123abcd/model.safetensors");
-  io::WeightSource hub;
+  weights::WeightSource hub;
   EXPECT_EQ(hub.open(repo + "/snapshots/0123abcd"), "");
   std::string other = scratch("hub-other") + "/models--org--other";
   std::filesystem::create_directories(other + "/snapshots/0123abcd");
   std::filesystem::create_symlink(repo + "/blobs/9f86d081",
                                   other + "/snapshots/0123abcd/model.safetensors");
-  io::WeightSource foreign;
+  weights::WeightSource foreign;
   std::string err = foreign.open(other + "/snapshots/0123abcd");
   EXPECT_NE(err.find("a symbolic link to " + repo + "/blobs/9f86d081, outside"), std::string::npos)
       << err;
@@ -342,25 +342,25 @@ TEST(SafetensorsFolder, SpecialFilesAreRefusedNotWaitedOn) {
   // A FIFO as the single file, as a shard, as the index.
   std::string dir = scratch("fifo");
   ASSERT_EQ(::mkfifo((dir + "/model.safetensors").c_str(), 0644), 0);
-  io::WeightSource a;
+  weights::WeightSource a;
   expect("model.safetensors a FIFO", a.open(dir),
          dir + "/model.safetensors: cannot read the weights: a FIFO, not a regular file");
   std::string sharded = scratch("fifo-shard");
   spit(sharded + "/model.safetensors.index.json",
        R"({"weight_map": {"t0": "model-00001-of-00001.safetensors"}})");
   ASSERT_EQ(::mkfifo((sharded + "/model-00001-of-00001.safetensors").c_str(), 0644), 0);
-  io::WeightSource b;
+  weights::WeightSource b;
   expect("a shard a FIFO", b.open(sharded),
          sharded + "/model-00001-of-00001.safetensors: cannot read the weights: a FIFO");
   std::string fifoIndex = scratch("fifo-index");
   ASSERT_EQ(::mkfifo((fifoIndex + "/model.safetensors.index.json").c_str(), 0644), 0);
-  io::WeightSource c;
+  weights::WeightSource c;
   expect("the index a FIFO", c.open(fifoIndex),
          fifoIndex + "/model.safetensors.index.json: cannot read the weights index: a FIFO");
   // A device named as the weights.
-  io::WeightSource d;
+  weights::WeightSource d;
   expect("/dev/zero", d.open("/dev/zero"), "/dev/zero: cannot read the weights: a device");
-  io::SafetensorsReader e;
+  weights::SafetensorsReader e;
   expect("/dev/null", e.open("/dev/null"), "/dev/null: cannot read the weights: a device");
   EXPECT_EQ(refused, tried);
   std::printf("special files as weights: %zu tried, %zu refused naming them\n", tried, refused);

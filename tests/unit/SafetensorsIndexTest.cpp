@@ -8,7 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/io/Files.h"
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
+#include "runtime/weights/Weights.h"
 #include "support/InputFile.h"
 
 #include <gtest/gtest.h>
@@ -65,7 +66,7 @@ float valueOf(size_t i, int64_t e) {
 
 struct Data {
   std::vector<std::vector<float>> values;
-  std::vector<io::NamedTensor> tensors;
+  std::vector<weights::NamedTensor> tensors;
   Data() {
     for (size_t i = 0; i < kTensors.size(); ++i) {
       values.emplace_back(numel(kTensors[i].shape));
@@ -114,7 +115,7 @@ std::vector<std::string> listing(const std::string &dir) {
 
 bool sameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 
-void expectReadsBack(const io::WeightSource &w) {
+void expectReadsBack(const weights::WeightSource &w) {
   for (size_t i = 0; i < kTensors.size(); ++i) {
     int64_t n = numel(kTensors[i].shape);
     std::vector<float> got(n);
@@ -132,20 +133,20 @@ TEST(SafetensorsIndex, ShardsAsHuggingfaceHubSplitsThem) {
   // gets a shard of its own, placed when met, before the one being filled;
   // head.bias (12) does not fit beside the 96 and starts the last.
   std::vector<std::vector<size_t>> want = {{3}, {0, 1, 2}, {4}};
-  EXPECT_EQ(io::planWeightShards(d.tensors, 100), want);
-  EXPECT_EQ(io::planWeightShards(d.tensors, 1 << 20).size(), 1u);
-  EXPECT_EQ(io::planWeightShards(d.tensors, 1).size(), kTensors.size());
+  EXPECT_EQ(weights::planWeightShards(d.tensors, 100), want);
+  EXPECT_EQ(weights::planWeightShards(d.tensors, 1 << 20).size(), 1u);
+  EXPECT_EQ(weights::planWeightShards(d.tensors, 1).size(), kTensors.size());
 }
 
 TEST(SafetensorsIndex, WritesShardsAndTheIndexThenReadsBackBitForBit) {
   Data d;
   std::string dir = scratch("write") + "/out"; // created by the writer
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 100), "");
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 100), "");
   EXPECT_EQ(listing(dir),
             (std::vector<std::string>{"model-00001-of-00003.safetensors",
                                       "model-00002-of-00003.safetensors",
-                                      "model-00003-of-00003.safetensors", io::kIndexName}));
-  json index = json::parse(slurp(dir + "/" + io::kIndexName));
+                                      "model-00003-of-00003.safetensors", weights::kIndexName}));
+  json index = json::parse(slurp(dir + "/" + weights::kIndexName));
   EXPECT_EQ(index["metadata"]["total_size"], 28 + 48 + 20 + 400 + 12);
   EXPECT_EQ(index["weight_map"]["big.w"], "model-00001-of-00003.safetensors");
   EXPECT_EQ(index["weight_map"]["embed.weight"], "model-00002-of-00003.safetensors");
@@ -168,14 +169,14 @@ TEST(SafetensorsIndex, WritesShardsAndTheIndexThenReadsBackBitForBit) {
     return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
                          std::filesystem::directory_iterator());
   };
-  for (std::string path : {dir, dir + "/", dir + "/" + io::kIndexName}) {
-    io::WeightSource w;
+  for (std::string path : {dir, dir + "/", dir + "/" + weights::kIndexName}) {
+    weights::WeightSource w;
     auto before = openFiles();
     ASSERT_EQ(w.open(path), "") << path;
     // The shards' headers are kept, their files not held open (ranks x
     // shards of them would be): each read opens its file.
     EXPECT_EQ(openFiles(), before);
-    EXPECT_EQ(w.path(), dir + "/" + io::kIndexName);
+    EXPECT_EQ(w.path(), dir + "/" + weights::kIndexName);
     EXPECT_TRUE(w.warnings().empty());
     EXPECT_EQ(w.fileOf("big.w"), dir + "/model-00001-of-00003.safetensors");
     expectReadsBack(w);
@@ -187,19 +188,19 @@ TEST(SafetensorsIndex, OneShardIsModelSafetensorsAndAnEarlierSaveIsReplaced) {
   Data d;
   std::string dir = scratch("one");
   spit(dir + "/config.json", "{}"); // not the writer's: stays
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 100), "");
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, io::kDefaultMaxShardSize), "");
-  EXPECT_EQ(listing(dir), (std::vector<std::string>{"config.json", io::kSingleFileName}));
-  io::WeightSource w;
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 100), "");
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, weights::kDefaultMaxShardSize), "");
+  EXPECT_EQ(listing(dir), (std::vector<std::string>{"config.json", weights::kSingleFileName}));
+  weights::WeightSource w;
   ASSERT_EQ(w.open(dir), "");
-  EXPECT_EQ(w.path(), dir + "/" + io::kSingleFileName);
+  EXPECT_EQ(w.path(), dir + "/" + weights::kSingleFileName);
   expectReadsBack(w);
   // And back to shards: the single file goes once the index is in place.
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 30), "");
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 30), "");
   std::vector<std::string> names = listing(dir);
-  EXPECT_EQ(std::count(names.begin(), names.end(), io::kSingleFileName), 0);
-  EXPECT_EQ(names.size(), 2u + io::planWeightShards(d.tensors, 30).size());
-  io::WeightSource again;
+  EXPECT_EQ(std::count(names.begin(), names.end(), weights::kSingleFileName), 0);
+  EXPECT_EQ(names.size(), 2u + weights::planWeightShards(d.tensors, 30).size());
+  weights::WeightSource again;
   ASSERT_EQ(again.open(dir), "");
   expectReadsBack(again);
   std::filesystem::remove_all(dir);
@@ -239,7 +240,7 @@ program::Program oneUnit(int64_t members) {
 TEST(SafetensorsIndex, EachRankReadsItsShardAcrossShardFiles) {
   Data d;
   std::string dir = scratch("ranks");
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 60), "");
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 60), "");
   // 7 members: shard boundaries fall inside tensors and across files.
   program::Program p = oneUnit(7);
   const program::Unit &u = p.units[0];
@@ -247,7 +248,7 @@ TEST(SafetensorsIndex, EachRankReadsItsShardAcrossShardFiles) {
   o.weights = dir;
   for (int m = 0; m < 7; ++m) {
     std::vector<char> arena(p.arenaBytes, 1);
-    ASSERT_EQ(runtime::detail::initShards(p, o, m, arena.data()), "") << "member " << m;
+    ASSERT_EQ(weights::initShards(p, o, m, arena.data()), "") << "member " << m;
     const float *shard = reinterpret_cast<const float *>(arena.data());
     for (int64_t j = 0; j < u.shardNumel; ++j) {
       int64_t flat = m * u.shardNumel + j;
@@ -264,20 +265,20 @@ TEST(SafetensorsIndex, EachRankReadsItsShardAcrossShardFiles) {
 TEST(SafetensorsIndex, TheModelIsCheckedAgainstTheIndex) {
   Data d;
   std::string dir = scratch("model");
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 100), "");
-  io::WeightSource w;
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 100), "");
+  weights::WeightSource w;
   ASSERT_EQ(w.open(dir), "");
   program::Program p = oneUnit(2);
-  EXPECT_EQ(runtime::detail::checkWeights(p, w), "");
+  EXPECT_EQ(weights::checkWeights(p, w), "");
   program::Program other = p;
   other.units[0].params[3].shape = {20, 5};
-  EXPECT_EQ(runtime::detail::checkWeights(other, w),
+  EXPECT_EQ(weights::checkWeights(other, w),
             dir + "/model-00001-of-00003.safetensors: tensor 'big.w' has shape [10, 10], the "
                   "model needs [20, 5]");
   other = p;
   other.units[0].params[4].name = "lm_head.weight";
-  EXPECT_EQ(runtime::detail::checkWeights(other, w),
-            dir + "/" + io::kIndexName + ": missing tensor 'lm_head.weight'");
+  EXPECT_EQ(weights::checkWeights(other, w),
+            dir + "/" + weights::kIndexName + ": missing tensor 'lm_head.weight'");
   std::filesystem::remove_all(dir);
 }
 
@@ -300,11 +301,11 @@ TEST(SafetensorsIndex, ExtraTensorsAreRefusedButTiedCopiesAndPretrainingHeads) {
        {"lm_head.weight", "cls.predictions.decoder.bias", "bert.pooler.dense.bias",
         "cls.seq_relationship.bias", "model.layers.9.mlp.up_proj.weight"}) {
     std::string dir = scratch("extra");
-    ASSERT_EQ(io::writeSafetensorsFolder(dir, withExtra(name), 100), "");
-    io::WeightSource w;
+    ASSERT_EQ(weights::writeSafetensorsFolder(dir, withExtra(name), 100), "");
+    weights::WeightSource w;
     ASSERT_EQ(w.open(dir), "");
     std::vector<std::string> ignored;
-    std::string err = runtime::detail::checkWeights(p, w, &ignored);
+    std::string err = weights::checkWeights(p, w, &ignored);
     std::string n = name;
     if (n.rfind("model.", 0) == 0) {
       EXPECT_NE(err.find(": tensor '" + n + "' is not a parameter of tiny"), std::string::npos)
@@ -324,7 +325,7 @@ namespace {
 
 // The error of opening the weights folder `dir`.
 std::string openError(const std::string &dir) {
-  io::WeightSource w;
+  weights::WeightSource w;
   return w.open(dir);
 }
 
@@ -333,8 +334,8 @@ std::string openError(const std::string &dir) {
 TEST(SafetensorsIndex, EachBadIndexIsAnErrorNamingTheFile) {
   Data d;
   std::string dir = scratch("bad");
-  ASSERT_EQ(io::writeSafetensorsFolder(dir, d.tensors, 100), "");
-  std::string index = dir + "/" + io::kIndexName;
+  ASSERT_EQ(weights::writeSafetensorsFolder(dir, d.tensors, 100), "");
+  std::string index = dir + "/" + weights::kIndexName;
   std::string good = slurp(index);
   auto withIndex = [&](const std::string &text) {
     spit(index, text);
@@ -390,12 +391,13 @@ TEST(SafetensorsIndex, EachBadIndexIsAnErrorNamingTheFile) {
   // A folder with neither the index nor model.safetensors.
   e = openError(dir);
   EXPECT_EQ(e, dir + ": cannot open the weights: a folder with neither " +
-                   std::string(io::kIndexName) + " nor " + io::kSingleFileName + " in it");
+                   std::string(weights::kIndexName) + " nor " + weights::kSingleFileName +
+                   " in it");
   // A total_size that disagrees: noted, not refused (transformers ignores it).
   json j = json::parse(good);
   j["metadata"]["total_size"] = 12345;
   spit(index, j.dump());
-  io::WeightSource w;
+  weights::WeightSource w;
   ASSERT_EQ(w.open(dir), "");
   ASSERT_EQ(w.warnings().size(), 1u);
   EXPECT_EQ(w.warnings()[0], index + ": \"total_size\" says 12345 bytes, but the tensors it maps "
@@ -406,11 +408,11 @@ TEST(SafetensorsIndex, EachBadIndexIsAnErrorNamingTheFile) {
 
 TEST(SafetensorsIndex, SaveWeightsPathsAndSizes) {
   std::string dir = scratch("paths");
-  EXPECT_TRUE(io::isWeightsFolder(dir));
-  EXPECT_TRUE(io::isWeightsFolder(dir + "/new-folder"));
-  EXPECT_FALSE(io::isWeightsFolder(dir + "/w.safetensors"));
+  EXPECT_TRUE(weights::isWeightsFolder(dir));
+  EXPECT_TRUE(weights::isWeightsFolder(dir + "/new-folder"));
+  EXPECT_FALSE(weights::isWeightsFolder(dir + "/w.safetensors"));
   std::filesystem::create_directory(dir + "/odd.safetensors");
-  EXPECT_TRUE(io::isWeightsFolder(dir + "/odd.safetensors"));
+  EXPECT_TRUE(weights::isWeightsFolder(dir + "/odd.safetensors"));
   std::filesystem::remove_all(dir);
 
   EXPECT_EQ(support::parseByteSize("5GB"), 5000000000);

@@ -5,7 +5,7 @@
 // places the ranks, least progress first.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -75,7 +75,7 @@ TEST(Whereabouts, FollowsACollective) {
 
 TEST(Whereabouts, AllAtOnePlaceSaysNothing) {
   Whereabouts a = at("x", Group::Shard, Whereabouts::Waiting, 3, 5);
-  EXPECT_EQ(detail::whereRanksAre({&a, &a, &a}), "");
+  EXPECT_EQ(whereRanksAre({&a, &a, &a}), "");
 }
 
 TEST(Whereabouts, NamesTheRankBehindFirst) {
@@ -83,7 +83,7 @@ TEST(Whereabouts, NamesTheRankBehindFirst) {
                          Whereabouts::Waiting, 58, 60);
   Whereabouts behind = at("step 3 micro_step 1/1 comm[12] all_gather unit 'h.2'", Group::Shard,
                           Whereabouts::Waiting, 57, 59);
-  EXPECT_EQ(detail::whereRanksAre({&ahead, &behind, &ahead, &ahead}),
+  EXPECT_EQ(whereRanksAre({&ahead, &behind, &ahead, &ahead}),
             "rank 1 is behind: it waits at step 3 micro_step 1/1 comm[12] all_gather unit 'h.2' "
             "(collective #57 on the shard group); ranks 0, 2, 3 wait at step 3 micro_step 1/1 "
             "comm[14] reduce_scatter unit 'h.1' (collective #58 on the shard group)");
@@ -97,7 +97,7 @@ TEST(Whereabouts, NotReachedIsBehindWaitingThere) {
   EXPECT_LT(before.progress(), waits.progress());
   EXPECT_EQ(before.progress(), past.progress());
   EXPECT_EQ(
-      detail::whereRanksAre({&waits, &before, &past}),
+      whereRanksAre({&waits, &before, &past}),
       "rank 1 is behind: it has not reached c (collective #4 on the world); rank 2 is behind: "
       "it is past b (collective #3 on the world), at no collective since; rank 0 waits at "
       "c (collective #4 on the world)");
@@ -106,11 +106,11 @@ TEST(Whereabouts, NotReachedIsBehindWaitingThere) {
 TEST(Whereabouts, AnAbsentRankNamesNoneBehind) {
   Whereabouts a = at("x", Group::Replica, Whereabouts::Waiting, 1, 5);
   Whereabouts b = at("y", Group::Shard, Whereabouts::Waiting, 4, 4);
-  EXPECT_EQ(detail::whereRanksAre({&a, &a, &b, nullptr}),
+  EXPECT_EQ(whereRanksAre({&a, &a, &b, nullptr}),
             "rank 3 did not answer (stopped, or busy outside a collective); rank 2 waits at y "
             "(collective #4 on the shard group); ranks 0, 1 wait at x (collective #1 on the "
             "replica group)");
-  EXPECT_EQ(detail::whereRanksAre({&a, nullptr}),
+  EXPECT_EQ(whereRanksAre({&a, nullptr}),
             "rank 1 did not answer (stopped, or busy outside a collective); rank 0 waits at x "
             "(collective #1 on the replica group)");
 }
@@ -124,7 +124,7 @@ TEST(Whereabouts, ManyRanksAsRanges) {
   all[1002] = nullptr;
   all[5] = all[7] = nullptr;
   all[8] = nullptr;
-  EXPECT_EQ(detail::whereRanksAre(all),
+  EXPECT_EQ(whereRanksAre(all),
             "ranks 5, 7, 8, 1002 did not answer (stopped, or busy outside a collective); rank 1000 "
             "has not reached y (collective #8 on the shard group); ranks 0-4, 6, 9-999, 1001, "
             "1003-2047 wait at x (collective #9 on the shard group)");

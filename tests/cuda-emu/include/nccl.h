@@ -2,7 +2,7 @@
 //
 // A test tool (tests/cuda-emu), never part of what users run: only the
 // emulated builds put this folder first on their include path. The subset of
-// NCCL 2.28's API that runtime/backends/NCCL.cpp and runtime/NcclBackend.cpp
+// NCCL 2.28's API that runtime/communicators/NCCL.cpp and runtime/NcclBackend.cpp
 // use, with NCCL's own signatures, types and enum values (so the same
 // sources compile against the real and the emulated library), implemented
 // by tests/cuda-emu/nccl_emu.cpp over POSIX shared memory.

@@ -2,7 +2,7 @@
 //
 // The input is a checkpoint folder in one file: DIR/meta.json, a NUL byte,
 // then DIR/shard-00000.bin (with no NUL, all of it is meta.json and the shard
-// file is missing). io::loadCheckpoint, for shard member 0 of a small fixed
+// file is missing). checkpoint::loadCheckpoint, for shard member 0 of a small fixed
 // program (global batch 2), must reject it with a message naming the folder,
 // or accept it with a step count that fsdp-run can resume from (not
 // negative). The saved layout may be any: the loader reshards.
@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeFuzz.h"
 
-#include "runtime/io/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 
 #include <cstring>
 #include <exception>
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t step = -12345;
   std::string err;
   try {
-    err = io::loadCheckpoint(dir, p, 0, /*globalBatch=*/2, arena.data(), &step);
+    err = checkpoint::loadCheckpoint(dir, p, 0, /*globalBatch=*/2, arena.data(), &step);
   } catch (const std::exception &e) {
     violation(std::string("loadCheckpoint threw: ") + e.what());
   } catch (...) {

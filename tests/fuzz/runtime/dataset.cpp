@@ -14,9 +14,9 @@
 // The harness writes a small program of that shape (tokens, targets, logits
 // [micro_batch, seq_len, vocabulary] and the cross_entropy that makes the
 // vocabulary), loads it as fsdp-run does, and opens the data file for it.
-// io::Dataset::open must refuse the file with a message naming it, or accept
+// data::Dataset::open must refuse the file with a message naming it, or accept
 // it; then every rank reads the tokens and targets of every micro-step of
-// three steps from the first (detail::fillTokens, what both executors call),
+// three steps from the first (data::fillTokens, what both executors call),
 // and each must be the documented sample of the file (docs/training-semantics.md: sample g
 // of step t starts at token ((t*G + g)*S) mod (n - S - 1), computed here
 // exactly), inside the vocabulary.
@@ -25,7 +25,8 @@
 #include "RuntimeFuzz.h"
 
 #include "runtime/Executor.h"
-#include "runtime/io/Dataset.h"
+#include "runtime/data/Dataset.h"
+#include "runtime/data/Inputs.h"
 
 #include <cstring>
 #include <exception>
@@ -121,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   };
 
   try {
-    io::Dataset d;
+    data::Dataset d;
     err = d.open(path, p);
     if (!err.empty()) {
       fuzz::checkError(err, path, "Dataset::open");
@@ -143,7 +144,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int r = 0; r < R; ++r) {
           std::fill(tokens.begin(), tokens.end(), -1);
           std::fill(targets.begin(), targets.end(), -1);
-          runtime::detail::fillTokens(p, d, A, r, t, a, tokens.data(), targets.data());
+          data::fillTokens(p, d, A, r, t, a, tokens.data(), targets.data());
           for (int64_t b = 0; b < B; ++b) {
             int64_t g = a * B * R + r * B + b;
             int64_t start = mulMod((mulMod(t, G, wrap) + g) % wrap, S, wrap);

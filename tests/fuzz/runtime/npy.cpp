@@ -12,18 +12,18 @@
 //
 // io::readNpy must refuse the file with a message naming it, or accept it;
 // in memory (io::parseNpy) it must say the same. What it accepts must hold
-// exactly the shape's elements of a supported dtype. Then io::ImageSet must
+// exactly the shape's elements of a supported dtype. Then data::ImageSet must
 // open the pair exactly when the images are uint8 [N, H, W, C] with N >= 1
 // and the labels int32 or int64 [N] within the classes, naming the file (and
 // for a label, its first bad index) otherwise; and each rank's batches of
-// two steps (io::fillImages) must be image (t G + g) mod N, in patches, with
+// two steps (data::fillImages) must be image (t G + g) mod N, in patches, with
 // its label.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeFuzz.h"
 
-#include "runtime/io/Batches.h"
-#include "runtime/io/Images.h"
+#include "runtime/data/Batches.h"
+#include "runtime/data/Images.h"
 #include "runtime/io/Npy.h"
 
 #include <cstring>
@@ -140,14 +140,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           std::string want = path + ": label " + std::to_string(a.at(i)) + " at index " +
                              std::to_string(i) + " is outside the model's " +
                              std::to_string(classes) + " classes";
-          io::ImageSet set;
+          data::ImageSet set;
           std::string e = set.open(images, labels, spec);
           if (e.compare(0, want.size(), want) != 0)
             violation("a bad label was not named first: '" + e + "', not '" + want + "'");
           return 0;
         }
     }
-    io::ImageSet set;
+    data::ImageSet set;
     std::string e = set.open(images, labels, spec);
     if (!e.empty()) {
       fuzz::checkError(e, path, "ImageSet::open");
@@ -162,13 +162,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (spec.height % patch != 0 || spec.width % patch != 0 ||
         spec.height * spec.width * spec.channels > (1 << 16))
       return 0; // a program the loader would refuse, or too large to batch here
-    io::BatchLayout l{2, 2, 2};
+    data::BatchLayout l{2, 2, 2};
     std::vector<float> patches(2 * spec.patches() * spec.patchValues());
     std::vector<int64_t> targets(2);
     for (int64_t t = 0; t < 2; ++t)
       for (int64_t micro = 0; micro < 2; ++micro)
         for (int64_t rank = 0; rank < 2; ++rank) {
-          io::fillImages(set, spec, l, rank, t, micro, patches.data(), targets.data());
+          data::fillImages(set, spec, l, rank, t, micro, patches.data(), targets.data());
           for (int64_t row = 0; row < 2; ++row) {
             int64_t i = (t * 8 + l.sample(micro, rank, row)) % n;
             const uint8_t *img = set.image(i);
@@ -180,7 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
               for (int64_t k = 0; k < K; ++k) {
                 int64_t c = k / (patch * patch), dy = k / patch % patch, dx = k % patch;
                 int64_t y = q / across * patch + dy, x = q % across * patch + dx;
-                float want = io::pixelValue(img[(y * spec.width + x) * spec.channels + c]);
+                float want = data::pixelValue(img[(y * spec.width + x) * spec.channels + c]);
                 if (patches[(row * spec.patches() + q) * K + k] != want)
                   violation("patch " + std::to_string(q) + " value " + std::to_string(k) +
                             " of image " + std::to_string(i) + " is not its pixel");

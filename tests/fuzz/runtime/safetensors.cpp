@@ -5,14 +5,15 @@
 // non-negative dimensions and a byte range of its shape inside the file, the
 // ranges contiguous from byte 0 to the end of the file; then
 // each small float tensor reads whole, and the runtime's initialisation
-// (detail::initShards, what every rank of fsdp-run --weights does) fills both
+// (weights::initShards, what every rank of fsdp-run --weights does) fills both
 // shards of a small fixed program from it or says why not.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeFuzz.h"
 
 #include "runtime/Executor.h"
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
+#include "runtime/weights/Weights.h"
 
 #include <algorithm>
 #include <cstring>
@@ -23,7 +24,8 @@
 using namespace fsdp;
 using fsdp::fuzz::violation;
 
-static void checkInfos(const io::SafetensorsReader &r, const uint8_t *header, int64_t fileSize) {
+static void checkInfos(const weights::SafetensorsReader &r, const uint8_t *header,
+                       int64_t fileSize) {
   for (const auto &[name, t] : r.tensors()) {
     __int128 n = 1;
     for (int64_t d : t.shape) {
@@ -59,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz::writeFile(path, data, size);
   try {
     {
-      io::SafetensorsReader r;
+      weights::SafetensorsReader r;
       std::string err = r.open(path);
       if (!err.empty()) {
         fuzz::checkError(err, path, "SafetensorsReader::open");
@@ -86,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     runtime::RunOptions o;
     o.weights = path;
     for (int member = 0; member < p.shardSize; ++member) {
-      std::string err = runtime::detail::initShards(p, o, member, arena.data());
+      std::string err = weights::initShards(p, o, member, arena.data());
       if (!err.empty()) {
         fuzz::checkError(err, path, "initShards");
         break;

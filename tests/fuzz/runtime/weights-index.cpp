@@ -4,7 +4,7 @@
 // shards: a.safetensors holding "w" [2, 3] and b.safetensors holding "b" [3]
 // (and "w" again). WeightSource::open must reject it with a message naming a
 // file in that folder, or accept it with every tensor it maps read from a
-// file in that folder; then the runtime's initialisation (detail::initShards,
+// file in that folder; then the runtime's initialisation (weights::initShards,
 // what every rank of fsdp-run --weights DIR does) fills both shards of a
 // small fixed program from it or says why not.
 //
@@ -12,7 +12,8 @@
 #include "RuntimeFuzz.h"
 
 #include "runtime/Executor.h"
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
+#include "runtime/weights/Weights.h"
 
 #include <exception>
 #include <sys/stat.h>
@@ -27,8 +28,9 @@ static const std::string &folder() {
     std::string d = fuzz::scratchDir() + "/hf";
     ::mkdir(d.c_str(), 0755);
     std::vector<float> w = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9};
-    if (!io::writeSafetensors(d + "/a.safetensors", {{"w", {2, 3}, w.data()}}).empty() ||
-        !io::writeSafetensors(d + "/b.safetensors", {{"b", {3}, b.data()}, {"w", {2, 3}, w.data()}})
+    if (!weights::writeSafetensors(d + "/a.safetensors", {{"w", {2, 3}, w.data()}}).empty() ||
+        !weights::writeSafetensors(d + "/b.safetensors",
+                                   {{"b", {3}, b.data()}, {"w", {2, 3}, w.data()}})
              .empty())
       violation("cannot write the shards in " + d);
     return d;
@@ -38,10 +40,10 @@ static const std::string &folder() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const std::string &dir = folder();
-  fuzz::writeFile(dir + "/" + io::kIndexName, data, size);
+  fuzz::writeFile(dir + "/" + weights::kIndexName, data, size);
   try {
     {
-      io::WeightSource w;
+      weights::WeightSource w;
       std::string err = w.open(dir);
       if (!err.empty()) {
         fuzz::checkError(err, dir, "WeightSource::open");
@@ -61,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     runtime::RunOptions o;
     o.weights = dir;
     for (int member = 0; member < p.shardSize; ++member) {
-      std::string err = runtime::detail::initShards(p, o, member, arena.data());
+      std::string err = weights::initShards(p, o, member, arena.data());
       if (!err.empty()) {
         fuzz::checkError(err, dir, "initShards");
         break;

@@ -1,6 +1,6 @@
 //===- Images.h - images and labels of an image classifier (ViT) -*- C++ -*-===//
-#ifndef FSDP_RUNTIME_IO_IMAGES_H
-#define FSDP_RUNTIME_IO_IMAGES_H
+#ifndef FSDP_RUNTIME_DATA_IMAGES_H
+#define FSDP_RUNTIME_DATA_IMAGES_H
 
 #include "runtime/Program.h"
 #include "runtime/io/Npy.h"
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace fsdp::io {
+namespace fsdp::data {
 
 /// Images (uint8 [N, H, W, C] .npy, C order) and their labels (int64 or
 /// int32 [N] .npy), checked whole against the program's image before the
@@ -28,10 +28,10 @@ public:
   int64_t bytes() const { return (int64_t)(pixels.bytes.size() + labels.bytes.size()); }
 
 private:
-  NpyArray pixels, labels;
+  io::NpyArray pixels, labels;
   int64_t n = 0, imageBytes = 0;
 };
 
-} // namespace fsdp::io
+} // namespace fsdp::data
 
 #endif

@@ -1,4 +1,4 @@
-//===- Checkpoint.h - sharded checkpoints and full weights -------*- C++ -*-===//
+//===- Checkpoint.h - sharded checkpoints that reshard on load ---*- C++ -*-===//
 //
 // A checkpoint folder DIR (fsdp-run --save DIR) holds, in the layout of docs/checkpoint-format.md:
 //   DIR/lock                   the run that saves here holds flock(2) on it
@@ -17,17 +17,18 @@
 // shards (resharding).
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_IO_CHECKPOINT_H
-#define FSDP_RUNTIME_IO_CHECKPOINT_H
+#ifndef FSDP_RUNTIME_CHECKPOINT_CHECKPOINT_H
+#define FSDP_RUNTIME_CHECKPOINT_CHECKPOINT_H
 
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/Program.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace fsdp::io {
+namespace fsdp::checkpoint {
 
 /// The --save folder of a run, created (not its parents) and locked by the
 /// process of rank 0 for the life of the run.
@@ -95,15 +96,25 @@ std::string resumeCheckpoint(const std::string &path, const program::Program &p,
                              runtime::Communicator &comm, int64_t globalBatch, char *arena,
                              int64_t *step);
 
-/// Gathers the parameters and writes them with HF names and layouts: one
-/// safetensors file, or, when `path` is a folder (isWeightsFolder), HF shards
-/// of at most `maxShardSize` bytes and their index. Only rank 0 writes. A
-/// parameter that is not finite is an error on every rank naming `step` and
-/// the parameter, and nothing is written.
-std::string saveFullWeights(const std::string &path, const program::Program &p,
-                            runtime::Communicator &comm, char *arena, int64_t maxShardSize,
-                            int64_t step);
+/// Every rank's outcome of one stage of a save (a checkpoint's, or the
+/// weights'): "" when every rank's `mine` is "". Otherwise rank 0 first
+/// runs `cleanUp` (removing what the save wrote; every rank has finished the
+/// stage), then a failed rank returns its own error (its caller aborts the
+/// world with it) and the others wait for that abort and return it, after
+/// `stopped`.
+std::string agree(runtime::Communicator &comm, const std::string &mine,
+                  const std::function<void()> &cleanUp,
+                  const std::string &stopped = "checkpoint not written");
 
-} // namespace fsdp::io
+/// Collective: every rank's shards of `p` (the parameters; the Adam moments
+/// too when `moments`) checked for a value that is not finite. Every rank
+/// learns the first such element of the whole model (in unit order, the
+/// parameters before the moments) and returns the same error, naming `step`
+/// and saying that no `what` is written, or "".
+std::string checkFiniteState(const program::Program &p, runtime::Communicator &comm,
+                             const char *arena, int64_t step, bool moments, int shardMember,
+                             const std::string &what);
+
+} // namespace fsdp::checkpoint
 
 #endif

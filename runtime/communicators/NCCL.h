@@ -1,7 +1,7 @@
 //===- NCCL.h - the NCCL communicators of one GPU rank -----------*- C++ -*-===//
 //
 // One process a rank, one GPU a rank. The communicators are NCCL's, split
-// from the world into Backend.h's groups (shard group: color rank / G, key
+// from the world into Communicator.h's groups (shard group: color rank / G, key
 // rank % G; replica group: color rank % G, key rank / G). They are created
 // non-blocking, so that no call waits without bound: every wait here polls
 // NCCL's asynchronous errors and the peers' failure notes, and a rank that
@@ -16,7 +16,7 @@
 #ifndef FSDP_RUNTIME_BACKENDS_NCCL_H
 #define FSDP_RUNTIME_BACKENDS_NCCL_H
 
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 
 #include <cstdint>
 #include <deque>
@@ -89,7 +89,7 @@ public:
   /// The longest a wait may last (0: no bound, a world of one).
   double waitLimitS() const { return size > 1 ? boot.timeoutS : 0; }
 
-  /// --timeout's report by instruction (Backend.h's Whereabouts). The device
+  /// --timeout's report by instruction (Communicator.h's Whereabouts). The device
   /// executor names the next collective it enqueues (`what`: its kind, as
   /// the other backends name it, "all_gather"); that collective, enqueued by
   /// the next allGather/reduceScatter/allReduce call, is then bracketed by
@@ -164,7 +164,7 @@ private:
   std::string placesName;
 };
 
-/// Backend.h's Communicator over NCCL for host memory: the step's
+/// Communicator.h's Communicator over NCCL for host memory: the step's
 /// bookkeeping (barriers, the reported loss) and runtime/io's checkpoints and
 /// full weights. Each call copies through a device staging buffer on its own
 /// stream and waits (polling) for the result.

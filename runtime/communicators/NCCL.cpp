@@ -11,7 +11,7 @@
 // its name is unlinked once the world communicator is formed.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/backends/NCCL.h"
+#include "runtime/communicators/NCCL.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -518,7 +518,7 @@ void NcclComms::bracket(cudaStream_t stream, bool begin) {
 
 void NcclComms::countCollective(const char *what, const std::function<void()> &named) {
   hostWhat = what;
-  if (!detail::stallHere(myRank, ++collectives))
+  if (!stallHere(myRank, ++collectives))
     return;
   // A test's stalled rank: its earlier work done (as a rank busy before
   // this collective would have), its place published, then stopped.
@@ -635,19 +635,19 @@ std::string NcclComms::timedOut(double waitedS) {
   }
   std::string peers;
   if (!missing.empty())
-    peers = detail::rankList(missing) + ", which did not arrive";
+    peers = rankList(missing) + ", which did not arrive";
   if (!stuck.empty())
-    peers += (peers.empty() ? "" : ", and ") + detail::rankList(stuck) + ", which stopped in it";
-  std::string where = detail::whereRanksAre(seen);
+    peers += (peers.empty() ? "" : ", and ") + rankList(stuck) + ", which stopped in it";
+  std::string where = whereRanksAre(seen);
   if (where.empty() && me.group >= 0)
     where = std::string(size == 2 ? "both ranks" : "every rank") +
             (me.state == Whereabouts::Waiting ? " wait at " : " are at ") + me.site +
-            " (collective #" + std::to_string(me.number) + " on " + detail::groupName(g) + ")";
+            " (collective #" + std::to_string(me.number) + " on " + groupName(g) + ")";
   std::string s = "waited " + secondsText(waitedS) + " s (--timeout) at " + what + " over " +
-                  detail::groupName(g) + " for " + (peers.empty() ? "its peers" : peers) +
+                  groupName(g) + " for " + (peers.empty() ? "its peers" : peers) +
                   (where.empty() ? "" : "; " + where);
   if (!quiet.empty())
-    s += "; " + detail::rankList(quiet) + (quiet.size() == 1 ? " has" : " have") + " not updated " +
+    s += "; " + rankList(quiet) + (quiet.size() == 1 ? " has" : " have") + " not updated " +
          (quiet.size() == 1 ? "its" : "their") +
          " place for over a second (stopped, or busy outside a collective)";
   return s;
@@ -682,7 +682,7 @@ void NcclComms::abort(const std::string &reason) {
 
 namespace {
 
-// Backend.h's interface over host memory: a device staging buffer, a stream
+// Communicator.h's interface over host memory: a device staging buffer, a stream
 // of its own, a polled wait after every collective (before the copy back,
 // which from pageable memory would otherwise block without bound).
 class NcclHostCommunicator : public Communicator {

@@ -1,4 +1,4 @@
-//===- Backend.h - collectives behind one interface --------------*- C++ -*-===//
+//===- Communicator.h - collectives behind one interface ---------*- C++ -*-===//
 //
 // One Communicator per rank. Ranks form shard groups of `shardSize`
 // consecutive ranks (rank r is member r % G of group r / G) and replica groups
@@ -8,8 +8,8 @@
 // waiting forever.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_BACKEND_H
-#define FSDP_RUNTIME_BACKEND_H
+#ifndef FSDP_RUNTIME_COMMUNICATOR_H
+#define FSDP_RUNTIME_COMMUNICATOR_H
 
 #include <cstdint>
 #include <memory>
@@ -110,7 +110,6 @@ void abortMPI();
 /// reached this collective, and aborts the job.
 std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 600);
 
-namespace detail {
 /// The world ranks of the members of `comm`'s group `g`, in member order.
 std::vector<int> groupRanks(const Communicator &comm, Group g);
 /// "the shard group", "the replica group", "the world".
@@ -128,7 +127,6 @@ std::string whereRanksAre(const std::vector<const Whereabouts *> &all);
 /// stops itself with SIGSTOP). Under MPI, N = 0 stops rank R in start-up
 /// after MPI_Init (before its communicators) and N = -1 before MPI_Init.
 bool stallHere(int rank, int64_t collective);
-} // namespace detail
 
 } // namespace fsdp::runtime
 

@@ -10,10 +10,9 @@
 // itself, so that a checkpoint is verified as a whole before step 1.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Checkpoint.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
-#include "runtime/io/Safetensors.h"
 #include "support/InputFile.h"
 
 #include <nlohmann/json.hpp>
@@ -38,6 +37,7 @@
 #include <unistd.h>
 
 using namespace fsdp;
+using namespace fsdp::checkpoint;
 using namespace fsdp::io;
 using nlohmann::json;
 
@@ -174,29 +174,6 @@ bool parseStepName(const std::string &name, int64_t *step) {
 bool isDirectory(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// Every rank's outcome of one stage of a save. All succeeded: "". Otherwise
-// rank 0 first removes what the save wrote (every rank has finished the
-// stage), then a failed rank returns its own error (its caller aborts the
-// world with it) and the others wait for that abort and return it.
-std::string agree(runtime::Communicator &comm, const std::string &mine,
-                  const std::function<void()> &cleanUp,
-                  const std::string &stopped = "checkpoint not written") {
-  double failed = mine.empty() ? 0 : 1;
-  if (!comm.allReduceScalar(runtime::Group::World, &failed))
-    return stopped + ": " + comm.error();
-  if (failed == 0)
-    return "";
-  if (comm.rank() == 0)
-    cleanUp();
-  double none = 0;
-  bool cleaned = comm.allReduceScalar(runtime::Group::World, &none);
-  if (!mine.empty())
-    return mine;
-  if (cleaned) // released only by the failed rank's abort
-    comm.allReduceScalar(runtime::Group::World, &none);
-  return stopped + ": " + comm.error();
 }
 
 json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
@@ -563,52 +540,6 @@ std::string compareIdentity(const std::string &path, const json &saved, const js
   return "";
 }
 
-// Every rank's shards of `p` (the parameters; the Adam moments too when
-// `moments`) checked for a value that is not finite. Collective: every rank
-// learns the first such element of the whole model (in unit order, the
-// parameters before the moments) and returns the same error, or "".
-std::string checkFiniteState(const program::Program &p, runtime::Communicator &comm,
-                             const char *arena, int64_t step, bool moments, int shardMember,
-                             const std::string &what) {
-  // (kind, unit, flat element) of this rank's first; INT64_MAX: none.
-  int64_t mine[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
-  bool inFirstGroup = comm.rank() < p.shardSize;
-  for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
-    for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
-      const auto &u = p.units[ui];
-      int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
-      const float *x = reinterpret_cast<const float *>(arena + off);
-      for (int64_t j = 0; j < u.shardNumel; ++j)
-        if (!std::isfinite(x[j])) {
-          mine[0] = kind;
-          mine[1] = (int64_t)ui;
-          mine[2] = shardMember * u.shardNumel + j;
-          break;
-        }
-    }
-  std::vector<int64_t> all(size_t(comm.worldSize()) * 3);
-  if (!comm.allGather(runtime::Group::World, mine, all.data(), sizeof mine))
-    return what + " not written: " + comm.error();
-  int64_t first[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
-  for (int r = 0; r < comm.worldSize(); ++r)
-    if (std::lexicographical_compare(&all[r * 3], &all[r * 3 + 3], first, first + 3))
-      std::copy(&all[r * 3], &all[r * 3 + 3], first);
-  if (first[0] == INT64_MAX)
-    return "";
-  const auto &u = p.units[first[1]];
-  std::string name = "(padding of unit " + u.name + ")";
-  int64_t element = first[2];
-  for (const auto &prm : u.params)
-    if (first[2] >= prm.offset && first[2] < prm.offset + prm.numel) {
-      name = "'" + prm.name + "'";
-      element = first[2] - prm.offset;
-    }
-  const char *kinds[3] = {"parameter ", "exp_avg of ", "exp_avg_sq of "};
-  return "step " + std::to_string(step) + ": " + kinds[first[0]] + name + " holds a value " +
-         "that is not finite (element " + std::to_string(element) + "): the run stops here, " +
-         "and no " + what + " of this state is written";
-}
-
 // The step folder that a resume reads, held with flock(LOCK_SH) so that a
 // run saving into the same folder does not remove it meanwhile.
 struct HeldCheckpoint {
@@ -659,6 +590,68 @@ std::string resolveAndHold(const std::string &path, CheckpointRef *ref, HeldChec
 
 } // namespace
 
+std::string fsdp::checkpoint::agree(runtime::Communicator &comm, const std::string &mine,
+                                    const std::function<void()> &cleanUp,
+                                    const std::string &stopped) {
+  double failed = mine.empty() ? 0 : 1;
+  if (!comm.allReduceScalar(runtime::Group::World, &failed))
+    return stopped + ": " + comm.error();
+  if (failed == 0)
+    return "";
+  if (comm.rank() == 0)
+    cleanUp();
+  double none = 0;
+  bool cleaned = comm.allReduceScalar(runtime::Group::World, &none);
+  if (!mine.empty())
+    return mine;
+  if (cleaned) // released only by the failed rank's abort
+    comm.allReduceScalar(runtime::Group::World, &none);
+  return stopped + ": " + comm.error();
+}
+
+std::string fsdp::checkpoint::checkFiniteState(const program::Program &p,
+                                               runtime::Communicator &comm, const char *arena,
+                                               int64_t step, bool moments, int shardMember,
+                                               const std::string &what) {
+  // (kind, unit, flat element) of this rank's first; INT64_MAX: none.
+  int64_t mine[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  bool inFirstGroup = comm.rank() < p.shardSize;
+  for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
+    for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
+      const auto &u = p.units[ui];
+      int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
+      const float *x = reinterpret_cast<const float *>(arena + off);
+      for (int64_t j = 0; j < u.shardNumel; ++j)
+        if (!std::isfinite(x[j])) {
+          mine[0] = kind;
+          mine[1] = (int64_t)ui;
+          mine[2] = shardMember * u.shardNumel + j;
+          break;
+        }
+    }
+  std::vector<int64_t> all(size_t(comm.worldSize()) * 3);
+  if (!comm.allGather(runtime::Group::World, mine, all.data(), sizeof mine))
+    return what + " not written: " + comm.error();
+  int64_t first[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+  for (int r = 0; r < comm.worldSize(); ++r)
+    if (std::lexicographical_compare(&all[r * 3], &all[r * 3 + 3], first, first + 3))
+      std::copy(&all[r * 3], &all[r * 3 + 3], first);
+  if (first[0] == INT64_MAX)
+    return "";
+  const auto &u = p.units[first[1]];
+  std::string name = "(padding of unit " + u.name + ")";
+  int64_t element = first[2];
+  for (const auto &prm : u.params)
+    if (first[2] >= prm.offset && first[2] < prm.offset + prm.numel) {
+      name = "'" + prm.name + "'";
+      element = first[2] - prm.offset;
+    }
+  const char *kinds[3] = {"parameter ", "exp_avg of ", "exp_avg_sq of "};
+  return "step " + std::to_string(step) + ": " + kinds[first[0]] + name + " holds a value " +
+         "that is not finite (element " + std::to_string(element) + "): the run stops here, " +
+         "and no " + what + " of this state is written";
+}
+
 //===----------------------------------------------------------------------===//
 // The --save folder
 //===----------------------------------------------------------------------===//
@@ -668,8 +661,9 @@ CheckpointDir::~CheckpointDir() {
     ::close(fd); // releases the lock
 }
 
-std::string fsdp::io::CheckpointDir::open(const std::string &dir, const std::string &resumeFrom,
-                                          std::unique_ptr<CheckpointDir> *out) {
+std::string fsdp::checkpoint::CheckpointDir::open(const std::string &dir,
+                                                  const std::string &resumeFrom,
+                                                  std::unique_ptr<CheckpointDir> *out) {
   std::string err = checkOutputDirectory("--save", dir);
   if (!err.empty())
     return err;
@@ -736,13 +730,14 @@ std::string fsdp::io::CheckpointDir::open(const std::string &dir, const std::str
   return "";
 }
 
-std::string fsdp::io::checkpointPath(const std::string &dir, int64_t step) {
+std::string fsdp::checkpoint::checkpointPath(const std::string &dir, int64_t step) {
   char name[40];
   std::snprintf(name, sizeof name, "/step-%08lld", (long long)step);
   return dir + name;
 }
 
-std::string fsdp::io::listCheckpoints(const std::string &dir, std::vector<CheckpointRef> *out) {
+std::string fsdp::checkpoint::listCheckpoints(const std::string &dir,
+                                              std::vector<CheckpointRef> *out) {
   out->clear();
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
@@ -758,7 +753,7 @@ std::string fsdp::io::listCheckpoints(const std::string &dir, std::vector<Checkp
   return "";
 }
 
-std::string fsdp::io::resolveCheckpoint(const std::string &path, CheckpointRef *out) {
+std::string fsdp::checkpoint::resolveCheckpoint(const std::string &path, CheckpointRef *out) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return path + ": no checkpoint here (" + std::strerror(errno) + ")";
@@ -792,9 +787,9 @@ std::string fsdp::io::resolveCheckpoint(const std::string &path, CheckpointRef *
 // Saving
 //===----------------------------------------------------------------------===//
 
-std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
-                                     const program::Program &p, runtime::Communicator &comm,
-                                     char *arena, int64_t step, int64_t globalBatch) {
+std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t keep,
+                                             const program::Program &p, runtime::Communicator &comm,
+                                             char *arena, int64_t step, int64_t globalBatch) {
   std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
   auto removeTmp = [&] { removeTree(tmp); };
   bool rank0 = comm.rank() == 0;
@@ -863,9 +858,9 @@ std::string fsdp::io::saveCheckpoint(const std::string &dir, int64_t keep,
 // Loading, resharded
 //===----------------------------------------------------------------------===//
 
-std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Program &p,
-                                     int shardMember, int64_t globalBatch, char *arena,
-                                     int64_t *step) {
+std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const program::Program &p,
+                                             int shardMember, int64_t globalBatch, char *arena,
+                                             int64_t *step) {
   Meta m;
   std::string err = readMeta(path, m);
   if (!err.empty())
@@ -955,9 +950,9 @@ std::string fsdp::io::loadCheckpoint(const std::string &path, const program::Pro
   return "";
 }
 
-std::string fsdp::io::resumeCheckpoint(const std::string &path, const program::Program &p,
-                                       runtime::Communicator &comm, int64_t globalBatch,
-                                       char *arena, int64_t *step) {
+std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const program::Program &p,
+                                               runtime::Communicator &comm, int64_t globalBatch,
+                                               char *arena, int64_t *step) {
   // Rank 0 chooses and holds the checkpoint; every rank reads that one.
   HeldCheckpoint held;
   CheckpointRef ref;
@@ -981,35 +976,4 @@ std::string fsdp::io::resumeCheckpoint(const std::string &path, const program::P
       loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
   // Held until every rank has read it.
   return agree(comm, mine, [] {}, "checkpoint not read");
-}
-
-std::string fsdp::io::saveFullWeights(const std::string &path, const program::Program &p,
-                                      runtime::Communicator &comm, char *arena,
-                                      int64_t maxShardSize, int64_t step) {
-  std::string err = checkFiniteState(p, comm, arena, step, /*moments=*/false,
-                                     comm.memberIndex(runtime::Group::Shard), "weights file");
-  if (!err.empty())
-    return err;
-  // The first shard group holds one whole copy; its members gather each unit.
-  bool inFirstGroup = comm.rank() < p.shardSize;
-  std::vector<std::vector<float>> full(p.units.size());
-  if (inFirstGroup)
-    for (size_t i = 0; i < p.units.size(); ++i) {
-      const auto &u = p.units[i];
-      full[i].resize(u.paddedNumel);
-      if (!comm.allGather(runtime::Group::Shard, arena + u.shardOffset, full[i].data(),
-                          u.shardNumel * 4))
-        return "weights not written: " + comm.error();
-    }
-  if (comm.rank() == 0) {
-    std::vector<NamedTensor> tensors;
-    for (size_t i = 0; i < p.units.size(); ++i)
-      for (const auto &prm : p.units[i].params)
-        tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
-    // The program's parameters: each tensor once (a tied head is not one),
-    // in the order the model's importer lists them, its state-dict order.
-    err = isWeightsFolder(path) ? writeSafetensorsFolder(path, tensors, maxShardSize)
-                                : writeSafetensors(path, tensors);
-  }
-  return agree(comm, err, [] {});
 }

@@ -1,5 +1,5 @@
 //===- Safetensors.cpp ----------------------------------------------------===//
-#include "runtime/io/Safetensors.h"
+#include "runtime/weights/Safetensors.h"
 #include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
 #include "support/InputFile.h"
@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using namespace fsdp::weights;
 using namespace fsdp::io;
 using nlohmann::json;
 
@@ -636,8 +637,8 @@ staleTemporaries(const std::string &dir, bool (*isName)(const std::string &, con
 
 static bool isNamed(const std::string &name, const std::string &want) { return name == want; }
 
-std::string fsdp::io::writeSafetensors(const std::string &path,
-                                       const std::vector<NamedTensor> &tensors) {
+std::string fsdp::weights::writeSafetensors(const std::string &path,
+                                            const std::vector<NamedTensor> &tensors) {
   // A temporary beside the file, made durable, then renamed over it: a
   // crash leaves the old file or the new one, never half of one.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -659,15 +660,15 @@ std::string fsdp::io::writeSafetensors(const std::string &path,
   return "";
 }
 
-bool fsdp::io::isWeightsFolder(const std::string &path) {
+bool fsdp::weights::isWeightsFolder(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return true;
   return !endsWith(path, ".safetensors");
 }
 
-std::vector<std::vector<size_t>> fsdp::io::planWeightShards(const std::vector<NamedTensor> &tensors,
-                                                            int64_t maxShardSize) {
+std::vector<std::vector<size_t>>
+fsdp::weights::planWeightShards(const std::vector<NamedTensor> &tensors, int64_t maxShardSize) {
   std::vector<std::vector<size_t>> shards;
   std::vector<size_t> current;
   int64_t currentBytes = 0;
@@ -721,9 +722,9 @@ static bool isSavedWeightsName(const std::string &name, const std::string &) {
   return isSavedWeightsFile(name);
 }
 
-std::string fsdp::io::writeSafetensorsFolder(const std::string &dirGiven,
-                                             const std::vector<NamedTensor> &tensors,
-                                             int64_t maxShardSize) {
+std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
+                                                  const std::vector<NamedTensor> &tensors,
+                                                  int64_t maxShardSize) {
   std::string dir = dirGiven;
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();

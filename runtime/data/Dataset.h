@@ -1,6 +1,6 @@
 //===- Dataset.h - token streams (nanoGPT's train.bin) -----------*- C++ -*-===//
-#ifndef FSDP_RUNTIME_IO_DATASET_H
-#define FSDP_RUNTIME_IO_DATASET_H
+#ifndef FSDP_RUNTIME_DATA_DATASET_H
+#define FSDP_RUNTIME_DATA_DATASET_H
 
 #include "runtime/Program.h"
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::io {
+namespace fsdp::data {
 
 /// Flat little-endian uint16 or uint32 tokens, validated whole against the
 /// model's vocabulary before the first step. Without a file: synthetic tokens.
@@ -35,6 +35,6 @@ private:
 /// The token width a vocabulary needs: 2 (uint16) up to 65536 tokens, else 4.
 inline int tokenWidthFor(int64_t vocab) { return vocab > 65536 ? 4 : 2; }
 
-} // namespace fsdp::io
+} // namespace fsdp::data
 
 #endif

@@ -7,7 +7,7 @@
 // same bits.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/kernels/cpu.h"
 
 #include <algorithm>
@@ -48,7 +48,7 @@ int Communicator::memberIndex(Group g) const {
   return 0;
 }
 
-std::vector<int> fsdp::runtime::detail::groupRanks(const Communicator &comm, Group g) {
+std::vector<int> fsdp::runtime::groupRanks(const Communicator &comm, Group g) {
   int n = comm.groupSize(g), G = comm.groupSize(Group::Shard), r = comm.rank();
   std::vector<int> ranks(n);
   for (int m = 0; m < n; ++m)
@@ -56,13 +56,13 @@ std::vector<int> fsdp::runtime::detail::groupRanks(const Communicator &comm, Gro
   return ranks;
 }
 
-const char *fsdp::runtime::detail::groupName(Group g) {
+const char *fsdp::runtime::groupName(Group g) {
   return g == Group::Shard     ? "the shard group"
          : g == Group::Replica ? "the replica group"
                                : "the world";
 }
 
-std::string fsdp::runtime::detail::rankList(const std::vector<int> &ranks) {
+std::string fsdp::runtime::rankList(const std::vector<int> &ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i)
     s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -127,7 +127,7 @@ std::string describe(const Whereabouts &w, bool plural) {
   if (w.group < 0)
     return plural ? "have made no collective yet" : "has made no collective yet";
   std::string place = std::string(w.site) + " (collective #" + std::to_string(w.number) + " on " +
-                      detail::groupName(Group(w.group)) + ")";
+                      groupName(Group(w.group)) + ")";
   switch (w.state) {
   case Whereabouts::Waiting:
     return (plural ? "wait at " : "waits at ") + place;
@@ -137,14 +137,14 @@ std::string describe(const Whereabouts &w, bool plural) {
     // Between two collectives of a save, or after a collective.
     if (w.within)
       return (plural ? "are in " : "is in ") + std::string(w.site) + ", past its collective #" +
-             std::to_string(w.number) + " on " + detail::groupName(Group(w.group)) +
+             std::to_string(w.number) + " on " + groupName(Group(w.group)) +
              ", at no collective since";
     return (plural ? "are past " : "is past ") + place + ", at no collective since";
   }
 }
 } // namespace
 
-std::string fsdp::runtime::detail::whereRanksAre(const std::vector<const Whereabouts *> &all) {
+std::string fsdp::runtime::whereRanksAre(const std::vector<const Whereabouts *> &all) {
   // Ranks at the same place, least progress first.
   struct Place {
     const Whereabouts *w;
@@ -192,7 +192,7 @@ std::string fsdp::runtime::detail::whereRanksAre(const std::vector<const Whereab
   return s;
 }
 
-bool fsdp::runtime::detail::stallHere(int rank, int64_t collective) {
+bool fsdp::runtime::stallHere(int rank, int64_t collective) {
   static const std::pair<long long, long long> at = [] {
     const char *v = std::getenv("FSDP_TEST_STALL");
     long long r = -1, n = -1;
@@ -264,7 +264,7 @@ public:
       return s.generation != gen;
     // Only now, past the deadline: a world of thousands of ranks would pay
     // for the list at every barrier.
-    std::vector<int> ranks = detail::groupRanks(comm, g), missing;
+    std::vector<int> ranks = groupRanks(comm, g), missing;
     for (int m = 0; m < s.size; ++m)
       if (!s.here[m])
         missing.push_back(ranks[m]);
@@ -273,8 +273,8 @@ public:
     std::snprintf(secs, sizeof secs, "%g", timeoutS);
     std::string where = whereRanksAre();
     abort("rank " + std::to_string(ranks[member]) + ": waited " + secs + " s (--timeout) at " +
-          what + " over " + detail::groupName(g) + " for " + detail::rankList(missing) +
-          ", which did not arrive" + (where.empty() ? "" : "; " + where));
+          what + " over " + groupName(g) + " for " + rankList(missing) + ", which did not arrive" +
+          (where.empty() ? "" : "; " + where));
     return false;
   }
 
@@ -292,7 +292,7 @@ public:
         all[r] = roll[r]->whereabouts();
         seen[r] = &all[r];
       }
-    return detail::whereRanksAre(seen);
+    return runtime::whereRanksAre(seen);
   }
 
   // A rank that stops arriving (FSDP_TEST_STALL): holds until the world stops.
@@ -361,7 +361,7 @@ public:
   // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL),
   // which stops before it begins, as a rank busy elsewhere would.
   bool begin(Group g, const char *what) {
-    if (detail::stallHere(myRank, ++collectives)) {
+    if (stallHere(myRank, ++collectives)) {
       world->stall();
       return false;
     }

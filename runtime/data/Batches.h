@@ -9,17 +9,18 @@
 // another's data, and a resumed run takes the same samples.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_IO_BATCHES_H
-#define FSDP_RUNTIME_IO_BATCHES_H
+#ifndef FSDP_RUNTIME_DATA_BATCHES_H
+#define FSDP_RUNTIME_DATA_BATCHES_H
 
 #include "runtime/Program.h"
-#include "runtime/io/Dataset.h"
-#include "runtime/io/Images.h"
+#include "runtime/data/Dataset.h"
+#include "runtime/data/Images.h"
 #include "runtime/kernels/cpu.h"
+#include "support/Random.h"
 
 #include <cstdint>
 
-namespace fsdp::io {
+namespace fsdp::data {
 
 /// How a step's samples are split: rows per rank per micro-step (B), ranks
 /// (R) and micro-steps (A). G = B R A.
@@ -32,8 +33,7 @@ struct BatchLayout {
   }
 };
 
-/// splitmix64 (Steele, Lea, Flood; Vigna's constants), all mod 2^64.
-uint64_t splitmix64(uint64_t x);
+using support::splitmix64; // support/Random.h
 /// Whether the token at absolute index `p` of a file is selected for the
 /// masked-LM loss (docs/training-semantics.md): splitmix64(p) mod 20 < 3,
 /// about 15%.
@@ -83,6 +83,6 @@ void patchify(const uint8_t *image, const program::ImageSpec &spec, float *patch
 void fillImages(const ImageSet &data, const program::ImageSpec &spec, const BatchLayout &l,
                 int64_t rank, int64_t step, int64_t micro, float *patches, int64_t *targets);
 
-} // namespace fsdp::io
+} // namespace fsdp::data
 
 #endif

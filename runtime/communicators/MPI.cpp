@@ -19,7 +19,7 @@
 // rank 0 in a polled roll call, which names the ranks that did not.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/Backend.h"
+#include "runtime/Communicator.h"
 #include "runtime/kernels/cpu.h"
 
 // The C API only; OpenMPI would otherwise pull in its deprecated C++ bindings.
@@ -106,7 +106,7 @@ public:
   MPICommunicator(int shardSize, double timeoutS) : Communicator(shardSize), timeoutS(timeoutS) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (detail::stallHere(myRank, 0))
+    if (stallHere(myRank, 0))
       std::raise(SIGSTOP);
     rollCall();
     // Every rank has answered; the blocking creation below is watched still.
@@ -200,7 +200,7 @@ private:
   // Counts the collective on its group; a test's stalled rank
   // (FSDP_TEST_STALL) stops its process here, before it begins.
   bool begin(Group g, const char *what) {
-    if (detail::stallHere(myRank, ++collectives))
+    if (stallHere(myRank, ++collectives))
       std::raise(SIGSTOP);
     ++reached[(int)g];
     began(g, what);
@@ -267,7 +267,7 @@ private:
             missing.push_back(r);
         }
         abort("rank 0: waited " + seconds(timeoutS) + " s (--timeout) in MPI start-up for " +
-              detail::rankList(missing) + ", which did not arrive");
+              rankList(missing) + ", which did not arrive");
       }
       std::vector<MPI_Request> go(size - 1);
       for (int r = 1; r < size; ++r)
@@ -311,7 +311,7 @@ private:
   // did not answer or have not reached this collective, says where the
   // ranks are, and aborts the job.
   [[noreturn]] void timedOut(Group g, const char *what) {
-    std::vector<int> members = detail::groupRanks(*this, g);
+    std::vector<int> members = groupRanks(*this, g);
     std::vector<Answer> answers(size);
     std::vector<MPI_Request> asks, replies(size, MPI_REQUEST_NULL);
     int q = 0;
@@ -342,11 +342,11 @@ private:
     for (int r : members)
       if (r != myRank && (!where[r] || answers[r].reached[(int)g] < reached[(int)g]))
         missing.push_back(r);
-    std::string at = detail::whereRanksAre(where);
+    std::string at = whereRanksAre(where);
     std::string why = "rank " + std::to_string(myRank) + ": waited " + seconds(timeoutS) +
-                      " s (--timeout) at " + what + " over " + detail::groupName(g) + " for " +
+                      " s (--timeout) at " + what + " over " + groupName(g) + " for " +
                       (missing.empty() ? std::string("its peers")
-                                       : detail::rankList(missing) + ", which did not arrive") +
+                                       : rankList(missing) + ", which did not arrive") +
                       (at.empty() ? "" : "; " + at);
     abort(why);
     std::abort(); // MPI_Abort does not return
@@ -378,7 +378,7 @@ bool fsdp::runtime::initMPI(int *argc, char ***argv, int *rank, int *size, doubl
   // The launcher's rank, for the watchdog's message before MPI knows it.
   const char *launcherRank = std::getenv("OMPI_COMM_WORLD_RANK");
   int before = launcherRank ? std::atoi(launcherRank) : 0;
-  if (detail::stallHere(before, -1))
+  if (stallHere(before, -1))
     std::raise(SIGSTOP);
   int provided = 0;
   {

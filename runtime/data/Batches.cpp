@@ -1,15 +1,8 @@
 //===- Batches.cpp --------------------------------------------------------===//
-#include "runtime/io/Batches.h"
+#include "runtime/data/Batches.h"
 
 using namespace fsdp;
-using namespace fsdp::io;
-
-uint64_t fsdp::io::splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using namespace fsdp::data;
 
 namespace {
 /// (t G + g) mod m for t, G, g >= 0 and m >= 1, without overflow.
@@ -20,19 +13,19 @@ int64_t stepSampleMod(int64_t step, int64_t G, int64_t g, int64_t m) {
 }
 } // namespace
 
-int64_t fsdp::io::windowStart(int64_t n, int64_t S, int64_t G, int64_t step, int64_t g) {
+int64_t fsdp::data::windowStart(int64_t n, int64_t S, int64_t G, int64_t step, int64_t g) {
   using u128 = unsigned __int128;
   int64_t w = n - S - 1;
   return (int64_t)((u128)stepSampleMod(step, G, g, w) * (u128)(S % w) % (u128)w);
 }
 
-int64_t fsdp::io::imageIndex(int64_t n, int64_t G, int64_t step, int64_t g) {
+int64_t fsdp::data::imageIndex(int64_t n, int64_t G, int64_t step, int64_t g) {
   return stepSampleMod(step, G, g, n);
 }
 
-void fsdp::io::fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayout &l, int64_t rank,
-                                int64_t step, int64_t micro, int64_t maskTokenId, int64_t *tokens,
-                                int64_t *targets) {
+void fsdp::data::fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayout &l,
+                                  int64_t rank, int64_t step, int64_t micro, int64_t maskTokenId,
+                                  int64_t *tokens, int64_t *targets) {
   for (int64_t b = 0; b < l.microBatch; ++b) {
     int64_t start = windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
     for (int64_t s = 0; s < S; ++s) {
@@ -44,7 +37,8 @@ void fsdp::io::fillMaskedTokens(const Dataset &data, int64_t S, const BatchLayou
   }
 }
 
-int64_t fsdp::io::maskedCount(const Dataset &data, int64_t S, const BatchLayout &l, int64_t step) {
+int64_t fsdp::data::maskedCount(const Dataset &data, int64_t S, const BatchLayout &l,
+                                int64_t step) {
   int64_t count = 0, G = l.global();
   for (int64_t g = 0; g < G; ++g) {
     int64_t start = windowStart(data.size(), S, G, step, g);
@@ -54,8 +48,8 @@ int64_t fsdp::io::maskedCount(const Dataset &data, int64_t S, const BatchLayout 
   return count;
 }
 
-int64_t fsdp::io::maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l,
-                                   int64_t rank, int64_t step, int64_t micro) {
+int64_t fsdp::data::maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l,
+                                     int64_t rank, int64_t step, int64_t micro) {
   int64_t count = 0;
   for (int64_t b = 0; b < l.microBatch; ++b) {
     int64_t start = windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
@@ -65,7 +59,7 @@ int64_t fsdp::io::maskedMicroCount(const Dataset &data, int64_t S, const BatchLa
   return count;
 }
 
-void fsdp::io::patchify(const uint8_t *image, const program::ImageSpec &spec, float *patches) {
+void fsdp::data::patchify(const uint8_t *image, const program::ImageSpec &spec, float *patches) {
   const int64_t H = spec.height, W = spec.width, C = spec.channels;
   const int64_t ph = spec.patchHeight, pw = spec.patchWidth;
   const int64_t across = W / pw, down = H / ph, K = C * ph * pw;
@@ -80,9 +74,9 @@ void fsdp::io::patchify(const uint8_t *image, const program::ImageSpec &spec, fl
     }
 }
 
-void fsdp::io::fillImages(const ImageSet &data, const program::ImageSpec &spec,
-                          const BatchLayout &l, int64_t rank, int64_t step, int64_t micro,
-                          float *patches, int64_t *targets) {
+void fsdp::data::fillImages(const ImageSet &data, const program::ImageSpec &spec,
+                            const BatchLayout &l, int64_t rank, int64_t step, int64_t micro,
+                            float *patches, int64_t *targets) {
   int64_t per = spec.patches() * spec.patchValues();
   for (int64_t b = 0; b < l.microBatch; ++b) {
     int64_t i = imageIndex(data.size(), l.global(), step, l.sample(micro, rank, b));

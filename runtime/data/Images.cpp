@@ -1,7 +1,7 @@
 //===- Images.cpp ---------------------------------------------------------===//
-#include "runtime/io/Images.h"
+#include "runtime/data/Images.h"
 
-using namespace fsdp::io;
+using namespace fsdp::data;
 
 namespace {
 std::string shapeText(const std::vector<int64_t> &shape) {
@@ -15,8 +15,8 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 std::string ImageSet::open(const std::string &imagesPath, const std::string &labelsPath,
                            const fsdp::program::ImageSpec &spec, const char *imagesFlag,
                            const char *labelsFlag) {
-  pixels = NpyArray();
-  labels = NpyArray();
+  pixels = io::NpyArray();
+  labels = io::NpyArray();
   n = imageBytes = 0;
   if (imagesPath.empty())
     return std::string("the model takes images: give them with ") + imagesFlag +
@@ -25,9 +25,9 @@ std::string ImageSet::open(const std::string &imagesPath, const std::string &lab
   if (labelsPath.empty())
     return std::string(imagesFlag) + " " + imagesPath + " needs its labels: " + labelsFlag +
            " LABELS.npy (int64 or int32 [N])";
-  std::string err = readNpy(imagesPath, pixels);
-  if (err.empty() && pixels.type != NpyType::U8)
-    err = imagesPath + ": images must be uint8, not " + npyTypeName(pixels.type);
+  std::string err = io::readNpy(imagesPath, pixels);
+  if (err.empty() && pixels.type != io::NpyType::U8)
+    err = imagesPath + ": images must be uint8, not " + io::npyTypeName(pixels.type);
   if (err.empty() && pixels.shape.size() != 4)
     err = imagesPath + ": images must be [N, height, width, channels], not " +
           shapeText(pixels.shape);
@@ -43,11 +43,11 @@ std::string ImageSet::open(const std::string &imagesPath, const std::string &lab
   if (err.empty() && pixels.count == 0)
     err = imagesPath + ": its images hold no pixels";
   if (!err.empty()) {
-    pixels = NpyArray();
+    pixels = io::NpyArray();
     return err;
   }
-  err = readNpy(labelsPath, labels);
-  if (err.empty() && labels.type == NpyType::U8)
+  err = io::readNpy(labelsPath, labels);
+  if (err.empty() && labels.type == io::NpyType::U8)
     err = labelsPath + ": labels must be int64 or int32, not uint8";
   if (err.empty() && labels.shape.size() != 1)
     err = labelsPath + ": labels must be [N], not " + shapeText(labels.shape);
@@ -62,8 +62,8 @@ std::string ImageSet::open(const std::string &imagesPath, const std::string &lab
             std::to_string(spec.classes) + ")";
   }
   if (!err.empty()) {
-    pixels = NpyArray();
-    labels = NpyArray();
+    pixels = io::NpyArray();
+    labels = io::NpyArray();
     return err;
   }
   n = pixels.shape[0];

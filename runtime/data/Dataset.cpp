@@ -1,5 +1,5 @@
 //===- Dataset.cpp --------------------------------------------------------===//
-#include "runtime/io/Dataset.h"
+#include "runtime/data/Dataset.h"
 #include "support/InputFile.h"
 
 #include <cerrno>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-using namespace fsdp::io;
+using namespace fsdp::data;
 
 std::string Dataset::allocate(int64_t n) {
   // A program may ask for sequences longer than any memory holds (the

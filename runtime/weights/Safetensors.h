@@ -8,8 +8,8 @@
 // or, when the weights fit in one shard, DIR/model.safetensors and no index.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_IO_SAFETENSORS_H
-#define FSDP_RUNTIME_IO_SAFETENSORS_H
+#ifndef FSDP_RUNTIME_WEIGHTS_SAFETENSORS_H
+#define FSDP_RUNTIME_WEIGHTS_SAFETENSORS_H
 
 #include <cstdint>
 #include <map>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace fsdp::io {
+namespace fsdp::weights {
 
 struct TensorInfo {
   std::string dtype; // "F32", "BF16", "F16", ...
@@ -137,6 +137,6 @@ std::vector<std::vector<size_t>> planWeightShards(const std::vector<NamedTensor>
 std::string writeSafetensorsFolder(const std::string &dir, const std::vector<NamedTensor> &tensors,
                                    int64_t maxShardSize);
 
-} // namespace fsdp::io
+} // namespace fsdp::weights
 
 #endif

@@ -1,0 +1,74 @@
+//===- Options.h - what a run is asked to do ---------------------*- C++ -*-===//
+//
+// A run's options (fsdp-run's flags, docs/fsdp-run.md) and the report of
+// each optimizer step: plain data shared by the trainer, the data and weights
+// it reads, and the front ends.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_OPTIONS_H
+#define FSDP_RUNTIME_OPTIONS_H
+
+#include "runtime/weights/Safetensors.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace fsdp::runtime {
+
+struct StopState;
+
+struct RunOptions {
+  int64_t steps = 1;
+  uint64_t seed = 0;
+  int64_t gradAccum = 1;
+  std::string weights, data, saveWeights;
+  // A --save-weights folder's largest shard, in bytes of tensor data
+  // (transformers' max_shard_size; default its "5GB").
+  int64_t maxShardSize = weights::kDefaultMaxShardSize;
+  std::string dataDtype; // --data-dtype: "uint16", "uint32", "" (from the vocabulary)
+  double timeoutS = 600; // --timeout: the longest wait on a peer
+  // Checkpoints (checkpoint/Checkpoint.h): into `save` after every `saveEvery`-th step
+  // (0: none) and after the last, the `keep` newest kept; `resume`: a
+  // checkpoint folder, or a --save folder whose newest checkpoint is taken.
+  std::string save, resume;
+  int64_t saveEvery = 0, keep = 2;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weightDecay = 0.1;
+  double clipGradNorm = 0;
+  // The learning rate of step t (runtime::learningRate, Trainer.h): warmup, then the
+  // schedule from lr down to minLr over the steps left.
+  enum class Schedule { Constant, Linear, Cosine } lrSchedule = Schedule::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = 0;
+  // Held-out loss after the update of every evalEvery-th step (0: only the
+  // last), over evalBatches batches of evalData.
+  std::string evalData;
+  int64_t evalEvery = 0, evalBatches = 1;
+  std::string trace; // write the measured timeline here (Chrome trace)
+  // Image programs: the labels of `data` and of `evalData` (.npy).
+  std::string labels, evalLabels;
+  // Masked-LM programs: the token a selected position's input becomes.
+  int64_t maskTokenId = 103;
+  // The process's stop signal and record (runtime/Signals.h), fsdp-run's:
+  // null, the executors' own module's.
+  StopState *stopState = nullptr;
+};
+
+struct StepReport {
+  int64_t step = 0, steps = 0;
+  double loss = 0, gradNorm = 0, stepTimeS = 0, tokensPerS = 0;
+  double lr = 0; // the step's learning rate
+  bool evaluated = false;
+  double evalLoss = 0;            // when evaluated: the mean loss over the eval batches
+  int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
+  int64_t predictedPeakBytes = 0; // the plan's
+  int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
+};
+
+/// Called on rank 0 after each optimizer step; an error it returns (a failed
+/// --metrics write) stops the run.
+using StepCallback = std::function<std::string(const StepReport &)>;
+
+} // namespace fsdp::runtime
+
+#endif

@@ -1,0 +1,148 @@
+//===- Weights.cpp - a model's weights in and out, HF's names -------------===//
+#include "runtime/weights/Weights.h"
+#include "runtime/Communicator.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "support/Random.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+using namespace fsdp;
+using namespace fsdp::weights;
+using namespace fsdp::program;
+
+std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightSource &w,
+                                                std::vector<std::string> *ignored) {
+  std::set<std::string> names;
+  for (const Unit &u : p.units)
+    for (const Param &prm : u.params)
+      names.insert(prm.name);
+  for (const Unit &u : p.units)
+    for (const Param &prm : u.params) {
+      auto it = w.tensors().find(prm.name);
+      if (it == w.tensors().end())
+        return w.path() + ": missing tensor '" + prm.name + "'";
+      const std::string &file = w.fileOf(prm.name);
+      if (it->second.shape != prm.shape) {
+        std::string want, got;
+        for (int64_t d : prm.shape)
+          want += (want.empty() ? "" : ", ") + std::to_string(d);
+        for (int64_t d : it->second.shape)
+          got += (got.empty() ? "" : ", ") + std::to_string(d);
+        return file + ": tensor '" + prm.name + "' has shape [" + got + "], the model needs [" +
+               want + "]";
+      }
+      const std::string &dt = it->second.dtype;
+      if (dt != "F32" && dt != "BF16" && dt != "F16")
+        return file + ": tensor '" + prm.name + "' is " + dt + "; weights must be F32, BF16 or F16";
+    }
+  // Beyond the model's tensors, what the program says a checkpoint of it
+  // may hold: a tied copy is the same tensor again; a head the model does
+  // not have is ignored, named. Anything else is not this model's, and
+  // reading the checkpoint as if it were would be silent loss.
+  for (const auto &[name, info] : w.tensors()) {
+    if (names.count(name) ||
+        std::find(p.tiedCopies.begin(), p.tiedCopies.end(), name) != p.tiedCopies.end())
+      continue;
+    auto unused =
+        std::find_if(p.unusedWeightPrefixes.begin(), p.unusedWeightPrefixes.end(),
+                     [&](const std::string &prefix) { return name.rfind(prefix, 0) == 0; });
+    if (unused != p.unusedWeightPrefixes.end()) {
+      if (ignored)
+        ignored->push_back(w.fileOf(name) + ": tensor '" + name + "' is not part of " +
+                           p.modelName + " (" + *unused + "*); ignored");
+      continue;
+    }
+    return w.fileOf(name) + ": tensor '" + name + "' is not a parameter of " + p.modelName +
+           " (a checkpoint of another model, or of another configuration?)";
+  }
+  return "";
+}
+
+// A deterministic initialisation that does not depend on the world size:
+// each element's value is a function of the seed, the parameter's name and
+// the element's index (support/Random.h).
+std::string fsdp::weights::initShards(const Program &p, const RunOptions &o,
+                                              int shardMember, char *arena) {
+  auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
+  // A file or an HF checkpoint folder: each rank reads, from whichever shard
+  // file holds it, only the byte ranges of its own shards.
+  weights::WeightSource reader;
+  if (!o.weights.empty()) {
+    std::string err = reader.open(o.weights);
+    // Every parameter must be there with its shape: checked whole, before
+    // any rank reads its shards.
+    if (err.empty())
+      err = checkWeights(p, reader);
+    if (!err.empty())
+      return err;
+  }
+  for (const Unit &u : p.units) {
+    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+      std::memset(at(off), 0, u.shardNumel * 4);
+    float *shard = at(u.shardOffset);
+    for (const Param &prm : u.params) {
+      ShardSlice slice = shardSlice(u, shardMember, prm);
+      if (!slice.count)
+        continue;
+      if (!o.weights.empty()) {
+        std::string err =
+            reader.readF32(prm.name, slice.inParam, slice.count, shard + slice.inShard);
+        if (!err.empty())
+          return err;
+        continue;
+      }
+      uint64_t nameHash = 1469598103934665603ull;
+      for (char c : prm.name)
+        nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
+      bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
+      for (int64_t i = 0; i < slice.count; ++i) {
+        int64_t e = slice.inParam + i; // the parameter's element
+        float v;
+        if (prm.shape.size() >= 2) {
+          uint64_t r1 = support::splitmix64(o.seed ^ support::splitmix64(nameHash ^ (uint64_t)e * 2));
+          uint64_t r2 = support::splitmix64(r1);
+          double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
+          v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+        } else {
+          v = isBias ? 0.0f : 1.0f;
+        }
+        shard[slice.inShard + i] = v;
+      }
+    }
+  }
+  return "";
+}
+
+std::string fsdp::weights::saveFullWeights(const std::string &path, const program::Program &p,
+                                      runtime::Communicator &comm, char *arena,
+                                      int64_t maxShardSize, int64_t step) {
+  std::string err = checkpoint::checkFiniteState(p, comm, arena, step, /*moments=*/false,
+                                     comm.memberIndex(runtime::Group::Shard), "weights file");
+  if (!err.empty())
+    return err;
+  // The first shard group holds one whole copy; its members gather each unit.
+  bool inFirstGroup = comm.rank() < p.shardSize;
+  std::vector<std::vector<float>> full(p.units.size());
+  if (inFirstGroup)
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      const auto &u = p.units[i];
+      full[i].resize(u.paddedNumel);
+      if (!comm.allGather(runtime::Group::Shard, arena + u.shardOffset, full[i].data(),
+                          u.shardNumel * 4))
+        return "weights not written: " + comm.error();
+    }
+  if (comm.rank() == 0) {
+    std::vector<NamedTensor> tensors;
+    for (size_t i = 0; i < p.units.size(); ++i)
+      for (const auto &prm : p.units[i].params)
+        tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
+    // The program's parameters: each tensor once (a tied head is not one),
+    // in the order the model's importer lists them, its state-dict order.
+    err = isWeightsFolder(path) ? writeSafetensorsFolder(path, tensors, maxShardSize)
+                                : writeSafetensors(path, tensors);
+  }
+  return checkpoint::agree(comm, err, [] {});
+}

@@ -1,0 +1,55 @@
+//===- Weights.h - a model's weights in and out, HF's names ------*- C++ -*-===//
+//
+// The rank's first shards, from --weights (an HF safetensors file or
+// folder, checked against the model first) or the seeded initialisation,
+// and the full weights written back with HF's names and layouts
+// (--save-weights). The files themselves: Safetensors.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_WEIGHTS_WEIGHTS_H
+#define FSDP_RUNTIME_WEIGHTS_WEIGHTS_H
+
+#include "runtime/Options.h"
+#include "runtime/Program.h"
+#include "runtime/weights/Safetensors.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp::runtime {
+class Communicator;
+}
+
+namespace fsdp::weights {
+
+using runtime::RunOptions;
+
+/// Fills the rank's persistent buffers of every unit in `arena`, host memory
+/// laid out as the plan's arena (only the units' shard ranges are written):
+/// the parameter shard of member `shardMember` from options.weights (its byte
+/// ranges only, after checking every tensor's presence, shape and dtype) or
+/// the seeded initialisation; the gradient shard and Adam's moments zeroed.
+/// Returns "" or the error.
+std::string initShards(const program::Program &p, const RunOptions &options, int shardMember,
+                       char *arena);
+
+/// Every parameter of `p` is in `weights` with its shape and a dtype the
+/// runtime reads (F32, BF16, F16), and every tensor of `weights` is one of
+/// them, one of the program's tied copies, or under one of its unused weight
+/// prefixes (each such tensor named in `ignored`); an error names the file
+/// and the tensor.
+std::string checkWeights(const program::Program &p, const WeightSource &weights,
+                         std::vector<std::string> *ignored = nullptr);
+
+/// Gathers the parameters and writes them with HF names and layouts: one
+/// safetensors file, or, when `path` is a folder (isWeightsFolder), HF shards
+/// of at most `maxShardSize` bytes and their index. Only rank 0 writes. A
+/// parameter that is not finite is an error on every rank naming `step` and
+/// the parameter, and nothing is written.
+std::string saveFullWeights(const std::string &path, const program::Program &p,
+                            runtime::Communicator &comm, char *arena, int64_t maxShardSize,
+                            int64_t step);
+
+} // namespace fsdp::weights
+
+#endif

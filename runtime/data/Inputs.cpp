@@ -10,8 +10,8 @@ using namespace fsdp::data;
 using namespace fsdp::program;
 
 void fsdp::data::fillTokens(const Program &p, const data::Dataset &data, int64_t gradAccum,
-                                       int rank, int64_t step, int64_t micro, int64_t *tokens,
-                                       int64_t *targets) {
+                            int rank, int64_t step, int64_t micro, int64_t *tokens,
+                            int64_t *targets) {
   int64_t S = p.seqLen;
   data::BatchLayout l{p.microBatch, p.worldSize, gradAccum};
   for (int64_t b = 0; b < l.microBatch; ++b) {
@@ -26,9 +26,8 @@ void fsdp::data::fillTokens(const Program &p, const data::Dataset &data, int64_t
   }
 }
 
-void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs &data,
-                                       bool eval, int rank, int64_t step, int64_t micro,
-                                       char *input, int64_t *targets) {
+void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs &data, bool eval,
+                            int rank, int64_t step, int64_t micro, char *input, int64_t *targets) {
   data::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
   switch (p.inputKind) {
   case InputKind::Tokens:
@@ -37,14 +36,14 @@ void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs 
     return;
   case InputKind::MaskedTokens:
     data::fillMaskedTokens(eval ? data.eval : data.train, p.seqLen, l, rank, step, micro,
-                         o.maskTokenId, reinterpret_cast<int64_t *>(input), targets);
+                           o.maskTokenId, reinterpret_cast<int64_t *>(input), targets);
     return;
   case InputKind::Images: {
     const data::ImageSet &from = eval ? data.evalImages : data.trainImages;
     const Tensor &patches = p.tensors[p.tokens];
     if (patches.dtype == DType::F32) {
       data::fillImages(from, p.image, l, rank, step, micro, reinterpret_cast<float *>(input),
-                     targets);
+                       targets);
     } else { // bf16 compute: the patches rounded once, as a bf16 cast of them
       std::vector<float> wide(patches.numel());
       data::fillImages(from, p.image, l, rank, step, micro, wide.data(), targets);
@@ -55,9 +54,8 @@ void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs 
   }
 }
 
-std::string fsdp::data::lossNorm(const Program &p, const RunOptions &o,
-                                            const Inputs &data, bool eval, int64_t step,
-                                            LossNorm *norm) {
+std::string fsdp::data::lossNorm(const Program &p, const RunOptions &o, const Inputs &data,
+                                 bool eval, int64_t step, LossNorm *norm) {
   int64_t G = globalBatch(p, o);
   norm->divisor = (double)(p.worldSize * o.gradAccum); // the micro-steps' means
   switch (p.inputKind) {
@@ -83,13 +81,13 @@ std::string fsdp::data::lossNorm(const Program &p, const RunOptions &o,
   return "";
 }
 
-double fsdp::data::lossWeight(const Program &p, const RunOptions &o, const Inputs &data,
-                                         bool eval, int rank, int64_t step, int64_t micro) {
+double fsdp::data::lossWeight(const Program &p, const RunOptions &o, const Inputs &data, bool eval,
+                              int rank, int64_t step, int64_t micro) {
   if (p.inputKind != InputKind::MaskedTokens)
     return 1.0;
   data::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
   return (double)data::maskedMicroCount(eval ? data.eval : data.train, p.seqLen, l, rank, step,
-                                      micro);
+                                        micro);
 }
 
 std::string fsdp::data::Inputs::open(const Program &p, const RunOptions &o) {

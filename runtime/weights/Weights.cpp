@@ -14,7 +14,7 @@ using namespace fsdp::weights;
 using namespace fsdp::program;
 
 std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightSource &w,
-                                                std::vector<std::string> *ignored) {
+                                        std::vector<std::string> *ignored) {
   std::set<std::string> names;
   for (const Unit &u : p.units)
     for (const Param &prm : u.params)
@@ -64,8 +64,8 @@ std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightS
 // A deterministic initialisation that does not depend on the world size:
 // each element's value is a function of the seed, the parameter's name and
 // the element's index (support/Random.h).
-std::string fsdp::weights::initShards(const Program &p, const RunOptions &o,
-                                              int shardMember, char *arena) {
+std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int shardMember,
+                                      char *arena) {
   auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
   // A file or an HF checkpoint folder: each rank reads, from whichever shard
   // file holds it, only the byte ranges of its own shards.
@@ -102,7 +102,8 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o,
         int64_t e = slice.inParam + i; // the parameter's element
         float v;
         if (prm.shape.size() >= 2) {
-          uint64_t r1 = support::splitmix64(o.seed ^ support::splitmix64(nameHash ^ (uint64_t)e * 2));
+          uint64_t r1 =
+              support::splitmix64(o.seed ^ support::splitmix64(nameHash ^ (uint64_t)e * 2));
           uint64_t r2 = support::splitmix64(r1);
           double u1 = ((r1 >> 11) + 1) * 0x1.0p-53, u2 = (r2 >> 11) * 0x1.0p-53;
           v = (float)(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
@@ -117,10 +118,11 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o,
 }
 
 std::string fsdp::weights::saveFullWeights(const std::string &path, const program::Program &p,
-                                      runtime::Communicator &comm, char *arena,
-                                      int64_t maxShardSize, int64_t step) {
-  std::string err = checkpoint::checkFiniteState(p, comm, arena, step, /*moments=*/false,
-                                     comm.memberIndex(runtime::Group::Shard), "weights file");
+                                           runtime::Communicator &comm, char *arena,
+                                           int64_t maxShardSize, int64_t step) {
+  std::string err =
+      checkpoint::checkFiniteState(p, comm, arena, step, /*moments=*/false,
+                                   comm.memberIndex(runtime::Group::Shard), "weights file");
   if (!err.empty())
     return err;
   // The first shard group holds one whole copy; its members gather each unit.

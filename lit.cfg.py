@@ -51,5 +51,5 @@ llvm_config.with_system_environment(["PATH", "HOME", "TMPDIR", "OPENBLAS_CORETYP
                                      "ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA"])
 llvm_config.with_environment(
     "PATH", [config.fsdp_tools_dir, config.llvm_tools_dir], append_path=True)
-tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "fsdp-calibrate", "fsdp-trace-compare", "fsdp-sgemm-bench", "FileCheck", "not", "count", "split-file"]
+tools = ["fsdp-opt", "fsdp-plan", "fsdp-translate", "fsdp-run", "fsdp-calibrate", "fsdp-trace-compare", "fsdp-sgemm-bench", "fsdp-tokenize", "FileCheck", "not", "count", "split-file"]
 llvm_config.add_tool_substitutions(tools, [config.fsdp_tools_dir, config.llvm_tools_dir])

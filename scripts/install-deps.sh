@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   python3-torch python3-torchvision python3-numpy clang-format-19
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
+  libpcre2-dev libicu-dev pkg-config nodejs
 )
 
 missing=()
@@ -20,8 +21,20 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# The npm references fsdp-tokenize is compared with (tests/tokenize), at the
+# versions package-lock.json pins, from the npm registry.
+npm_references() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenize"
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    command -v npm >/dev/null || { echo "install-deps: npm is missing (nodejs)"; exit 1; }
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error && touch node_modules)
+  fi
+}
+
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  npm_references
   exit 0
 fi
 
@@ -31,3 +44,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+npm_references

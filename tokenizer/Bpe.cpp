@@ -191,8 +191,8 @@ public:
   struct Merge {
     int32_t rank, merged;
   };
-  std::unordered_map<uint64_t, Merge> merges; // (left id << 32 | right id)
-  bool wholeFirst = false;                    // tiktoken; HF's ignore_merges
+  std::unordered_map<uint64_t, Merge> merges;     // (left id << 32 | right id)
+  bool wholeFirst = false;                        // tiktoken; HF's ignore_merges
   std::vector<std::unique_ptr<Pattern>> patterns; // applied in turn
   bool keepGaps = true;
   bool prefixSpace = false; // HF ByteLevel's add_prefix_space
@@ -215,8 +215,8 @@ public:
       std::string_view body = s.text;
       if (nfc) {
         UErrorCode status = U_ZERO_ERROR;
-        icu::UnicodeString u = icu::UnicodeString::fromUTF8(
-            icu::StringPiece(body.data(), (int32_t)body.size()));
+        icu::UnicodeString u =
+            icu::UnicodeString::fromUTF8(icu::StringPiece(body.data(), (int32_t)body.size()));
         icu::UnicodeString n = nfc->normalize(u, status);
         normalized.clear();
         n.toUTF8String(normalized);
@@ -297,8 +297,7 @@ public:
     for (int b = 0; b < 256; ++b) {
       auto it = byBytes.find(std::string(1, char(b)));
       if (it == byBytes.end())
-        return file + ": byte " + std::to_string(b) +
-               " has no token: not a byte-level vocabulary";
+        return file + ": byte " + std::to_string(b) + " has no token: not a byte-level vocabulary";
       byteId[b] = it->second;
     }
     return "";
@@ -319,9 +318,7 @@ public:
   }
 };
 
-std::string jsonWhere(const std::string &file, const std::string &key) {
-  return file + ": " + key;
-}
+std::string jsonWhere(const std::string &file, const std::string &key) { return file + ": " + key; }
 
 } // namespace
 
@@ -417,8 +414,7 @@ std::string fsdp::tokenizer::loadTiktoken(const std::string &file, const std::st
     long long rank = sp == std::string::npos ? -1 : std::strtoll(line.c_str() + sp + 1, &end, 10);
     if (sp == std::string::npos || rank < 0 || rank > INT32_MAX - 1 || *end != '\0')
       return file + ":" + std::to_string(lineNo) + ": expected 'BASE64 RANK'";
-    if (std::string err = decodeBase64(std::string_view(line).substr(0, sp), &bytes);
-        !err.empty())
+    if (std::string err = decodeBase64(std::string_view(line).substr(0, sp), &bytes); !err.empty())
       return file + ":" + std::to_string(lineNo) + ": " + err;
     if (!t->byBytes.emplace(bytes, int32_t(rank)).second)
       return file + ":" + std::to_string(lineNo) + ": token repeated";
@@ -468,11 +464,11 @@ std::string fsdp::tokenizer::loadGPT2Files(const std::string &vocabFile,
     merges.push_back(line);
   }
   // GPT-2's slow tokenizer as its tokenizer.json writes it.
-  json j = {{"model",
-             {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}}},
-            {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-            {"normalizer", nullptr},
-            {"added_tokens", json::array()}};
+  json j = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", false}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"normalizer", nullptr},
+      {"added_tokens", json::array()}};
   if (vocab.contains("<|endoftext|>"))
     j["added_tokens"].push_back(
         {{"content", "<|endoftext|>"}, {"id", vocab["<|endoftext|>"]}, {"special", true}});
@@ -486,7 +482,8 @@ std::string fsdp::tokenizer::loadHFBpe(const json &j, const std::string &file,
   auto t = std::make_unique<ByteLevelBpe>();
   // What the importer does not implement is refused, named.
   for (const char *key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"})
-    if (model.contains(key) && !model[key].is_null() && !(model[key].is_string() && model[key] == ""))
+    if (model.contains(key) && !model[key].is_null() &&
+        !(model[key].is_string() && model[key] == ""))
       return jsonWhere(file, std::string("model.") + key) + ": " + model[key].dump() +
              " is not implemented (byte-level BPE has none)";
   if (model.value("byte_fallback", false))
@@ -576,7 +573,8 @@ std::string fsdp::tokenizer::loadHFBpe(const json &j, const std::string &file,
       else if (pat.contains("String") && pat["String"].is_string())
         regex = literalRegex(pat["String"]);
       else
-        return jsonWhere(file, where + ".pattern") + ": expected {\"Regex\": ...} or {\"String\": ...}";
+        return jsonWhere(file, where + ".pattern") +
+               ": expected {\"Regex\": ...} or {\"String\": ...}";
     } else {
       return jsonWhere(file, where) + ": " + s.dump().substr(0, 80) +
              " is not implemented (byte-level BPE takes Split steps, then one ByteLevel)";

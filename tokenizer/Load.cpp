@@ -1,6 +1,6 @@
 //===- Load.cpp - finding and reading a model's tokenizer -----------------===//
-#include "tokenizer/Formats.h"
 #include "support/InputFile.h"
+#include "tokenizer/Formats.h"
 
 #include <sys/stat.h>
 
@@ -17,7 +17,8 @@ static bool isDir(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 static bool endsWith(const std::string &s, const std::string &suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 static std::string dirOf(const std::string &p) {
   size_t slash = p.find_last_of('/');

@@ -1,7 +1,7 @@
 //===- Text.cpp - UTF-8, files and added tokens for the tokenizers --------===//
 #include "tokenizer/Text.h"
-#include "tokenizer/Tokenizer.h"
 #include "support/InputFile.h"
+#include "tokenizer/Tokenizer.h"
 
 #include <algorithm>
 

@@ -11,12 +11,12 @@
 // written beside OUT under temporary names and renamed at the end.
 //
 //===----------------------------------------------------------------------===//
-#include "tools/Version.h"
 #include "runtime/io/Files.h"
 #include "support/InputFile.h"
 #include "support/Suggest.h"
 #include "tokenizer/Text.h"
 #include "tokenizer/Tokenizer.h"
+#include "tools/Version.h"
 
 #include <nlohmann/json.hpp>
 
@@ -180,7 +180,9 @@ public:
   /// The oldest chunk once done, or null at the end.
   std::unique_ptr<Chunk> next() {
     std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return (!chunks.empty() && chunks.front()->done) || (closed && chunks.empty()) || stopped; });
+    cv.wait(l, [&] {
+      return (!chunks.empty() && chunks.front()->done) || (closed && chunks.empty()) || stopped;
+    });
     if (stopped || chunks.empty())
       return nullptr;
     std::unique_ptr<Chunk> c = std::move(chunks.front());
@@ -244,9 +246,10 @@ private:
 
 int main(int argc, char **argv) {
   Options o;
-  const std::vector<std::string> flags = {"--tokenizer", "-o",       "--field",   "--eos-id",
-                                          "--pattern",   "--dtype",  "--threads", "--replace-invalid",
-                                          "--doc-index", "--version", "--help"};
+  const std::vector<std::string> flags = {
+      "--tokenizer", "-o",        "--field",   "--eos-id",
+      "--pattern",   "--dtype",   "--threads", "--replace-invalid",
+      "--doc-index", "--version", "--help"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string *to) {
@@ -292,8 +295,8 @@ int main(int argc, char **argv) {
     } else if (a.size() > 1 && a[0] == '-') {
       std::string flag = a.substr(0, a.find('='));
       std::string near = support::nearest(flag, flags);
-      return fail("unknown flag '" + a + "'" + (near.empty() ? "" : "; did you mean " + near + "?") +
-                  " (fsdp-tokenize --help)");
+      return fail("unknown flag '" + a + "'" +
+                  (near.empty() ? "" : "; did you mean " + near + "?") + " (fsdp-tokenize --help)");
     } else {
       o.files.push_back(a);
     }
@@ -485,9 +488,10 @@ int main(int argc, char **argv) {
       err = index.close();
   }
   if (err.empty()) {
-    json m = {{"format", "fsdp-tokens"}, {"tokenizer", source},       {"kind", tok->kind()},
-              {"vocab_size", vocab},      {"dtype", dtype},             {"documents", documents},
-              {"tokens", written},        {"eos_id", eos >= 0 ? json(eos) : json(nullptr)}};
+    json m = {{"format", "fsdp-tokens"}, {"tokenizer", source},
+              {"kind", tok->kind()},     {"vocab_size", vocab},
+              {"dtype", dtype},          {"documents", documents},
+              {"tokens", written},       {"eos_id", eos >= 0 ? json(eos) : json(nullptr)}};
     if (tok->maskId() >= 0)
       m["mask_id"] = tok->maskId();
     if (o.docIndex)
@@ -517,7 +521,8 @@ int main(int argc, char **argv) {
                (long long)documents, (long long)written, dtype.c_str(), (long long)vocab,
                o.out.c_str());
   if (replaced)
-    std::fprintf(stderr, "fsdp-tokenize: warning: %lld invalid UTF-8 sequences replaced by U+FFFD\n",
+    std::fprintf(stderr,
+                 "fsdp-tokenize: warning: %lld invalid UTF-8 sequences replaced by U+FFFD\n",
                  (long long)replaced);
   return 0;
 }

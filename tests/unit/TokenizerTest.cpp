@@ -19,7 +19,7 @@ using nlohmann::json;
 TEST(Utf8, ValidSequencesPass) {
   EXPECT_EQ(checkUtf8("plain ASCII"), "");
   EXPECT_EQ(checkUtf8("\xC3\xA9 \xE6\xBC\xA2 \xF0\x9F\x98\x80"), ""); // é 漢 😀
-  EXPECT_EQ(checkUtf8("\xF4\x8F\xBF\xBF"), "");                        // U+10FFFF
+  EXPECT_EQ(checkUtf8("\xF4\x8F\xBF\xBF"), "");                       // U+10FFFF
   EXPECT_EQ(checkUtf8(std::string("nul \0 inside", 12)), "");
 }
 
@@ -51,7 +51,13 @@ TEST(Utf8, EachBadClassNamesItsOffset) {
 TEST(Utf8, ReplacementFollowsMaximalSubparts) {
   int64_t n = 0;
   // WHATWG: E1 80 (truncated 3-byte) is one U+FFFD; a lone 80 another.
-  EXPECT_EQ(replaceInvalidUtf8("a\xE1\x80" "b\x80" "c", &n), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c");
+  EXPECT_EQ(replaceInvalidUtf8("a\xE1\x80"
+                               "b\x80"
+                               "c",
+                               &n),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD"
+            "c");
   EXPECT_EQ(n, 2);
   // ED A0 80: ED's second byte must be below A0, so three replacements.
   EXPECT_EQ(replaceInvalidUtf8("\xED\xA0\x80", &n), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
@@ -93,10 +99,11 @@ json tinyBpe(const std::vector<std::string> &extra, const std::vector<std::strin
   }
   for (const std::string &t : extra)
     vocab[t] = id++;
-  return {{"model",
-           {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", ignoreMerges}}},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
-          {"added_tokens", json::array()}};
+  return {
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", ignoreMerges}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"added_tokens", json::array()}};
 }
 
 std::vector<int64_t> encode(const Tokenizer &t, const std::string &text) {
@@ -110,8 +117,9 @@ TEST(ByteLevelBpe, LowestRankFirstLeftmostOnTies) {
   // "ab" (rank 0) before "bc" (rank 1): "abc" is ab + c, not a + bc.
   std::unique_ptr<Tokenizer> t;
   ASSERT_EQ(loadHFBpe(tinyBpe({"ab", "bc", "abc"}, {"a b", "b c", "ab c"}), "t.json", "", &t), "");
-  EXPECT_EQ(encode(*t, "abc"), (std::vector<int64_t>{258}));   // ab, then ab+c
-  EXPECT_EQ(encode(*t, "bcab"), (std::vector<int64_t>{257, 256})); // bc | ab: two merges of their own
+  EXPECT_EQ(encode(*t, "abc"), (std::vector<int64_t>{258})); // ab, then ab+c
+  EXPECT_EQ(encode(*t, "bcab"),
+            (std::vector<int64_t>{257, 256})); // bc | ab: two merges of their own
   // Ties: "aaa" with "a a" merges the leftmost pair first: aa + a.
   ASSERT_EQ(loadHFBpe(tinyBpe({"aa"}, {"a a"}), "t.json", "", &t), "");
   EXPECT_EQ(encode(*t, "aaa"), (std::vector<int64_t>{256, 'a'})); // byte b is id b here
@@ -121,7 +129,11 @@ TEST(ByteLevelBpe, PreTokensSplitBeforeMerging) {
   // " a" is one pre-token (GPT-2's pattern: " ?\p{L}+"); its space is
   // byte 0x20, written U+0120 'Ġ' in the alphabet.
   std::unique_ptr<Tokenizer> t;
-  ASSERT_EQ(loadHFBpe(tinyBpe({"\xC4\xA0" "a"}, {"\xC4\xA0 a"}), "t.json", "", &t), "");
+  ASSERT_EQ(loadHFBpe(tinyBpe({"\xC4\xA0"
+                               "a"},
+                              {"\xC4\xA0 a"}),
+                      "t.json", "", &t),
+            "");
   std::vector<int64_t> ids = encode(*t, "a a");
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[1], 256);

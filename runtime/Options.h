@@ -48,7 +48,17 @@ struct RunOptions {
   // Image programs: the labels of `data` and of `evalData` (.npy).
   std::string labels, evalLabels;
   // Masked-LM programs: the token a selected position's input becomes.
+  // Unless given (maskTokenIdGiven), the token file's sidecar's mask_id
+  // when it has one (data::Inputs::maskTokenId).
   int64_t maskTokenId = 103;
+  bool maskTokenIdGiven = false;
+  // --shuffle SEED: each epoch's windows in a permutation of their own
+  // (docs/sampling.md); without it, the sequential order.
+  bool shuffle = false;
+  uint64_t shuffleSeed = 0;
+  // With --resume: the token count the checkpoint's run trained on (0: not
+  // recorded), which this run's stream must have.
+  int64_t resumeTokens = 0;
   // The process's stop signal and record (runtime/Signals.h), fsdp-run's:
   // null, the executors' own module's.
   StopState *stopState = nullptr;
@@ -63,6 +73,11 @@ struct StepReport {
   int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
   int64_t predictedPeakBytes = 0; // the plan's
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
+  // Token data: the epoch (from 1) of the step's first sample, that
+  // sample's place in it, the samples an epoch has (0: not token data), and
+  // whether the step's samples finished an epoch.
+  int64_t epoch = 0, epochPosition = 0, epochSamples = 0;
+  bool epochEnded = false;
 };
 
 /// Called on rank 0 after each optimizer step; an error it returns (a failed

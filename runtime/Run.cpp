@@ -149,6 +149,9 @@ std::string checkInputFlags(const program::Program &p, const std::string &plan, 
   if (p.inputKind == InputKind::Images) {
     if (!o.dataDtype.empty())
       return "--data-dtype is for token files; " + kind + " (.npy files say their dtype)";
+    if (o.shuffle)
+      return "--shuffle is for token files; " + kind +
+             " (images are taken in order, sample k the image k mod N)";
     if (o.data.empty())
       return kind + ": give them with --data IMAGES.npy (uint8 [N, " +
              std::to_string(p.image.height) + ", " + std::to_string(p.image.width) + ", " +
@@ -211,6 +214,10 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
          ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
          ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
          ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +
+         (r.epochSamples ? ", \"epoch\": " + std::to_string(r.epoch) +
+                               ", \"epoch_position\": " + std::to_string(r.epochPosition) +
+                               ", \"epoch_samples\": " + std::to_string(r.epochSamples)
+                         : "") +
          ", \"predicted_step_time_s\": " + num(predictedStepS, "%.6f") + "}\n";
 }
 
@@ -219,6 +226,37 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
 // when DIR is to be made); --save is created and locked for the life of the
 // run (*saveDir). The --weights are checked against the model here too, so
 // that an error is said once.
+// A resumed run continues the order its checkpoint recorded: without
+// --shuffle it takes the saved seed (and says so); a --shuffle that differs
+// from it is an error naming both. The stream's size is checked against the
+// recorded one once the data is open (the trainer's resume).
+std::string resumeSampling(RunOptions *o, const RunEvents &events, bool speak) {
+  if (o->resume.empty())
+    return "";
+  checkpoint::CheckpointRef from;
+  checkpoint::Sampling saved;
+  bool recorded = false;
+  if (checkpoint::resolveCheckpoint(o->resume, &from).empty() &&
+      checkpoint::readSampling(from.path, &saved, &recorded).empty() && recorded) {
+    o->resumeTokens = saved.tokens;
+    auto name = [](bool shuffle, uint64_t seed) {
+      return shuffle ? "--shuffle " + std::to_string(seed) : std::string("the sequential order");
+    };
+    if (o->shuffle && (!saved.shuffle || saved.seed != o->shuffleSeed))
+      return o->resume + ": its run drew samples in " + name(saved.shuffle, saved.seed) +
+             ", this one asks for " + name(true, o->shuffleSeed) +
+             ": a resumed run continues its order (drop --shuffle, or start a new run)";
+    if (!o->shuffle && saved.shuffle) {
+      o->shuffle = true;
+      o->shuffleSeed = saved.seed;
+      if (speak && events.warning)
+        events.warning("resuming with --shuffle " + std::to_string(saved.seed) + ", as " +
+                       from.path + " was saved");
+    }
+  }
+  return ""; // a checkpoint that does not resolve is checkOutputs' to report
+}
+
 std::string checkOutputs(const program::Program &p, const RunRequest &req, const RunEvents &events,
                          std::unique_ptr<checkpoint::CheckpointDir> *saveDir) {
   const RunOptions &o = req.options;
@@ -276,8 +314,10 @@ std::optional<BackendKind> fsdp::runtime::parseBackend(const std::string &name) 
   return std::nullopt;
 }
 
-RunResult fsdp::runtime::run(const RunRequest &req, const RunEvents &events) {
-  const RunOptions &o = req.options;
+RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
+  // What the run resolves (a resumed run's sampling) changes its copy.
+  RunRequest req = given;
+  RunOptions &o = req.options;
   RunResult res;
   int mpiRank = 0, mpiSize = 1;
   bool usingMpi = false;
@@ -385,7 +425,9 @@ RunResult fsdp::runtime::run(const RunRequest &req, const RunEvents &events) {
                     std::to_string(p.worldSize) + " ranks x " + std::to_string(o.gradAccum) +
                     " micro-steps, more tokens than fsdp-run counts (2^62)",
                 mpiRank == 0);
-  if (std::string why = checkInputFlags(p, req.plan, o, req.maskTokenIdGiven); !why.empty())
+  if (std::string why = checkInputFlags(p, req.plan, o, o.maskTokenIdGiven); !why.empty())
+    return fail(why, mpiRank == 0);
+  if (std::string why = resumeSampling(&o, events, mpiRank == 0); !why.empty())
     return fail(why, mpiRank == 0);
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
@@ -443,6 +485,9 @@ RunResult fsdp::runtime::run(const RunRequest &req, const RunEvents &events) {
   if (backend == BackendKind::Threads)
     if (std::string dataErr = threadsInputs.open(p, o); !dataErr.empty())
       return fail(dataErr);
+  for (const std::string &note : threadsInputs.warnings)
+    if (events.warning)
+      events.warning(note);
   // Outputs, checked by the process of rank 0. Under MPI a failure here ends
   // every process.
   std::unique_ptr<checkpoint::CheckpointDir> saveDir;

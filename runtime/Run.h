@@ -44,8 +44,6 @@ struct RunRequest {
   /// (-1 and "": not given).
   int64_t rank = -1;
   std::string ncclIdFile;
-  /// --mask-token-id was given (an error for a model that takes no masks).
-  bool maskTokenIdGiven = false;
   /// RunResult::reports keeps every step's report (a test's; a long run's
   /// front end takes them through RunEvents::step instead).
   bool keepReports = false;

@@ -243,6 +243,14 @@ int64_t Trainer::loadShards() {
     // fsdp-run checked the checkpoint it saw at start; another run saving to
     // the folder may have made a newer one since. Every rank has the same
     // step.
+    // The stream the saved run trained on: the order depends on its size.
+    if (err.empty() && options.resumeTokens > 0 &&
+        program.inputKind != program::InputKind::Images &&
+        data.train.size() != options.resumeTokens)
+      err = options.resume + ": its run trained on a stream of " +
+            std::to_string(options.resumeTokens) + " tokens, --data holds " +
+            std::to_string(data.train.size()) +
+            ": a resumed run continues the same data in the same order";
     if (err.empty() && first > options.steps)
       err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
             ", past --steps " + std::to_string(options.steps);
@@ -309,6 +317,10 @@ double Trainer::evaluate() {
 
 void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   traceStep = t;
+  // A token file that changed size is not the stream that was checked (and
+  // a truncated one would be a SIGBUS on the next read of its map).
+  if (std::string err = data.checkUnchanged(); !err.empty())
+    device.fail(err);
   // The mean over the step's G x S tokens, G images, or selected tokens.
   data::LossNorm norm;
   if (std::string err = data::lossNorm(program, options, data, false, t, &norm); !err.empty())
@@ -335,13 +347,24 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   StepReport r = stepReport(program, options, t, lossSum, norm.divisor, gradNorm, seconds);
   r.peakBytes = device.peakBytes();
   r.outsideArenaBytes = device.outsideArenaBytes();
+  int64_t G = data::globalBatch(program, options);
+  if (program.inputKind != program::InputKind::Images) {
+    data::Dataset::EpochPlace first = data.train.epochOf(program.seqLen, t * G),
+                              next = data.train.epochOf(program.seqLen, (t + 1) * G);
+    r.epoch = first.epoch + 1;
+    r.epochPosition = first.position;
+    r.epochSamples = first.samples;
+    r.epochEnded = next.epoch > first.epoch;
+  }
+  checkpoint::Sampling sampling{
+      data.train.isShuffled(), data.train.seed(),
+      program.inputKind == program::InputKind::Images ? 0 : data.train.size()};
   std::string err = afterStep(
       options, r, host, onStep, [&] { return evaluate(); },
       [&] {
         device.shardsOut();
         return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
-                                          device.shardImage(), step,
-                                          data::globalBatch(program, options));
+                                          device.shardImage(), step, G, sampling);
       },
       stop);
   if (!err.empty())

@@ -31,75 +31,81 @@ using namespace fsdp;
 
 static void usage(FILE *to) {
   std::fprintf(
-      to, "usage: fsdp-run PROGRAM.json|PLAN.mlir [options]\n"
-          "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
-          "\n"
-          "Launch:\n"
-          "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
-          "                        default); mpi: one process a rank (mpirun -np N; the default\n"
-          "                        under mpirun with more than one process); nccl: one GPU a rank\n"
-          "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
-          "                        before every rank stops, naming the ranks that did not arrive\n"
-          "                        (default 600; --nccl-timeout is the same flag)\n"
-          "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
-          "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
-          "  (environment) FSDP_NCCL_PLUGIN=PATH  --backend nccl loads this library instead of\n"
-          "                        libfsdp-nccl.so beside fsdp-run: the emulated device,\n"
-          "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md);\n"
-          "                        set for another backend, it is an error\n"
-          "Training:\n"
-          "  --steps K             optimizer steps (default 1)\n"
-          "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
-          "  --seed S              initialisation seed when no --weights are given (default 0)\n"
-          "  --weights FILE.safetensors|DIR  initial weights with HF names and layouts; DIR:\n"
-          "                        an HF checkpoint folder (model.safetensors.index.json and\n"
-          "                        its shards, or model.safetensors), or the index itself\n"
-          "                        (default: the seeded initialisation)\n"
-          "  --data FILE           tokens, flat little-endian (nanoGPT's train.bin); without it,\n"
-          "                        synthetic tokens; for a program whose inputs are images, a\n"
-          "                        .npy of uint8 [N, height, width, channels]\n"
-          "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
-          "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
-          "                        103, BERT's [MASK]); below the vocabulary\n"
-          "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
-          "                        uint16 when the vocabulary has at most 65536 tokens)\n"
-          "  --lr X                AdamW learning rate (default 1e-3)\n"
-          "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
-          "  --eps X               AdamW epsilon (default 1e-8)\n"
-          "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
-          "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
-          "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
-          "                        down to --min-lr over the steps left (default constant)\n"
-          "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
-          "  --min-lr X            the schedule's last rate (default 0)\n"
-          "Evaluation:\n"
-          "  --eval-data FILE      held-out tokens (same width as --data), or images; eval_loss\n"
-          "                        in --metrics and the progress line\n"
-          "  --eval-labels FILE    the labels of --eval-data images (.npy, as --labels)\n"
-          "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
-          "  --eval-batches K      batches an evaluation averages (default 1)\n"
-          "Outputs (their folders checked before step 1):\n"
-          "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
-          "  --trace FILE          the measured timeline, Chrome trace JSON\n"
-          "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
-          "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
-          "  --keep K              the K newest checkpoints kept (default 2)\n"
-          "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
-          "                        model and global batch)\n"
-          "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
-          "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
-          "                        HF shards and their index, as save_pretrained writes them\n"
-          "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
-          "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
-          "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
-          "  --log-every N         a progress line every N steps (default 1)\n"
-          "  --quiet               no progress lines\n"
-          "  --help, --version\n"
-          "\n"
-          "SIGTERM, SIGINT or SIGHUP: every rank finishes its step, the checkpoint of that step\n"
-          "is written (with --save), and fsdp-run exits 128 + the signal's number; a second\n"
-          "signal stops at once. Under mpirun: --mca odls_base_sigkill_timeout SECONDS\n"
-          "(see docs/checkpoint-format.md).\n");
+      to,
+      "usage: fsdp-run PROGRAM.json|PLAN.mlir [options]\n"
+      "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
+      "\n"
+      "Launch:\n"
+      "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
+      "                        default); mpi: one process a rank (mpirun -np N; the default\n"
+      "                        under mpirun with more than one process); nccl: one GPU a rank\n"
+      "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
+      "                        before every rank stops, naming the ranks that did not arrive\n"
+      "                        (default 600; --nccl-timeout is the same flag)\n"
+      "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
+      "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
+      "  (environment) FSDP_NCCL_PLUGIN=PATH  --backend nccl loads this library instead of\n"
+      "                        libfsdp-nccl.so beside fsdp-run: the emulated device,\n"
+      "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md);\n"
+      "                        set for another backend, it is an error\n"
+      "Training:\n"
+      "  --steps K             optimizer steps (default 1)\n"
+      "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
+      "  --seed S              initialisation seed when no --weights are given (default 0)\n"
+      "  --shuffle SEED        each epoch's windows of --data in a permutation of their own\n"
+      "                        (docs/sampling.md; default: in order); a resumed run keeps\n"
+      "                        its checkpoint's\n"
+      "  --weights FILE.safetensors|DIR  initial weights with HF names and layouts; DIR:\n"
+      "                        an HF checkpoint folder (model.safetensors.index.json and\n"
+      "                        its shards, or model.safetensors), or the index itself\n"
+      "                        (default: the seeded initialisation)\n"
+      "  --data FILE[,FILE..]  tokens, flat little-endian (fsdp-tokenize, nanoGPT's train.bin),\n"
+      "                        memory-mapped; several files, or a folder's *.bin in name\n"
+      "                        order, are one stream; without it,\n"
+      "                        synthetic tokens; for a program whose inputs are images, a\n"
+      "                        .npy of uint8 [N, height, width, channels]\n"
+      "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
+      "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
+      "                        103, BERT's [MASK]); below the vocabulary\n"
+      "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
+      "                        uint16 when the vocabulary has at most 65536 tokens)\n"
+      "  --lr X                AdamW learning rate (default 1e-3)\n"
+      "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
+      "  --eps X               AdamW epsilon (default 1e-8)\n"
+      "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
+      "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
+      "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
+      "                        down to --min-lr over the steps left (default constant)\n"
+      "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
+      "  --min-lr X            the schedule's last rate (default 0)\n"
+      "Evaluation:\n"
+      "  --eval-data FILE      held-out tokens (same width as --data), or images; eval_loss\n"
+      "                        in --metrics and the progress line\n"
+      "  --eval-labels FILE    the labels of --eval-data images (.npy, as --labels)\n"
+      "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
+      "  --eval-batches K      batches an evaluation averages (default 1)\n"
+      "Outputs (their folders checked before step 1):\n"
+      "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
+      "  --trace FILE          the measured timeline, Chrome trace JSON\n"
+      "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
+      "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
+      "  --keep K              the K newest checkpoints kept (default 2)\n"
+      "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
+      "                        model and global batch)\n"
+      "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
+      "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
+      "                        HF shards and their index, as save_pretrained writes them\n"
+      "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
+      "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
+      "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
+      "  --log-every N         a progress line every N steps (default 1)\n"
+      "  --quiet               no progress lines\n"
+      "  --help, --version\n"
+      "\n"
+      "SIGTERM, SIGINT or SIGHUP: every rank finishes its step, the checkpoint of that step\n"
+      "is written (with --save), and fsdp-run exits 128 + the signal's number; a second\n"
+      "signal stops at once. Under mpirun: --mca odls_base_sigkill_timeout SECONDS\n"
+      "(see docs/checkpoint-format.md).\n");
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
@@ -156,13 +162,20 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
       char eval[48] = "";
       if (r.evaluated)
         std::snprintf(eval, sizeof eval, " | eval loss %.4f", r.evalLoss);
+      char epoch[64] = "";
+      if (r.epochSamples)
+        std::snprintf(epoch, sizeof epoch, " | epoch %lld (%.0f%%)", (long long)r.epoch,
+                      100.0 * double(r.epochPosition) / double(r.epochSamples));
       std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
-                  "%.3f s%s | peak %s per rank (predicted %s)\n",
+                  "%.3f s%s | peak %s per rank (predicted %s)%s\n",
                   (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
                   r.tokensPerS, r.stepTimeS, predictedTime->c_str(),
                   support::describeBytes(r.peakBytes).c_str(),
-                  support::describeBytes(r.predictedPeakBytes).c_str());
+                  support::describeBytes(r.predictedPeakBytes).c_str(), epoch);
     }
+    if (!quiet && r.epochEnded)
+      std::printf("fsdp-run: epoch %lld of the data done after step %lld\n", (long long)r.epoch,
+                  (long long)r.step);
     std::fflush(stdout);
   };
   events.finished = [=](const runtime::RunResult &res) {
@@ -291,6 +304,9 @@ int main(int argc, char **argv) {
       *strings[a] = value();
     } else if (a == "--steps") {
       o.steps = (int64_t)integer(value(), a, 1, kMaxCount);
+    } else if (a == "--shuffle") {
+      o.shuffle = true;
+      o.shuffleSeed = (uint64_t)integer(value(), a, 0, UINT64_MAX);
     } else if (a == "--seed") {
       o.seed = integer(value(), a, 0, UINT64_MAX);
     } else if (a == "--grad-accum") {
@@ -333,7 +349,7 @@ int main(int argc, char **argv) {
       backendGiven = true;
     } else if (a == "--mask-token-id") {
       o.maskTokenId = (int64_t)integer(value(), a, 0, INT64_MAX);
-      req.maskTokenIdGiven = true;
+      o.maskTokenIdGiven = true;
     } else if (a == "--data-dtype") {
       o.dataDtype = value();
       if (o.dataDtype != "uint16" && o.dataDtype != "uint32")

@@ -176,7 +176,8 @@ bool isDirectory(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
+json metaOf(const program::Program &p, int64_t step, int64_t globalBatch,
+            const Sampling &sampling) {
   json units = json::array();
   for (const auto &u : p.units) {
     json params = json::array();
@@ -188,18 +189,21 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch) {
   int64_t bytes = shardFileBytes(payloadBytesOf(p), kBlockBytes);
   for (int64_t m = 0; m < p.shardSize; ++m)
     shards.push_back({{"bytes", bytes}, {"header_crc", shardHeader(p, step, m).headerCrc}});
-  json meta = {{"format", "fsdp-checkpoint"},
-               {"version", kVersion},
-               {"step", step},
-               {"global_batch", globalBatch},
-               {"model", p.modelName},
-               {"identity", modelIdentity(p)},
-               {"world_size", p.worldSize},
-               {"strategy", p.strategy},
-               {"shard_files", p.shardSize},
-               {"shards", shards},
-               {"block_bytes", kBlockBytes},
-               {"units", units}};
+  json meta = {
+      {"format", "fsdp-checkpoint"},
+      {"version", kVersion},
+      {"step", step},
+      {"global_batch", globalBatch},
+      {"model", p.modelName},
+      {"identity", modelIdentity(p)},
+      {"world_size", p.worldSize},
+      {"strategy", p.strategy},
+      {"shard_files", p.shardSize},
+      {"shards", shards},
+      {"block_bytes", kBlockBytes},
+      {"units", units},
+      {"sampling",
+       {{"shuffle", sampling.shuffle}, {"seed", sampling.seed}, {"tokens", sampling.tokens}}}};
   meta["checksum"] = metaChecksum(meta);
   return meta;
 }
@@ -789,7 +793,8 @@ std::string fsdp::checkpoint::resolveCheckpoint(const std::string &path, Checkpo
 
 std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t keep,
                                              const program::Program &p, runtime::Communicator &comm,
-                                             char *arena, int64_t step, int64_t globalBatch) {
+                                             char *arena, int64_t step, int64_t globalBatch,
+                                             const Sampling &sampling) {
   std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
   auto removeTmp = [&] { removeTree(tmp); };
   bool rank0 = comm.rank() == 0;
@@ -820,7 +825,8 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
   // then are the oldest beyond `keep` removed.
   mine.clear();
   if (rank0) {
-    mine = writeFileDurable(tmp + "/meta.json", metaOf(p, step, globalBatch).dump(1) + "\n");
+    mine =
+        writeFileDurable(tmp + "/meta.json", metaOf(p, step, globalBatch, sampling).dump(1) + "\n");
     if (mine.empty())
       mine = syncDirectory(tmp);
     if (mine.empty())
@@ -976,4 +982,27 @@ std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const pr
       loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
   // Held until every rank has read it.
   return agree(comm, mine, [] {}, "checkpoint not read");
+}
+
+std::string fsdp::checkpoint::readSampling(const std::string &path, Sampling *out, bool *recorded) {
+  std::string text, file = path + "/meta.json";
+  *recorded = false;
+  if (std::string err = support::readRegularFile(file, support::kMaxJsonBytes, "checkpoint", &text);
+      !err.empty())
+    return err;
+  json meta = json::parse(text, nullptr, false);
+  if (!meta.is_object())
+    return file + ": not JSON";
+  if (!meta.contains("sampling"))
+    return "";
+  const json &s = meta["sampling"];
+  if (!s.is_object() || !s.contains("shuffle") || !s["shuffle"].is_boolean() ||
+      !s.contains("seed") || !s["seed"].is_number_unsigned() || !s.contains("tokens") ||
+      !s["tokens"].is_number_integer())
+    return file + ": sampling: expected {\"shuffle\": bool, \"seed\": n, \"tokens\": n}";
+  out->shuffle = s["shuffle"];
+  out->seed = s["seed"];
+  out->tokens = s["tokens"];
+  *recorded = true;
+  return "";
 }

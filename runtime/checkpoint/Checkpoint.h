@@ -73,9 +73,20 @@ std::string checkpointPath(const std::string &dir, int64_t step);
 /// and the first such parameter, and nothing is written or removed. A failure
 /// on any rank is an error on every rank (naming the path and the system's
 /// reason), and what the save wrote is removed.
+/// How the run draws its samples (docs/sampling.md), recorded in meta.json
+/// so that a resumed run continues the same order.
+struct Sampling {
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t tokens = 0; // the training stream's length (0: images)
+};
 std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::Program &p,
                            runtime::Communicator &comm, char *arena, int64_t step,
-                           int64_t globalBatch);
+                           int64_t globalBatch, const Sampling &sampling = {});
+
+/// The sampling the checkpoint folder `path` (one step's) records; *recorded
+/// is false for a checkpoint written before fsdp recorded it.
+std::string readSampling(const std::string &path, Sampling *out, bool *recorded);
 
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
 /// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint

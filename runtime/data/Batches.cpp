@@ -19,6 +19,17 @@ int64_t fsdp::data::windowStart(int64_t n, int64_t S, int64_t G, int64_t step, i
   return (int64_t)((u128)stepSampleMod(step, G, g, w) * (u128)(S % w) % (u128)w);
 }
 
+int64_t fsdp::data::sampleStart(const Dataset &data, int64_t S, int64_t G, int64_t step,
+                                int64_t g) {
+  if (!data.isShuffled())
+    return windowStart(data.size(), S, G, step, g);
+  using u128 = unsigned __int128;
+  Dataset::EpochPlace e = data.epochOf(S, (int64_t)((u128)step * (u128)G + (u128)g));
+  return (int64_t)shuffledWindow(data.seed(), uint64_t(e.epoch), uint64_t(e.position),
+                                 uint64_t(e.samples)) *
+         S;
+}
+
 int64_t fsdp::data::imageIndex(int64_t n, int64_t G, int64_t step, int64_t g) {
   return stepSampleMod(step, G, g, n);
 }
@@ -27,7 +38,7 @@ void fsdp::data::fillMaskedTokens(const Dataset &data, int64_t S, const BatchLay
                                   int64_t rank, int64_t step, int64_t micro, int64_t maskTokenId,
                                   int64_t *tokens, int64_t *targets) {
   for (int64_t b = 0; b < l.microBatch; ++b) {
-    int64_t start = windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
+    int64_t start = sampleStart(data, S, l.global(), step, l.sample(micro, rank, b));
     for (int64_t s = 0; s < S; ++s) {
       int64_t p = start + s, token = data.token(p);
       bool selected = maskSelected((uint64_t)p);
@@ -41,7 +52,7 @@ int64_t fsdp::data::maskedCount(const Dataset &data, int64_t S, const BatchLayou
                                 int64_t step) {
   int64_t count = 0, G = l.global();
   for (int64_t g = 0; g < G; ++g) {
-    int64_t start = windowStart(data.size(), S, G, step, g);
+    int64_t start = sampleStart(data, S, G, step, g);
     for (int64_t s = 0; s < S; ++s)
       count += maskSelected((uint64_t)(start + s));
   }
@@ -52,7 +63,7 @@ int64_t fsdp::data::maskedMicroCount(const Dataset &data, int64_t S, const Batch
                                      int64_t rank, int64_t step, int64_t micro) {
   int64_t count = 0;
   for (int64_t b = 0; b < l.microBatch; ++b) {
-    int64_t start = windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
+    int64_t start = sampleStart(data, S, l.global(), step, l.sample(micro, rank, b));
     for (int64_t s = 0; s < S; ++s)
       count += maskSelected((uint64_t)(start + s));
   }

@@ -43,6 +43,11 @@ inline bool maskSelected(uint64_t p) { return splitmix64(p) % 20 < 3; }
 /// tokens: ((t G + g) S) mod (n - S - 1), exactly for any t >= 0 (n > S + 1).
 int64_t windowStart(int64_t n, int64_t S, int64_t G, int64_t step, int64_t g);
 
+/// The first token of sample g of step t (global batch G, windows of S
+/// tokens and their targets) in `data`: windowStart, or with --shuffle the
+/// window shuffledWindow gives (docs/sampling.md).
+int64_t sampleStart(const Dataset &data, int64_t S, int64_t G, int64_t step, int64_t g);
+
 /// The image of sample g of step t among n: (t G + g) mod n, exactly.
 int64_t imageIndex(int64_t n, int64_t G, int64_t step, int64_t g);
 

@@ -15,10 +15,8 @@ void fsdp::data::fillTokens(const Program &p, const data::Dataset &data, int64_t
   int64_t S = p.seqLen;
   data::BatchLayout l{p.microBatch, p.worldSize, gradAccum};
   for (int64_t b = 0; b < l.microBatch; ++b) {
-    // ((step G + g) S) mod (n - S - 1), exactly: a run resumed at a late step
-    // (any step count a checkpoint holds) must not overflow into a negative
-    // start. The modulus is at least 1: Dataset::open checks.
-    int64_t start = data::windowStart(data.size(), S, l.global(), step, l.sample(micro, rank, b));
+    // data/Batches.h: sequential, or --shuffle's windows.
+    int64_t start = sampleStart(data, S, l.global(), step, l.sample(micro, rank, b));
     for (int64_t s = 0; s < S; ++s) {
       tokens[b * S + s] = data.token(start + s);
       targets[b * S + s] = data.token(start + s + 1);
@@ -36,7 +34,7 @@ void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs 
     return;
   case InputKind::MaskedTokens:
     data::fillMaskedTokens(eval ? data.eval : data.train, p.seqLen, l, rank, step, micro,
-                           o.maskTokenId, reinterpret_cast<int64_t *>(input), targets);
+                           data.maskTokenId, reinterpret_cast<int64_t *>(input), targets);
     return;
   case InputKind::Images: {
     const data::ImageSet &from = eval ? data.evalImages : data.trainImages;
@@ -97,9 +95,34 @@ std::string fsdp::data::Inputs::open(const Program &p, const RunOptions &o) {
       err = evalImages.open(o.evalData, o.evalLabels, p.image, "--eval-data", "--eval-labels");
     return err;
   }
-  std::string err = train.open(o.data, p, o.dataDtype);
+  // A masked-LM model's mask id: the flag's, or the sidecar's. It should
+  // not be a token of the text: the pass counts it.
+  bool masked = p.inputKind == InputKind::MaskedTokens;
+  maskTokenId = o.maskTokenId;
+  if (masked && !o.maskTokenIdGiven)
+    for (const std::string &path : {o.data, o.evalData}) {
+      Sidecar side;
+      bool found = false;
+      std::string first = path.substr(0, path.find(','));
+      if (!first.empty() && readSidecar(first, &found, &side).empty() && found &&
+          side.maskId >= 0) {
+        maskTokenId = side.maskId;
+        break;
+      }
+    }
+  int64_t countId = masked ? maskTokenId : -1;
+  std::string err = train.open(o.data, p, o.dataDtype, 0, "--data", countId);
   if (err.empty() && !o.evalData.empty())
-    err = eval.open(o.evalData, p, o.dataDtype);
+    err = eval.open(o.evalData, p, o.dataDtype, 0, "--eval-data", countId);
+  if (err.empty() && o.shuffle)
+    train.shuffle(o.shuffleSeed);
+  for (const Dataset *d : {&train, &eval})
+    if (masked && d->countOfId() > 0)
+      warnings.push_back("--mask-token-id " + std::to_string(maskTokenId) + " occurs " +
+                         std::to_string(d->countOfId()) + " times in " +
+                         (d == &train ? "--data" : "--eval-data") +
+                         ": those tokens look masked to the model (is it the tokenizer's mask "
+                         "token?)");
   return err;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fsdp::data {
 
@@ -29,6 +30,16 @@ struct Inputs {
   Dataset train, eval;
   ImageSet trainImages, evalImages;
   std::string open(const program::Program &p, const RunOptions &options);
+  /// The masked-LM input of a selected token: --mask-token-id, or else
+  /// the sidecar's mask_id, or else its default.
+  int64_t maskTokenId = 103;
+  /// What open found worth saying (a mask id that occurs in the data).
+  std::vector<std::string> warnings;
+  /// "" while the token files have the sizes they were opened with.
+  std::string checkUnchanged() const {
+    std::string err = train.checkUnchanged();
+    return err.empty() ? eval.checkUnchanged() : err;
+  }
   int64_t bytes() const {
     return train.bytes() + eval.bytes() + trainImages.bytes() + evalImages.bytes();
   }

@@ -7,16 +7,20 @@
 //
 //   fsdp-dump-batches images IMAGES.npy LABELS.npy H W C PH PW CLASSES B R A STEP OUT
 //   fsdp-dump-batches masked TOKENS.bin VOCAB S B R A STEP MASK_ID OUT
+//   fsdp-dump-batches window SEED EPOCH N COUNT
 //
 // For each micro-step a in [0, A) and rank r in [0, R), in that order, OUT
 // gets the rank's input tensor (images: f32 patches [B, P, C PH PW]; masked:
 // i64 tokens [B, S]) and its targets (i64: [B, 1] labels; [B, S]), raw
 // little-endian; masked adds the step's selected count (i64: data::maskedCount, which
-// data::lossNorm divides by). Errors go to stderr with exit status 1.
+// data::lossNorm divides by). `window` prints data::shuffledWindow of
+// positions 0 .. COUNT-1 (--shuffle's permutation, for sampling_ref.py).
+// Errors go to stderr with exit status 1.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/data/Batches.h"
+#include "runtime/data/Dataset.h"
 #include "runtime/data/Inputs.h"
 
 #include <cmath>
@@ -31,11 +35,20 @@ static int64_t arg(char **argv, int i) { return std::atoll(argv[i]); }
 
 int main(int argc, char **argv) {
   std::string kind = argc > 1 ? argv[1] : "";
+  if (kind == "window" && argc == 6) {
+    uint64_t seed = std::strtoull(argv[2], nullptr, 10),
+             epoch = std::strtoull(argv[3], nullptr, 10);
+    uint64_t n = std::strtoull(argv[4], nullptr, 10), count = std::strtoull(argv[5], nullptr, 10);
+    for (uint64_t x = 0; x < count && x < n; ++x)
+      std::printf("%llu\n", (unsigned long long)data::shuffledWindow(seed, epoch, x, n));
+    return 0;
+  }
   if (!((kind == "images" && argc == 15) || (kind == "masked" && argc == 11))) {
     std::fprintf(stderr, "usage: fsdp-dump-batches images IMAGES.npy LABELS.npy H W C PH PW "
                          "CLASSES B R A STEP OUT\n"
                          "       fsdp-dump-batches masked TOKENS.bin VOCAB S B R A STEP MASK_ID "
-                         "OUT\n");
+                         "OUT\n"
+                         "       fsdp-dump-batches window SEED EPOCH N COUNT\n");
     return 2;
   }
   program::Program p;

@@ -12,10 +12,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -141,4 +143,160 @@ TEST(Dataset, ReadsUint32Tokens) {
             path + ": read as uint16 tokens, every second one is 0: these look like uint32 "
                    "tokens; say --data-dtype uint32 (or uint16 data without this pattern)");
   std::remove(path.c_str());
+}
+
+// --shuffle (docs/sampling.md): over three epochs, every window of the
+// stream is taken exactly once per epoch, whichever rank and micro-step
+// takes it, and the epochs' orders differ.
+TEST(Shuffle, EveryWindowOncePerEpoch) {
+  const int64_t B = 2, S = 8, W = 2, A = 3, V = 1000;
+  std::vector<uint16_t> file(8 * 37 + 1); // 37 windows of 9 tokens at stride 8
+  for (size_t i = 0; i < file.size(); ++i)
+    file[i] = (uint16_t)(i % V);
+  std::string path = writeTokens(file);
+  program::Program p = shapeOnly(B, S, W, V);
+  data::Dataset d;
+  ASSERT_EQ(d.open(path, p), "");
+  d.shuffle(42);
+  const int64_t G = B * W * A, windows = 37;
+  ASSERT_EQ(d.epochOf(S, 0).samples, windows);
+  std::vector<int64_t> tokens(B * S), targets(B * S);
+  std::vector<std::vector<int64_t>> seen(3); // per epoch: the windows, in order
+  for (int64_t step = 0; step * G < 3 * windows; ++step)
+    for (int64_t a = 0; a < A; ++a)
+      for (int r = 0; r < W; ++r) {
+        data::fillTokens(p, d, A, r, step, a, tokens.data(), targets.data());
+        for (int64_t b = 0; b < B; ++b) {
+          int64_t k = step * G + (a * W + r) * B + b; // the global sample (Batches.h)
+          if (k >= 3 * windows)
+            continue;
+          int64_t start = tokens[b * S];
+          ASSERT_EQ(start % S, 0) << "a window starts at a multiple of S";
+          ASSERT_EQ(targets[b * S + S - 1], start + S) << "its targets are the next tokens";
+          seen[k / windows].push_back(start / S);
+        }
+      }
+  for (int e = 0; e < 3; ++e) {
+    std::vector<int64_t> sorted = seen[e];
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t w = 0; w < windows; ++w)
+      ASSERT_EQ(sorted[w], w) << "epoch " << e + 1 << " misses or repeats window " << w;
+  }
+  EXPECT_NE(seen[0], seen[1]);
+  EXPECT_NE(seen[1], seen[2]);
+  ::unlink(path.c_str());
+}
+
+TEST(Shuffle, PermutationsOfEverySize) {
+  for (uint64_t n : {1ull, 2ull, 3ull, 4ull, 5ull, 64ull, 65ull, 127ull, 1000ull, 4093ull})
+    for (uint64_t seed : {0ull, 1ull, 0xffffffffffffffffull})
+      for (uint64_t epoch : {0ull, 3ull}) {
+        std::vector<bool> hit(n);
+        for (uint64_t x = 0; x < n; ++x) {
+          uint64_t w = data::shuffledWindow(seed, epoch, x, n);
+          ASSERT_LT(w, n);
+          ASSERT_FALSE(hit[w]) << "n " << n << " seed " << seed << ": window " << w << " twice";
+          hit[w] = true;
+        }
+      }
+  // Seeds and epochs give other orders.
+  auto order = [](uint64_t seed, uint64_t epoch) {
+    std::vector<uint64_t> o;
+    for (uint64_t x = 0; x < 100; ++x)
+      o.push_back(data::shuffledWindow(seed, epoch, x, 100));
+    return o;
+  };
+  EXPECT_NE(order(1, 0), order(2, 0));
+  EXPECT_NE(order(1, 0), order(1, 1));
+}
+
+// Several files, or a folder's *.bin in name order, are one stream: the
+// same tokens as their concatenation, windows across the boundaries.
+TEST(Dataset, FilesAndFoldersAreOneStream) {
+  std::vector<uint16_t> all(300), a, b;
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i] = (uint16_t)(i * 13 % 500);
+  a.assign(all.begin(), all.begin() + 111);
+  b.assign(all.begin() + 111, all.end());
+  std::string whole = writeTokens(all), pa = writeTokens(a), pb = writeTokens(b);
+  program::Program p = shapeOnly(1, 8, 1, 500);
+  data::Dataset one, two;
+  ASSERT_EQ(one.open(whole, p), "");
+  ASSERT_EQ(two.open(pa + "," + pb, p), "");
+  ASSERT_EQ(two.size(), one.size());
+  for (int64_t i = 0; i < one.size(); ++i)
+    ASSERT_EQ(two.token(i), one.token(i)) << i;
+  EXPECT_EQ(two.bytes(), 0) << "mapped files are not private memory";
+  // A folder: its *.bin in name order.
+  std::string dir = whole + ".d";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::rename(pb.c_str(), (dir + "/part-1.bin").c_str()), 0);
+  ASSERT_EQ(::rename(pa.c_str(), (dir + "/part-0.bin").c_str()), 0);
+  FILE *note = std::fopen((dir + "/README").c_str(), "w");
+  std::fclose(note);
+  data::Dataset folder;
+  ASSERT_EQ(folder.open(dir, p), "");
+  for (int64_t i = 0; i < one.size(); ++i)
+    ASSERT_EQ(folder.token(i), one.token(i)) << i;
+  EXPECT_NE(folder.open(whole + ",", p), "");
+  for (const char *f : {"/part-0.bin", "/part-1.bin", "/README"})
+    ::unlink((dir + f).c_str());
+  ::rmdir(dir.c_str());
+  ::unlink(whole.c_str());
+}
+
+// A file that changes size under the run is an error naming it, before a
+// read past a truncated end (SIGBUS) or of tokens that were never checked.
+TEST(Dataset, ChangedSizeIsAnError) {
+  std::vector<uint16_t> tokens(100, 7);
+  std::string path = writeTokens(tokens);
+  program::Program p = shapeOnly(1, 8, 1, 500);
+  data::Dataset d;
+  ASSERT_EQ(d.open(path, p), "");
+  EXPECT_EQ(d.checkUnchanged(), "");
+  FILE *f = std::fopen(path.c_str(), "ab");
+  std::fputc(0, f);
+  std::fputc(0, f);
+  std::fclose(f);
+  EXPECT_NE(d.checkUnchanged().find(path + ": the data changed size during the run (200 bytes "
+                                           "when opened, 202 now)"),
+            std::string::npos)
+      << d.checkUnchanged();
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  EXPECT_NE(d.checkUnchanged().find("200 bytes when opened, 100 now"), std::string::npos);
+  ::unlink(path.c_str());
+}
+
+// fsdp-tokenize's sidecar: its width is the default, and what it says must
+// agree with the file, the flags and the model.
+TEST(Dataset, SidecarIsChecked) {
+  std::vector<uint16_t> tokens(100, 7);
+  std::string path = writeTokens(tokens);
+  program::Program p = shapeOnly(1, 8, 1, 500);
+  auto sidecar = [&](const std::string &dtype, int64_t vocab, int64_t count) {
+    FILE *f = std::fopen((path + ".json").c_str(), "w");
+    std::fprintf(f,
+                 "{\"format\": \"fsdp-tokens\", \"tokenizer\": \"t.json\", \"dtype\": \"%s\", "
+                 "\"vocab_size\": %lld, \"tokens\": %lld, \"eos_id\": 1, \"mask_id\": 9}",
+                 dtype.c_str(), (long long)vocab, (long long)count);
+    std::fclose(f);
+  };
+  data::Dataset d;
+  sidecar("uint16", 500, 100);
+  ASSERT_EQ(d.open(path, p), "");
+  ASSERT_EQ(d.sidecars().size(), 1u);
+  EXPECT_EQ(d.sidecars()[0].maskId, 9);
+  EXPECT_NE(
+      d.open(path, p, "uint32").find("says its tokens are uint16, but --data-dtype is uint32"),
+      std::string::npos);
+  sidecar("uint16", 50257, 100);
+  EXPECT_NE(d.open(path, p).find("vocabulary of 50257 ids (t.json) is larger than the model's 500"),
+            std::string::npos);
+  sidecar("uint16", 500, 99);
+  EXPECT_NE(d.open(path, p).find("says 99 tokens, but " + path + " holds 100"), std::string::npos);
+  sidecar("uint32", 500, 50); // the sidecar's width is the default: 7, 7 read as one uint32
+  EXPECT_NE(d.open(path, p).find("token 458759 at byte offset 0 (uint32 token 0) is outside"),
+            std::string::npos);
+  ::unlink((path + ".json").c_str());
+  ::unlink(path.c_str());
 }

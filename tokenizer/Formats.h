@@ -4,4 +4,14 @@
 
 #include "tokenizer/Bpe.h"
 
+namespace fsdp::tokenizer {
+
+/// BERT's WordPiece: an HF tokenizer.json whose model is WordPiece
+/// (`tokenizerJson`), or a vocab.txt (`vocabTxt`, its text; null json) with
+/// bert-base-uncased's settings. `file` names it in errors.
+std::string loadWordPiece(const nlohmann::json *tokenizerJson, const std::string &vocabTxt,
+                          const std::string &file, std::unique_ptr<Tokenizer> *out);
+
+} // namespace fsdp::tokenizer
+
 #endif

@@ -50,8 +50,12 @@ static std::string loadFile(const std::string &file, const LoadOptions &options,
     return "--pattern is for tiktoken rank files; " + file + " says its own";
   if (base == "tokenizer.model" || endsWith(base, ".model"))
     return file + ": SentencePiece models (Llama 2, Mistral) are not implemented yet";
-  if (endsWith(base, ".txt") && base != "merges.txt")
-    return file + ": WordPiece vocabularies (BERT) are not implemented yet";
+  if (endsWith(base, ".txt") && base != "merges.txt") {
+    std::string text;
+    if (std::string err = readTokenizerFile(file, &text); !err.empty())
+      return err;
+    return loadWordPiece(nullptr, text, file, out);
+  }
   if (base == "vocab.json" || base == "merges.txt") {
     std::string dir = dirOf(file);
     if (!isFile(dir + "/vocab.json") || !isFile(dir + "/merges.txt"))
@@ -73,8 +77,8 @@ static std::string loadFile(const std::string &file, const LoadOptions &options,
   if (type == "BPE")
     return loadHFBpe(j, file, configEosToken(file), out);
   if (type == "WordPiece")
-    return file + ": model.type WordPiece (BERT) is not implemented yet";
-  return file + ": model.type '" + type + "' is not implemented (BPE is)";
+    return loadWordPiece(&j, "", file, out);
+  return file + ": model.type '" + type + "' is not implemented (BPE and WordPiece are)";
 }
 
 std::string fsdp::tokenizer::load(const std::string &path, const LoadOptions &options,

@@ -5,7 +5,9 @@ usage: compare.py FSDP_TOKENIZE WORKDIR CASE
 
 CASE: gpt2-files (GPT-2's vocab.json + merges.txt against gpt-3-encoder),
 gpt2-json (a tokenizer.json of the same vocabulary against
-@huggingface/tokenizers), r50k_base, cl100k_base, o200k_base (rank files
+@huggingface/tokenizers), bert-json and bert-vocab (BERT's uncased WordPiece
+vocabulary as a tokenizer.json and as a vocab.txt, both against
+@huggingface/tokenizers on the tokenizer.json), r50k_base, cl100k_base, o200k_base (rank files
 against js-tiktoken). Exit 1 naming the first document that differs, with
 both id lists and the first differing position.
 """
@@ -33,7 +35,8 @@ def main():
                  "(npm ci in tests/tokenize)" % NODE_MODULES)
     os.makedirs(work, exist_ok=True)
     corpus = os.path.join(work, "corpus.jsonl")
-    run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus])
+    run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus]
+        + (["--no-astral-cjk"] if case.startswith("bert") else []))
     ref = os.path.join(HERE, "reference.cjs")
     out = os.path.join(work, case + ".ref.jsonl")
     if case in ("gpt2-files", "gpt2-json"):
@@ -45,6 +48,13 @@ def main():
         else:
             tokenizer, args = os.path.join(gpt2, "json", "tokenizer.json"), []
             t_ref = run(["node", ref, "tokenizer.json", tokenizer, corpus, out])
+    elif case in ("bert-json", "bert-vocab"):
+        bert = os.path.join(work, "bert")
+        run(["node", ref, "write-bert", bert])
+        json_file = os.path.join(bert, "json", "tokenizer.json")
+        tokenizer = json_file if case == "bert-json" else os.path.join(bert, "vocab.txt")
+        args = []
+        t_ref = run(["node", ref, "tokenizer.json", json_file, corpus, out])
     else:
         tokenizer, args = os.path.join(work, case + ".tiktoken"), []
         run(["node", ref, "write-tiktoken", case, tokenizer])

@@ -4,12 +4,17 @@ its text in "text"): the GPL-3 that Debian ships, in paragraphs, and
 generated documents of the cases tokenizers get wrong. Seeded: the same
 corpus on every machine.
 
-usage: make_corpus.py OUT.jsonl [--docs N] [--seed S] [--no-special]
+usage: make_corpus.py OUT.jsonl [--docs N] [--seed S] [--no-special] [--no-astral-cjk]
 
 Left out on purpose: U+0085 and U+FEFF. JavaScript's \\s (the npm
 references' regexes) counts U+FEFF as a space and U+0085 not; Rust's and
 PCRE2's Unicode \\s the other way round, so there the references, not
 fsdp-tokenize, differ from the Rust tokenizers.
+
+--no-astral-cjk (the WordPiece cases) leaves out CJK ideographs past U+FFFF
+(Extension B on): tokenizers.js's BertNormalizer tests each UTF-16 code
+unit for an ideograph, so it never spaces them out, where HF's Rust
+BertNormalizer and BERT's Python tokenizer (and fsdp-tokenize) do.
 """
 import json
 import random
@@ -42,7 +47,7 @@ def number(rng):
     return "".join(rng.choice("0123456789") for _ in range(n))
 
 
-def document(rng, special):
+def document(rng, special, astral_cjk=True):
     kinds = [k for k in PIECES if special or k != "specials"] + ["number", "long"]
     parts = []
     for _ in range(rng.randint(1, 40)):
@@ -52,7 +57,10 @@ def document(rng, special):
         elif k == "long":
             parts.append(rng.choice("abcxyz") * rng.randint(20, 300))
         else:
-            parts.append(rng.choice(PIECES[k]))
+            piece = rng.choice(PIECES[k])
+            if not astral_cjk:
+                piece = "".join(c for c in piece if not 0x20000 <= ord(c) <= 0x2FA1F)
+            parts.append(piece)
         parts.append(rng.choice(["", " ", " ", "\n", "  ", "\t"]))
     return "".join(parts)
 
@@ -63,12 +71,13 @@ def main():
     docs = int(args[args.index("--docs") + 1]) if "--docs" in args else 400
     seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 0
     special = "--no-special" not in args
+    astral_cjk = "--no-astral-cjk" not in args
     rng = random.Random(seed)
     texts = []
     gpl = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()
     texts += [p for p in gpl.split("\n\n") if p.strip()]
     texts.append(gpl)  # the whole text as one document too
-    texts += [document(rng, special) for _ in range(docs)]
+    texts += [document(rng, special, astral_cjk) for _ in range(docs)]
     with open(out, "w", encoding="utf-8") as f:
         for t in texts:
             f.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")

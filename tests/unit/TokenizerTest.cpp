@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "support/Suggest.h"
-#include "tokenizer/Bpe.h"
+#include "tokenizer/Formats.h"
 #include "tokenizer/Text.h"
 
 #include <gtest/gtest.h>
@@ -210,4 +210,32 @@ TEST(Suggest, NearestFlag) {
   EXPECT_EQ(support::nearest("--eos_id", flags), "--eos-id");
   EXPECT_EQ(support::nearest("--feild", flags), "--field");
   EXPECT_EQ(support::nearest("--xyz", flags), "");
+}
+
+TEST(WordPiece, GreedyLongestMatchAndItsRules) {
+  // A vocab.txt by hand: bert-base-uncased's settings.
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nun\n##aff\n##able\naff\n##a\n"
+                      "!\nhello\ncafe\n\xE6\xBC\xA2\n";
+  std::unique_ptr<Tokenizer> t;
+  ASSERT_EQ(loadWordPiece(nullptr, vocab, "vocab.txt", &t), "");
+  EXPECT_EQ(t->vocabSize(), 14);
+  EXPECT_EQ(t->defaultEosId(), 3);
+  EXPECT_EQ(t->maskId(), 4);
+  // Longest first: un + ##aff + ##able, not un + ##a + ...
+  EXPECT_EQ(encode(*t, "unaffable"), (std::vector<int64_t>{5, 6, 7}));
+  // Punctuation is a word of its own; case and accents go (NFD, then Mn
+  // dropped, then lowercase): "Café" is cafe.
+  EXPECT_EQ(encode(*t, "HELLO!Caf\xC3\xA9"), (std::vector<int64_t>{11, 10, 12}));
+  // A word with a piece the vocabulary lacks is one [UNK], whole.
+  EXPECT_EQ(encode(*t, "unaffz hello"), (std::vector<int64_t>{1, 11}));
+  // CJK ideographs are words of their own; control characters vanish.
+  EXPECT_EQ(encode(*t, "hello\xE6\xBC\xA2\x01hello"), (std::vector<int64_t>{11, 13, 11}));
+  // Special tokens in the raw text are their ids.
+  EXPECT_EQ(encode(*t, "[CLS]hello[SEP]"), (std::vector<int64_t>{2, 11, 3}));
+  // Past 100 characters a word is [UNK] even when pieces would cover it.
+  std::string longWord = "un";
+  for (int i = 0; i < 33; ++i)
+    longWord += "aff";
+  EXPECT_EQ(encode(*t, longWord), (std::vector<int64_t>{1}));
+  EXPECT_EQ(encode(*t, longWord.substr(0, 98)).size(), 33u);
 }

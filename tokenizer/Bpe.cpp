@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -249,34 +250,53 @@ public:
         return;
       }
     }
-    std::vector<int32_t> sym(piece.size());
-    for (size_t i = 0; i < piece.size(); ++i)
-      sym[i] = byteId[(unsigned char)piece[i]]; // every byte has one: checked at load
-    // rank[i]: the merge of sym[i] and sym[i + 1], or none.
-    auto rankOf = [&](size_t i) -> Merge {
-      auto it = merges.find(uint64_t(uint32_t(sym[i])) << 32 | uint32_t(sym[i + 1]));
-      return it == merges.end() ? Merge{INT32_MAX, -1} : it->second;
+    // Parts in a linked list, candidate pairs in a heap by (rank, first
+    // byte): the lowest rank first, the leftmost among equals, as HF's
+    // Word::merge_all and tiktoken choose, and a long piece (a run of 100k
+    // letters) costs O(n log n), not O(n^2).
+    struct Part {
+      int32_t id;
+      int64_t prev, next;
     };
-    std::vector<Merge> rank(sym.size() > 1 ? sym.size() - 1 : 0);
-    for (size_t i = 0; i + 1 < sym.size(); ++i)
-      rank[i] = rankOf(i);
-    while (sym.size() > 1) {
-      size_t best = 0;
-      for (size_t i = 1; i < rank.size(); ++i)
-        if (rank[i].rank < rank[best].rank)
-          best = i;
-      if (rank[best].rank == INT32_MAX)
-        break;
-      sym[best] = rank[best].merged;
-      sym.erase(sym.begin() + best + 1);
-      rank.erase(rank.begin() + best);
-      if (best < rank.size())
-        rank[best] = rankOf(best);
-      if (best > 0)
-        rank[best - 1] = rankOf(best - 1);
+    std::vector<Part> parts(piece.size());
+    for (size_t i = 0; i < piece.size(); ++i)
+      parts[i] = {byteId[(unsigned char)piece[i]], int64_t(i) - 1, // every byte has one
+                  i + 1 < piece.size() ? int64_t(i) + 1 : -1};
+    struct Candidate {
+      int32_t rank;
+      int64_t left, right; // part indices; the left one's index is its first byte
+      int32_t leftId, rightId, merged;
+      bool operator>(const Candidate &o) const {
+        return rank != o.rank ? rank > o.rank : left > o.left;
+      }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+    auto push = [&](int64_t l, int64_t r) {
+      if (l < 0 || r < 0)
+        return;
+      auto it = merges.find(uint64_t(uint32_t(parts[l].id)) << 32 | uint32_t(parts[r].id));
+      if (it != merges.end())
+        heap.push({it->second.rank, l, r, parts[l].id, parts[r].id, it->second.merged});
+    };
+    for (int64_t i = 0; i + 1 < int64_t(parts.size()); ++i)
+      push(i, i + 1);
+    while (!heap.empty()) {
+      Candidate c = heap.top();
+      heap.pop();
+      Part &l = parts[c.left], &r = parts[c.right];
+      // Stale when either side has merged since (a merged-away part is -1).
+      if (l.id != c.leftId || l.next != c.right || r.id != c.rightId)
+        continue;
+      l.id = c.merged;
+      l.next = r.next;
+      if (r.next >= 0)
+        parts[r.next].prev = c.left;
+      r.id = -1;
+      push(l.prev, c.left);
+      push(c.left, l.next);
     }
-    for (int32_t s : sym)
-      ids->push_back(s);
+    for (int64_t i = 0; i >= 0; i = parts[i].next)
+      ids->push_back(parts[i].id);
   }
 
   int64_t vocabSize() const override { return vocab; }

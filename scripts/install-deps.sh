@@ -11,7 +11,7 @@ PACKAGES=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   python3-torch python3-torchvision python3-numpy clang-format-19
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev
-  libpcre2-dev libicu-dev pkg-config nodejs
+  libpcre2-dev libicu-dev libsentencepiece-dev sentencepiece pkg-config nodejs
 )
 
 missing=()

@@ -12,6 +12,9 @@ namespace fsdp::tokenizer {
 std::string loadWordPiece(const nlohmann::json *tokenizerJson, const std::string &vocabTxt,
                           const std::string &file, std::unique_ptr<Tokenizer> *out);
 
+/// A SentencePiece model file (tokenizer.model: Llama 2, Mistral).
+std::string loadSentencePiece(const std::string &modelFile, std::unique_ptr<Tokenizer> *out);
+
 } // namespace fsdp::tokenizer
 
 #endif

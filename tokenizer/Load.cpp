@@ -49,7 +49,7 @@ static std::string loadFile(const std::string &file, const LoadOptions &options,
   if (!options.pattern.empty())
     return "--pattern is for tiktoken rank files; " + file + " says its own";
   if (base == "tokenizer.model" || endsWith(base, ".model"))
-    return file + ": SentencePiece models (Llama 2, Mistral) are not implemented yet";
+    return loadSentencePiece(file, out);
   if (endsWith(base, ".txt") && base != "merges.txt") {
     std::string text;
     if (std::string err = readTokenizerFile(file, &text); !err.empty())

@@ -8,7 +8,9 @@ gpt2-json (a tokenizer.json of the same vocabulary against
 @huggingface/tokenizers), bert-json and bert-vocab (BERT's uncased WordPiece
 vocabulary as a tokenizer.json and as a vocab.txt, both against
 @huggingface/tokenizers on the tokenizer.json), r50k_base, cl100k_base, o200k_base (rank files
-against js-tiktoken). Exit 1 naming the first document that differs, with
+against js-tiktoken), spm-unigram and spm-bpe (SentencePiece models trained
+here against @sctg/sentencepiece-js, the same C++ library compiled to
+WebAssembly: it checks fsdp's use of the library, not another algorithm). Exit 1 naming the first document that differs, with
 both id lists and the first differing position.
 """
 import json
@@ -55,6 +57,16 @@ def main():
         tokenizer = json_file if case == "bert-json" else os.path.join(bert, "vocab.txt")
         args = []
         t_ref = run(["node", ref, "tokenizer.json", json_file, corpus, out])
+    elif case in ("spm-unigram", "spm-bpe"):
+        # A model trained here on the GPL-3 by Debian's spm_train; the BPE one
+        # falls back to bytes for what it has not seen.
+        tokenizer, args = os.path.join(work, case + ".model"), []
+        kind = case.split("-")[1]
+        run(["spm_train", "--input=/usr/share/common-licenses/GPL-3",
+             "--model_prefix=" + tokenizer[:-len(".model")], "--vocab_size=800",
+             "--model_type=" + kind, "--byte_fallback=" + ("true" if kind == "bpe" else "false"),
+             "--character_coverage=1.0", "--minloglevel=2"])
+        t_ref = run(["node", ref, "sentencepiece", tokenizer, corpus, out])
     else:
         tokenizer, args = os.path.join(work, case + ".tiktoken"), []
         run(["node", ref, "write-tiktoken", case, tokenizer])

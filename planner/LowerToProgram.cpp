@@ -543,6 +543,11 @@ LogicalResult Lowering::run(raw_ostream &os) {
     prog.predictedMicroStepS = t->convertToDouble();
   if (auto t = step.getPredictedOptimizerS())
     prog.predictedOptimizerS = t->convertToDouble();
+  prog.gradAccum = step.getGradAccum().value_or(0);
+  if (auto f = step.getModelFlopsPerMicroStep())
+    prog.modelFlopsPerMicroStep = f->convertToDouble();
+  if (auto f = step.getPeakFlops())
+    prog.peakFlops = f->convertToDouble();
   plan::MemoryAttr memory = step.getMemoryAttr();
   prog.memory = {{"activations_bytes", memory.getActivationsBytes()},
                  {"fragmentation_bytes", memory.getFragmentationBytes()},

@@ -652,6 +652,9 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
   err = data.open(program, options);
   if (!err.empty())
     return who + err;
+  if (bootstrap.rank == 0 && options.dataWarning)
+    for (const std::string &note : data.warnings)
+      options.dataWarning(note);
   std::unique_ptr<NcclComms> comms;
   err = NcclComms::create(bootstrap, (int)program.shardSize, &comms);
   if (!err.empty())

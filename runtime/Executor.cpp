@@ -340,6 +340,9 @@ std::string fsdp::runtime::runRank(const Program &program, const RunOptions &opt
   openblas_set_num_threads(1);
   data::Inputs data;
   std::string err = data.open(program, options);
+  if (err.empty() && comm.rank() == 0 && options.dataWarning)
+    for (const std::string &note : data.warnings)
+      options.dataWarning(note);
   // OpenBLAS's work buffer, mapped now: a limit that leaves no room for it is
   // an error here, not a rank retrying the mapping forever.
   if (err.empty())

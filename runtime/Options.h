@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 
 namespace fsdp::runtime {
@@ -62,7 +64,31 @@ struct RunOptions {
   // The process's stop signal and record (runtime/Signals.h), fsdp-run's:
   // null, the executors' own module's.
   StopState *stopState = nullptr;
+  // The flags the front end was given ("--lr", "--steps", ...): a resumed
+  // run takes the training settings not given from its checkpoint, and the
+  // plan's grad-accum is the default of a run not given --grad-accum.
+  std::set<std::string> given;
+  // --synthetic-data: a token model trains without --data on seeded tokens.
+  bool syntheticData = false;
+  // Where the process of rank 0 says what opening the data found (a mask
+  // id that occurs in the text) when each process opens its own (MPI,
+  // NCCL); null: not said.
+  std::function<void(const std::string &)> dataWarning;
 };
+
+/// --lr-schedule's names.
+inline const char *scheduleName(RunOptions::Schedule s) {
+  return s == RunOptions::Schedule::Linear   ? "linear"
+         : s == RunOptions::Schedule::Cosine ? "cosine"
+                                             : "constant";
+}
+inline std::optional<RunOptions::Schedule> parseSchedule(const std::string &name) {
+  for (auto s :
+       {RunOptions::Schedule::Constant, RunOptions::Schedule::Linear, RunOptions::Schedule::Cosine})
+    if (name == scheduleName(s))
+      return s;
+  return std::nullopt;
+}
 
 struct StepReport {
   int64_t step = 0, steps = 0;

@@ -335,6 +335,12 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["predicted_micro_step_s"] = p.predictedMicroStepS;
   if (p.predictedOptimizerS > 0)
     top["predicted_optimizer_s"] = p.predictedOptimizerS;
+  if (p.gradAccum > 0)
+    top["grad_accum"] = p.gradAccum;
+  if (p.modelFlopsPerMicroStep > 0)
+    top["model_flops_per_micro_step"] = p.modelFlopsPerMicroStep;
+  if (p.peakFlops > 0)
+    top["peak_flops"] = p.peakFlops;
   ojson memory = ojson::object();
   for (const auto &[k, v] : p.memory)
     memory[k] = v;
@@ -438,8 +444,9 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.workspaceBytes == b.workspaceBytes && a.arenaBytes == b.arenaBytes &&
          a.predictedPeakBytes == b.predictedPeakBytes && a.memory == b.memory &&
          a.events == b.events && a.predictedMicroStepS == b.predictedMicroStepS &&
-         a.predictedOptimizerS == b.predictedOptimizerS && a.tokens == b.tokens &&
-         a.targets == b.targets && a.loss == b.loss && a.inputKind == b.inputKind &&
-         a.image == b.image && a.units == b.units && a.tensors == b.tensors &&
-         a.microStep == b.microStep && a.optimizer == b.optimizer;
+         a.predictedOptimizerS == b.predictedOptimizerS && a.gradAccum == b.gradAccum &&
+         a.modelFlopsPerMicroStep == b.modelFlopsPerMicroStep && a.peakFlops == b.peakFlops &&
+         a.tokens == b.tokens && a.targets == b.targets && a.loss == b.loss &&
+         a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
+         a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;
 }

@@ -26,6 +26,9 @@ inline constexpr int kVersion = 1;
 /// Lowering refuses a plan for more (a plan may be made wider, to be
 /// predicted).
 inline constexpr int64_t kMaxRanks = int64_t(1) << 20;
+/// The most micro-steps an optimizer step accumulates (fsdp-plan's and
+/// fsdp-run's --grad-accum).
+inline constexpr int64_t kMaxGradAccum = int64_t(1) << 20;
 
 enum class DType { F32, I64, BF16 };
 
@@ -157,6 +160,14 @@ struct Program {
   std::vector<std::pair<std::string, int64_t>> memory;
   // The planner's predicted times (0: none in the program).
   double predictedMicroStepS = 0, predictedOptimizerS = 0;
+  // The plan's micro-steps a step (fsdp-plan --grad-accum): the run's
+  // default, which a run flag may not contradict (0: a program written
+  // before fsdp recorded it; the run's flag decides).
+  int64_t gradAccum = 0;
+  // The model FLOPs of one micro-step over every rank (0: none), and a
+  // device's peak FLOP/s in the compute dtype when the plan's cluster file
+  // gave it (0: unknown): fsdp-run's MFU.
+  double modelFlopsPerMicroStep = 0, peakFlops = 0;
   int64_t tokens = -1, targets = -1, loss = -1;
   InputKind inputKind = InputKind::Tokens;
   ImageSpec image; // inputKind == Images

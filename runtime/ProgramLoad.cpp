@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -125,6 +126,12 @@ void Loader::run(const std::string &text) {
   }
   if (!j.is_object())
     fail("top level", "a program is a JSON object");
+  // A model's config.json is what fsdp-plan reads, not a program.
+  if (!j.contains("format") && j.contains("model_type") && j["model_type"].is_string())
+    throw LoadError{path + ": a model's config.json (model_type '" +
+                    j["model_type"].get<std::string>() +
+                    "'), not a program: plan it first, e.g. fsdp-plan " + path +
+                    " --world-size 4 -o program.json, then fsdp-run program.json"};
   std::string format = get<std::string>(j, "format", "top level");
   if (format != kFormat)
     fail("format", "\"" + format + "\" is not an fsdp program");
@@ -190,6 +197,19 @@ void Loader::run(const std::string &text) {
     p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
   if (j.contains("predicted_optimizer_s"))
     p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
+  if (j.contains("grad_accum")) {
+    p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
+    if (p.gradAccum < 1 || p.gradAccum > kMaxGradAccum)
+      fail("grad_accum", "must be from 1 to " + std::to_string(kMaxGradAccum));
+  }
+  for (auto [key, field] :
+       {std::pair<const char *, double *>{"model_flops_per_micro_step", &p.modelFlopsPerMicroStep},
+        {"peak_flops", &p.peakFlops}})
+    if (j.contains(key)) {
+      *field = get<double>(j, key, "top level");
+      if (!std::isfinite(*field) || *field < 0)
+        fail(key, "must be a finite number of FLOPs, at least 0");
+    }
   if (j.contains("memory")) {
     if (!j["memory"].is_object())
       fail("memory", "must be an object of integers");

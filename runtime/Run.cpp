@@ -9,6 +9,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/DeviceExecutor.h"
+#include "runtime/Trainer.h"
 #include "runtime/data/Inputs.h"
 #include "runtime/io/Files.h"
 #include "runtime/weights/Safetensors.h"
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +122,11 @@ bool isMlir(const std::string &path) {
 std::string checkPlanFile(const std::string &path) {
   std::string text;
   std::string err = support::readRegularFile(path, support::kMaxJsonBytes, "plan", &text);
+  struct stat st;
+  if (!err.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+      ::stat((path + "/config.json").c_str(), &st) == 0)
+    return err + " (it holds a model's config.json: plan it first, e.g. fsdp-plan " + path +
+           "/config.json --world-size 4 -o program.json, then fsdp-run program.json)";
   if (!err.empty())
     return err;
   unsigned line = 0, col = 0;
@@ -162,6 +169,11 @@ std::string checkInputFlags(const program::Program &p, const std::string &plan, 
       return "--eval-data " + o.evalData +
              " needs its labels: --eval-labels LABELS.npy (int64 or int32 [N])";
   }
+  if (p.inputKind != InputKind::Images && o.data.empty() && !o.syntheticData)
+    return kind + ": give them with --data FILE (fsdp-tokenize writes one), or train on random "
+                  "tokens with --synthetic-data";
+  if (p.inputKind == InputKind::Images && o.syntheticData)
+    return "--synthetic-data is for token models; " + kind;
   if (p.inputKind == InputKind::MaskedTokens) {
     int64_t vocab = p.vocabSize();
     std::string id =
@@ -221,35 +233,92 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
          ", \"predicted_step_time_s\": " + num(predictedStepS, "%.6f") + "}\n";
 }
 
-// A resumed run continues the order its checkpoint recorded: without
-// --shuffle it takes the saved seed (and says so); a --shuffle that differs
-// from it is an error naming both. The stream's size is checked against the
-// recorded one once the data is open (the trainer's resume).
-std::string resumeSampling(RunOptions *o, const RunEvents &events, bool speak) {
+// A number as people write it (%g with 9 digits).
+std::string shortNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// A resumed run continues the run its checkpoint recorded
+// (docs/checkpoint-format.md, `training` and `sampling`): a setting whose
+// flag was not given takes the checkpoint's value; a flag given with
+// another value is applied and said as a change (`notes`). The sampling
+// order may not change: a --shuffle that differs from the recorded one is
+// an error naming both. The stream's size is checked against the recorded
+// one once the data is open (the trainer's resume).
+std::string resumeRun(RunOptions *o, const program::Program &p, std::vector<std::string> *notes) {
   if (o->resume.empty())
     return "";
   checkpoint::CheckpointRef from;
-  checkpoint::Sampling saved;
-  bool recorded = false;
-  if (checkpoint::resolveCheckpoint(o->resume, &from).empty() &&
-      checkpoint::readSampling(from.path, &saved, &recorded).empty() && recorded) {
-    o->resumeTokens = saved.tokens;
+  if (!checkpoint::resolveCheckpoint(o->resume, &from).empty())
+    return ""; // a checkpoint that does not resolve is checkOutputs' to report
+  checkpoint::RunRecord saved;
+  if (std::string err = checkpoint::readRunRecord(from.path, &saved); !err.empty())
+    return err;
+  if (saved.hasSampling) {
+    o->resumeTokens = saved.sampling.tokens;
     auto name = [](bool shuffle, uint64_t seed) {
       return shuffle ? "--shuffle " + std::to_string(seed) : std::string("the sequential order");
     };
-    if (o->shuffle && (!saved.shuffle || saved.seed != o->shuffleSeed))
-      return o->resume + ": its run drew samples in " + name(saved.shuffle, saved.seed) +
-             ", this one asks for " + name(true, o->shuffleSeed) +
+    if (o->shuffle && (!saved.sampling.shuffle || saved.sampling.seed != o->shuffleSeed))
+      return o->resume + ": its run drew samples in " +
+             name(saved.sampling.shuffle, saved.sampling.seed) + ", this one asks for " +
+             name(true, o->shuffleSeed) +
              ": a resumed run continues its order (drop --shuffle, or start a new run)";
-    if (!o->shuffle && saved.shuffle) {
+    if (!o->shuffle && saved.sampling.shuffle) {
       o->shuffle = true;
-      o->shuffleSeed = saved.seed;
-      if (speak && events.warning)
-        events.warning("resuming with --shuffle " + std::to_string(saved.seed) + ", as " +
+      o->shuffleSeed = saved.sampling.seed;
+      notes->push_back("resuming with --shuffle " + std::to_string(saved.sampling.seed) + ", as " +
                        from.path + " was saved");
     }
   }
-  return ""; // a checkpoint that does not resolve is checkOutputs' to report
+  if (!saved.hasSettings) {
+    notes->push_back(from.path +
+                     " records no training settings (it was saved before fsdp recorded them): "
+                     "the flags given, and their defaults, apply");
+    return "";
+  }
+  const checkpoint::Settings &t = saved.settings;
+  auto shown = [](double v) { return shortNumber(v); };
+  // One setting: taken from the checkpoint unless its flag was given; a
+  // given value that differs is a change, said.
+  auto take = [&](const char *flag, auto *value, auto savedValue, auto show) {
+    if (!o->given.count(flag))
+      *value = savedValue;
+    else if (*value != savedValue)
+      notes->push_back(std::string(flag + 2) + ": " + show(savedValue) + " in " + from.path + ", " +
+                       show(*value) + " now");
+  };
+  auto integer = [](auto v) { return std::to_string(v); };
+  take("--lr", &o->lr, t.lr, shown);
+  take("--min-lr", &o->minLr, t.minLr, shown);
+  take("--beta1", &o->beta1, t.beta1, shown);
+  take("--beta2", &o->beta2, t.beta2, shown);
+  take("--eps", &o->eps, t.eps, shown);
+  take("--weight-decay", &o->weightDecay, t.weightDecay, shown);
+  take("--clip-grad-norm", &o->clipGradNorm, t.clipGradNorm, shown);
+  take("--lr-schedule", &o->lrSchedule, *parseSchedule(t.lrSchedule),
+       [](RunOptions::Schedule s) { return std::string(scheduleName(s)); });
+  take("--warmup-steps", &o->warmupSteps, t.warmupSteps, integer);
+  take("--steps", &o->steps, t.steps, integer);
+  take("--seed", &o->seed, t.seed, integer);
+  if (p.inputKind == program::InputKind::MaskedTokens && t.maskTokenId >= 0) {
+    take("--mask-token-id", &o->maskTokenId, t.maskTokenId, integer);
+    o->maskTokenIdGiven = true; // the checkpoint's, not the sidecar's
+  }
+  // The accumulation is the plan's (or, for a program that does not record
+  // it, the flag's); the checkpoint's is taken only where neither says. A
+  // plan of another world size accumulates differently for the same global
+  // batch, which the load checks.
+  if (p.gradAccum == 0 && !o->given.count("--grad-accum"))
+    o->gradAccum = t.gradAccum;
+  else if (o->gradAccum != t.gradAccum)
+    notes->push_back("grad-accum: " + std::to_string(t.gradAccum) + " in " + from.path + ", " +
+                     std::to_string(o->gradAccum) + " now (" +
+                     (p.gradAccum ? "the plan's" : "--grad-accum") +
+                     "; the global batch must stay the checkpoint's)");
+  return "";
 }
 
 // The checks of rank 0's process before the first step: each output file's
@@ -287,6 +356,10 @@ std::string checkOutputs(const program::Program &p, const RunRequest &req, const
     if (err.empty() && from.step > o.steps)
       err = o.resume + ": its checkpoint is of step " + std::to_string(from.step) +
             ", past --steps " + std::to_string(o.steps);
+    else if (err.empty() && from.step == o.steps && !o.given.count("--steps"))
+      err = o.resume + ": its checkpoint is of step " + std::to_string(from.step) +
+            ", the last of its run: give --steps above " + std::to_string(from.step) +
+            " to train on";
   }
   if (err.empty() && !o.save.empty())
     err = checkpoint::CheckpointDir::open(o.save, o.resume, saveDir);
@@ -418,6 +491,20 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
     std::remove(tmp.c_str());
   if (!err.empty())
     return fail(err, mpiRank == 0);
+  // The plan's accumulation is the run's; a flag may only repeat it.
+  if (p.gradAccum > 0) {
+    if (o.given.count("--grad-accum") && o.gradAccum != p.gradAccum)
+      return fail("--grad-accum " + std::to_string(o.gradAccum) + " contradicts " + req.plan +
+                      ", planned with --grad-accum " + std::to_string(p.gradAccum) +
+                      " (its memory and predicted time are for that): plan again with "
+                      "fsdp-plan --grad-accum " +
+                      std::to_string(o.gradAccum) + ", or drop the flag",
+                  mpiRank == 0);
+    o.gradAccum = p.gradAccum;
+  }
+  std::vector<std::string> resumeNotes;
+  if (std::string why = resumeRun(&o, p, &resumeNotes); !why.empty())
+    return fail(why, mpiRank == 0);
   // Tokens a step: counted in int64 by the executors and the progress line.
   if ((__int128)p.microBatch * p.seqLen * p.worldSize * o.gradAccum > ((__int128)1 << 62))
     return fail("--grad-accum " + std::to_string(o.gradAccum) + " makes a step of " +
@@ -426,8 +513,6 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
                     " micro-steps, more tokens than fsdp-run counts (2^62)",
                 mpiRank == 0);
   if (std::string why = checkInputFlags(p, req.plan, o, o.maskTokenIdGiven); !why.empty())
-    return fail(why, mpiRank == 0);
-  if (std::string why = resumeSampling(&o, events, mpiRank == 0); !why.empty())
     return fail(why, mpiRank == 0);
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
@@ -488,6 +573,8 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
   for (const std::string &note : threadsInputs.warnings)
     if (events.warning)
       events.warning(note);
+  if (backend != BackendKind::Threads)
+    o.dataWarning = events.warning;
   // Outputs, checked by the process of rank 0. Under MPI a failure here ends
   // every process.
   std::unique_ptr<checkpoint::CheckpointDir> saveDir;
@@ -498,9 +585,17 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
         abortMPI();
       return finish();
     }
+  if (res.rank == 0 && events.notice)
+    for (const std::string &note : resumeNotes)
+      events.notice(note);
+  if (res.rank == 0 && events.warning && o.warmupSteps >= o.steps && o.warmupSteps > 0)
+    events.warning("--warmup-steps " + std::to_string(o.warmupSteps) + " is not below --steps " +
+                   std::to_string(o.steps) +
+                   ": the run ends before the learning rate reaches --lr " +
+                   "(its last step takes " + shortNumber(learningRate(o, o.steps)) + ")");
   double predictedStepS = p.predictedMicroStepS * o.gradAccum + p.predictedOptimizerS;
   if (res.rank == 0 && events.started)
-    events.started({&p, backend, data::globalBatch(p, o), predictedStepS});
+    events.started({&p, backend, data::globalBatch(p, o), predictedStepS, &o});
   // --metrics is opened (and truncated) at the first step: only once the
   // inputs have been read and checked.
   std::ofstream metrics;

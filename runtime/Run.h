@@ -61,6 +61,9 @@ struct RunStart {
   BackendKind backend = BackendKind::Threads;
   int64_t globalBatch = 0;
   double predictedStepS = 0; // the plan's step (micro-steps and optimizer); 0: none
+  /// What the run resolved: its options (the plan's grad-accum, a resumed
+  /// run's settings).
+  const RunOptions *options = nullptr;
 };
 
 /// What a run came to: an error before or during the run, or the end of one
@@ -83,7 +86,9 @@ struct RunResult {
 /// failing job by the process(es) that report it, before MPI may abort the
 /// job; `resuming`, `started` and `step` come on the process of rank 0 only.
 struct RunEvents {
-  std::function<void(const std::string &)> error, warning;
+  /// `notice`: what the run decided that the user should read (a resumed
+  /// run's changed settings), said by the process of rank 0.
+  std::function<void(const std::string &)> error, warning, notice;
   std::function<void(const checkpoint::CheckpointRef &)> resuming;
   std::function<void(const RunStart &)> started;
   std::function<void(const StepReport &)> step;

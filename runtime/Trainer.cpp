@@ -358,15 +358,17 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
     r.epochSamples = first.samples;
     r.epochEnded = next.epoch > first.epoch;
   }
-  checkpoint::Sampling sampling{
-      data.train.isShuffled(), data.train.seed(),
-      program.inputKind == program::InputKind::Images ? 0 : data.train.size()};
+  checkpoint::RunRecord record;
+  record.sampling = {data.train.isShuffled(), data.train.seed(),
+                     program.inputKind == program::InputKind::Images ? 0 : data.train.size()};
+  record.settings = trainingSettings(
+      options, program.inputKind == program::InputKind::MaskedTokens ? data.maskTokenId : -1);
   std::string err = afterStep(
       options, r, host, onStep, [&] { return evaluate(); },
       [&] {
         device.shardsOut();
         return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
-                                          device.shardImage(), step, G, sampling);
+                                          device.shardImage(), step, G, record);
       },
       stop);
   if (!err.empty())
@@ -410,6 +412,24 @@ std::string Trainer::run(const StepCallback &onStep) {
 //===----------------------------------------------------------------------===//
 // The step's report and the learning rate
 //===----------------------------------------------------------------------===//
+
+checkpoint::Settings fsdp::runtime::trainingSettings(const RunOptions &o, int64_t maskTokenId) {
+  checkpoint::Settings t;
+  t.lr = o.lr;
+  t.minLr = o.minLr;
+  t.beta1 = o.beta1;
+  t.beta2 = o.beta2;
+  t.eps = o.eps;
+  t.weightDecay = o.weightDecay;
+  t.clipGradNorm = o.clipGradNorm;
+  t.lrSchedule = scheduleName(o.lrSchedule);
+  t.warmupSteps = o.warmupSteps;
+  t.steps = o.steps;
+  t.gradAccum = o.gradAccum;
+  t.maskTokenId = maskTokenId;
+  t.seed = o.seed;
+  return t;
+}
 
 double fsdp::runtime::learningRate(const RunOptions &o, int64_t step) {
   int64_t W = o.warmupSteps, T = o.steps;

@@ -16,6 +16,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Inputs.h"
 
 #include <atomic>
@@ -235,6 +236,10 @@ StepReport stepReport(const program::Program &p, const RunOptions &options, int6
 /// The learning rate of step `step` (counted from 1): linear warmup, then
 /// the schedule (docs/training-semantics.md).
 double learningRate(const RunOptions &options, int64_t step);
+
+/// The settings a checkpoint records of the run (`maskTokenId`: the
+/// masked-LM run's mask id, else -1).
+checkpoint::Settings trainingSettings(const RunOptions &options, int64_t maskTokenId);
 
 /// "micro_step.comm[3] (all_gather)": an instruction as errors name it.
 std::string instructionPlace(const std::string &phase, int stream,

@@ -32,7 +32,7 @@ trap 'rm -rf "$work"' EXIT
 plan() { "$BIN/fsdp-plan" "$ROOT/models/$1/config.json" --seq-len 16 "${@:2}" > /dev/null; }
 plan gpt2-tiny --world-size 2 --micro-batch 2 -o "$work/full.json"
 plan gpt2-tiny --world-size 4 --micro-batch 1 --strategy hybrid-shard --shard-size 2 \
-  --param-dtype bf16 --reduce-dtype bf16 -o "$work/hybrid.json"
+  --param-dtype bf16 --reduce-dtype bf16 --grad-accum 2 -o "$work/hybrid.json"
 plan llama-tiny --world-size 3 --micro-batch 1 --strategy shard-grad-op -o "$work/zero2.json"
 plan gpt2-tiny --world-size 2 --micro-batch 2 --strategy no-shard \
   --activation-checkpointing blocks -o "$work/ddp.json"
@@ -51,7 +51,7 @@ D=(--data "$work/data.bin")
 run "$work/full.json" "${D[@]}" --steps 3 --save "$work/ck" --save-every 1 --trace "$work/t.json"
 run "$work/full.json" "${D[@]}" --steps 5 --resume "$work/ck" --save "$work/ck" \
   --eval-data "$work/data.bin" --eval-every 2
-run "$work/hybrid.json" "${D[@]}" --steps 3 --grad-accum 2 --clip-grad-norm 0.5
+run "$work/hybrid.json" "${D[@]}" --steps 3 --clip-grad-norm 0.5
 run "$work/zero2.json" "${D[@]}" --steps 3 --lr-schedule cosine --warmup-steps 1
 run "$work/ddp.json" "${D[@]}" --steps 6 --resume "$work/ck"
 echo "tsan: $runs of $runs threads-backend runs clean (ThreadSanitizer, $TSAN_DIR/bin/fsdp-run)"

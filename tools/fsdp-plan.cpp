@@ -406,6 +406,17 @@ int main(int argc, char **argv) {
   auto f64 = [&](double v) { return mlir::FloatAttr::get(mlir::Float64Type::get(&context), v); };
   getStep(*module)->setAttr("predicted_micro_step_s", f64(figures.predicted->microStepTimeS));
   getStep(*module)->setAttr("predicted_optimizer_s", f64(figures.predicted->optimizerTimeS));
+  // What fsdp-run takes from the plan: its accumulation (the run's
+  // default), and what MFU needs (a device's peak only from a cluster file:
+  // the default cluster's figures are no device's).
+  getStep(*module)->setAttr(
+      "grad_accum", mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), gradAccum));
+  getStep(*module)->setAttr("model_flops_per_micro_step",
+                            f64(figures.predicted->modelFlopsPerStep / gradAccum));
+  if (!clusterPath.empty()) {
+    bool bf16 = o.resolvedComputeDtype() == "bf16";
+    getStep(*module)->setAttr("peak_flops", f64(bf16 ? cluster.bf16Flops : cluster.f32Flops));
+  }
   bool fits = !budget || figures.peakBytes <= *budget;
   // The plan is rendered before any file is written: a lowering that fails
   // leaves no report or trace behind either.

@@ -16,6 +16,7 @@
 #include "runtime/io/Files.h"
 #include "runtime/weights/Safetensors.h"
 #include "support/InputFile.h"
+#include "support/Suggest.h"
 #include "tools/Version.h"
 
 #include <charconv>
@@ -49,8 +50,10 @@ static void usage(FILE *to) {
       "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md);\n"
       "                        set for another backend, it is an error\n"
       "Training:\n"
-      "  --steps K             optimizer steps (default 1)\n"
-      "  --grad-accum A        micro-steps per optimizer step (default 1)\n"
+      "  --steps K             the run's last step, the schedule's horizon (default 1; a\n"
+      "                        resumed run: its checkpoint's, which a larger K extends)\n"
+      "  --grad-accum A        micro-steps per optimizer step: the plan's (fsdp-plan\n"
+      "                        --grad-accum); another value is an error\n"
       "  --seed S              initialisation seed when no --weights are given (default 0)\n"
       "  --shuffle SEED        each epoch's windows of --data in a permutation of their own\n"
       "                        (docs/sampling.md; default: in order); a resumed run keeps\n"
@@ -61,9 +64,10 @@ static void usage(FILE *to) {
       "                        (default: the seeded initialisation)\n"
       "  --data FILE[,FILE..]  tokens, flat little-endian (fsdp-tokenize, nanoGPT's train.bin),\n"
       "                        memory-mapped; several files, or a folder's *.bin in name\n"
-      "                        order, are one stream; without it,\n"
-      "                        synthetic tokens; for a program whose inputs are images, a\n"
-      "                        .npy of uint8 [N, height, width, channels]\n"
+      "                        order, are one stream (required, unless --synthetic-data);\n"
+      "                        for a program whose inputs are images, a .npy of uint8\n"
+      "                        [N, height, width, channels]\n"
+      "  --synthetic-data      a token model trains on seeded random tokens, without --data\n"
       "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
       "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
       "                        103, BERT's [MASK]); below the vocabulary\n"
@@ -91,7 +95,10 @@ static void usage(FILE *to) {
       "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
       "  --keep K              the K newest checkpoints kept (default 2)\n"
       "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
-      "                        model and global batch)\n"
+      "                        model and global batch) with the settings it records (lr,\n"
+      "                        schedule, warmup, min-lr, steps, AdamW's, clipping, seed,\n"
+      "                        data order): a flag given with another value is a change,\n"
+      "                        applied and said\n"
       "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
       "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
       "                        HF shards and their index, as save_pretrained writes them\n"
@@ -128,6 +135,10 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
   events.warning = [](const std::string &note) {
     std::fprintf(stderr, "fsdp-run: warning: %s\n", note.c_str());
   };
+  events.notice = [](const std::string &note) {
+    std::printf("fsdp-run: %s\n", note.c_str());
+    std::fflush(stdout);
+  };
   if (!quiet)
     events.resuming = [](const checkpoint::CheckpointRef &from) {
       std::printf("fsdp-run: resuming from %s (step %lld)\n", from.path.c_str(),
@@ -148,14 +159,15 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
                                : "OpenBLAS " + std::string(openblas_get_corename()) + " kernels";
     std::printf("fsdp-run: %s, %s over %lld ranks (%s), arena %s per rank; "
                 "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
-                "global batch %lld sequences; %s\n",
+                "global batch %lld sequences; %s%s\n",
                 p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
                 s.backend == runtime::BackendKind::Mpi ? "MPI processes"
                 : nccl                                 ? "GPUs, NCCL"
                                                        : "threads",
                 support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch,
-                (long long)p.seqLen, (long long)req.options.gradAccum, (long long)s.globalBatch,
-                kernels.c_str());
+                (long long)p.seqLen, (long long)s.options->gradAccum, (long long)s.globalBatch,
+                kernels.c_str(),
+                s.options->syntheticData ? "; random tokens (--synthetic-data)" : "");
   };
   events.step = [=](const runtime::StepReport &r) {
     if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps || r.evaluated)) {
@@ -289,6 +301,8 @@ int main(int argc, char **argv) {
       }
       return n;
     };
+    if (a.size() > 2 && a[0] == '-' && a[1] == '-')
+      o.given.insert(a == "--nccl-timeout" ? "--timeout" : a);
     if (doubles.count(a)) {
       double x = number(value(), a);
       // AdamW's ranges, as torch.optim.AdamW checks them.
@@ -363,6 +377,8 @@ int main(int argc, char **argv) {
       logEvery = (int64_t)integer(value(), a, 1, INT64_MAX);
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--synthetic-data") {
+      o.syntheticData = true;
     } else if (a == "--help" || a == "-h") {
       usage(stdout);
       return 0;
@@ -370,7 +386,20 @@ int main(int argc, char **argv) {
       std::printf("fsdp-run (fsdp) %s\n", FSDP_VERSION);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "fsdp-run: error: unknown option %s (see fsdp-run --help)\n", a.c_str());
+      std::vector<std::string> known = {
+          "--steps",        "--shuffle",       "--seed",           "--grad-accum",
+          "--lr-schedule",  "--warmup-steps",  "--eval-every",     "--eval-batches",
+          "--save-every",   "--keep",          "--max-shard-size", "--rank",
+          "--backend",      "--mask-token-id", "--data-dtype",     "--timeout",
+          "--nccl-timeout", "--log-every",     "--quiet",          "--synthetic-data",
+          "--help",         "--version"};
+      for (const auto &[flag, _] : doubles)
+        known.push_back(flag);
+      for (const auto &[flag, _] : strings)
+        known.push_back(flag);
+      std::string near = support::nearest(a.substr(0, a.find('=')), known);
+      std::fprintf(stderr, "fsdp-run: error: unknown option %s%s (see fsdp-run --help)\n",
+                   a.c_str(), near.empty() ? "" : ("; did you mean " + near + "?").c_str());
       return 2;
     } else if (req.plan.empty()) {
       req.plan = a;
@@ -384,6 +413,21 @@ int main(int argc, char **argv) {
   }
   if (o.steps < 1 || o.gradAccum < 1)
     return fail("--steps and --grad-accum must be at least 1");
+  // Flags that act only with another: alone, an error rather than nothing.
+  for (const char *flag : {"--save-every", "--keep"})
+    if (o.given.count(flag) && o.save.empty())
+      return fail(std::string(flag) +
+                  " is for checkpoints, which only --save DIR writes: give --save DIR too");
+  if (!o.weights.empty() && !o.resume.empty())
+    return fail("--weights " + o.weights + " and --resume " + o.resume +
+                ": a resumed run continues from its checkpoint's weights; drop --weights");
+  if (o.syntheticData && !o.data.empty())
+    return fail("--synthetic-data and --data " + o.data +
+                ": give one (--data trains on its "
+                "tokens, --synthetic-data on random ones)");
+  if (!o.saveWeights.empty())
+    if (std::string why = weights::saveWeightsNameError(o.saveWeights); !why.empty())
+      return fail(why);
   if (!o.evalLabels.empty() && o.evalData.empty())
     return fail("--eval-labels " + o.evalLabels + " needs --eval-data FILE, the held-out images");
   if (evalFlags && o.evalData.empty())

@@ -218,7 +218,11 @@ def FSDP_StepOp : FSDP_Op<"step", [
       (`tokens_offset`, `targets_offset`), cuda's cuBLAS workspace
       (`workspace_offset`) and `memory`;
     - `fsdp-plan`: the cost model's `predicted_micro_step_s`,
-      `predicted_optimizer_s`.
+      `predicted_optimizer_s`; the micro-steps of an optimizer step
+      (`grad_accum`, the run's default); the model FLOPs of one micro-step
+      over every rank (`model_flops_per_micro_step`) and, when a cluster
+      file gave it, a device's peak FLOP/s in the compute dtype
+      (`peak_flops`), from which fsdp-run reports MFU.
 
     Every rank runs the same step (SPMD): no op is for some ranks only.
   }];
@@ -253,7 +257,10 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_NonNegativeI64>:$targets_offset,
                        OptionalAttr<FSDP_MemoryAttr>:$memory,
                        OptionalAttr<F64Attr>:$predicted_micro_step_s,
-                       OptionalAttr<F64Attr>:$predicted_optimizer_s);
+                       OptionalAttr<F64Attr>:$predicted_optimizer_s,
+                       OptionalAttr<FSDP_PositiveI64>:$grad_accum,
+                       OptionalAttr<F64Attr>:$model_flops_per_micro_step,
+                       OptionalAttr<F64Attr>:$peak_flops);
   let regions = (region SizedRegion<1>:$body);
   let skipDefaultBuilders = 1;
   let builders = [

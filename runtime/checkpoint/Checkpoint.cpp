@@ -34,6 +34,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -176,8 +177,7 @@ bool isDirectory(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-json metaOf(const program::Program &p, int64_t step, int64_t globalBatch,
-            const Sampling &sampling) {
+json metaOf(const program::Program &p, int64_t step, int64_t globalBatch, const RunRecord &record) {
   json units = json::array();
   for (const auto &u : p.units) {
     json params = json::array();
@@ -189,21 +189,36 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch,
   int64_t bytes = shardFileBytes(payloadBytesOf(p), kBlockBytes);
   for (int64_t m = 0; m < p.shardSize; ++m)
     shards.push_back({{"bytes", bytes}, {"header_crc", shardHeader(p, step, m).headerCrc}});
-  json meta = {
-      {"format", "fsdp-checkpoint"},
-      {"version", kVersion},
-      {"step", step},
-      {"global_batch", globalBatch},
-      {"model", p.modelName},
-      {"identity", modelIdentity(p)},
-      {"world_size", p.worldSize},
-      {"strategy", p.strategy},
-      {"shard_files", p.shardSize},
-      {"shards", shards},
-      {"block_bytes", kBlockBytes},
-      {"units", units},
-      {"sampling",
-       {{"shuffle", sampling.shuffle}, {"seed", sampling.seed}, {"tokens", sampling.tokens}}}};
+  json meta = {{"format", "fsdp-checkpoint"},
+               {"version", kVersion},
+               {"step", step},
+               {"global_batch", globalBatch},
+               {"model", p.modelName},
+               {"identity", modelIdentity(p)},
+               {"world_size", p.worldSize},
+               {"strategy", p.strategy},
+               {"shard_files", p.shardSize},
+               {"shards", shards},
+               {"block_bytes", kBlockBytes},
+               {"units", units},
+               {"sampling",
+                {{"shuffle", record.sampling.shuffle},
+                 {"seed", record.sampling.seed},
+                 {"tokens", record.sampling.tokens}}}};
+  const Settings &t = record.settings;
+  meta["training"] = {{"lr", t.lr},
+                      {"lr_schedule", t.lrSchedule},
+                      {"warmup_steps", t.warmupSteps},
+                      {"min_lr", t.minLr},
+                      {"steps", t.steps},
+                      {"beta1", t.beta1},
+                      {"beta2", t.beta2},
+                      {"eps", t.eps},
+                      {"weight_decay", t.weightDecay},
+                      {"clip_grad_norm", t.clipGradNorm},
+                      {"grad_accum", t.gradAccum},
+                      {"seed", t.seed},
+                      {"mask_token_id", t.maskTokenId}};
   meta["checksum"] = metaChecksum(meta);
   return meta;
 }
@@ -794,7 +809,7 @@ std::string fsdp::checkpoint::resolveCheckpoint(const std::string &path, Checkpo
 std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t keep,
                                              const program::Program &p, runtime::Communicator &comm,
                                              char *arena, int64_t step, int64_t globalBatch,
-                                             const Sampling &sampling) {
+                                             const RunRecord &record) {
   std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
   auto removeTmp = [&] { removeTree(tmp); };
   bool rank0 = comm.rank() == 0;
@@ -826,7 +841,7 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
   mine.clear();
   if (rank0) {
     mine =
-        writeFileDurable(tmp + "/meta.json", metaOf(p, step, globalBatch, sampling).dump(1) + "\n");
+        writeFileDurable(tmp + "/meta.json", metaOf(p, step, globalBatch, record).dump(1) + "\n");
     if (mine.empty())
       mine = syncDirectory(tmp);
     if (mine.empty())
@@ -984,25 +999,71 @@ std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const pr
   return agree(comm, mine, [] {}, "checkpoint not read");
 }
 
-std::string fsdp::checkpoint::readSampling(const std::string &path, Sampling *out, bool *recorded) {
+std::string fsdp::checkpoint::readRunRecord(const std::string &path, RunRecord *out) {
   std::string text, file = path + "/meta.json";
-  *recorded = false;
+  *out = RunRecord();
   if (std::string err = support::readRegularFile(file, support::kMaxJsonBytes, "checkpoint", &text);
       !err.empty())
     return err;
   json meta = json::parse(text, nullptr, false);
   if (!meta.is_object())
     return file + ": not JSON";
-  if (!meta.contains("sampling"))
+  out->hasSampling = meta.contains("sampling");
+  if (out->hasSampling) {
+    const json &s = meta["sampling"];
+    if (!s.is_object() || !s.contains("shuffle") || !s["shuffle"].is_boolean() ||
+        !s.contains("seed") || !s["seed"].is_number_unsigned() || !s.contains("tokens") ||
+        !s["tokens"].is_number_integer())
+      return file + ": sampling: expected {\"shuffle\": bool, \"seed\": n, \"tokens\": n}";
+    out->sampling.shuffle = s["shuffle"];
+    out->sampling.seed = s["seed"];
+    out->sampling.tokens = s["tokens"];
+  }
+  out->hasSettings = meta.contains("training");
+  if (!out->hasSettings)
     return "";
-  const json &s = meta["sampling"];
-  if (!s.is_object() || !s.contains("shuffle") || !s["shuffle"].is_boolean() ||
-      !s.contains("seed") || !s["seed"].is_number_unsigned() || !s.contains("tokens") ||
-      !s["tokens"].is_number_integer())
-    return file + ": sampling: expected {\"shuffle\": bool, \"seed\": n, \"tokens\": n}";
-  out->shuffle = s["shuffle"];
-  out->seed = s["seed"];
-  out->tokens = s["tokens"];
-  *recorded = true;
+  const json &t = meta["training"];
+  if (!t.is_object())
+    return file + ": training: expected an object of the run's settings";
+  Settings &st = out->settings;
+  auto number = [&](const char *key, double *to) {
+    if (!t.contains(key) || !t[key].is_number() || !std::isfinite(t[key].get<double>()))
+      return file + ": training." + key + ": expected a finite number";
+    *to = t[key].get<double>();
+    return std::string();
+  };
+  auto integer = [&](const char *key, int64_t lo, int64_t *to) {
+    if (!t.contains(key) || !t[key].is_number_integer() || t[key].get<int64_t>() < lo)
+      return file + ": training." + key + ": expected an integer of at least " + std::to_string(lo);
+    *to = t[key].get<int64_t>();
+    return std::string();
+  };
+  std::string err;
+  for (auto [key, to] : {std::pair<const char *, double *>{"lr", &st.lr},
+                         {"min_lr", &st.minLr},
+                         {"beta1", &st.beta1},
+                         {"beta2", &st.beta2},
+                         {"eps", &st.eps},
+                         {"weight_decay", &st.weightDecay},
+                         {"clip_grad_norm", &st.clipGradNorm}})
+    if (err.empty())
+      err = number(key, to);
+  for (auto [key, lo, to] :
+       {std::tuple<const char *, int64_t, int64_t *>{"warmup_steps", 0, &st.warmupSteps},
+        {"steps", 1, &st.steps},
+        {"grad_accum", 1, &st.gradAccum},
+        {"mask_token_id", -1, &st.maskTokenId}})
+    if (err.empty())
+      err = integer(key, lo, to);
+  if (!err.empty())
+    return err;
+  if (!t.contains("seed") || !t["seed"].is_number_unsigned())
+    return file + ": training.seed: expected an integer of at least 0";
+  st.seed = t["seed"];
+  if (!t.contains("lr_schedule") || !t["lr_schedule"].is_string() ||
+      (t["lr_schedule"] != "constant" && t["lr_schedule"] != "linear" &&
+       t["lr_schedule"] != "cosine"))
+    return file + ": training.lr_schedule: expected constant, linear or cosine";
+  st.lrSchedule = t["lr_schedule"];
   return "";
 }

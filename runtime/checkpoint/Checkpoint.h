@@ -80,13 +80,31 @@ struct Sampling {
   uint64_t seed = 0;
   int64_t tokens = 0; // the training stream's length (0: images)
 };
+/// Every setting that shapes training (docs/checkpoint-format.md,
+/// `training`), recorded in meta.json so that a resumed run continues the
+/// same run: the learning rate's schedule and horizon (`steps`, the run's
+/// last step), AdamW's, clipping, the accumulation, the initialisation
+/// seed and the masked-LM mask id (-1: not a masked-LM run).
+struct Settings {
+  double lr = 0, minLr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, clipGradNorm = 0;
+  std::string lrSchedule; // constant, linear or cosine
+  int64_t warmupSteps = 0, steps = 0, gradAccum = 0, maskTokenId = -1;
+  uint64_t seed = 0;
+};
+/// What a checkpoint records of its run besides the state; `has*`: false
+/// for a checkpoint written before fsdp recorded that part.
+struct RunRecord {
+  Sampling sampling;
+  Settings settings;
+  bool hasSampling = true, hasSettings = true;
+};
 std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::Program &p,
                            runtime::Communicator &comm, char *arena, int64_t step,
-                           int64_t globalBatch, const Sampling &sampling = {});
+                           int64_t globalBatch, const RunRecord &record = {});
 
-/// The sampling the checkpoint folder `path` (one step's) records; *recorded
-/// is false for a checkpoint written before fsdp recorded it.
-std::string readSampling(const std::string &path, Sampling *out, bool *recorded);
+/// The run record of the checkpoint folder `path` (one step's); an error
+/// names the file and the field.
+std::string readRunRecord(const std::string &path, RunRecord *out);
 
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
 /// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint

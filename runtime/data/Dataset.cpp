@@ -125,7 +125,11 @@ std::string Dataset::openFile(const std::string &path, const program::Program &p
     ::close(fd);
     return path + ": " + std::to_string(part.bytes) + " bytes is not a whole number of " + type +
            " tokens (" + std::to_string(width()) + " bytes each): the token at byte offset " +
-           std::to_string(part.bytes - part.bytes % width()) + " is cut short (--data-dtype)";
+           std::to_string(part.bytes - part.bytes % width()) + " is cut short (--data-dtype)" +
+           (wide && part.bytes % 2 == 0 && p.vocabSize() <= 65536
+                ? "; as uint16 tokens it is whole: say --data-dtype uint16 "
+                  "if it holds those"
+                : "");
   }
   if (part.bytes > 0) {
     void *m = ::mmap(nullptr, size_t(part.bytes), PROT_READ, MAP_SHARED, fd, 0);
@@ -192,7 +196,7 @@ std::string Dataset::open(const std::string &spec, const program::Program &p,
     try {
       synthetic.assign(size_t(count) * width(), 0);
     } catch (const std::exception &) {
-      return "synthetic data (no --data): cannot hold " + std::to_string(count) + " tokens (" +
+      return "--synthetic-data: cannot hold " + std::to_string(count) + " tokens (" +
              std::to_string(count * width()) + " bytes) in memory, for the program's seq_len of " +
              std::to_string(p.seqLen);
     }
@@ -234,10 +238,19 @@ std::string Dataset::open(const std::string &spec, const program::Program &p,
       const unsigned char *b = part.base + j * width();
       int64_t t = wide ? int64_t(b[0] | b[1] << 8 | b[2] << 16 | uint32_t(b[3]) << 24)
                        : int64_t(b[0] | b[1] << 8);
-      if (vocab > 0 && t >= vocab)
+      if (vocab > 0 && t >= vocab) {
+        // uint16 tokens read as uint32 pair two tokens into one large one:
+        // say so when every 16-bit value of the file is a token.
+        bool narrow = wide && sides.empty() && vocab <= 65536;
+        for (int64_t k = 0; narrow && k < part.bytes / 2; ++k)
+          narrow = int64_t(part.base[2 * k] | part.base[2 * k + 1] << 8) < vocab;
         return part.path + ": token " + std::to_string(t) + " at byte offset " +
                std::to_string(j * width()) + " (" + type + " token " + std::to_string(j) +
-               ") is outside the model's vocabulary of " + std::to_string(vocab);
+               ") is outside the model's vocabulary of " + std::to_string(vocab) +
+               (narrow ? "; read as uint16, every token of it is inside: these look like uint16 "
+                         "tokens; say --data-dtype uint16"
+                       : "");
+      }
       counted += t == countId;
     }
     if (part.bytes > 0) // windows come from anywhere from now on

@@ -667,6 +667,24 @@ bool fsdp::weights::isWeightsFolder(const std::string &path) {
   return !endsWith(path, ".safetensors");
 }
 
+std::string fsdp::weights::saveWeightsNameError(const std::string &path) {
+  struct stat st;
+  // An existing path is checked as such (a file where a folder is meant is
+  // an error of its own, io::checkOutputDirectory's).
+  if (path.empty() || path.back() == '/' || endsWith(path, ".safetensors") ||
+      ::stat(path.c_str(), &st) == 0)
+    return "";
+  std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  size_t dot = base.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == base.size())
+    return "";
+  std::string stem = path.substr(0, path.size() - (base.size() - dot));
+  return "--save-weights " + path + " looks like a file's name ('" + base.substr(dot) +
+         "'), but it would be a folder of HF shards: give " + stem +
+         ".safetensors for one file, or a folder's name (" + stem + ", or " + path +
+         "/ to keep the name)";
+}
+
 std::vector<std::vector<size_t>>
 fsdp::weights::planWeightShards(const std::vector<NamedTensor> &tensors, int64_t maxShardSize) {
   std::vector<std::vector<size_t>> shards;

@@ -111,6 +111,12 @@ std::string writeSafetensors(const std::string &path, const std::vector<NamedTen
 /// path that does not end in ".safetensors".
 bool isWeightsFolder(const std::string &path);
 
+/// "" when --save-weights PATH says what it means; else why not: a name
+/// that looks like a file of another kind ("out.bin", "model.pt"), which
+/// would become a folder of that name. A trailing '/' or an existing folder
+/// means a folder whatever its name.
+std::string saveWeightsNameError(const std::string &path);
+
 /// Which tensors (indices into `tensors`) go into which shard, as
 /// huggingface_hub's split_state_dict_into_shards does: in the given order,
 /// a new shard when the next tensor would take the current one past

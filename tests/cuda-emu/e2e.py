@@ -181,16 +181,18 @@ class Ctx:
                  "--height", "16", "--width", "16"])
             got = ([], ["--data", im, "--labels", lb])  # its sequence is the patches
         else:
-            got = (["--seq-len", "16"], [])  # synthetic tokens
+            got = (["--seq-len", "16"], ["--synthetic-data"])
         self.inputs[model] = got
         return got
 
-    def plans(self, tag, model, world, strategy, settings):
-        """Plans for the cpu and the cuda target; returns (cpu, cuda, arena)."""
+    def plans(self, tag, model, world, strategy, settings, accum=1):
+        """Plans for the cpu and the cuda target, `accum` micro-steps a step
+        (the programs' grad_accum); returns (cpu, cuda, arena)."""
         cfg = os.path.join(self.models, model, "config.json")
         shard = ["--shard-size", "2"] if strategy == "hybrid-shard" else []
         plan = ([self.fsdp_plan, cfg, "--world-size", str(world), "--micro-batch", "2",
-                 "--strategy", strategy] + shard + self.model_inputs(model)[0] + settings)
+                 "--strategy", strategy, "--grad-accum", str(accum)] + shard +
+                self.model_inputs(model)[0] + settings)
         cpu, cuda = self.path(tag, "cpu.json"), self.path(tag, "cuda.json")
         run(plan + ["-o", cpu])
         run(plan + ["--cluster", os.path.join(self.models, "hardware", "H100-SXM.json"),
@@ -223,11 +225,11 @@ class Ctx:
         norm, 10x the kernel sets' bound, 5x inside this one's spread."""
         cfg = os.path.join(self.models, model, "config.json")
         plan = self.path(tag, "decomposed.json")
-        run([self.fsdp_plan, cfg, "--world-size", "1", "--micro-batch", "1"] +
+        run([self.fsdp_plan, cfg, "--world-size", "1", "--micro-batch", "1",
+             "--grad-accum", str(2 * world * accum)] +
             self.model_inputs(model)[0] + settings + ["-o", plan])
         out = self.path(tag, "x-decomposed.jsonl")
-        run([self.fsdp_run, plan, "--metrics", out, "--steps", str(STEPS), "--quiet",
-             "--grad-accum", str(2 * world * accum)] + inputs)
+        run([self.fsdp_run, plan, "--metrics", out, "--steps", str(STEPS), "--quiet"] + inputs)
         return out
 
     def launch(self, how, world, cmd, metrics_path, env=None):
@@ -320,7 +322,8 @@ def refusals(ctx, plan, arena):
         env = dict(ctx.emulated)
         env.update(extra)
         out = os.path.join(ctx.work, "refused.jsonl")
-        cmd = [ctx.fsdp_run, plan, "--backend", "nccl", "--steps", "1", "--metrics", out]
+        cmd = [ctx.fsdp_run, plan, "--backend", "nccl", "--steps", "1", "--metrics", out,
+               "--synthetic-data"]
         r = run(cmd, env=env, check=False)
         where = " ".join("%s=%s" % kv for kv in extra.items())
         if r.returncode != 1:
@@ -362,11 +365,11 @@ def matrix_group(ctx, group):
         tag = "%s-w%d-%s-%s" % (model, world, strategy, launch)
         what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
                                                          " ".join(settings), accum)
-        cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings)
+        cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings, accum)
         if launch == "none" and group == "switch":
             lines.append("FSDP_NCCL_PLUGIN and the emulated device's settings: %d refusals, "
                          "each naming the variable" % refusals(ctx, cuda, arena))
-        train = ["--steps", str(STEPS), "--quiet", "--grad-accum", str(accum)]
+        train = ["--steps", str(STEPS), "--quiet"]
         train += ctx.model_inputs(model)[1]
         a, alternates, seed = ctx.references(tag, cpu, train)
         if "bf16" in settings:
@@ -386,7 +389,7 @@ def resume_group(ctx):
     """Emulated -> threads and threads -> emulated, 2 + 2 steps each."""
     model, world, half = "gpt2-tiny", 2, 2
     cpu, cuda, arena = ctx.plans("resume", model, world, "full-shard", [])
-    train = ["--quiet"]
+    train = ["--quiet", "--synthetic-data"]
     a, alternates, seed = ctx.references("resume", cpu, train + ["--steps", str(2 * half)])
     emu = [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train
     thr = [ctx.fsdp_run, cpu] + train
@@ -438,7 +441,8 @@ def check_joined(ctx, what, a, alternates, seed, joined, steps):
 
 def rank_cmds(ctx, plan, idf, steps, extra=()):
     return [[ctx.fsdp_run, plan, "--backend", "nccl", "--steps", str(steps), "--timeout", "60",
-             "--rank", str(r), "--nccl-id-file", idf] + list(extra) for r in range(2)]
+             "--synthetic-data", "--rank", str(r), "--nccl-id-file", idf] + list(extra)
+            for r in range(2)]
 
 
 def expect_stopped(what, results, status_of=lambda r: 1, names_rank1=(0,)):
@@ -468,7 +472,7 @@ def faults_group(ctx):
     what = "FSDP_EMU_NCCL_FAULT=1:5 (mpirun)"
     r = run([ctx.mpirun, "-np", "2", "--oversubscribe", "-x", "FSDP_NCCL_PLUGIN", "-x",
              "FSDP_EMU_NCCL_FAULT", ctx.fsdp_run, cuda, "--backend", "nccl", "--steps", "2",
-             "--quiet", "--timeout", "60"],
+             "--quiet", "--timeout", "60", "--synthetic-data"],
             env=dict(fault, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"),
             check=False)
     if r.returncode == 0 or "fsdp-run: error: " not in r.stdout or "rank 1" not in r.stdout:

@@ -46,7 +46,7 @@ def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report, accum):
     if os.path.exists(idf):
         os.remove(idf)
     cmd = [fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
-           "--grad-accum", str(accum), "--nccl-id-file", idf]
+           "--synthetic-data", "--nccl-id-file", idf]
     log1 = open(os.path.join(work, "rank1-%s.txt" % tag), "w+")
     p1 = subprocess.Popen(cmd + ["--rank", "1"], env=env, stdout=log1, stderr=subprocess.STDOUT)
     p0 = subprocess.Popen(cmd + ["--rank", "0"], env=env, stdout=subprocess.PIPE,
@@ -80,17 +80,23 @@ def main():
     env = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
     for k in ("FSDP_EMU_DROP_WAIT", "FSDP_EMULATED_GPU_MEMORY", "FSDP_EMU_NCCL_FAULT"):
         env.pop(k, None)
-    plan = os.path.join(work, "gpt2-tiny-w2.json")
-    r = subprocess.run([fsdp_plan, os.path.join(models, "gpt2-tiny", "config.json"),
-                        "--world-size", "2", "--micro-batch", "1", "--seq-len", "8", "--cluster",
-                        os.path.join(models, "hardware", "H100-SXM.json"), "-o", plan],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        sys.exit("FAILED: fsdp-plan\n" + r.stdout)
+    # One program a grad-accum (the program's decides the run's).
+    plans = {}
+    for accum in (1, 2):
+        plans[accum] = os.path.join(work, "gpt2-tiny-w2-accum%d.json" % accum)
+        r = subprocess.run([fsdp_plan, os.path.join(models, "gpt2-tiny", "config.json"),
+                            "--world-size", "2", "--micro-batch", "1", "--seq-len", "8",
+                            "--grad-accum", str(accum), "--cluster",
+                            os.path.join(models, "hardware", "H100-SXM.json"), "-o", plans[accum]],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            sys.exit("FAILED: fsdp-plan\n" + r.stdout)
+    plan = plans[1]
 
     # Malformed settings: refused before any step, naming the variable.
     for bad in ["0", "-1", "x", "3x", "", "LIST", "99999999999999999999"]:
-        r = subprocess.run([fsdp_run, plan, "--backend", "nccl", "--steps", "1"],
+        r = subprocess.run([fsdp_run, plan, "--backend", "nccl", "--steps", "1",
+                            "--synthetic-data"],
                            env=dict(env, FSDP_EMU_DROP_WAIT=bad), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S)
         if r.returncode != 1 or "FSDP_EMU_DROP_WAIT" not in r.stdout or "step 1" in r.stdout:
@@ -99,7 +105,7 @@ def main():
 
     caught = total = 0
     for accum in (1, 2):
-        c, w = drop_each(fsdp_run, plan, env, work, accum)
+        c, w = drop_each(fsdp_run, plans[accum], env, work, accum)
         caught += c
         total += w
     print("dropped waits: %d of %d caught; stream-order reports in normal runs: 0"

@@ -193,17 +193,16 @@ def train_plan(args, config, tag, world, strategy, shard, weights, data, extra=(
     plan = os.path.join(args.work, tag + ".plan.json")
     cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
            "--micro-batch", str(GLOBAL_BATCH // world // accum), *seq_flags(seq),
-           "--strategy", strategy, "-o", plan, *extra]
+           "--strategy", strategy, "--grad-accum", str(accum), "-o", plan, *extra]
     if shard:
         cmd += ["--shard-size", str(shard)]
     run(cmd)
     metrics = os.path.join(args.work, tag + ".jsonl")
     final = os.path.join(args.work, tag + ".safetensors")
+    # The accumulation is the program's (fsdp-plan --grad-accum).
     cmd = [os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
            "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final, "--quiet",
            *run_extra]
-    if accum > 1:
-        cmd += ["--grad-accum", str(accum)]
     run(cmd)
     return metrics, final, read_metrics(metrics)
 
@@ -415,11 +414,12 @@ def main():
         world = 2
         plan = os.path.join(args.work, tag + ".plan.json")
         run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
-             "--micro-batch", str(GLOBAL_BATCH // world // accum), "--seq-len", str(SEQ), "-o", plan])
+             "--micro-batch", str(GLOBAL_BATCH // world // accum), "--seq-len", str(SEQ),
+             "--grad-accum", str(accum), "-o", plan])
         metrics = os.path.join(args.work, tag + ".jsonl")
         final = os.path.join(args.work, tag + ".safetensors")
         run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-             "--steps", str(args.steps), "--grad-accum", str(accum), "--clip-grad-norm", str(clip),
+             "--steps", str(args.steps), "--clip-grad-norm", str(clip),
              "--metrics", metrics, "--save-weights", final, "--quiet"])
         loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final, acc_bounds)
         total += 1
@@ -530,9 +530,9 @@ def main():
             plan = os.path.join(args.work, "%s.w%d.plan.json" % (tag, world))
             run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
                  "--micro-batch", str(GLOBAL_BATCH // world // accum), "--seq-len", str(SEQ),
-                 "-o", plan])
+                 "--grad-accum", str(accum), "-o", plan])
             common = [os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-                      "--steps", str(args.steps), "--grad-accum", str(accum), "--quiet"]
+                      "--steps", str(args.steps), "--quiet"]
             metrics = plan + ".jsonl"
             run(common + sched + ["--metrics", metrics])
             got = read_metrics(metrics)

@@ -68,7 +68,7 @@ both() { # NAME, then fsdp-plan's arguments
 both gpt2-tiny "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64
 both llama-tiny "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 --seq-len 64
 both gpt2-tiny-bf16 "$ROOT/models/gpt2-tiny/config.json" --world-size 1 --micro-batch 4 \
-  --seq-len 64 --param-dtype bf16 --reduce-dtype bf16
+  --seq-len 64 --param-dtype bf16 --reduce-dtype bf16 --grad-accum 3
 both llama-tiny-ckpt "$ROOT/models/llama-tiny/config.json" --world-size 1 --micro-batch 4 \
   --seq-len 64 --activation-checkpointing blocks
 # Two ranks on one node: only for the error path there (NCCL takes one GPU a

@@ -48,6 +48,7 @@ TEST(Run, TinyThreadsRunReturnsEveryStep) {
   runtime::RunRequest req;
   req.plan = kProgram;
   req.options.steps = 3;
+  req.options.syntheticData = true;
   req.metrics = tempPath("metrics.jsonl");
   req.keepReports = true;
   Heard heard;
@@ -90,6 +91,7 @@ TEST(Run, PreRunCheckFailsWithItsError) {
   runtime::RunRequest req;
   req.plan = kProgram;
   req.metrics = tempPath("refused.jsonl");
+  req.options.syntheticData = true;
   req.options.saveWeights = tempPath("no-such-folder") + "/model.safetensors";
   Heard heard;
   runtime::RunResult res = runtime::run(req, heard.events());

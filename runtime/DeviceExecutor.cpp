@@ -119,6 +119,16 @@ public:
     labelHostAccess(lossHost, size_t(4 * options.gradAccum), false, reader);
     return lossHost;
   }
+  // Queued on compute right after the cross_entropy kernel that reads them.
+  void keepLogits(const void *logits, int64_t bytes) override {
+    cuda(cudaMemcpyAsync(logitsHost + running->micro * bytes, logits, size_t(bytes),
+                         cudaMemcpyDeviceToHost, compute),
+         "cudaMemcpyAsync (eval logits)");
+  }
+  const char *keptLogits(const char *reader) override {
+    labelHostAccess(logitsHost, size_t(options.gradAccum * logitsBytes()), false, reader);
+    return logitsHost;
+  }
   double stepGradNorm() override;
   double clippingNorm() override;
   void zero(void *dst, int64_t bytes, const char *why) override {
@@ -210,6 +220,7 @@ private:
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
   char *inputHost[2] = {nullptr, nullptr}; // pinned: the input (tokens), then the targets
   float *lossHost = nullptr;               // pinned: one a micro-step
+  char *logitsHost = nullptr;              // pinned: an image classifier's eval logits
   double *normHost = nullptr;              // pinned
 
   int64_t microIndex = 0; // micro-steps' inputs so far: the pinned buffer used is this % 2
@@ -251,6 +262,8 @@ DeviceRank::~DeviceRank() {
       cudaFreeHost(h);
   if (lossHost)
     cudaFreeHost(lossHost);
+  if (logitsHost)
+    cudaFreeHost(logitsHost);
   if (normHost)
     cudaFreeHost(normHost);
   if (arena)
@@ -311,6 +324,10 @@ void DeviceRank::setUp() {
          "cudaMallocHost (inputs)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&lossHost), size_t(4 * options.gradAccum)),
        "cudaMallocHost (losses)");
+  if (logitsBytes() > 0)
+    cuda(cudaMallocHost(reinterpret_cast<void **>(&logitsHost),
+                        size_t(options.gradAccum * logitsBytes())),
+         "cudaMallocHost (eval logits)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&normHost), 8), "cudaMallocHost (norm)");
   *normHost = 0;
   if (!options.trace.empty())
@@ -477,6 +494,8 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
                            int64_t V, float *scratch) {
     ck::crossEntropyForward(logits, targets, loss, n, V, reinterpret_cast<double *>(scratch),
                             stream);
+    if (rank.keepsLogits())
+      rank.keepLogits(logits, rank.logitsBytes());
   }
 };
 

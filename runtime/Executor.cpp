@@ -67,7 +67,7 @@ class CpuRank final : public RankDevice {
 public:
   CpuRank(const Program &p, const RunOptions &options, Communicator &comm, const data::Inputs &data)
       : RankDevice(p, options, comm), comm(comm), inputBytes(data.bytes()), events(p.events),
-        kept(size_t(options.gradAccum)) {}
+        kept(size_t(options.gradAccum)), logitsKept(size_t(options.gradAccum * logitsBytes())) {}
 
   void setUp() override;
   void tearDown(bool ok) override;
@@ -82,6 +82,10 @@ public:
   // Each phase ends with both lists: the host has nothing to wait for.
   void synchronize(const std::string &) override {}
   const float *losses(const char *) override { return kept.data(); }
+  void keepLogits(const void *logits, int64_t bytes) override {
+    std::memcpy(logitsKept.data() + running->micro * bytes, logits, size_t(bytes));
+  }
+  const char *keptLogits(const char *) override { return logitsKept.data(); }
   double stepGradNorm() override { return gradNorm; }
   // grad_norm (comm) is ordered before the optimizer step by the events.
   double clippingNorm() override { return gradNorm; }
@@ -138,9 +142,10 @@ private:
   Communicator &comm;
   int64_t inputBytes; // the run's data, counted outside rank 0's arena
   Events events;
-  std::vector<float> kept; // the step's losses, a micro-step each
-  double gradNorm = 0;     // the last grad_norm's, written by the comm thread
-  int64_t epoch = 0;       // executions of a phase so far
+  std::vector<float> kept;      // the step's losses, a micro-step each
+  std::vector<char> logitsKept; // an image classifier's eval logits, a micro-step each
+  double gradNorm = 0;          // the last grad_norm's, written by the comm thread
+  int64_t epoch = 0;            // executions of a phase so far
   std::chrono::steady_clock::time_point epoch0 = std::chrono::steady_clock::now();
 
   // The comm stream: a thread taking one phase's list at a time.
@@ -248,6 +253,8 @@ struct CpuKernels : ArenaMemory<CpuRank> {
   void crossEntropyForward(const T *logits, const int64_t *targets, float *loss, int64_t n,
                            int64_t V, float *) {
     *loss = kernels::crossEntropyForward(logits, targets, n, V);
+    if (rank.keepsLogits())
+      rank.keepLogits(logits, rank.logitsBytes());
   }
 };
 #undef FSDP_CPU_KERNEL

@@ -93,9 +93,12 @@ inline std::optional<RunOptions::Schedule> parseSchedule(const std::string &name
 struct StepReport {
   int64_t step = 0, steps = 0;
   double loss = 0, gradNorm = 0, stepTimeS = 0, tokensPerS = 0;
-  double lr = 0; // the step's learning rate
+  double samplesPerS = 0; // sequences, or images, a second
+  double mfu = 0;         // model FLOPs over the devices' peak (0: the peak is unknown)
+  double lr = 0;          // the step's learning rate
   bool evaluated = false;
   double evalLoss = 0;            // when evaluated: the mean loss over the eval batches
+  double evalAccuracy = -1;       // an image classifier's, when evaluated (-1: none)
   int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
   int64_t predictedPeakBytes = 0; // the plan's
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena

@@ -221,8 +221,12 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
   return "{\"step\": " + std::to_string(r.step) + ", \"loss\": " + num(r.loss, "%.9g") +
          ", \"grad_norm\": " + num(r.gradNorm, "%.9g") + ", \"lr\": " + num(r.lr, "%.9g") +
          (r.evaluated ? ", \"eval_loss\": " + num(r.evalLoss, "%.9g") : "") +
+         (r.evaluated && r.evalAccuracy >= 0 ? ", \"eval_accuracy\": " + num(r.evalAccuracy, "%.9g")
+                                             : "") +
          ", \"step_time_s\": " + num(r.stepTimeS, "%.6f") +
          ", \"tokens_per_s\": " + num(r.tokensPerS, "%.3f") +
+         ", \"samples_per_s\": " + num(r.samplesPerS, "%.3f") +
+         (r.mfu > 0 ? ", \"mfu\": " + num(r.mfu, "%.6g") : "") +
          ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
          ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
          ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +

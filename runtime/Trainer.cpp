@@ -188,7 +188,7 @@ std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
   testSignal(comm.rank(), r.step);
   if (evalDue(o, r.step)) {
     r.evaluated = true;
-    r.evalLoss = evaluate();
+    evaluate(r);
   }
   std::string err = comm.rank() == 0 ? onStep(r) : "";
   if (err.empty())
@@ -272,7 +272,10 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
   RankDevice::InputBuffers in = device.inputBuffers(kind, index);
   data::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
   device.inputsIn();
-  device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced});
+  // An image classifier's eval: the labels beside the logits kept.
+  if (eval && device.logitsBytes() > 0)
+    evalLabels[size_t(micro)].assign(in.targets, in.targets + program.microBatch);
+  device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced, micro});
   device.keepLoss(micro);
 }
 
@@ -289,12 +292,13 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
 // from the eval file, run through the micro-step's forward (and backward, as
 // the program has no forward-only phase); the gradients it leaves are
 // zeroed, so training goes on exactly as without it.
-double Trainer::evaluate() {
+void Trainer::evaluate(StepReport &r) {
   traced = false;
   // Each batch's loss is its micro-steps' weighted sum over ranks over its
   // divisor, the same on every rank: this rank's share of it is summed, then
   // the ranks'.
-  double sum = 0;
+  double sum = 0, correct = 0, total = 0;
+  evalLabels.resize(size_t(options.gradAccum));
   for (int64_t b = 0; b < options.evalBatches; ++b) {
     data::LossNorm norm;
     if (std::string err = data::lossNorm(program, options, data, true, b, &norm); !err.empty())
@@ -304,6 +308,34 @@ double Trainer::evaluate() {
                 a + 1 < options.gradAccum ? NextPhase::MicroStep : NextPhase::Host);
     device.synchronize("eval batch " + std::to_string(b + 1));
     sum += weightedLosses(PhaseKind::Eval, b, "eval's read of the losses") / norm.divisor;
+    if (device.logitsBytes() > 0) {
+      // A sample is right when its largest logit (ties to the lower
+      // class, as torch.argmax) is at its label.
+      const char *kept = device.keptLogits("eval's read of the logits");
+      int64_t V = program.image.classes, n = program.microBatch;
+      bool bf16 = device.logitsBytes() == n * V * 2;
+      for (int64_t a = 0; a < options.gradAccum; ++a)
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t best = 0;
+          float top = -INFINITY;
+          for (int64_t c = 0; c < V; ++c) {
+            const char *at = kept + a * device.logitsBytes() + (i * V + c) * (bf16 ? 2 : 4);
+            float x;
+            if (bf16) {
+              uint32_t bits = uint32_t(*reinterpret_cast<const uint16_t *>(at)) << 16;
+              std::memcpy(&x, &bits, 4);
+            } else {
+              std::memcpy(&x, at, 4);
+            }
+            if (x > top) {
+              top = x;
+              best = c;
+            }
+          }
+          correct += best == evalLabels[size_t(a)][size_t(i)];
+          total += 1;
+        }
+    }
   }
   for (const Unit &u : program.units)
     device.zero(device.at(u.gradShardOffset), u.shardNumel * 4, "after eval");
@@ -313,7 +345,23 @@ double Trainer::evaluate() {
   host.at(Group::World, "eval after step " + std::to_string(step) + ": the eval loss all-reduce");
   if (!host.allReduceScalar(Group::World, &sum))
     device.fail("stopped: " + host.error());
-  return sum / double(options.evalBatches);
+  r.evalLoss = sum / double(options.evalBatches);
+  if (device.logitsBytes() > 0) {
+    host.at(Group::World, "eval after step " + std::to_string(step) + ": the accuracy all-reduce");
+    if (!host.allReduceScalar(Group::World, &correct) ||
+        !host.allReduceScalar(Group::World, &total))
+      device.fail("stopped: " + host.error());
+    r.evalAccuracy = correct / total;
+  }
+}
+
+int64_t RankDevice::classifierLogitsBytes(const Program &p) {
+  if (p.inputKind != program::InputKind::Images)
+    return 0;
+  for (const Instruction &inst : p.microStep.compute)
+    if (inst.op == Op::CrossEntropy)
+      return p.tensors[inst.in[0]].bytes();
+  return 0;
 }
 
 void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
@@ -364,7 +412,7 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   record.settings = trainingSettings(
       options, program.inputKind == program::InputKind::MaskedTokens ? data.maskTokenId : -1);
   std::string err = afterStep(
-      options, r, host, onStep, [&] { return evaluate(); },
+      options, r, host, onStep, [&](StepReport &report) { evaluate(report); },
       [&] {
         device.shardsOut();
         return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
@@ -459,6 +507,12 @@ StepReport fsdp::runtime::stepReport(const Program &p, const RunOptions &o, int6
   r.lr = learningRate(o, r.step);
   r.stepTimeS = seconds;
   r.tokensPerS = (double)(G * p.seqLen) / seconds;
+  r.samplesPerS = (double)G / seconds;
+  // MFU as the planner counts it: the model FLOPs of the step over every
+  // rank's peak for the compute dtype, when the plan's cluster file gave it.
+  if (p.peakFlops > 0 && p.modelFlopsPerMicroStep > 0)
+    r.mfu = p.modelFlopsPerMicroStep * double(o.gradAccum) /
+            (seconds * double(p.worldSize) * p.peakFlops);
   r.predictedPeakBytes = p.predictedPeakBytes;
   return r;
 }

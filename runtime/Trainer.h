@@ -102,6 +102,7 @@ struct PhaseRun {
   int64_t step;      // optimizer steps taken once this phase is done: AdamW's t
   int64_t traceStep; // the step the trace files it under
   bool traced;       // into the measured trace (not eval)
+  int64_t micro = 0; // the micro-step's index within its step or eval batch
   bool optimizer() const { return kind == PhaseKind::Optimizer; }
 };
 
@@ -122,7 +123,10 @@ struct AdamWSlice {
 class RankDevice : public ArenaAccess {
 public:
   RankDevice(const program::Program &p, const RunOptions &options, Communicator &host)
-      : ArenaAccess(p), options(options), host(host) {}
+      : ArenaAccess(p), options(options), host(host), keptLogitsBytes(classifierLogitsBytes(p)) {}
+  /// The bytes of the logits an image classifier's cross_entropy reads in
+  /// a micro-step (0: not an image classifier).
+  static int64_t classifierLogitsBytes(const program::Program &p);
   virtual ~RankDevice() = default;
 
   /// Allocates the arena, the host image of the shards and what runs the
@@ -153,6 +157,19 @@ public:
   void run(const PhaseRun &phaseRun);
   /// Keeps the loss tensor of micro-step `micro` for losses().
   virtual void keepLoss(int64_t micro) = 0;
+  /// An image classifier's eval keeps each micro-step's logits (the
+  /// cross_entropy's input, copied when that kernel has read them, before
+  /// the arena reuses their bytes) for the accuracy: the bytes of one
+  /// micro-step's (0: the program keeps none), whether the phase running
+  /// keeps them, the copy (into the running micro-step's slot; the
+  /// kernels' adapters call it), and after synchronize the kept logits,
+  /// micro-step by micro-step (`reader` as for losses()).
+  int64_t logitsBytes() const { return keptLogitsBytes; }
+  bool keepsLogits() const {
+    return running && running->kind == PhaseKind::Eval && keptLogitsBytes > 0;
+  }
+  virtual void keepLogits(const void *logits, int64_t bytes) = 0;
+  virtual const char *keptLogits(const char *reader) = 0;
   /// The host waits until the device has done all it was given (`what`
   /// names the wait in errors).
   virtual void synchronize(const std::string &what) = 0;
@@ -224,6 +241,7 @@ protected:
   const RunOptions &options;
   Communicator &host;
   const PhaseRun *running = nullptr; // the phase run() runs
+  int64_t keptLogitsBytes = 0;       // logitsBytes()
 };
 
 /// A step's report from the sum over ranks of their micro-steps' losses,
@@ -260,7 +278,8 @@ public:
 private:
   int64_t loadShards();
   void trainStep(int64_t index, const StepCallback &onStep, bool *stop);
-  double evaluate();
+  /// The held-out loss, and for an image classifier the accuracy, into r.
+  void evaluate(StepReport &r);
   /// Micro-step `micro` of step (or, kind Eval, eval batch) `index`.
   void microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase next);
   /// The sum of the kept losses of step (or eval batch) `index`, each times
@@ -275,7 +294,9 @@ private:
   RankDevice &device;
   int64_t step = 0;      // optimizer steps taken
   int64_t traceStep = 0; // the step being run, for the trace
-  bool traced = true;    // into the measured trace (not during eval)
+  // An image classifier's eval: the labels of each micro-step of the batch.
+  std::vector<std::vector<int64_t>> evalLabels;
+  bool traced = true; // into the measured trace (not during eval)
   float lossScale = 1;
 };
 

@@ -20,6 +20,7 @@
 #include "tools/Version.h"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -127,6 +128,14 @@ static int fail(const std::string &msg) {
   return 1;
 }
 
+// Seconds as H:MM:SS.
+static std::string hms(double seconds) {
+  long long s = std::isfinite(seconds) && seconds > 0 ? (long long)(seconds + 0.5) : 0;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
 // What fsdp-run prints of a run: the first line, a progress line a step,
 // the memory per rank after the last, and where a stop signal stopped it.
 static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, int64_t logEvery) {
@@ -145,7 +154,17 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
                   (long long)from.step);
     };
   auto predictedTime = std::make_shared<std::string>();
+  // What the progress line needs of the run: whether it counts images, and
+  // the clock and step it started at (elapsed and ETA).
+  struct Progress {
+    bool images = false;
+    std::chrono::steady_clock::time_point start;
+    int64_t firstStep = -1; // the step before this run's first
+  };
+  auto progress = std::make_shared<Progress>();
   events.started = [=](const runtime::RunStart &s) {
+    progress->images = s.program->inputKind == program::InputKind::Images;
+    progress->start = std::chrono::steady_clock::now();
     if (s.predictedStepS > 0) {
       char buf[48];
       std::snprintf(buf, sizeof buf, " (predicted %.3f s)", s.predictedStepS);
@@ -170,18 +189,36 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
                 s.options->syntheticData ? "; random tokens (--synthetic-data)" : "");
   };
   events.step = [=](const runtime::StepReport &r) {
+    if (progress->firstStep < 0)
+      progress->firstStep = r.step - 1;
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - progress->start).count();
     if (!quiet && (r.step % logEvery == 0 || r.step == 1 || r.step == r.steps || r.evaluated)) {
-      char eval[48] = "";
-      if (r.evaluated)
+      char eval[80] = "";
+      if (r.evaluated && r.evalAccuracy >= 0)
+        std::snprintf(eval, sizeof eval, " | eval loss %.4f, accuracy %.1f%%", r.evalLoss,
+                      100.0 * r.evalAccuracy);
+      else if (r.evaluated)
         std::snprintf(eval, sizeof eval, " | eval loss %.4f", r.evalLoss);
+      char rate[48];
+      if (progress->images)
+        std::snprintf(rate, sizeof rate, "%.1f images/s", r.samplesPerS);
+      else
+        std::snprintf(rate, sizeof rate, "%.0f tok/s", r.tokensPerS);
+      char mfu[32] = "";
+      if (r.mfu > 0)
+        std::snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100.0 * r.mfu);
+      // ETA: this run's mean step so far (eval and saves included) times
+      // the steps left.
+      double eta = elapsed / double(r.step - progress->firstStep) * double(r.steps - r.step);
       char epoch[64] = "";
       if (r.epochSamples)
         std::snprintf(epoch, sizeof epoch, " | epoch %lld (%.0f%%)", (long long)r.epoch,
                       100.0 * double(r.epochPosition) / double(r.epochSamples));
-      std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %.0f tok/s | "
-                  "%.3f s%s | peak %s per rank (predicted %s)%s\n",
-                  (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr,
-                  r.tokensPerS, r.stepTimeS, predictedTime->c_str(),
+      std::printf("step %lld/%lld | loss %.4f%s | grad norm %.3f | lr %.3g | %s | "
+                  "%.3f s%s%s | elapsed %s, ETA %s | peak %s per rank (predicted %s)%s\n",
+                  (long long)r.step, (long long)r.steps, r.loss, eval, r.gradNorm, r.lr, rate,
+                  r.stepTimeS, predictedTime->c_str(), mfu, hms(elapsed).c_str(), hms(eta).c_str(),
                   support::describeBytes(r.peakBytes).c_str(),
                   support::describeBytes(r.predictedPeakBytes).c_str(), epoch);
     }

@@ -108,15 +108,28 @@ def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, ev
             p.data = w
 
     def evaluate():
-        losses = []
+        """The eval record: eval_loss; for images also eval_accuracy (the
+        share of samples whose largest logit, ties to the lower class, is
+        the label) and eval_margin (the smallest gap between a sample's two
+        largest logits: how near a prediction came to another class)."""
+        losses, correct, total, margin = [], 0, 0, float("inf")
         with torch.no_grad():
             masters = bf16_view() if bf16_params else None
             for b in range(eval_batches):
                 x, y, div = eval_data.batch(b, G)
-                losses.append(float(batch_loss(model, eval_data, x, y, div)))
+                logits = model(x)
+                losses.append(float(eval_data.loss(logits, y, div)))
+                if isinstance(eval_data, Images):
+                    top2 = logits.float().topk(2, dim=-1).values
+                    margin = min(margin, float((top2[:, 0] - top2[:, 1]).min()))
+                    correct += int((logits.float().argmax(dim=-1) == y.view(-1)).sum())
+                    total += y.numel()
             if masters is not None:
                 restore(masters)
-        return sum(losses) / len(losses)
+        rec = {"eval_loss": sum(losses) / len(losses)}
+        if total:
+            rec.update(eval_accuracy=correct / total, eval_margin=margin)
+        return rec
 
     out = []
     for t in range(steps):
@@ -147,7 +160,7 @@ def train(model, data, opt_args, steps, G, A=1, eval_data=None, eval_every=0, ev
         models.FLIP_SENSITIVITY = None
         if eval_data is not None and (t + 1 == steps or
                                       (eval_every > 0 and (t + 1) % eval_every == 0)):
-            rec["eval_loss"] = evaluate()
+            rec.update(evaluate())
         out.append(rec)
         if on_step:
             on_step(rec)

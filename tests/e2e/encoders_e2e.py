@@ -164,6 +164,26 @@ def main():
             problem = "evaluated at steps %s, not 5 and 10" % [y["step"] for y in m if "eval_loss" in y]
         elif problem is None and eval_gap > eval_tol:
             problem = "eval loss differs by %.3g relative, over %.2g" % (eval_gap, eval_tol)
+        # A classifier's accuracy: a count of argmaxes, so equal to the
+        # reference's unless a sample's two largest logits lie within the
+        # logits' f32 gap of each other; the reference reports its smallest
+        # such margin (eval_margin), and where it is above the eval bound
+        # (a relative gap of the loss, of logits of order 1) every
+        # prediction is the same in both, so the accuracy must be equal.
+        for x, y in zip(want, m):
+            if problem is None and "eval_accuracy" in x:
+                if "eval_accuracy" not in y:
+                    problem = "step %d: no eval_accuracy" % y["step"]
+                elif x["eval_margin"] > eval_tol and x["eval_accuracy"] != y["eval_accuracy"]:
+                    problem = "step %d: eval accuracy %.4f, the reference's %.4f (its smallest " \
+                              "margin %.2g is above the bound %.2g)" % (
+                                  y["step"], y["eval_accuracy"], x["eval_accuracy"],
+                                  x["eval_margin"], eval_tol)
+                else:
+                    print("%-10s %5s eval accuracy at step %d: %.4f, the reference's %.4f "
+                          "(smallest margin %.2g, bound %.2g)" % (
+                              model, "-", y["step"], y["eval_accuracy"], x["eval_accuracy"],
+                              x["eval_margin"], eval_tol))
         exact, peak_text = peak(m)
         report(model, 2, "accum %d + eval (%.2g)" % (accum, eval_gap), loss_diff, w_diff, peak_text,
                exact and problem is None, problem, acc_tol)

@@ -208,6 +208,77 @@ static std::string checkOutputPath(const char *flag, const std::string &path) {
   return "";
 }
 
+// A flag's value that is not one of the words it takes: the flag, the value
+// and what it takes, before anything is read (not a position in the model).
+static std::string notOneOf(const char *flag, std::initializer_list<const char *> accepted,
+                            const std::string &value) {
+  std::string list;
+  size_t i = 0;
+  for (const char *a : accepted) {
+    list += i == 0 ? "" : i + 1 == accepted.size() ? " or " : ", ";
+    list += a;
+    ++i;
+  }
+  return std::string("--") + flag + " expects " + list + ", not '" + value + "'";
+}
+
+static bool oneOf(const std::string &value, std::initializer_list<const char *> accepted) {
+  for (const char *a : accepted)
+    if (value == a)
+      return true;
+  return false;
+}
+
+// Every flag that takes a word, checked before the model is read: the error
+// names the flag, its value and the values it takes.
+static std::string checkWordFlags() {
+  if (!plan::parseStrategyFlagName(strategy))
+    return notOneOf("strategy", {"full-shard", "shard-grad-op", "no-shard", "hybrid-shard"},
+                    strategy);
+  llvm::StringRef w = wrap;
+  if (w.consume_front("size:")) {
+    int64_t n = 0;
+    if (w.getAsInteger(10, n) || n <= 0)
+      return "--wrap size:N expects N a positive integer (the fewest parameters a unit holds), not "
+             "'" +
+             wrap + "'";
+  } else if (!oneOf(wrap, {"block", "none", "auto"})) {
+    return notOneOf("wrap", {"block", "size:N", "none", "auto"}, wrap);
+  }
+  if (!oneOf(backwardPrefetch, {"pre", "post", "none"}))
+    return notOneOf("backward-prefetch", {"pre", "post", "none"}, backwardPrefetch);
+  if (!oneOf(activationCheckpointing, {"none", "blocks", "selective"}))
+    return notOneOf("activation-checkpointing", {"none", "blocks", "selective"},
+                    activationCheckpointing);
+  if (!oneOf(paramDtype, {"f32", "bf16"}))
+    return notOneOf("param-dtype", {"f32", "bf16"}, paramDtype);
+  if (computeDtype.getNumOccurrences() && !oneOf(computeDtype, {"f32", "bf16"}))
+    return notOneOf("compute-dtype", {"f32", "bf16"}, computeDtype);
+  if (!oneOf(reduceDtype, {"f32", "bf16"}))
+    return notOneOf("reduce-dtype", {"f32", "bf16"}, reduceDtype);
+  if (microBatch != "max") {
+    int64_t b = 0;
+    if (llvm::StringRef(microBatch).getAsInteger(10, b) || b < 1)
+      return "--micro-batch expects a positive integer or max, not '" + microBatch + "'";
+  }
+  return "";
+}
+
+// The model to read: INPUT, or, where INPUT is a folder (an HF model's),
+// the config.json in it.
+static std::string modelFile(std::string &error) {
+  if (!llvm::sys::fs::is_directory(inputPath))
+    return inputPath;
+  llvm::SmallString<256> config(inputPath);
+  llvm::sys::path::append(config, "config.json");
+  if (llvm::sys::fs::exists(config))
+    return std::string(config);
+  error = "'" + inputPath + "' is a folder, and there is no " + std::string(config) +
+          " in it; give an HF config.json (or the folder that holds it), a JSON graph or a "
+          ".mlir model";
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -230,6 +301,8 @@ int main(int argc, char **argv) {
     return fail(outOfRange("max-inflight-gathers", 1, kMaxPrefetch, maxInflight));
   if (shardSize.getNumOccurrences() && (shardSize < 1 || shardSize > kMaxWorldSize))
     return fail(outOfRange("shard-size", 1, kMaxWorldSize, shardSize));
+  if (std::string err = checkWordFlags(); !err.empty())
+    return fail(err);
   if (!outputPath.empty() && llvm::sys::path::extension(outputPath) != ".json" &&
       llvm::sys::path::extension(outputPath) != ".mlir")
     return fail("-o must name a .mlir or .json file, not '" + outputPath + "'");
@@ -252,8 +325,12 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false); // the op is the line shown; a plan dump would bury it
   ImportOptions importOptions;
   importOptions.noDropout = noDropout;
+  std::string folderError;
+  std::string modelPath = modelFile(folderError);
+  if (modelPath.empty())
+    return fail(folderError);
   ImportError error;
-  auto module = loadModel(inputPath, &context, importOptions, error);
+  auto module = loadModel(modelPath, &context, importOptions, error);
   if (!module) {
     if (!error.message.empty())
       llvm::errs() << error.str() << "\n";
@@ -289,10 +366,8 @@ int main(int argc, char **argv) {
   PlanOptions o;
   o.worldSize = worldSize;
   bool searchMicroBatch = microBatch == "max";
-  if (!searchMicroBatch) {
-    if (llvm::StringRef(microBatch).getAsInteger(10, o.microBatch) || o.microBatch < 1)
-      return fail("--micro-batch must be a positive integer or 'max', not '" + microBatch + "'");
-  }
+  if (!searchMicroBatch)
+    llvm::StringRef(microBatch).getAsInteger(10, o.microBatch); // checkWordFlags checked it
   o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
   // The planner counts bytes in int64: a micro-step's tokens (8 bytes each)
   // past 2^60 are refused here, in the flags' terms.
@@ -427,7 +502,7 @@ int main(int argc, char **argv) {
     mlir::MLIRContext baseContext;
     loadPlannerDialects(baseContext);
     ImportError baseError;
-    auto base = loadModel(inputPath, &baseContext, importOptions, baseError);
+    auto base = loadModel(modelPath, &baseContext, importOptions, baseError);
     PlanOptions bo = o;
     bo.activationCheckpointing = "none";
     bo.paramDtype = bo.reduceDtype = bo.computeDtype = "f32";

@@ -97,7 +97,8 @@ PlanFigures fsdp::planFigures(ModuleOp module, const Cluster &cluster, int64_t g
 }
 
 nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOptions &o,
-                                        const PlanFigures &f, std::optional<int64_t> budget) {
+                                        const PlanFigures &f, std::optional<int64_t> budget,
+                                        const Headroom *headroom) {
   nlohmann::ordered_json r;
   r["model"] = model.name;
   r["model_type"] = model.modelType;
@@ -143,7 +144,20 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
                       {"optimizer_time_s", p.optimizerTimeS},
                       {"exposed_comm_s", p.exposedCommS},
                       {"tokens_per_s", p.tokensPerS},
+                      {"tokens_per_s_per_device", p.tokensPerS / double(o.worldSize)},
                       {"mfu", p.mfu}};
+  }
+  if (headroom) {
+    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+    for (const Cluster::ReservedPart &p : headroom->parts)
+      parts.push_back({{"part", p.name}, {"bytes", p.bytes}, {"source", p.source}});
+    r["headroom"] = {{"cluster_file", headroom->file},
+                     {"device_memory_bytes", headroom->deviceBytes},
+                     {"reserved_bytes", headroom->reservedBytes},
+                     {"reserved", parts},
+                     {"budget_from", headroom->budgetFromDevice ? "device memory less reserved"
+                                     : budget                   ? "--memory-budget"
+                                                                : "none (--memory-budget none)"}};
   }
   if (budget)
     r["memory_budget"] = *budget;
@@ -151,8 +165,14 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   return r;
 }
 
+// A budget not from the device: --memory-budget's.
+static std::string memoryBudgetLabel(const Headroom *headroom) {
+  return headroom ? "budget (--memory-budget)" : "budget";
+}
+
 void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, const PlanFigures &f,
-                            std::optional<int64_t> budget, llvm::raw_ostream &os) {
+                            std::optional<int64_t> budget, llvm::raw_ostream &os,
+                            const Headroom *headroom) {
   os << "model " << model.name << " (" << model.modelType << "): " << withCommas(model.parameters)
      << " parameters, " << humanBytes(model.paramBytes) << "\n";
   os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
@@ -181,7 +201,7 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
 
   os << "\nmemory per rank at the peak\n";
   auto row = [&](StringRef what, int64_t bytes) {
-    os << "  " << llvm::left_justify(what, 34) << llvm::right_justify(withCommas(bytes), 18) << "  "
+    os << "  " << llvm::left_justify(what, 40) << llvm::right_justify(withCommas(bytes), 18) << "  "
        << llvm::right_justify(humanBytes(bytes), 10) << "\n";
   };
   row("parameter shards", f.paramsBytes);
@@ -191,18 +211,32 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   row("activations and temporaries", f.activationsBytes);
   row("arena fragmentation", f.fragmentationBytes);
   row("peak (the arena)", f.peakBytes);
-  if (budget)
-    row(f.peakBytes <= *budget ? "budget (fits)" : "budget (does NOT fit)", *budget);
+  // The device and what a process needs there beyond the plan, part by
+  // part (their sources are in the cluster file and the report).
+  if (headroom) {
+    os << "\ndevice memory per rank (" << headroom->file << ")\n";
+    row("device memory", headroom->deviceBytes);
+    row("reserved beyond the plan", headroom->reservedBytes);
+    for (const Cluster::ReservedPart &p : headroom->parts)
+      row("  " + p.name, p.bytes);
+  }
+  if (budget) {
+    std::string from = headroom && headroom->budgetFromDevice ? "budget = device - reserved"
+                                                              : memoryBudgetLabel(headroom);
+    row(from + (f.peakBytes <= *budget ? " (fits)" : " (does NOT fit)"), *budget);
+  }
   os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
      << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << ", all_reduce "
      << humanBytes(f.allReduceBytes) << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;
-    os << llvm::format("\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "
-                       "communication %.4f s of which %.4f s exposed; optimizer %.4f s)\n"
-                       "  %.0f tokens/s, MFU %.1f%%\n",
-                       f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS,
-                       p.exposedCommS, p.optimizerTimeS, p.tokensPerS, 100 * p.mfu);
+    os << llvm::format(
+        "\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "
+        "communication %.4f s of which %.4f s exposed; optimizer %.4f s)\n"
+        "  %.0f tokens/s per device (rank), %.0f in total over %lld ranks; MFU %.1f%%\n",
+        f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS, p.exposedCommS,
+        p.optimizerTimeS, p.tokensPerS / double(o.worldSize), p.tokensPerS, (long long)o.worldSize,
+        100 * p.mfu);
   }
 }
 

@@ -99,8 +99,8 @@ static cl::opt<std::string> reduceDtype("reduce-dtype",
 static cl::opt<std::string>
     memoryBudget("memory-budget",
                  cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
-                          "exits 1 (default: the --cluster file's device memory; without "
-                          "--cluster, none)"),
+                          "exits 1 (default: the --cluster file's device memory less its "
+                          "reserved_bytes; without --cluster, none)"),
                  cl::value_desc("SIZE"), cl::cat(category));
 static cl::opt<std::string>
     clusterPath("cluster",
@@ -437,10 +437,17 @@ int main(int argc, char **argv) {
       return fail("--memory-budget '" + memoryBudget +
                   "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000) or none");
   } else if (!clusterPath.empty() && cluster.memoryBytes > 0) {
-    budget = cluster.memoryBytes;
-    budgetSource =
-        "the device memory of " + clusterPath + " (--memory-budget none turns the check off)";
+    // What the plan may use of the device: its memory less what a process
+    // needs there beyond the plan (loadCluster keeps it below the memory).
+    budget = cluster.memoryBytes - cluster.reservedBytes;
+    budgetSource = "the device memory of " + clusterPath + " (" + humanBytes(cluster.memoryBytes) +
+                   ") less its reserved_bytes (" + humanBytes(cluster.reservedBytes) +
+                   "; --memory-budget none turns the check off)";
   }
+  std::optional<Headroom> headroom;
+  if (!clusterPath.empty())
+    headroom = Headroom{clusterPath, cluster.memoryBytes, cluster.reservedBytes, cluster.reserved,
+                        !memoryBudget.getNumOccurrences() && cluster.memoryBytes > 0};
 
   // --micro-batch max: the largest micro-batch whose plan fits the budget
   // (with --wrap auto, for each plan the search tries).
@@ -520,7 +527,8 @@ int main(int argc, char **argv) {
   }
   // The report is written for a plan over the budget too (fits: false).
   if (!reportPath.empty()) {
-    nlohmann::ordered_json report = planReport(model, o, figures, budget);
+    nlohmann::ordered_json report =
+        planReport(model, o, figures, budget, headroom ? &*headroom : nullptr);
     if (baseline)
       report["without_settings"] = {{"activation_checkpointing", "none"},
                                     {"param_dtype", "f32"},
@@ -563,7 +571,7 @@ int main(int argc, char **argv) {
   // Asked for, or the only output: a plan that writes nothing says what it found.
   bool show = summary || (outputPath.empty() && reportPath.empty() && tracePath.empty());
   if (show)
-    printPlanSummary(model, o, figures, budget, llvm::outs());
+    printPlanSummary(model, o, figures, budget, llvm::outs(), headroom ? &*headroom : nullptr);
   if (show && !searched.empty()) {
     // Plans whose figures are identical are one plan (searchPlans).
     llvm::outs() << "\n--wrap auto searched " << searched.size()

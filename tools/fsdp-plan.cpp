@@ -453,8 +453,8 @@ int main(int argc, char **argv) {
   // (with --wrap auto, for each plan the search tries).
   std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
   if (searchMicroBatch && !budget)
-    return fail("--micro-batch max needs --memory-budget (or --cluster, whose device memory is "
-                "the default budget)");
+    return fail("--micro-batch max needs --memory-budget (or --cluster, whose device memory "
+                "less its reserved_bytes is the default budget)");
   if (searchMicroBatch && !autoWrap) {
     std::string why;
     mlir::FailureOr<MicroBatchSearch> found = fsdp::searchMicroBatch(*module, o, *budget, why);

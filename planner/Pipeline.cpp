@@ -71,9 +71,13 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
     f.activationsBytes = mem.getActivationsBytes();
     f.fragmentationBytes = mem.getFragmentationBytes();
   }
-  for (plan::UnitOp u : getUnits(module))
-    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(), u.getPaddedNumel(),
-                       u.getShardNumel()});
+  for (plan::UnitOp u : getUnits(module)) {
+    ArrayAttr params = u.getParams();
+    auto name = [&](size_t i) { return cast<StringAttr>(params[i]).getValue().str(); };
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), params.empty() ? "" : name(0),
+                       params.empty() ? "" : name(params.size() - 1), u.getNumel(),
+                       u.getPaddedNumel(), u.getShardNumel()});
+  }
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
   auto byName = unitsByName(module);
@@ -184,20 +188,33 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
      << o.resolvedComputeDtype() << ", reductions " << o.reduceDtype
      << " (master weights and optimizer f32)\n\n";
 
+  // A unit of one module is named by it; one that spans several (size:N,
+  // none) by its first and last parameter, not every module it holds.
+  auto spans = [](const PlanFigures::Unit &u) {
+    if (!u.module.empty() && u.module.find(',') == std::string::npos)
+      return std::make_pair(u.module, u.module.size());
+    if (u.firstParam == u.lastParam)
+      return std::make_pair(u.firstParam, u.firstParam.size());
+    // "…" is three bytes in UTF-8 and one column.
+    return std::make_pair(u.firstParam + " \u2026 " + u.lastParam,
+                          u.firstParam.size() + 3 + u.lastParam.size());
+  };
   size_t w = 4;
   for (const auto &u : f.units)
     w = std::max(w, u.name.size());
   size_t mw = 6;
   for (const auto &u : f.units)
-    mw = std::max(mw, u.module.size());
+    mw = std::max(mw, spans(u).second);
   os << llvm::left_justify("unit", w) << "  " << llvm::left_justify("module", mw) << "  "
      << llvm::right_justify("params", 15) << "  " << llvm::right_justify("padded", 15) << "  "
      << llvm::right_justify("shard/rank", 15) << "\n";
-  for (const auto &u : f.units)
-    os << llvm::left_justify(u.name, w) << "  " << llvm::left_justify(u.module, mw) << "  "
+  for (const auto &u : f.units) {
+    auto [what, columns] = spans(u);
+    os << llvm::left_justify(u.name, w) << "  " << what << std::string(mw - columns, ' ') << "  "
        << llvm::right_justify(withCommas(u.params), 15) << "  "
        << llvm::right_justify(withCommas(u.paddedNumel), 15) << "  "
        << llvm::right_justify(withCommas(u.shardNumel), 15) << "\n";
+  }
 
   os << "\nmemory per rank at the peak\n";
   auto row = [&](StringRef what, int64_t bytes) {

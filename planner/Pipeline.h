@@ -48,6 +48,7 @@ struct PlanFigures {
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   struct Unit {
     std::string name, module;
+    std::string firstParam, lastParam; // in the unit's flat order
     int64_t params = 0, paddedNumel = 0, shardNumel = 0;
   };
   std::vector<Unit> units;

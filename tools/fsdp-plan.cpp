@@ -27,6 +27,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -471,8 +472,35 @@ int main(int argc, char **argv) {
     for (const ModuleRow &r : model.modules)
       if (llvm::StringRef(r.module).ends_with(".0") && model.numBlocks > 0)
         blockParams = r.params;
-    searched =
-        searchPlans(*module, o, fixed, cluster, gradAccum, budget, model.numBlocks, blockParams);
+    // It runs for up to a minute on a large model: on a terminal, its
+    // progress in place; always, a last line of what it priced and how long
+    // it took (stderr: the summary on stdout stays as it is).
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start = Clock::now(), shown = start - std::chrono::seconds(1);
+    bool tty = ::isatty(STDERR_FILENO);
+    auto seconds = [&](Clock::time_point t) {
+      return std::chrono::duration<double>(t - start).count();
+    };
+    SearchProgress progress;
+    if (tty)
+      progress.onProgress = [&](const SearchProgress &p) {
+        Clock::time_point now = Clock::now();
+        if (now - shown < std::chrono::milliseconds(100))
+          return;
+        shown = now;
+        llvm::errs() << llvm::format("\r--wrap auto: setting %zu of %zu, %lld plans priced, %.1f s",
+                                     p.settingsDone, p.settings, (long long)p.priced, seconds(now))
+                     << "\x1b[K";
+        llvm::errs().flush();
+      };
+    searched = searchPlans(*module, o, fixed, cluster, gradAccum, budget, model.numBlocks,
+                           blockParams, &progress);
+    if (tty)
+      llvm::errs() << "\r\x1b[K";
+    llvm::errs() << llvm::format("fsdp-plan: --wrap auto priced %lld plans over %zu settings in "
+                                 "%.1f s; %zu distinct\n",
+                                 (long long)progress.priced, progress.settings,
+                                 seconds(Clock::now()), searched.size());
     if (searched.empty())
       return fail("--wrap auto found no plan for this model and world size" +
                   std::string(searchMicroBatch ? " with a micro-batch that fits the budget" : ""));

@@ -610,10 +610,10 @@ int main(int argc, char **argv) {
     llvm::outs() << ":\n";
     // "prefetch" is forward's; backward's and the micro-batch follow the peak.
     llvm::outs() << llvm::format(
-        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %12s\n", (const char *)"strategy",
+        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
         (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
         (const char *)"step s", (const char *)"peak", (const char *)"backward",
-        (const char *)"micro-batch", (const char *)"tokens/s");
+        (const char *)"micro-batch", (const char *)"tokens/s/rank", (const char *)"tokens/s total");
     for (size_t i = 0; i < searched.size() && i < 6; ++i) {
       const Candidate &c = searched[i];
       std::string name = c.options.strategy;
@@ -625,10 +625,11 @@ int main(int argc, char **argv) {
       if (n)
         checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %12.0f%s\n", name.c_str(),
+          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
           c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
           c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
           c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,
+          c.figures.predicted->tokensPerS / double(c.options.worldSize),
           c.figures.predicted->tokensPerS, c.fits ? "" : "  (does not fit)");
     }
   }

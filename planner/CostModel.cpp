@@ -36,6 +36,8 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
                    JsonReader::describe(r.root()));
     return failed();
   }
+  c.reserved.clear();
+  c.reservedBytes = 0;
   auto format = r.getString({"format"}, std::string());
   auto version = format ? r.getInt({"version"}, int64_t(0), INT64_MIN) : std::nullopt;
   if (!version)
@@ -57,6 +59,57 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
   if (*device != "cpu" && *device != "cuda") {
     r.fail({"device"}, "device must be \"cpu\" or \"cuda\", but is \"" + *device + "\"");
     return failed();
+  }
+  // What a process needs beyond the plan: 0, or an object of parts, each
+  // {"bytes": N, "source": "..."}; a figure without its parts and sources
+  // is refused.
+  if (const json *reserved = r.get({"reserved_bytes"}, false); reserved && !reserved->is_null()) {
+    if (reserved->is_number_integer() && reserved->get<int64_t>() == 0) {
+      // nothing reserved (a CPU file)
+    } else if (!reserved->is_object()) {
+      r.fail({"reserved_bytes"},
+             "reserved_bytes must be 0 or an object of parts, each {\"bytes\": N, \"source\": "
+             "\"...\"}, but is " +
+                 JsonReader::describe(*reserved));
+      return failed();
+    } else {
+      for (auto it = reserved->begin(); it != reserved->end(); ++it) {
+        JsonPath p = {"reserved_bytes", it.key()};
+        if (!it->is_object()) {
+          r.fail(p, JsonReader::pathStr(p) +
+                        " must be an object {\"bytes\": N, \"source\": \"...\"}, but is " +
+                        JsonReader::describe(*it));
+          return failed();
+        }
+        for (auto f = it->begin(); f != it->end(); ++f)
+          if (f.key() != "bytes" && f.key() != "source") {
+            r.fail(p + JsonPath{f.key()}, "unknown field '" + f.key() + "' in " +
+                                              JsonReader::pathStr(p) + " (bytes, source)");
+            return failed();
+          }
+        auto bytes = r.getInt(p + JsonPath{"bytes"}, std::nullopt, 0);
+        auto source = bytes ? r.getString(p + JsonPath{"source"}) : std::nullopt;
+        if (!source)
+          return failed();
+        if (source->find_first_not_of(" \t\n") == std::string::npos) {
+          r.fail(p + JsonPath{"source"}, JsonReader::pathStr(p + JsonPath{"source"}) +
+                                             " must say where the figure comes from, but is empty");
+          return failed();
+        }
+        if (*bytes > INT64_MAX - c.reservedBytes) {
+          r.fail(p + JsonPath{"bytes"}, "reserved_bytes' parts sum past 2^63");
+          return failed();
+        }
+        c.reserved.push_back({it.key(), *source, *bytes});
+        c.reservedBytes += *bytes;
+      }
+    }
+    if (*memory > 0 && c.reservedBytes >= *memory) {
+      r.fail({"reserved_bytes"}, "reserved_bytes' parts sum to " + std::to_string(c.reservedBytes) +
+                                     " bytes, which leaves nothing of memory_bytes " +
+                                     std::to_string(*memory) + " for the plan");
+      return failed();
+    }
   }
   c.device = *device;
   c.name = *name;

@@ -34,6 +34,16 @@ struct Cluster {
   std::string device = "cpu";
   int64_t ranksPerNode = 8, cores = 0; // cores: ranks beyond share them (CPU)
   int64_t memoryBytes = 0;
+  /// What a process needs on the device beyond the plan's memory (the CUDA
+  /// context, NCCL's buffers, the allocator's rounding): `reserved_bytes`,
+  /// part by part, each with its source. The default memory budget is
+  /// memoryBytes - reservedBytes.
+  struct ReservedPart {
+    std::string name, source;
+    int64_t bytes = 0;
+  };
+  std::vector<ReservedPart> reserved;
+  int64_t reservedBytes = 0; // the parts' sum
   double f32Flops = 0, bf16Flops = 0, matmulEfficiency = 1;
   double memoryBandwidth = 0, memoryEfficiency = 1, opOverheadS = 0;
   /// Rate of the element-wise arithmetic outside matmuls (exp, tanh, norms),

@@ -71,9 +71,13 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
     f.activationsBytes = mem.getActivationsBytes();
     f.fragmentationBytes = mem.getFragmentationBytes();
   }
-  for (plan::UnitOp u : getUnits(module))
-    f.units.push_back({u.getSymName().str(), u.getModule().str(), u.getNumel(), u.getPaddedNumel(),
-                       u.getShardNumel()});
+  for (plan::UnitOp u : getUnits(module)) {
+    ArrayAttr params = u.getParams();
+    auto name = [&](size_t i) { return cast<StringAttr>(params[i]).getValue().str(); };
+    f.units.push_back({u.getSymName().str(), u.getModule().str(), params.empty() ? "" : name(0),
+                       params.empty() ? "" : name(params.size() - 1), u.getNumel(),
+                       u.getPaddedNumel(), u.getShardNumel()});
+  }
   // Bytes each rank's buffers hold per collective (nccl-tests' "size"); a
   // reduce-scatter over a group of one is a local copy, not communication.
   auto byName = unitsByName(module);
@@ -97,7 +101,8 @@ PlanFigures fsdp::planFigures(ModuleOp module, const Cluster &cluster, int64_t g
 }
 
 nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOptions &o,
-                                        const PlanFigures &f, std::optional<int64_t> budget) {
+                                        const PlanFigures &f, std::optional<int64_t> budget,
+                                        const Headroom *headroom) {
   nlohmann::ordered_json r;
   r["model"] = model.name;
   r["model_type"] = model.modelType;
@@ -143,7 +148,20 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
                       {"optimizer_time_s", p.optimizerTimeS},
                       {"exposed_comm_s", p.exposedCommS},
                       {"tokens_per_s", p.tokensPerS},
+                      {"tokens_per_s_per_device", p.tokensPerS / double(o.worldSize)},
                       {"mfu", p.mfu}};
+  }
+  if (headroom) {
+    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+    for (const Cluster::ReservedPart &p : headroom->parts)
+      parts.push_back({{"part", p.name}, {"bytes", p.bytes}, {"source", p.source}});
+    r["headroom"] = {{"cluster_file", headroom->file},
+                     {"device_memory_bytes", headroom->deviceBytes},
+                     {"reserved_bytes", headroom->reservedBytes},
+                     {"reserved", parts},
+                     {"budget_from", headroom->budgetFromDevice ? "device memory less reserved"
+                                     : budget                   ? "--memory-budget"
+                                                                : "none (--memory-budget none)"}};
   }
   if (budget)
     r["memory_budget"] = *budget;
@@ -151,8 +169,14 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   return r;
 }
 
+// A budget not from the device: --memory-budget's.
+static std::string memoryBudgetLabel(const Headroom *headroom) {
+  return headroom ? "budget (--memory-budget)" : "budget";
+}
+
 void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, const PlanFigures &f,
-                            std::optional<int64_t> budget, llvm::raw_ostream &os) {
+                            std::optional<int64_t> budget, llvm::raw_ostream &os,
+                            const Headroom *headroom) {
   os << "model " << model.name << " (" << model.modelType << "): " << withCommas(model.parameters)
      << " parameters, " << humanBytes(model.paramBytes) << "\n";
   os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
@@ -164,24 +188,37 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
      << o.resolvedComputeDtype() << ", reductions " << o.reduceDtype
      << " (master weights and optimizer f32)\n\n";
 
+  // A unit of one module is named by it; one that spans several (size:N,
+  // none) by its first and last parameter, not every module it holds.
+  auto spans = [](const PlanFigures::Unit &u) {
+    if (!u.module.empty() && u.module.find(',') == std::string::npos)
+      return std::make_pair(u.module, u.module.size());
+    if (u.firstParam == u.lastParam)
+      return std::make_pair(u.firstParam, u.firstParam.size());
+    // "…" is three bytes in UTF-8 and one column.
+    return std::make_pair(u.firstParam + " \u2026 " + u.lastParam,
+                          u.firstParam.size() + 3 + u.lastParam.size());
+  };
   size_t w = 4;
   for (const auto &u : f.units)
     w = std::max(w, u.name.size());
   size_t mw = 6;
   for (const auto &u : f.units)
-    mw = std::max(mw, u.module.size());
+    mw = std::max(mw, spans(u).second);
   os << llvm::left_justify("unit", w) << "  " << llvm::left_justify("module", mw) << "  "
      << llvm::right_justify("params", 15) << "  " << llvm::right_justify("padded", 15) << "  "
      << llvm::right_justify("shard/rank", 15) << "\n";
-  for (const auto &u : f.units)
-    os << llvm::left_justify(u.name, w) << "  " << llvm::left_justify(u.module, mw) << "  "
+  for (const auto &u : f.units) {
+    auto [what, columns] = spans(u);
+    os << llvm::left_justify(u.name, w) << "  " << what << std::string(mw - columns, ' ') << "  "
        << llvm::right_justify(withCommas(u.params), 15) << "  "
        << llvm::right_justify(withCommas(u.paddedNumel), 15) << "  "
        << llvm::right_justify(withCommas(u.shardNumel), 15) << "\n";
+  }
 
   os << "\nmemory per rank at the peak\n";
   auto row = [&](StringRef what, int64_t bytes) {
-    os << "  " << llvm::left_justify(what, 34) << llvm::right_justify(withCommas(bytes), 18) << "  "
+    os << "  " << llvm::left_justify(what, 40) << llvm::right_justify(withCommas(bytes), 18) << "  "
        << llvm::right_justify(humanBytes(bytes), 10) << "\n";
   };
   row("parameter shards", f.paramsBytes);
@@ -191,18 +228,32 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   row("activations and temporaries", f.activationsBytes);
   row("arena fragmentation", f.fragmentationBytes);
   row("peak (the arena)", f.peakBytes);
-  if (budget)
-    row(f.peakBytes <= *budget ? "budget (fits)" : "budget (does NOT fit)", *budget);
+  // The device and what a process needs there beyond the plan, part by
+  // part (their sources are in the cluster file and the report).
+  if (headroom) {
+    os << "\ndevice memory per rank (" << headroom->file << ")\n";
+    row("device memory", headroom->deviceBytes);
+    row("reserved beyond the plan", headroom->reservedBytes);
+    for (const Cluster::ReservedPart &p : headroom->parts)
+      row("  " + p.name, p.bytes);
+  }
+  if (budget) {
+    std::string from = headroom && headroom->budgetFromDevice ? "budget = device - reserved"
+                                                              : memoryBudgetLabel(headroom);
+    row(from + (f.peakBytes <= *budget ? " (fits)" : " (does NOT fit)"), *budget);
+  }
   os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
      << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << ", all_reduce "
      << humanBytes(f.allReduceBytes) << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;
-    os << llvm::format("\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "
-                       "communication %.4f s of which %.4f s exposed; optimizer %.4f s)\n"
-                       "  %.0f tokens/s, MFU %.1f%%\n",
-                       f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS,
-                       p.exposedCommS, p.optimizerTimeS, p.tokensPerS, 100 * p.mfu);
+    os << llvm::format(
+        "\npredicted on %s:\n  step %.4f s (micro-step %.4f s: compute %.4f s, "
+        "communication %.4f s of which %.4f s exposed; optimizer %.4f s)\n"
+        "  %.0f tokens/s per device (rank), %.0f in total over %lld ranks; MFU %.1f%%\n",
+        f.clusterName.c_str(), p.stepTimeS, p.microStepTimeS, p.computeS, p.commS, p.exposedCommS,
+        p.optimizerTimeS, p.tokensPerS / double(o.worldSize), p.tokensPerS, (long long)o.worldSize,
+        100 * p.mfu);
   }
 }
 

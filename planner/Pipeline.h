@@ -48,6 +48,7 @@ struct PlanFigures {
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   struct Unit {
     std::string name, module;
+    std::string firstParam, lastParam; // in the unit's flat order
     int64_t params = 0, paddedNumel = 0, shardNumel = 0;
   };
   std::vector<Unit> units;
@@ -58,13 +59,25 @@ PlanFigures planFigures(mlir::ModuleOp module);
 /// The same, with the step time predicted on `cluster`.
 PlanFigures planFigures(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAccum);
 
-/// The report of docs/program-format.md's `--report`.
+/// The device a --cluster file describes, as the budget sees it: its
+/// memory, what a process needs there beyond the plan (reserved_bytes, by
+/// part), and whether the budget is the difference (no --memory-budget).
+struct Headroom {
+  std::string file; // the cluster file
+  int64_t deviceBytes = 0, reservedBytes = 0;
+  std::vector<Cluster::ReservedPart> parts;
+  bool budgetFromDevice = false;
+};
+
+/// The report of docs/program-format.md's `--report`; `headroom` with
+/// --cluster.
 nlohmann::ordered_json planReport(const ModelSummary &model, const PlanOptions &options,
-                                  const PlanFigures &figures, std::optional<int64_t> budget);
+                                  const PlanFigures &figures, std::optional<int64_t> budget,
+                                  const Headroom *headroom = nullptr);
 
 void printPlanSummary(const ModelSummary &model, const PlanOptions &options,
                       const PlanFigures &figures, std::optional<int64_t> budget,
-                      llvm::raw_ostream &os);
+                      llvm::raw_ostream &os, const Headroom *headroom = nullptr);
 
 /// "80GiB", "1.5 TiB", "4096" (bytes); nullopt if it does not parse
 /// (support::parseByteSize, which fsdp-run's --max-shard-size reads too).

@@ -168,8 +168,14 @@ struct Prober {
   const Cluster &cluster;
   int64_t gradAccum;
   std::optional<int64_t> budget;
+  SearchProgress *progress = nullptr;
 
   std::optional<Candidate> evaluate(const PlanOptions &o) const {
+    if (progress) {
+      ++progress->priced;
+      if (progress->onProgress)
+        progress->onProgress(*progress);
+    }
     OwningOpRef<ModuleOp> copy = model.clone();
     ScopedDiagnosticHandler quiet(model.getContext(), [](Diagnostic &) { return success(); });
     if (failed(runPlanPipeline(*copy, o)))
@@ -257,8 +263,9 @@ bool sameFigures(const Candidate &a, const Candidate &b) {
 std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base,
                                          const SearchFixed &fixed, const Cluster &cluster,
                                          int64_t gradAccum, std::optional<int64_t> budget,
-                                         int64_t numBlocks, int64_t blockParams) {
-  Prober probe{model, cluster, gradAccum, budget};
+                                         int64_t numBlocks, int64_t blockParams,
+                                         SearchProgress *progress) {
+  Prober probe{model, cluster, gradAccum, budget, progress};
   // Selective recomputes less than blocks (faster) and keeps more (larger):
   // both are tried, and the ranking picks.
   const char *modes[] = {"selective", "blocks"};
@@ -272,7 +279,13 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
         return;
     out.push_back(*c);
   };
-  for (const SearchSetting &s : searchSettings(base, fixed, cluster, numBlocks, blockParams)) {
+  std::vector<SearchSetting> settings =
+      searchSettings(base, fixed, cluster, numBlocks, blockParams);
+  if (progress)
+    progress->settings = settings.size();
+  for (const SearchSetting &s : settings) {
+    if (progress)
+      ++progress->settingsDone; // the one being planned, counted from 1
     if (!fixed.microBatch && budget) {
       // Jointly: the largest micro-batch as set, and, where blocks may be
       // checkpointed, for each mode the largest with all of them at the

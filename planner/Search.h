@@ -9,6 +9,7 @@
 
 #include "planner/Pipeline.h"
 
+#include <functional>
 #include <optional>
 
 namespace fsdp {
@@ -55,6 +56,16 @@ struct Candidate {
   int64_t nextMicroBatch = 0, nextPeakBytes = 0;
 };
 
+/// How far a --wrap auto search has gone: the settings planned of all, and
+/// the plans priced so far (each setting prices one or more: checkpointing
+/// and micro-batch are searched within it). `onProgress`, where set, is
+/// called after each plan priced.
+struct SearchProgress {
+  size_t settingsDone = 0, settings = 0;
+  int64_t priced = 0;
+  std::function<void(const SearchProgress &)> onProgress;
+};
+
 /// --wrap auto: plans every setting of searchSettings on clones of `model`,
 /// with the fewest checkpointed blocks that fit, by blocks and by selective
 /// checkpointing (where checkpointing is not
@@ -66,7 +77,8 @@ struct Candidate {
 std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
                                    const SearchFixed &fixed, const Cluster &cluster,
                                    int64_t gradAccum, std::optional<int64_t> budget,
-                                   int64_t numBlocks, int64_t blockParams);
+                                   int64_t numBlocks, int64_t blockParams,
+                                   SearchProgress *progress = nullptr);
 
 /// What --micro-batch max found: the largest micro-batch whose plan fits,
 /// and the next one tried, which does not.

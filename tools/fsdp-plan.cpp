@@ -27,6 +27,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -99,8 +100,8 @@ static cl::opt<std::string> reduceDtype("reduce-dtype",
 static cl::opt<std::string>
     memoryBudget("memory-budget",
                  cl::desc("per-rank bytes, e.g. 80GiB, or none; a plan that does not fit "
-                          "exits 1 (default: the --cluster file's device memory; without "
-                          "--cluster, none)"),
+                          "exits 1 (default: the --cluster file's device memory less its "
+                          "reserved_bytes; without --cluster, none)"),
                  cl::value_desc("SIZE"), cl::cat(category));
 static cl::opt<std::string>
     clusterPath("cluster",
@@ -208,6 +209,77 @@ static std::string checkOutputPath(const char *flag, const std::string &path) {
   return "";
 }
 
+// A flag's value that is not one of the words it takes: the flag, the value
+// and what it takes, before anything is read (not a position in the model).
+static std::string notOneOf(const char *flag, std::initializer_list<const char *> accepted,
+                            const std::string &value) {
+  std::string list;
+  size_t i = 0;
+  for (const char *a : accepted) {
+    list += i == 0 ? "" : i + 1 == accepted.size() ? " or " : ", ";
+    list += a;
+    ++i;
+  }
+  return std::string("--") + flag + " expects " + list + ", not '" + value + "'";
+}
+
+static bool oneOf(const std::string &value, std::initializer_list<const char *> accepted) {
+  for (const char *a : accepted)
+    if (value == a)
+      return true;
+  return false;
+}
+
+// Every flag that takes a word, checked before the model is read: the error
+// names the flag, its value and the values it takes.
+static std::string checkWordFlags() {
+  if (!plan::parseStrategyFlagName(strategy))
+    return notOneOf("strategy", {"full-shard", "shard-grad-op", "no-shard", "hybrid-shard"},
+                    strategy);
+  llvm::StringRef w = wrap;
+  if (w.consume_front("size:")) {
+    int64_t n = 0;
+    if (w.getAsInteger(10, n) || n <= 0)
+      return "--wrap size:N expects N a positive integer (the fewest parameters a unit holds), not "
+             "'" +
+             wrap + "'";
+  } else if (!oneOf(wrap, {"block", "none", "auto"})) {
+    return notOneOf("wrap", {"block", "size:N", "none", "auto"}, wrap);
+  }
+  if (!oneOf(backwardPrefetch, {"pre", "post", "none"}))
+    return notOneOf("backward-prefetch", {"pre", "post", "none"}, backwardPrefetch);
+  if (!oneOf(activationCheckpointing, {"none", "blocks", "selective"}))
+    return notOneOf("activation-checkpointing", {"none", "blocks", "selective"},
+                    activationCheckpointing);
+  if (!oneOf(paramDtype, {"f32", "bf16"}))
+    return notOneOf("param-dtype", {"f32", "bf16"}, paramDtype);
+  if (computeDtype.getNumOccurrences() && !oneOf(computeDtype, {"f32", "bf16"}))
+    return notOneOf("compute-dtype", {"f32", "bf16"}, computeDtype);
+  if (!oneOf(reduceDtype, {"f32", "bf16"}))
+    return notOneOf("reduce-dtype", {"f32", "bf16"}, reduceDtype);
+  if (microBatch != "max") {
+    int64_t b = 0;
+    if (llvm::StringRef(microBatch).getAsInteger(10, b) || b < 1)
+      return "--micro-batch expects a positive integer or max, not '" + microBatch + "'";
+  }
+  return "";
+}
+
+// The model to read: INPUT, or, where INPUT is a folder (an HF model's),
+// the config.json in it.
+static std::string modelFile(std::string &error) {
+  if (!llvm::sys::fs::is_directory(inputPath))
+    return inputPath;
+  llvm::SmallString<256> config(inputPath);
+  llvm::sys::path::append(config, "config.json");
+  if (llvm::sys::fs::exists(config))
+    return std::string(config);
+  error = "'" + inputPath + "' is a folder, and there is no " + std::string(config) +
+          " in it; give an HF config.json (or the folder that holds it), a JSON graph or a "
+          ".mlir model";
+  return "";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -230,6 +302,8 @@ int main(int argc, char **argv) {
     return fail(outOfRange("max-inflight-gathers", 1, kMaxPrefetch, maxInflight));
   if (shardSize.getNumOccurrences() && (shardSize < 1 || shardSize > kMaxWorldSize))
     return fail(outOfRange("shard-size", 1, kMaxWorldSize, shardSize));
+  if (std::string err = checkWordFlags(); !err.empty())
+    return fail(err);
   if (!outputPath.empty() && llvm::sys::path::extension(outputPath) != ".json" &&
       llvm::sys::path::extension(outputPath) != ".mlir")
     return fail("-o must name a .mlir or .json file, not '" + outputPath + "'");
@@ -252,8 +326,12 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false); // the op is the line shown; a plan dump would bury it
   ImportOptions importOptions;
   importOptions.noDropout = noDropout;
+  std::string folderError;
+  std::string modelPath = modelFile(folderError);
+  if (modelPath.empty())
+    return fail(folderError);
   ImportError error;
-  auto module = loadModel(inputPath, &context, importOptions, error);
+  auto module = loadModel(modelPath, &context, importOptions, error);
   if (!module) {
     if (!error.message.empty())
       llvm::errs() << error.str() << "\n";
@@ -289,10 +367,8 @@ int main(int argc, char **argv) {
   PlanOptions o;
   o.worldSize = worldSize;
   bool searchMicroBatch = microBatch == "max";
-  if (!searchMicroBatch) {
-    if (llvm::StringRef(microBatch).getAsInteger(10, o.microBatch) || o.microBatch < 1)
-      return fail("--micro-batch must be a positive integer or 'max', not '" + microBatch + "'");
-  }
+  if (!searchMicroBatch)
+    llvm::StringRef(microBatch).getAsInteger(10, o.microBatch); // checkWordFlags checked it
   o.seqLen = seqLen ? (int64_t)seqLen : model.maxSeqLen;
   // The planner counts bytes in int64: a micro-step's tokens (8 bytes each)
   // past 2^60 are refused here, in the flags' terms.
@@ -362,17 +438,24 @@ int main(int argc, char **argv) {
       return fail("--memory-budget '" + memoryBudget +
                   "' is not a size (examples: 80GiB, 512MiB, 1e9 bytes as 1000000000) or none");
   } else if (!clusterPath.empty() && cluster.memoryBytes > 0) {
-    budget = cluster.memoryBytes;
-    budgetSource =
-        "the device memory of " + clusterPath + " (--memory-budget none turns the check off)";
+    // What the plan may use of the device: its memory less what a process
+    // needs there beyond the plan (loadCluster keeps it below the memory).
+    budget = cluster.memoryBytes - cluster.reservedBytes;
+    budgetSource = "the device memory of " + clusterPath + " (" + humanBytes(cluster.memoryBytes) +
+                   ") less its reserved_bytes (" + humanBytes(cluster.reservedBytes) +
+                   "; --memory-budget none turns the check off)";
   }
+  std::optional<Headroom> headroom;
+  if (!clusterPath.empty())
+    headroom = Headroom{clusterPath, cluster.memoryBytes, cluster.reservedBytes, cluster.reserved,
+                        !memoryBudget.getNumOccurrences() && cluster.memoryBytes > 0};
 
   // --micro-batch max: the largest micro-batch whose plan fits the budget
   // (with --wrap auto, for each plan the search tries).
   std::optional<std::pair<int64_t, int64_t>> nextTooBig; // (micro-batch, its peak)
   if (searchMicroBatch && !budget)
-    return fail("--micro-batch max needs --memory-budget (or --cluster, whose device memory is "
-                "the default budget)");
+    return fail("--micro-batch max needs --memory-budget (or --cluster, whose device memory "
+                "less its reserved_bytes is the default budget)");
   if (searchMicroBatch && !autoWrap) {
     std::string why;
     mlir::FailureOr<MicroBatchSearch> found = fsdp::searchMicroBatch(*module, o, *budget, why);
@@ -389,8 +472,35 @@ int main(int argc, char **argv) {
     for (const ModuleRow &r : model.modules)
       if (llvm::StringRef(r.module).ends_with(".0") && model.numBlocks > 0)
         blockParams = r.params;
-    searched =
-        searchPlans(*module, o, fixed, cluster, gradAccum, budget, model.numBlocks, blockParams);
+    // It runs for up to a minute on a large model: on a terminal, its
+    // progress in place; always, a last line of what it priced and how long
+    // it took (stderr: the summary on stdout stays as it is).
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start = Clock::now(), shown = start - std::chrono::seconds(1);
+    bool tty = ::isatty(STDERR_FILENO);
+    auto seconds = [&](Clock::time_point t) {
+      return std::chrono::duration<double>(t - start).count();
+    };
+    SearchProgress progress;
+    if (tty)
+      progress.onProgress = [&](const SearchProgress &p) {
+        Clock::time_point now = Clock::now();
+        if (now - shown < std::chrono::milliseconds(100))
+          return;
+        shown = now;
+        llvm::errs() << llvm::format("\r--wrap auto: setting %zu of %zu, %lld plans priced, %.1f s",
+                                     p.settingsDone, p.settings, (long long)p.priced, seconds(now))
+                     << "\x1b[K";
+        llvm::errs().flush();
+      };
+    searched = searchPlans(*module, o, fixed, cluster, gradAccum, budget, model.numBlocks,
+                           blockParams, &progress);
+    if (tty)
+      llvm::errs() << "\r\x1b[K";
+    llvm::errs() << llvm::format("fsdp-plan: --wrap auto priced %lld plans over %zu settings in "
+                                 "%.1f s; %zu distinct\n",
+                                 (long long)progress.priced, progress.settings,
+                                 seconds(Clock::now()), searched.size());
     if (searched.empty())
       return fail("--wrap auto found no plan for this model and world size" +
                   std::string(searchMicroBatch ? " with a micro-batch that fits the budget" : ""));
@@ -438,7 +548,7 @@ int main(int argc, char **argv) {
     mlir::MLIRContext baseContext;
     loadPlannerDialects(baseContext);
     ImportError baseError;
-    auto base = loadModel(inputPath, &baseContext, importOptions, baseError);
+    auto base = loadModel(modelPath, &baseContext, importOptions, baseError);
     PlanOptions bo = o;
     bo.activationCheckpointing = "none";
     bo.paramDtype = bo.reduceDtype = bo.computeDtype = "f32";
@@ -456,7 +566,8 @@ int main(int argc, char **argv) {
   }
   // The report is written for a plan over the budget too (fits: false).
   if (!reportPath.empty()) {
-    nlohmann::ordered_json report = planReport(model, o, figures, budget);
+    nlohmann::ordered_json report =
+        planReport(model, o, figures, budget, headroom ? &*headroom : nullptr);
     if (baseline)
       report["without_settings"] = {{"activation_checkpointing", "none"},
                                     {"param_dtype", "f32"},
@@ -499,7 +610,7 @@ int main(int argc, char **argv) {
   // Asked for, or the only output: a plan that writes nothing says what it found.
   bool show = summary || (outputPath.empty() && reportPath.empty() && tracePath.empty());
   if (show)
-    printPlanSummary(model, o, figures, budget, llvm::outs());
+    printPlanSummary(model, o, figures, budget, llvm::outs(), headroom ? &*headroom : nullptr);
   if (show && !searched.empty()) {
     // Plans whose figures are identical are one plan (searchPlans).
     llvm::outs() << "\n--wrap auto searched " << searched.size()
@@ -510,10 +621,10 @@ int main(int argc, char **argv) {
     llvm::outs() << ":\n";
     // "prefetch" is forward's; backward's and the micro-batch follow the peak.
     llvm::outs() << llvm::format(
-        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %12s\n", (const char *)"strategy",
+        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
         (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
         (const char *)"step s", (const char *)"peak", (const char *)"backward",
-        (const char *)"micro-batch", (const char *)"tokens/s");
+        (const char *)"micro-batch", (const char *)"tokens/s/rank", (const char *)"tokens/s total");
     for (size_t i = 0; i < searched.size() && i < 6; ++i) {
       const Candidate &c = searched[i];
       std::string name = c.options.strategy;
@@ -525,10 +636,11 @@ int main(int argc, char **argv) {
       if (n)
         checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %12.0f%s\n", name.c_str(),
+          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
           c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
           c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
           c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,
+          c.figures.predicted->tokensPerS / double(c.options.worldSize),
           c.figures.predicted->tokensPerS, c.fits ? "" : "  (does not fit)");
     }
   }

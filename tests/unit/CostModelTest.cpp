@@ -134,6 +134,12 @@ TEST(CostModel, BadClusterFilesNameTheValue) {
   };
   EXPECT_EQ(load("\"memory_bytes\": 25769803776", "\"memory_bytes\": 1e30"),
             "cluster-bad.json:8:19: memory_bytes must be an integer, but is 1e+30 (number)");
+  // What a process needs beyond the plan: 0 or its parts, each sourced.
+  EXPECT_EQ(load("\"reserved_bytes\": 0", "\"reserved_bytes\": -5"),
+            "cluster-bad.json:8:50: reserved_bytes must be 0 or an object of parts, each "
+            "{\"bytes\": N, \"source\": \"...\"}, but is -5 (number)");
+  EXPECT_EQ(load("\"reserved_bytes\": 0", "\"reserved_bytes\": {\"context\": {\"bytes\": 1}}"),
+            "cluster-bad.json:8:62: missing key 'reserved_bytes.context.source'");
   EXPECT_EQ(load("\"f32_flops\": 100e9", "\"f32_flops\": \"fast\""),
             "cluster-bad.json:10:18: compute.f32_flops must be a number, but is \"fast\" (string)");
   EXPECT_EQ(load("\"matmul_efficiency\": 0.8", "\"matmul_efficiency\": 0"),
@@ -391,10 +397,11 @@ TEST(CostModel, PublishedSetupsFitAndOverloadedOnesDoNot) {
     Planned fits = plan(s.model, o, s.hardware);
     Cluster c;
     loadCluster(path(std::string("models/hardware/") + s.hardware + ".json"), c);
-    EXPECT_LE(fits.figures.peakBytes, c.memoryBytes) << s.model << " should fit";
+    EXPECT_LE(fits.figures.peakBytes, c.memoryBytes - c.reservedBytes) << s.model << " should fit";
     o.microBatch = s.overload;
     Planned over = plan(s.model, o, s.hardware);
-    EXPECT_GT(over.figures.peakBytes, c.memoryBytes) << s.model << " should not fit";
+    EXPECT_GT(over.figures.peakBytes, c.memoryBytes - c.reservedBytes)
+        << s.model << " should not fit";
   }
 }
 

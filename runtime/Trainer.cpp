@@ -377,7 +377,8 @@ void Trainer::saveWeights() {
   device.shardsOut();
   host.at(Group::World, "the weights' save (--save-weights)", true);
   std::string err = weights::saveFullWeights(options.saveWeights, program, host,
-                                             device.shardImage(), options.maxShardSize, step);
+                                             device.shardImage(), options.maxShardSize, step,
+                                             options.saveDtype);
   if (!err.empty())
     device.fail(err);
 }

@@ -11,6 +11,7 @@
 #include "runtime/Program.h"
 #include "runtime/Scratch.h"
 #include "runtime/StreamOrder.h"
+#include "support/InputFile.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
@@ -514,6 +515,29 @@ LogicalResult Lowering::run(raw_ostream &os) {
   if (const ModelFamily *family = findFamily(prog.modelType)) {
     prog.tiedCopies = family->tiedCopies([&](StringRef name) { return paramOps.count(name); });
     prog.unusedWeightPrefixes = family->unusedWeightPrefixes();
+  }
+  // The HF config the model came from (and its generation config), for
+  // --save-weights DIR: each must be one JSON object, whoever wrote the plan.
+  for (auto [name, attr, into] :
+       {std::tuple{"hf_config", step.getHfConfigAttr(), &prog.hfConfig},
+        std::tuple{"generation_config", step.getGenerationConfigAttr(), &prog.generationConfig}}) {
+    if (!attr)
+      continue;
+    unsigned line = 0, col = 0;
+    if (std::string deep = support::checkJsonDepth(attr.getValue().str(), &line, &col);
+        !deep.empty())
+      return step.emitOpError() << "'" << name << "': " << deep;
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(attr.getValue());
+    if (!parsed) {
+      std::string why = llvm::toString(parsed.takeError());
+      return step.emitOpError() << "'" << name << "' is not JSON: " << why;
+    }
+    if (!parsed->getAsObject())
+      return step.emitOpError() << "'" << name << "' must be a JSON object (the model's "
+                                << (into == &prog.hfConfig ? "config.json"
+                                                           : "generation_config.json")
+                                << ")";
+    *into = attr.getValue().str();
   }
   prog.parameters = parameters;
   prog.worldSize = step.getWorldSizeOr1();

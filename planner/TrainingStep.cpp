@@ -36,6 +36,8 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
     step.setMaxSeqLenAttr(graph.getMaxSeqLenAttr());
     step.setInputsKindAttr(graph.getInputsKindAttr());
     step.setImageAttr(graph.getImageAttr());
+    step.setHfConfigAttr(graph.getHfConfigAttr());
+    step.setGenerationConfigAttr(graph.getGenerationConfigAttr());
     Block &src = graph.getBody().front();
     Block *body = b.createBlock(&step.getBody(), {}, src.getArgumentTypes(),
                                 SmallVector<Location>(src.getNumArguments(), graph.getLoc()));

@@ -28,6 +28,8 @@ struct RunOptions {
   // A --save-weights folder's largest shard, in bytes of tensor data
   // (transformers' max_shard_size; default its "5GB").
   int64_t maxShardSize = weights::kDefaultMaxShardSize;
+  // --save-dtype: "f32", "bf16", "" (the program's param_dtype).
+  std::string saveDtype;
   std::string dataDtype; // --data-dtype: "uint16", "uint32", "" (from the vocabulary)
   double timeoutS = 600; // --timeout: the longest wait on a peer
   // Checkpoints (checkpoint/Checkpoint.h): into `save` after every `saveEvery`-th step

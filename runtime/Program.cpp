@@ -318,6 +318,11 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["model"]["tied_copies"] = p.tiedCopies;
   if (!p.unusedWeightPrefixes.empty())
     top["model"]["unused_weight_prefixes"] = p.unusedWeightPrefixes;
+  // JSON objects, written as objects (the planner checked them).
+  if (!p.hfConfig.empty())
+    top["model"]["hf_config"] = ojson::parse(p.hfConfig);
+  if (!p.generationConfig.empty())
+    top["model"]["generation_config"] = ojson::parse(p.generationConfig);
   top["world_size"] = p.worldSize;
   top["strategy"] = p.strategy;
   top["shard_size"] = p.shardSize;
@@ -437,6 +442,7 @@ bool fsdp::program::operator==(const Phase &a, const Phase &b) {
 }
 bool fsdp::program::operator==(const Program &a, const Program &b) {
   return a.modelName == b.modelName && a.modelType == b.modelType && a.strategy == b.strategy &&
+         a.hfConfig == b.hfConfig && a.generationConfig == b.generationConfig &&
          a.parameters == b.parameters && a.worldSize == b.worldSize && a.shardSize == b.shardSize &&
          a.microBatch == b.microBatch && a.seqLen == b.seqLen && a.paramDtype == b.paramDtype &&
          a.reduceDtype == b.reduceDtype && a.computeDtype == b.computeDtype &&

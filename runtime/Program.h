@@ -149,6 +149,11 @@ struct Program {
   // (ignored), and name prefixes of heads the model does not have (ignored
   // with a warning). Any other extra tensor in --weights is an error.
   std::vector<std::string> tiedCopies, unusedWeightPrefixes;
+  // The HF config.json the model was imported from and, for a model that
+  // generates, its generation config, each one JSON object as compact text
+  // (model.hf_config, model.generation_config); empty for a model of
+  // another origin (a JSON or MLIR graph). --save-weights DIR writes them.
+  std::string hfConfig, generationConfig;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
   std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
   Target target = Target::Cpu;

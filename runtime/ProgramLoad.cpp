@@ -149,6 +149,17 @@ void Loader::run(const std::string &text) {
   if (model.contains("unused_weight_prefixes"))
     p.unusedWeightPrefixes =
         get<std::vector<std::string>>(model, "unused_weight_prefixes", "model");
+  // The HF config the model came from, and its generation config: objects,
+  // kept as compact text for --save-weights DIR to write back.
+  for (auto [key, into] :
+       {std::pair{"hf_config", &p.hfConfig}, std::pair{"generation_config", &p.generationConfig}})
+    if (model.contains(key)) {
+      if (!model[key].is_object())
+        fail("model", std::string("'") + key + "' must be a JSON object (the model's " +
+                          (into == &p.hfConfig ? "config.json" : "generation_config.json") +
+                          "), not " + model[key].dump());
+      *into = model[key].dump();
+    }
   p.worldSize = get<int64_t>(j, "world_size", "top level");
   p.strategy = get<std::string>(j, "strategy", "top level");
   p.shardSize = get<int64_t>(j, "shard_size", "top level");

@@ -342,6 +342,15 @@ std::string checkOutputs(const program::Program &p, const RunRequest &req, const
     err = weights::isWeightsFolder(o.saveWeights)
               ? io::checkOutputDirectory("--save-weights", o.saveWeights)
               : io::checkOutputFile("--save-weights", o.saveWeights);
+  // A folder is for from_pretrained, which needs the model's config.json:
+  // only a program planned from an HF config has one to write.
+  if (err.empty() && !o.saveWeights.empty() && weights::isWeightsFolder(o.saveWeights) &&
+      p.hfConfig.empty() && events.warning)
+    events.warning("--save-weights " + o.saveWeights + ": the program carries no HF config (" +
+                   p.modelName +
+                   " was planned from a JSON or MLIR graph, not a config.json), so the folder "
+                   "gets the weights and their index but no config.json; transformers' "
+                   "from_pretrained needs one beside them");
   if (err.empty() && !o.weights.empty() && o.resume.empty()) { // resuming reads no weights
     weights::WeightSource weights;
     err = weights.open(o.weights);

@@ -426,8 +426,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
 void Trainer::saveWeights() {
   device.shardsOut();
   host.at(Group::World, "the weights' save (--save-weights)", true);
-  std::string err = weights::saveFullWeights(options.saveWeights, program, host,
-                                             device.shardImage(), options.maxShardSize, step);
+  std::string err =
+      weights::saveFullWeights(options.saveWeights, program, host, device.shardImage(),
+                               options.maxShardSize, step, options.saveDtype);
   if (!err.empty())
     device.fail(err);
 }

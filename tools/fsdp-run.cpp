@@ -102,7 +102,10 @@ static void usage(FILE *to) {
       "                        applied and said\n"
       "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
       "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
-      "                        HF shards and their index, as save_pretrained writes them\n"
+      "                        HF shards, their index and the model's config.json (and\n"
+      "                        generation_config.json), as save_pretrained writes them\n"
+      "  --save-dtype f32|bf16  the dtype --save-weights writes (bf16: the f32 master weights\n"
+      "                        rounded to nearest even; default: the plan's param_dtype)\n"
       "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
       "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
       "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
@@ -401,6 +404,10 @@ int main(int argc, char **argv) {
     } else if (a == "--mask-token-id") {
       o.maskTokenId = (int64_t)integer(value(), a, 0, INT64_MAX);
       o.maskTokenIdGiven = true;
+    } else if (a == "--save-dtype") {
+      o.saveDtype = value();
+      if (o.saveDtype != "f32" && o.saveDtype != "bf16")
+        return fail("--save-dtype expects f32 or bf16, not '" + o.saveDtype + "'");
     } else if (a == "--data-dtype") {
       o.dataDtype = value();
       if (o.dataDtype != "uint16" && o.dataDtype != "uint32")
@@ -473,6 +480,9 @@ int main(int argc, char **argv) {
     return fail("--max-shard-size is for --save-weights DIR (a folder of HF shards), not " +
                 (o.saveWeights.empty() ? std::string("without --save-weights")
                                        : "the single file " + o.saveWeights));
+  if (!o.saveDtype.empty() && o.saveWeights.empty())
+    return fail("--save-dtype " + o.saveDtype +
+                " is the dtype of --save-weights, which is not given (nothing to save)");
   if (o.minLr < 0 || o.minLr > o.lr)
     return fail("--min-lr must be from 0 to --lr (" + std::to_string(o.lr) + ")");
   std::optional<runtime::BackendKind> kind = runtime::parseBackend(backend);

@@ -205,7 +205,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
 
     - `fsdp-training-step`: the model (`model`, `model_type`), its blocks
       (`block_prefix`, `num_blocks`), `max_seq_len` and what it takes
-      (`inputs_kind`, `image`; nn.graph's);
+      (`inputs_kind`, `image`) and the HF config it came from (`hf_config`,
+      `generation_config`; nn.graph's);
     - `fsdp-activation-checkpointing`: `activation_checkpointing`,
       `checkpointed_blocks`;
     - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
@@ -237,6 +238,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_PositiveI64>:$max_seq_len,
                        OptionalAttr<StrAttr>:$inputs_kind,
                        OptionalAttr<DictionaryAttr>:$image,
+                       OptionalAttr<StrAttr>:$hf_config,
+                       OptionalAttr<StrAttr>:$generation_config,
                        OptionalAttr<FSDP_CheckpointingAttr>:$activation_checkpointing,
                        OptionalAttr<FSDP_NonNegativeI64>:$checkpointed_blocks,
                        OptionalAttr<FSDP_StrategyAttr>:$strategy,

@@ -102,6 +102,13 @@ def NN_GraphOp : NN_Op<"graph", [
     `height`, `width`, `channels`, `patch_height` and `patch_width`;
     `max_seq_len` is then P + 1 (the patches and the class token).
 
+    `hf_config` is the HF `config.json` the graph was imported from, as JSON
+    text (one object), and `generation_config` the `generation_config.json`
+    of a model that generates (a causal LM): the file beside the config, or
+    what transformers' `GenerationConfig.from_model_config` derives. Both
+    travel to the program, whose `--save-weights DIR` writes them back
+    (docs/weights-format.md); a graph of another origin has neither.
+
     ```mlir
     nn.graph @gpt2(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
         attributes {model_type = "gpt2", block_prefix = "transformer.h",
@@ -120,7 +127,9 @@ def NN_GraphOp : NN_Op<"graph", [
                        I64Attr:$num_blocks,
                        I64Attr:$max_seq_len,
                        OptionalAttr<StrAttr>:$inputs_kind,
-                       OptionalAttr<DictionaryAttr>:$image);
+                       OptionalAttr<DictionaryAttr>:$image,
+                       OptionalAttr<StrAttr>:$hf_config,
+                       OptionalAttr<StrAttr>:$generation_config);
   let regions = (region SizedRegion<1>:$body);
   let extraClassDeclaration = [{
     ::mlir::Region *getCallableRegion() { return &getBody(); }

@@ -419,7 +419,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   auto graph = b.create<nn::GraphOp>(rootLoc, *name, b.getFunctionType(inTypes, {lossType}),
                                      ArrayAttr(), ArrayAttr(), *modelType, *prefix, *numBlocks,
-                                     *maxSeq, inputsKind, image);
+                                     *maxSeq, inputsKind, image, StringAttr(), StringAttr());
   SmallVector<Location> argLocs(inTypes.size(), rootLoc);
   Block *body = b.createBlock(&graph.getBody(), {}, inTypes, argLocs);
   for (size_t i = 0; i < inNames.size(); ++i)

@@ -21,8 +21,11 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/Path.h"
 
+#include "support/InputFile.h"
+
 #include <algorithm>
 #include <cstdio>
+#include <sys/stat.h>
 
 using namespace mlir;
 using namespace fsdp;
@@ -124,6 +127,48 @@ bool checkModelSize(JsonReader &r, const ModelFamily &family, const ModelConfig 
                                     " is " + std::to_string(largest->value));
 }
 
+// The generation config of a model that generates: the folder's
+// generation_config.json when the config has one beside it (what
+// from_pretrained reads), else what transformers'
+// GenerationConfig.from_model_config derives from the config and
+// save_pretrained writes (its non-default values: the token ids the config
+// gives, and "_from_model_config"), keys sorted as transformers writes them.
+bool readGenerationConfig(const json &config, StringRef file, std::string &out,
+                          ImportError &error) {
+  SmallString<256> beside = llvm::sys::path::parent_path(file);
+  llvm::sys::path::append(beside, "generation_config.json");
+  struct stat st;
+  if (::stat(beside.c_str(), &st) == 0) {
+    std::string text;
+    std::string err = support::readRegularFile(std::string(beside), support::kMaxJsonBytes,
+                                               "generation config", &text);
+    if (err.empty()) {
+      unsigned line = 0, col = 0;
+      err = support::checkJsonDepth(text, &line, &col);
+    }
+    json doc;
+    if (err.empty()) {
+      doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!doc.is_object())
+        err = "not a JSON object";
+    }
+    if (!err.empty()) {
+      error.file = std::string(beside);
+      error.line = error.col = 0;
+      error.message = "the generation config beside " + file.str() + ": " + err;
+      return false;
+    }
+    out = doc.dump();
+    return true;
+  }
+  json derived = {{"_from_model_config", true}};
+  for (const char *key : {"bos_token_id", "eos_token_id", "pad_token_id", "transformers_version"})
+    if (config.contains(key) && !config[key].is_null())
+      derived[key] = config[key];
+  out = derived.dump();
+  return true;
+}
+
 } // namespace
 
 std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
@@ -154,6 +199,9 @@ std::optional<ModelConfig> fsdp::parseHFConfig(StringRef text, StringRef file,
   StringRef dir = llvm::sys::path::filename(llvm::sys::path::parent_path(file));
   if (llvm::sys::path::filename(file) == "config.json" && !dir.empty() && dir != "." && dir != "..")
     c.name = dir.str();
+  c.hfConfig = r.root().dump();
+  if (family->generates() && !readGenerationConfig(r.root(), file, c.generationConfig, error))
+    return std::nullopt;
   return c;
 }
 
@@ -167,9 +215,11 @@ nn::GraphOp fsdp::buildGraph(const ModelConfig &c, ModuleOp module) {
   auto loss = RankedTensorType::get({}, b.getF32Type());
   GraphInputs in = family->inputs(c, b);
   Type inputs[2] = {in.inputs, in.targets};
-  auto graph = b.create<nn::GraphOp>(loc, c.name, FunctionType::get(ctx, inputs, {loss}),
-                                     ArrayAttr(), ArrayAttr(), c.modelType, family->blockPrefix(),
-                                     c.numLayers, c.maxSeqLen, in.kind, in.image);
+  auto graph = b.create<nn::GraphOp>(
+      loc, c.name, FunctionType::get(ctx, inputs, {loss}), ArrayAttr(), ArrayAttr(), c.modelType,
+      family->blockPrefix(), c.numLayers, c.maxSeqLen, in.kind, in.image,
+      c.hfConfig.empty() ? StringAttr() : b.getStringAttr(c.hfConfig),
+      c.generationConfig.empty() ? StringAttr() : b.getStringAttr(c.generationConfig));
   Block *body = b.createBlock(&graph.getBody(), {}, inputs, {loc, loc});
   GraphBuilder g(b, loc, c);
   family->build(g, body->getArgument(0), body->getArgument(1));

@@ -54,6 +54,12 @@ struct ModelConfig {
   int64_t slidingWindow = 0; // mistral: a query sees itself and W-1 keys before it; 0: all
   int64_t typeVocabSize = 0; // bert: the token-type table's rows (every sample's types are 0)
   support::ImageSpec image;  // vit: the image, its patches and the classes
+  // The config itself (compact JSON, keys sorted as transformers writes
+  // them) and, for a family that generates, its generation config: the
+  // generation_config.json beside config.json, or what transformers'
+  // GenerationConfig.from_model_config derives. nn.graph's hf_config and
+  // generation_config; --save-weights DIR writes them back.
+  std::string hfConfig, generationConfig;
 };
 
 /// The model types `importHFConfig` accepts, for error messages.

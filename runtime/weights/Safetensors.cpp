@@ -2,6 +2,7 @@
 #include "runtime/weights/Safetensors.h"
 #include "runtime/io/Crc32.h"
 #include "runtime/io/Files.h"
+#include "runtime/kernels/cpu.h"
 #include "support/InputFile.h"
 
 #include <nlohmann/json.hpp>
@@ -549,15 +550,37 @@ std::string WeightSource::open(const std::string &p) {
   return "";
 }
 
+const char *fsdp::weights::saveDtypeName(SaveDtype dtype) {
+  return dtype == SaveDtype::BF16 ? "BF16" : "F32";
+}
+
+static int64_t saveBytes(const std::vector<int64_t> &shape, SaveDtype dtype) {
+  return numel(shape) * (dtype == SaveDtype::BF16 ? 2 : 4);
+}
+
 // Writes the safetensors file `path` (which must not exist) and makes it
-// durable: the data in name order, as the safetensors library lays it out.
+// durable: the data in name order, as the safetensors library lays it out,
+// in `dtype` (bf16: each value rounded to nearest even).
 static std::string writeSafetensorsFile(const std::string &path,
-                                        const std::vector<NamedTensor> &given) {
+                                        const std::vector<NamedTensor> &given, SaveDtype dtype) {
   std::vector<const NamedTensor *> tensors;
   for (const NamedTensor &t : given)
     tensors.push_back(&t);
   std::sort(tensors.begin(), tensors.end(),
             [](const NamedTensor *a, const NamedTensor *b) { return a->name < b->name; });
+  // bf16: every tensor rounded once, up front (the checksums and the write
+  // read the same bytes).
+  std::vector<std::vector<uint16_t>> rounded;
+  std::vector<const void *> bytesOf;
+  for (const NamedTensor *t : tensors) {
+    if (dtype == SaveDtype::F32) {
+      bytesOf.push_back(t->data);
+      continue;
+    }
+    rounded.emplace_back(size_t(numel(t->shape)));
+    fsdp::kernels::toBf16(t->data, rounded.back().data(), numel(t->shape));
+    bytesOf.push_back(rounded.back().data());
+  }
   json header = json::object();
   int64_t offset = 0;
   // The data's checksums, block by block across the tensors, as the reader
@@ -565,12 +588,14 @@ static std::string writeSafetensorsFile(const std::string &path,
   std::string crcs;
   uint32_t crc = 0;
   int64_t inBlock = 0;
-  for (const NamedTensor *t : tensors) {
-    int64_t bytes = numel(t->shape) * 4;
-    header[t->name] = {
-        {"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {offset, offset + bytes}}};
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const NamedTensor *t = tensors[k];
+    int64_t bytes = saveBytes(t->shape, dtype);
+    header[t->name] = {{"dtype", saveDtypeName(dtype)},
+                       {"shape", t->shape},
+                       {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    const char *p = reinterpret_cast<const char *>(t->data);
+    const char *p = reinterpret_cast<const char *>(bytesOf[k]);
     for (int64_t done = 0; done < bytes;) {
       int64_t n = std::min(bytes - done, kCrcBlockBytes - inBlock);
       crc = crc32(p + done, size_t(n), crc);
@@ -601,9 +626,9 @@ static std::string writeSafetensorsFile(const std::string &path,
     err = f.write(&len, 8);
   if (err.empty())
     err = f.write(h.data(), h.size());
-  for (const NamedTensor *t : tensors)
+  for (size_t k = 0; k < tensors.size(); ++k)
     if (err.empty())
-      err = f.write(t->data, size_t(numel(t->shape)) * 4);
+      err = f.write(bytesOf[k], size_t(saveBytes(tensors[k]->shape, dtype)));
   if (err.empty())
     err = f.close();
   return err;
@@ -638,12 +663,13 @@ staleTemporaries(const std::string &dir, bool (*isName)(const std::string &, con
 static bool isNamed(const std::string &name, const std::string &want) { return name == want; }
 
 std::string fsdp::weights::writeSafetensors(const std::string &path,
-                                            const std::vector<NamedTensor> &tensors) {
+                                            const std::vector<NamedTensor> &tensors,
+                                            SaveDtype dtype) {
   // A temporary beside the file, made durable, then renamed over it: a
   // crash leaves the old file or the new one, never half of one.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   removeTree(tmp);
-  std::string err = writeSafetensorsFile(tmp, tensors);
+  std::string err = writeSafetensorsFile(tmp, tensors, dtype);
   if (err.empty())
     err = renameDurable(tmp, path);
   if (!err.empty()) {
@@ -686,12 +712,13 @@ std::string fsdp::weights::saveWeightsNameError(const std::string &path) {
 }
 
 std::vector<std::vector<size_t>>
-fsdp::weights::planWeightShards(const std::vector<NamedTensor> &tensors, int64_t maxShardSize) {
+fsdp::weights::planWeightShards(const std::vector<NamedTensor> &tensors, int64_t maxShardSize,
+                                SaveDtype dtype) {
   std::vector<std::vector<size_t>> shards;
   std::vector<size_t> current;
   int64_t currentBytes = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    int64_t bytes = numel(tensors[i].shape) * 4;
+    int64_t bytes = saveBytes(tensors[i].shape, dtype);
     if (bytes > maxShardSize) {
       shards.push_back({i});
       continue;
@@ -736,13 +763,16 @@ static bool isSavedWeightsFile(const std::string &name) {
   return digits(a) && digits(b);
 }
 
+// The weights' files and the model's files a save writes beside them: whose
+// temporaries a killed save leaves.
 static bool isSavedWeightsName(const std::string &name, const std::string &) {
-  return isSavedWeightsFile(name);
+  return isSavedWeightsFile(name) || name == kConfigName || name == kGenerationConfigName;
 }
 
 std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
                                                   const std::vector<NamedTensor> &tensors,
-                                                  int64_t maxShardSize) {
+                                                  int64_t maxShardSize, SaveDtype dtype,
+                                                  const std::vector<FolderFile> &files) {
   std::string dir = dirGiven;
   while (dir.size() > 1 && dir.back() == '/')
     dir.pop_back();
@@ -755,14 +785,14 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
     if (!err.empty())
       return dir + ": weights not written: " + err;
   }
-  std::vector<std::vector<size_t>> plan = planWeightShards(tensors, maxShardSize);
+  std::vector<std::vector<size_t>> plan = planWeightShards(tensors, maxShardSize, dtype);
   size_t n = plan.size();
   std::vector<std::string> names;
   int64_t total = 0;
   for (size_t s = 0; s < n; ++s) {
     names.push_back(n == 1 ? std::string(kSingleFileName) : shardFileName(s, n));
     for (size_t i : plan[s])
-      total += numel(tensors[i].shape) * 4;
+      total += saveBytes(tensors[i].shape, dtype);
   }
   std::string suffix = ".tmp." + std::to_string(::getpid());
   auto temp = [&](const std::string &name) { return dir + "/" + name + suffix; };
@@ -800,6 +830,8 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
   auto failed = [&](const std::string &err) {
     for (size_t s = 0; s < n; ++s)
       removeTree(temp(names[s]));
+    for (const FolderFile &file : files)
+      removeTree(temp(file.name));
     removeTree(temp(kIndexName));
     if (made) // the folder this save made goes too, if nothing else is in it
       ::rmdir(dir.c_str());
@@ -814,7 +846,14 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
   // the earlier save as it was.
   for (size_t s = 0; s < n; ++s) {
     removeTree(temp(names[s]));
-    std::string err = writeSafetensorsFile(temp(names[s]), shard(s));
+    std::string err = writeSafetensorsFile(temp(names[s]), shard(s), dtype);
+    if (!err.empty())
+      return failed(err);
+  }
+  // ... and the model's files (config.json, generation_config.json).
+  for (const FolderFile &file : files) {
+    removeTree(temp(file.name));
+    std::string err = writeFileDurable(temp(file.name), file.text);
     if (!err.empty())
       return failed(err);
   }
@@ -843,6 +882,8 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
     // them whole (under temporary names, until the next save).
     auto stays = [&](const std::string &err) {
       removeTree(temp(kIndexName));
+      for (const FolderFile &file : files)
+        removeTree(temp(file.name));
       for (size_t s = 0; s < n; ++s)
         removeTree(link(names[s]));
       return dir + ": weights written, but under temporary names (" + index +
@@ -858,7 +899,7 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
       err = linkDurable(temp(names[s]), link(names[s]));
       if (!err.empty()) {
         removeTree(link(names[s]));
-        err = writeSafetensorsFile(link(names[s]), shard(s));
+        err = writeSafetensorsFile(link(names[s]), shard(s), dtype);
       }
       if (err.empty())
         err = renameDurable(link(names[s]), dir + "/" + names[s]);
@@ -870,9 +911,23 @@ std::string fsdp::weights::writeSafetensorsFolder(const std::string &dirGiven,
     if (!err.empty())
       return stays(err);
   }
+  // The model's files take their names once the new weights are in place
+  // (each in one rename: a reader sees the earlier file or this one).
+  for (size_t k = 0; k < files.size(); ++k) {
+    std::string to = dir + "/" + files[k].name;
+    std::string err = renameDurable(temp(files[k].name), to);
+    if (!err.empty()) {
+      bool in = renamed(temp(files[k].name));
+      for (size_t j = in ? k + 1 : k; j < files.size(); ++j)
+        removeTree(temp(files[j].name));
+      return dir + ": weights written, but " + to + (in ? " written with an error: " : " not: ") +
+             err;
+    }
+  }
   // 5. Last, what nothing names any more: an earlier save's shards, index or
   // single file; this save's temporaries; and those of saves killed before
-  // they finished. Other files (config.json, the tokenizer's) stay.
+  // they finished. Other files (the tokenizer's; config.json and
+  // generation_config.json when the program has none to write) stay.
   std::error_code ec;
   std::vector<std::string> stale;
   for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {

@@ -63,6 +63,9 @@ private:
 /// The index of an HF checkpoint folder and the single file's names in it.
 constexpr const char *kIndexName = "model.safetensors.index.json";
 constexpr const char *kSingleFileName = "model.safetensors";
+/// The model's files a folder save writes beside the weights.
+constexpr const char *kConfigName = "config.json";
+constexpr const char *kGenerationConfigName = "generation_config.json";
 /// transformers' default max_shard_size, "5GB" (decimal).
 constexpr int64_t kDefaultMaxShardSize = 5000000000;
 
@@ -101,11 +104,25 @@ struct NamedTensor {
   const float *data;
 };
 
-/// Writes F32 tensors, through a temporary renamed into place (and removes
-/// the temporaries of earlier saves killed before their rename). The data
-/// lies in name order, as the safetensors library lays it out; __metadata__
-/// holds "format": "pt" and the CRC-32s SafetensorsReader checks.
-std::string writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors);
+/// The dtype a save writes (--save-dtype): the f32 values as they are, or
+/// each rounded to bf16, to nearest even (torch's .to(torch.bfloat16);
+/// kernels::toBf16, as the bf16 gathers round).
+enum class SaveDtype { F32, BF16 };
+/// "F32" or "BF16", as safetensors names them.
+const char *saveDtypeName(SaveDtype dtype);
+
+/// A file of a --save-weights folder besides the weights (config.json,
+/// generation_config.json): its name in the folder and its contents.
+struct FolderFile {
+  std::string name, text;
+};
+
+/// Writes the tensors in `dtype` (F32 by default), through a temporary renamed into place (and
+/// removes the temporaries of earlier saves killed before their rename). The data lies in name
+/// order, as the safetensors library lays it out; __metadata__ holds "format": "pt" and the CRC-32s
+/// SafetensorsReader checks.
+std::string writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
+                             SaveDtype dtype = SaveDtype::F32);
 
 /// True when --save-weights PATH means a folder: an existing folder, or a
 /// path that does not end in ".safetensors".
@@ -120,12 +137,14 @@ std::string saveWeightsNameError(const std::string &path);
 /// Which tensors (indices into `tensors`) go into which shard, as
 /// huggingface_hub's split_state_dict_into_shards does: in the given order,
 /// a new shard when the next tensor would take the current one past
-/// `maxShardSize`; a tensor larger than that alone in a shard of its own
-/// (placed when it is met, before the shard being filled).
+/// `maxShardSize` (bytes in `dtype`); a tensor larger than that alone in a
+/// shard of its own (placed when it is met, before the shard being filled).
 std::vector<std::vector<size_t>> planWeightShards(const std::vector<NamedTensor> &tensors,
-                                                  int64_t maxShardSize);
+                                                  int64_t maxShardSize,
+                                                  SaveDtype dtype = SaveDtype::F32);
 
-/// Writes F32 `tensors` into the folder `dir` (created if missing, not its
+/// Writes `tensors` (in `dtype`) and the files `files` (config.json,
+/// generation_config.json) into the folder `dir` (created if missing, not its
 /// parents) as save_pretrained does: shards model-0000i-of-0000N.safetensors
 /// of at most `maxShardSize` bytes of tensor data each and
 /// model.safetensors.index.json, or model.safetensors alone when one shard
@@ -138,10 +157,14 @@ std::vector<std::vector<size_t>> planWeightShards(const std::vector<NamedTensor>
 /// temporaries and those of killed saves go. One shard: model.safetensors
 /// replaced by a rename, then the earlier index removed. At every moment the
 /// index and model.safetensors, each that exists, name a whole model, the
-/// earlier or this one. Other files in `dir` are never touched. A failure
-/// before the first switch removes what this save wrote.
+/// earlier or this one. `files` are written durably under temporary names
+/// with the shards (a failure there removes them all and leaves the earlier
+/// save as it was) and each renamed over its name after the last switch.
+/// Other files in `dir` are never touched. A failure before the first
+/// switch removes what this save wrote.
 std::string writeSafetensorsFolder(const std::string &dir, const std::vector<NamedTensor> &tensors,
-                                   int64_t maxShardSize);
+                                   int64_t maxShardSize, SaveDtype dtype = SaveDtype::F32,
+                                   const std::vector<FolderFile> &files = {});
 
 } // namespace fsdp::weights
 

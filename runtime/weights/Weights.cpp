@@ -4,6 +4,8 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "support/Random.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,9 +119,31 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int
   return "";
 }
 
+SaveDtype fsdp::weights::saveDtypeOf(const Program &p, const std::string &saveDtype) {
+  const std::string &name = saveDtype.empty() ? p.paramDtype : saveDtype;
+  return name == "bf16" ? SaveDtype::BF16 : SaveDtype::F32;
+}
+
+std::vector<FolderFile> fsdp::weights::modelFiles(const Program &p, SaveDtype dtype) {
+  std::vector<FolderFile> files;
+  if (p.hfConfig.empty())
+    return files;
+  // nlohmann::json keeps keys sorted, as transformers' to_json_string
+  // (sort_keys=True, indent 2) writes them; the loader checked both are
+  // objects.
+  nlohmann::json config = nlohmann::json::parse(p.hfConfig);
+  config["torch_dtype"] = dtype == SaveDtype::BF16 ? "bfloat16" : "float32";
+  files.push_back({kConfigName, config.dump(2) + "\n"});
+  if (!p.generationConfig.empty())
+    files.push_back(
+        {kGenerationConfigName, nlohmann::json::parse(p.generationConfig).dump(2) + "\n"});
+  return files;
+}
+
 std::string fsdp::weights::saveFullWeights(const std::string &path, const program::Program &p,
                                            runtime::Communicator &comm, char *arena,
-                                           int64_t maxShardSize, int64_t step) {
+                                           int64_t maxShardSize, int64_t step,
+                                           const std::string &saveDtype) {
   std::string err =
       checkpoint::checkFiniteState(p, comm, arena, step, /*moments=*/false,
                                    comm.memberIndex(runtime::Group::Shard), "weights file");
@@ -143,8 +167,10 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
         tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
     // The program's parameters: each tensor once (a tied head is not one),
     // in the order the model's importer lists them, its state-dict order.
-    err = isWeightsFolder(path) ? writeSafetensorsFolder(path, tensors, maxShardSize)
-                                : writeSafetensors(path, tensors);
+    SaveDtype dtype = saveDtypeOf(p, saveDtype);
+    err = isWeightsFolder(path)
+              ? writeSafetensorsFolder(path, tensors, maxShardSize, dtype, modelFiles(p, dtype))
+              : writeSafetensors(path, tensors, dtype);
   }
   return checkpoint::agree(comm, err, [] {});
 }

@@ -41,14 +41,28 @@ std::string initShards(const program::Program &p, const RunOptions &options, int
 std::string checkWeights(const program::Program &p, const WeightSource &weights,
                          std::vector<std::string> *ignored = nullptr);
 
-/// Gathers the parameters and writes them with HF names and layouts: one
+/// Gathers the parameters and writes them with HF names and layouts, in
+/// `saveDtype` ("f32", "bf16"; "": the program's param_dtype): one
 /// safetensors file, or, when `path` is a folder (isWeightsFolder), HF shards
-/// of at most `maxShardSize` bytes and their index. Only rank 0 writes. A
-/// parameter that is not finite is an error on every rank naming `step` and
-/// the parameter, and nothing is written.
+/// of at most `maxShardSize` bytes, their index and the model's files
+/// (modelFiles). Only rank 0 writes. A parameter that is not finite is an
+/// error on every rank naming `step` and the parameter, and nothing is
+/// written.
 std::string saveFullWeights(const std::string &path, const program::Program &p,
                             runtime::Communicator &comm, char *arena, int64_t maxShardSize,
-                            int64_t step);
+                            int64_t step, const std::string &saveDtype = "");
+
+/// What a --save-weights folder gets beside the weights, from the program:
+/// config.json (the HF config the model was imported from, its torch_dtype
+/// the saved dtype's: "float32" or "bfloat16") and, for a model that
+/// generates, generation_config.json; as transformers writes them (indent 2,
+/// keys sorted). None for a program without an HF config (a JSON or MLIR
+/// graph's).
+std::vector<FolderFile> modelFiles(const program::Program &p, SaveDtype dtype);
+
+/// The dtype a save writes: `saveDtype` ("f32", "bf16"), or by default the
+/// program's param_dtype.
+SaveDtype saveDtypeOf(const program::Program &p, const std::string &saveDtype);
 
 } // namespace fsdp::weights
 

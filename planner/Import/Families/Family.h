@@ -156,6 +156,9 @@ public:
   }
   /// Prefixes of tensors the checkpoints hold that the model does not use.
   virtual std::vector<std::string> unusedWeightPrefixes() const { return {}; }
+  /// Whether transformers' model of the family generates (its
+  /// save_pretrained writes a generation_config.json): the causal LMs.
+  virtual bool generates() const { return false; }
 };
 
 /// GPT-2 and the LLaMA family: decoders whose LM head may be the word
@@ -165,6 +168,7 @@ class CausalLMFamily : public ModelFamily {
 public:
   std::vector<std::string>
   tiedCopies(llvm::function_ref<bool(llvm::StringRef)> isParam) const override;
+  bool generates() const override { return true; }
 
 protected:
   /// The head's weight, declared last: the word embeddings if tied.

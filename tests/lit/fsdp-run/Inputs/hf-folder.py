@@ -18,7 +18,9 @@ usage: hf-folder.py split SRC.safetensors DIR MAX_BYTES
            killed at point N; then the index (with the shards it names) and
            model.safetensors, each that is there, hold either OLD's tensors
            or NEW's (a folder or file), bit for bit, and one of them is
-           there; the other files are unchanged; and COMMAND run again
+           there; config.json and generation_config.json each the earlier
+           one (or none) or the new one, whole; the other files unchanged;
+           and COMMAND run again
            leaves the files of an uninterrupted save (no temporary, no old
            shard) and NEW's tensors. Last, a temporary named with a live
            process's id stays, one of a dead process goes. With --fail, the
@@ -218,8 +220,11 @@ def break_folder(src, case, out):
         json.dump(index, f, indent=2, sort_keys=True)
 
 
-# Files of a model folder that are not weights: a save never touches them.
+# Files of a model folder that are not weights: an earlier config.json, which
+# a save replaces (MODEL_FILES, whole: the earlier or the new), and a
+# tokenizer's file, which a save never touches.
 EXTRAS = {"config.json": b'{"model_type": "gpt2"}\n', "tokenizer.json": b'{"version": "1.0"}\n'}
+MODEL_FILES = ("config.json", "generation_config.json")
 
 
 def views(work):
@@ -254,11 +259,24 @@ def crash(old, new, work, command, action="kill"):
     def fail(why):
         sys.exit(f"crash: {why}")
 
-    def extras_kept(when):
-        for name, data in EXTRAS.items():
+    def content(name):
+        try:
             with open(os.path.join(work, name), "rb") as f:
-                if f.read() != data:
-                    fail(f"{when}: {name} changed")
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def extras_kept(when, done=False):
+        # The model's files the save writes (config.json,
+        # generation_config.json) are each the earlier one (or none) or the
+        # new one, whole; once the save is done, the new one. The rest stay.
+        for name, data in EXTRAS.items():
+            if name not in written and content(name) != data:
+                fail(f"{when}: {name} changed")
+        for name, data in written.items():
+            allowed = [data] if done else [data, EXTRAS.get(name)]
+            if content(name) not in allowed:
+                fail(f"{when}: {name} is neither the earlier one nor the new one")
 
     fresh()
     listed = subprocess.run(command, env=dict(os.environ, FSDP_FAULT="list"),
@@ -267,6 +285,9 @@ def crash(old, new, work, command, action="kill"):
     if listed.returncode != 0 or not points:
         fail(f"the listing run failed ({listed.returncode}):\n{listed.stderr}")
     want_files = sorted(os.listdir(work))
+    written = {name: content(name) for name in MODEL_FILES if content(name) is not None}
+    if content("config.json") == EXTRAS["config.json"]:
+        fail("the save did not write config.json: the test could not tell it apart")
     want_old, want_new = read_any(old), read_any(new)
     if want_old == want_new:
         fail("the old and the new weights are the same: the test could not tell them apart")
@@ -310,7 +331,7 @@ def crash(old, new, work, command, action="kill"):
                  f"not {want_files}")
         if any(t != want_new for t in views(work).values()):
             fail(f"{at}: the next save did not leave the new weights")
-        extras_kept(f"{at}, after the next save")
+        extras_kept(f"{at}, after the next save", done=True)
     # A temporary of a process that is still running is its own: kept; one
     # of a process that is gone is removed.
     fresh()

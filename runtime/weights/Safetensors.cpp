@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -702,7 +704,17 @@ std::string fsdp::weights::saveWeightsNameError(const std::string &path) {
     return "";
   std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
   size_t dot = base.rfind('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == base.size())
+  if (dot == std::string::npos || dot == 0)
+    return "";
+  // The extensions of weight and tensor files people write: any other
+  // ("run.v2", "gpt2-tiny.saved") is a folder's name like another.
+  std::string ext = base.substr(dot + 1);
+  for (char &c : ext)
+    c = char(std::tolower((unsigned char)c));
+  static const char *const fileKinds[] = {"bin",  "pt",  "pth",  "ckpt",    "safetensor",
+                                          "st",   "h5",  "npz",  "npy",     "json",
+                                          "gguf", "pkl", "onnx", "msgpack", "model"};
+  if (std::find(std::begin(fileKinds), std::end(fileKinds), ext) == std::end(fileKinds))
     return "";
   std::string stem = path.substr(0, path.size() - (base.size() - dot));
   return "--save-weights " + path + " looks like a file's name ('" + base.substr(dot) +

@@ -129,8 +129,9 @@ std::string writeSafetensors(const std::string &path, const std::vector<NamedTen
 bool isWeightsFolder(const std::string &path);
 
 /// "" when --save-weights PATH says what it means; else why not: a name
-/// that looks like a file of another kind ("out.bin", "model.pt"), which
-/// would become a folder of that name. A trailing '/' or an existing folder
+/// with the extension of another kind of weights or tensor file
+/// ("out.bin", "model.pt", "w.npz"), which would become a folder of that
+/// name. A trailing '/' or an existing folder
 /// means a folder whatever its name.
 std::string saveWeightsNameError(const std::string &path);
 

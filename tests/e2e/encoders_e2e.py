@@ -174,7 +174,10 @@ def main():
             if problem is None and "eval_accuracy" in x:
                 if "eval_accuracy" not in y:
                     problem = "step %d: no eval_accuracy" % y["step"]
-                elif x["eval_margin"] > eval_tol and x["eval_accuracy"] != y["eval_accuracy"]:
+                # Equal counts: equal to --metrics' 9 digits (1e-6 is far
+                # below one sample of any eval set under a million).
+                elif x["eval_margin"] > eval_tol and abs(x["eval_accuracy"] -
+                                                         y["eval_accuracy"]) > 1e-6:
                     problem = "step %d: eval accuracy %.4f, the reference's %.4f (its smallest " \
                               "margin %.2g is above the bound %.2g)" % (
                                   y["step"], y["eval_accuracy"], x["eval_accuracy"],

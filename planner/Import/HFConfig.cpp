@@ -66,8 +66,19 @@ const char *const kDescriptiveKeys[] = {
     "use_cache",
 };
 
+/// Keys of features fsdp does not implement, with the value that turns the
+/// feature off (what fsdp computes): accepted with that value, refused with
+/// any other. Published configs write them (Qwen2.5's `use_mrope: false`).
+struct OffValue {
+  const char *key;
+  bool value;
+};
+const OffValue kOffValues[] = {
+    {"use_mrope", false}, // Qwen2-VL's multimodal rotary positions
+};
+
 /// Refuses the first key (in the file's order) that `family` neither
-/// implements nor knows to be descriptive.
+/// implements nor knows to be descriptive, nor holds at its off value.
 bool checkKeys(JsonReader &r, const ModelFamily &family) {
   std::vector<const char *> allowed = family.implementedKeys();
   std::vector<const char *> descriptive = family.descriptiveKeys();
@@ -78,6 +89,10 @@ bool checkKeys(JsonReader &r, const ModelFamily &family) {
   for (const auto &item : r.root().items()) {
     const std::string &key = item.key();
     if (std::any_of(allowed.begin(), allowed.end(), [&](const char *a) { return key == a; }))
+      continue;
+    if (std::any_of(std::begin(kOffValues), std::end(kOffValues), [&](const OffValue &o) {
+          return key == o.key && item.value().is_boolean() && item.value().get<bool>() == o.value;
+        }))
       continue;
     size_t offset = r.offsetOf({key});
     if (!first || offset < firstOffset)

@@ -326,6 +326,11 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false); // the op is the line shown; a plan dump would bury it
   ImportOptions importOptions;
   importOptions.noDropout = noDropout;
+  // Only printing: a config with dropout is summarised (what training
+  // needs is said); a plan, report or trace still refuses it.
+  std::vector<std::string> dropoutNotes;
+  if (outputPath.empty() && reportPath.empty() && tracePath.empty())
+    importOptions.dropoutNotes = &dropoutNotes;
   std::string folderError;
   std::string modelPath = modelFile(folderError);
   if (modelPath.empty())
@@ -337,6 +342,8 @@ int main(int argc, char **argv) {
       llvm::errs() << error.str() << "\n";
     return 1;
   }
+  for (const std::string &note : dropoutNotes)
+    llvm::errs() << "fsdp-plan: note: " << note << "\n";
   ModelSummary model = summarize(getGraph(*module));
 
   if (seqLen.getNumOccurrences() && model.maxSeqLen > 0 && seqLen > model.maxSeqLen)

@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fsdp {
 
@@ -30,6 +31,10 @@ struct ImportOptions {
   /// GPT-2's published configs set dropout; fsdp trains without it. By default
   /// a non-zero dropout is an error; with this set it is treated as zero.
   bool noDropout = false;
+  /// When set (fsdp-plan printing a summary, writing no plan), a non-zero
+  /// dropout is said here instead of refused: the summary is of the model
+  /// without it, and a plan to train still needs --no-dropout.
+  std::vector<std::string> *dropoutNotes = nullptr;
 };
 
 /// Llama 3.1's RoPE frequency scaling (`rope_scaling.rope_type = "llama3"`).

@@ -62,6 +62,11 @@ bool fsdp::checkDropout(JsonReader &r, const ImportOptions &opts,
                         "every world size gives the same losses); set it to 0";
       if (!r.get({key}, false))
         msg += " (absent, so transformers' default applies)";
+      if (opts.dropoutNotes) {
+        opts.dropoutNotes->push_back(msg + ", or pass --no-dropout to train without it; this "
+                                           "summary is of the model without it");
+        continue;
+      }
       return r.fail({key}, msg + ", or pass --no-dropout to train without it");
     }
   }

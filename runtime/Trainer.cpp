@@ -12,6 +12,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Inputs.h"
 #include "runtime/io/Files.h"
+#include "runtime/kernels/cpu.h"
 #include "runtime/weights/Weights.h"
 
 #include <nlohmann/json.hpp>
@@ -273,7 +274,7 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
   data::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
   device.inputsIn();
   // An image classifier's eval: the labels beside the logits kept.
-  if (eval && device.logitsBytes() > 0)
+  if (eval && device.logitsTensor())
     evalLabels[size_t(micro)].assign(in.targets, in.targets + program.microBatch);
   device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced, micro});
   device.keepLoss(micro);
@@ -292,6 +293,25 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
 // from the eval file, run through the micro-step's forward (and backward, as
 // the program has no forward-only phase); the gradients it leaves are
 // zeroed, so training goes on exactly as without it.
+namespace {
+/// The rows of `logits` (the tensor's [n, V], its bytes at `bytes`) whose
+/// largest value, ties to the lower class as torch.argmax, is at the row's
+/// label.
+int64_t argmaxHits(const program::Tensor &logits, const char *bytes,
+                   const std::vector<int64_t> &labels) {
+  int64_t V = logits.shape.back(), n = logits.numel() / V, hits = 0;
+  std::vector<float> row(static_cast<size_t>(V));
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits.dtype == program::DType::BF16)
+      kernels::fromBf16(reinterpret_cast<const uint16_t *>(bytes) + i * V, row.data(), V);
+    else
+      std::memcpy(row.data(), reinterpret_cast<const float *>(bytes) + i * V, size_t(V) * 4);
+    hits += std::max_element(row.begin(), row.end()) - row.begin() == labels[size_t(i)];
+  }
+  return hits;
+}
+} // namespace
+
 void Trainer::evaluate(StepReport &r) {
   traced = false;
   // Each batch's loss is its micro-steps' weighted sum over ranks over its
@@ -308,33 +328,11 @@ void Trainer::evaluate(StepReport &r) {
                 a + 1 < options.gradAccum ? NextPhase::MicroStep : NextPhase::Host);
     device.synchronize("eval batch " + std::to_string(b + 1));
     sum += weightedLosses(PhaseKind::Eval, b, "eval's read of the losses") / norm.divisor;
-    if (device.logitsBytes() > 0) {
-      // A sample is right when its largest logit (ties to the lower
-      // class, as torch.argmax) is at its label.
+    if (const program::Tensor *logits = device.logitsTensor()) {
       const char *kept = device.keptLogits("eval's read of the logits");
-      int64_t V = program.image.classes, n = program.microBatch;
-      bool bf16 = device.logitsBytes() == n * V * 2;
       for (int64_t a = 0; a < options.gradAccum; ++a)
-        for (int64_t i = 0; i < n; ++i) {
-          int64_t best = 0;
-          float top = -INFINITY;
-          for (int64_t c = 0; c < V; ++c) {
-            const char *at = kept + a * device.logitsBytes() + (i * V + c) * (bf16 ? 2 : 4);
-            float x;
-            if (bf16) {
-              uint32_t bits = uint32_t(*reinterpret_cast<const uint16_t *>(at)) << 16;
-              std::memcpy(&x, &bits, 4);
-            } else {
-              std::memcpy(&x, at, 4);
-            }
-            if (x > top) {
-              top = x;
-              best = c;
-            }
-          }
-          correct += best == evalLabels[size_t(a)][size_t(i)];
-          total += 1;
-        }
+        correct += double(argmaxHits(*logits, kept + a * logits->bytes(), evalLabels[size_t(a)]));
+      total += double(options.gradAccum * program.microBatch);
     }
   }
   for (const Unit &u : program.units)
@@ -346,7 +344,7 @@ void Trainer::evaluate(StepReport &r) {
   if (!host.allReduceScalar(Group::World, &sum))
     device.fail("stopped: " + host.error());
   r.evalLoss = sum / double(options.evalBatches);
-  if (device.logitsBytes() > 0) {
+  if (device.logitsTensor()) {
     host.at(Group::World, "eval after step " + std::to_string(step) + ": the accuracy all-reduce");
     if (!host.allReduceScalar(Group::World, &correct) ||
         !host.allReduceScalar(Group::World, &total))
@@ -355,13 +353,13 @@ void Trainer::evaluate(StepReport &r) {
   }
 }
 
-int64_t RankDevice::classifierLogitsBytes(const Program &p) {
+const program::Tensor *RankDevice::classifierLogits(const Program &p) {
   if (p.inputKind != program::InputKind::Images)
-    return 0;
+    return nullptr;
   for (const Instruction &inst : p.microStep.compute)
     if (inst.op == Op::CrossEntropy)
-      return p.tensors[inst.in[0]].bytes();
-  return 0;
+      return &p.tensors[inst.in[0]];
+  return nullptr;
 }
 
 void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {

@@ -123,10 +123,10 @@ struct AdamWSlice {
 class RankDevice : public ArenaAccess {
 public:
   RankDevice(const program::Program &p, const RunOptions &options, Communicator &host)
-      : ArenaAccess(p), options(options), host(host), keptLogitsBytes(classifierLogitsBytes(p)) {}
-  /// The bytes of the logits an image classifier's cross_entropy reads in
-  /// a micro-step (0: not an image classifier).
-  static int64_t classifierLogitsBytes(const program::Program &p);
+      : ArenaAccess(p), options(options), host(host), logits(classifierLogits(p)) {}
+  /// The logits an image classifier's cross_entropy reads in a micro-step
+  /// (null: not an image classifier).
+  static const program::Tensor *classifierLogits(const program::Program &p);
   virtual ~RankDevice() = default;
 
   /// Allocates the arena, the host image of the shards and what runs the
@@ -164,10 +164,9 @@ public:
   /// keeps them, the copy (into the running micro-step's slot; the
   /// kernels' adapters call it), and after synchronize the kept logits,
   /// micro-step by micro-step (`reader` as for losses()).
-  int64_t logitsBytes() const { return keptLogitsBytes; }
-  bool keepsLogits() const {
-    return running && running->kind == PhaseKind::Eval && keptLogitsBytes > 0;
-  }
+  const program::Tensor *logitsTensor() const { return logits; }
+  int64_t logitsBytes() const { return logits ? logits->bytes() : 0; }
+  bool keepsLogits() const { return running && running->kind == PhaseKind::Eval && logits; }
   virtual void keepLogits(const void *logits, int64_t bytes) = 0;
   virtual const char *keptLogits(const char *reader) = 0;
   /// The host waits until the device has done all it was given (`what`
@@ -240,8 +239,8 @@ protected:
 
   const RunOptions &options;
   Communicator &host;
-  const PhaseRun *running = nullptr; // the phase run() runs
-  int64_t keptLogitsBytes = 0;       // logitsBytes()
+  const PhaseRun *running = nullptr;       // the phase run() runs
+  const program::Tensor *logits = nullptr; // logitsTensor()
 };
 
 /// A step's report from the sum over ranks of their micro-steps' losses,

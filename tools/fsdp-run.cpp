@@ -19,6 +19,8 @@
 #include "support/Suggest.h"
 #include "tools/Version.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -28,95 +30,111 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 using namespace fsdp;
 
-static void usage(FILE *to) {
-  std::fprintf(
-      to,
-      "usage: fsdp-run PROGRAM.json|PLAN.mlir [options]\n"
-      "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
-      "\n"
-      "Launch:\n"
-      "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
-      "                        default); mpi: one process a rank (mpirun -np N; the default\n"
-      "                        under mpirun with more than one process); nccl: one GPU a rank\n"
-      "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
-      "                        before every rank stops, naming the ranks that did not arrive\n"
-      "                        (default 600; --nccl-timeout is the same flag)\n"
-      "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
-      "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
-      "  (environment) FSDP_NCCL_PLUGIN=PATH  --backend nccl loads this library instead of\n"
-      "                        libfsdp-nccl.so beside fsdp-run: the emulated device,\n"
-      "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md);\n"
-      "                        set for another backend, it is an error\n"
-      "Training:\n"
-      "  --steps K             the run's last step, the schedule's horizon (default 1; a\n"
-      "                        resumed run: its checkpoint's, which a larger K extends)\n"
-      "  --grad-accum A        micro-steps per optimizer step: the plan's (fsdp-plan\n"
-      "                        --grad-accum); another value is an error\n"
-      "  --seed S              initialisation seed when no --weights are given (default 0)\n"
-      "  --shuffle SEED        each epoch's windows of --data in a permutation of their own\n"
-      "                        (docs/sampling.md; default: in order); a resumed run keeps\n"
-      "                        its checkpoint's\n"
-      "  --weights FILE.safetensors|DIR  initial weights with HF names and layouts; DIR:\n"
-      "                        an HF checkpoint folder (model.safetensors.index.json and\n"
-      "                        its shards, or model.safetensors), or the index itself\n"
-      "                        (default: the seeded initialisation)\n"
-      "  --data FILE[,FILE..]  tokens, flat little-endian (fsdp-tokenize, nanoGPT's train.bin),\n"
-      "                        memory-mapped; several files, or a folder's *.bin in name\n"
-      "                        order, are one stream (required, unless --synthetic-data);\n"
-      "                        for a program whose inputs are images, a .npy of uint8\n"
-      "                        [N, height, width, channels]\n"
-      "  --synthetic-data      a token model trains on seeded random tokens, without --data\n"
-      "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
-      "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
-      "                        103, BERT's [MASK]); below the vocabulary\n"
-      "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
-      "                        uint16 when the vocabulary has at most 65536 tokens)\n"
-      "  --lr X                AdamW learning rate (default 1e-3)\n"
-      "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
-      "  --eps X               AdamW epsilon (default 1e-8)\n"
-      "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
-      "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
-      "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
-      "                        down to --min-lr over the steps left (default constant)\n"
-      "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
-      "  --min-lr X            the schedule's last rate (default 0)\n"
-      "Evaluation:\n"
-      "  --eval-data FILE      held-out tokens (same width as --data), or images; eval_loss\n"
-      "                        in --metrics and the progress line\n"
-      "  --eval-labels FILE    the labels of --eval-data images (.npy, as --labels)\n"
-      "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
-      "  --eval-batches K      batches an evaluation averages (default 1)\n"
-      "Outputs (their folders checked before step 1):\n"
-      "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
-      "  --trace FILE          the measured timeline, Chrome trace JSON\n"
-      "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
-      "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
-      "  --keep K              the K newest checkpoints kept (default 2)\n"
-      "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
-      "                        model and global batch) with the settings it records (lr,\n"
-      "                        schedule, warmup, min-lr, steps, AdamW's, clipping, seed,\n"
-      "                        data order): a flag given with another value is a change,\n"
-      "                        applied and said\n"
-      "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
-      "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
-      "                        HF shards, their index and the model's config.json (and\n"
-      "                        generation_config.json), as save_pretrained writes them\n"
-      "  --save-dtype f32|bf16  the dtype --save-weights writes (bf16: the f32 master weights\n"
-      "                        rounded to nearest even; default: the plan's param_dtype)\n"
-      "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
-      "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
-      "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
-      "  --log-every N         a progress line every N steps (default 1)\n"
-      "  --quiet               no progress lines\n"
-      "  --help, --version\n"
-      "\n"
-      "SIGTERM, SIGINT or SIGHUP: every rank finishes its step, the checkpoint of that step\n"
-      "is written (with --save), and fsdp-run exits 128 + the signal's number; a second\n"
-      "signal stops at once. Under mpirun: --mca odls_base_sigkill_timeout SECONDS\n"
-      "(see docs/checkpoint-format.md).\n");
+// --help's text: also the list of flags an unknown one is matched against.
+static const char *const kUsage =
+    "usage: fsdp-run PROGRAM.json|PLAN.mlir [options]\n"
+    "Trains with the program fsdp-plan wrote (a .mlir plan is lowered first).\n"
+    "\n"
+    "Launch:\n"
+    "  --backend threads|mpi|nccl  threads: every rank a thread of this process (the\n"
+    "                        default); mpi: one process a rank (mpirun -np N; the default\n"
+    "                        under mpirun with more than one process); nccl: one GPU a rank\n"
+    "  --timeout SECONDS     the longest wait on a peer (a collective, an event, start-up)\n"
+    "                        before every rank stops, naming the ranks that did not arrive\n"
+    "                        (default 600; --nccl-timeout is the same flag)\n"
+    "  --rank R --nccl-id-file PATH  --backend nccl without mpirun: this process's rank;\n"
+    "                        rank 0 writes the NCCL id to PATH, the others wait for it\n"
+    "  (environment) FSDP_NCCL_PLUGIN=PATH  --backend nccl loads this library instead of\n"
+    "                        libfsdp-nccl.so beside fsdp-run: the emulated device,\n"
+    "                        BUILD/lib/libfsdp-nccl-emulated.so (tests/gpu/README.md);\n"
+    "                        set for another backend, it is an error\n"
+    "Training:\n"
+    "  --steps K             the run's last step, the schedule's horizon (default 1; a\n"
+    "                        resumed run: its checkpoint's, which a larger K extends)\n"
+    "  --grad-accum A        micro-steps per optimizer step: the plan's (fsdp-plan\n"
+    "                        --grad-accum); another value is an error\n"
+    "  --seed S              initialisation seed when no --weights are given (default 0)\n"
+    "  --shuffle SEED        each epoch's windows of --data in a permutation of their own\n"
+    "                        (docs/sampling.md; default: in order); a resumed run keeps\n"
+    "                        its checkpoint's\n"
+    "  --weights FILE.safetensors|DIR  initial weights with HF names and layouts; DIR:\n"
+    "                        an HF checkpoint folder (model.safetensors.index.json and\n"
+    "                        its shards, or model.safetensors), or the index itself\n"
+    "                        (default: the seeded initialisation)\n"
+    "  --data FILE[,FILE..]  tokens, flat little-endian (fsdp-tokenize, nanoGPT's train.bin),\n"
+    "                        memory-mapped; several files, or a folder's *.bin in name\n"
+    "                        order, are one stream (required, unless --synthetic-data);\n"
+    "                        for a program whose inputs are images, a .npy of uint8\n"
+    "                        [N, height, width, channels]\n"
+    "  --synthetic-data      a token model trains on seeded random tokens, without --data\n"
+    "  --labels FILE         images' labels, a .npy of int64 or int32 [N] in [0, classes)\n"
+    "  --mask-token-id ID    masked-LM programs: the input of a selected token (default\n"
+    "                        103, BERT's [MASK]); below the vocabulary\n"
+    "  --data-dtype uint16|uint32  token width of --data and --eval-data (default:\n"
+    "                        uint16 when the vocabulary has at most 65536 tokens)\n"
+    "  --lr X                AdamW learning rate (default 1e-3)\n"
+    "  --beta1 X, --beta2 X  AdamW moment decays (defaults 0.9, 0.95)\n"
+    "  --eps X               AdamW epsilon (default 1e-8)\n"
+    "  --weight-decay X      decoupled weight decay on parameters of 2+ dims (default 0.1)\n"
+    "  --clip-grad-norm X    clip by the global gradient norm (default 0: off)\n"
+    "  --lr-schedule constant|linear|cosine  the learning rate after warmup, from --lr\n"
+    "                        down to --min-lr over the steps left (default constant)\n"
+    "  --warmup-steps W      step t <= W takes lr*t/W (default 0)\n"
+    "  --min-lr X            the schedule's last rate (default 0)\n"
+    "Evaluation:\n"
+    "  --eval-data FILE      held-out tokens (same width as --data), or images; eval_loss\n"
+    "                        in --metrics and the progress line\n"
+    "  --eval-labels FILE    the labels of --eval-data images (.npy, as --labels)\n"
+    "  --eval-every N        evaluate after every N steps (default 0: after the last only)\n"
+    "  --eval-batches K      batches an evaluation averages (default 1)\n"
+    "Outputs (their folders checked before step 1):\n"
+    "  --metrics FILE        JSON lines, one a step: loss, grad_norm, times, peak bytes\n"
+    "  --trace FILE          the measured timeline, Chrome trace JSON\n"
+    "  --save DIR            sharded checkpoints DIR/step-NNNNNNNN, locked while running\n"
+    "  --save-every N        a checkpoint every N steps (default 0: only after the last)\n"
+    "  --keep K              the K newest checkpoints kept (default 2)\n"
+    "  --resume DIR          continue from DIR's newest checkpoint (any plan of the same\n"
+    "                        model and global batch) with the settings it records (lr,\n"
+    "                        schedule, warmup, min-lr, steps, AdamW's, clipping, seed,\n"
+    "                        data order): a flag given with another value is a change,\n"
+    "                        applied and said\n"
+    "  --save-weights FILE.safetensors|DIR  full weights with HF names after the last\n"
+    "                        step; DIR (a folder, or a path not ending in .safetensors):\n"
+    "                        HF shards, their index and the model's config.json (and\n"
+    "                        generation_config.json), as save_pretrained writes them\n"
+    "  --save-dtype f32|bf16  the dtype --save-weights writes (bf16: the f32 master weights\n"
+    "                        rounded to nearest even; default: the plan's param_dtype)\n"
+    "  --max-shard-size SIZE  the largest shard of a --save-weights DIR: 5GB (the\n"
+    "                        default; GB = 10^9 bytes, as transformers reads it), 500MB,\n"
+    "                        2GiB or bytes; a larger tensor gets a shard of its own\n"
+    "  --log-every N         a progress line every N steps (default 1)\n"
+    "  --quiet               no progress lines\n"
+    "  --help, --version\n"
+    "\n"
+    "SIGTERM, SIGINT or SIGHUP: every rank finishes its step, the checkpoint of that step\n"
+    "is written (with --save), and fsdp-run exits 128 + the signal's number; a second\n"
+    "signal stops at once. Under mpirun: --mca odls_base_sigkill_timeout SECONDS\n"
+    "(see docs/checkpoint-format.md).\n";
+
+static void usage(FILE *to) { std::fputs(kUsage, to); }
+
+// Every flag --help names ("--lr", "--save-weights", ...).
+static std::vector<std::string> knownFlags() {
+  std::vector<std::string> flags;
+  std::string text = kUsage;
+  for (size_t at = text.find("--"); at != std::string::npos; at = text.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < text.size() && (std::islower((unsigned char)text[end]) || text[end] == '-'))
+      ++end;
+    if (end > at + 2 &&
+        std::find(flags.begin(), flags.end(), text.substr(at, end - at)) == flags.end())
+      flags.push_back(text.substr(at, end - at));
+  }
+  return flags;
 }
 
 // The most steps a run takes (a step counter with a checkpoint's steps before
@@ -430,18 +448,7 @@ int main(int argc, char **argv) {
       std::printf("fsdp-run (fsdp) %s\n", FSDP_VERSION);
       return 0;
     } else if (!a.empty() && a[0] == '-') {
-      std::vector<std::string> known = {
-          "--steps",        "--shuffle",       "--seed",           "--grad-accum",
-          "--lr-schedule",  "--warmup-steps",  "--eval-every",     "--eval-batches",
-          "--save-every",   "--keep",          "--max-shard-size", "--rank",
-          "--backend",      "--mask-token-id", "--data-dtype",     "--timeout",
-          "--nccl-timeout", "--log-every",     "--quiet",          "--synthetic-data",
-          "--help",         "--version"};
-      for (const auto &[flag, _] : doubles)
-        known.push_back(flag);
-      for (const auto &[flag, _] : strings)
-        known.push_back(flag);
-      std::string near = support::nearest(a.substr(0, a.find('=')), known);
+      std::string near = support::nearest(a.substr(0, a.find('=')), knownFlags());
       std::fprintf(stderr, "fsdp-run: error: unknown option %s%s (see fsdp-run --help)\n",
                    a.c_str(), near.empty() ? "" : ("; did you mean " + near + "?").c_str());
       return 2;
@@ -467,8 +474,7 @@ int main(int argc, char **argv) {
                 ": a resumed run continues from its checkpoint's weights; drop --weights");
   if (o.syntheticData && !o.data.empty())
     return fail("--synthetic-data and --data " + o.data +
-                ": give one (--data trains on its "
-                "tokens, --synthetic-data on random ones)");
+                ": give one (--data trains on its tokens, --synthetic-data on random ones)");
   if (!o.saveWeights.empty())
     if (std::string why = weights::saveWeightsNameError(o.saveWeights); !why.empty())
       return fail(why);

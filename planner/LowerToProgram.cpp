@@ -126,6 +126,32 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
   // op's to say; one the instruction cannot hold is an error, so that the
   // dialect and the program cannot drift apart.
   ArrayRef<StringAttr> inherent = op.getName().getAttributeNames();
+  // A rope's scaling: its kind and its parameters, each its own attribute
+  // (the verifier holds them whole).
+  auto ropeScaling = [&]() -> support::RopeScaling & {
+    if (!inst.ropeScaling)
+      inst.ropeScaling.emplace();
+    return *inst.ropeScaling;
+  };
+  auto setRopeScalingField = [&](StringRef n, Attribute v) {
+    for (const support::RopeScalingField &field : support::ropeScalingFields()) {
+      if (n != field.name)
+        continue;
+      auto f = dyn_cast<FloatAttr>(v);
+      auto i = dyn_cast<IntegerAttr>(v);
+      auto b = dyn_cast<BoolAttr>(v);
+      if (field.type == support::RopeScalingField::Type::F64 && f)
+        ropeScaling().*field.f64 = f.getValueAsDouble();
+      else if (field.type == support::RopeScalingField::Type::I64 && i)
+        ropeScaling().*field.i64 = i.getInt();
+      else if (field.type == support::RopeScalingField::Type::Bool && b)
+        ropeScaling().*field.boolean = b.getValue();
+      else
+        return false;
+      return true;
+    }
+    return false;
+  };
   for (NamedAttribute a : op.getAttrs()) {
     StringRef n = a.getName();
     if (n == "module" || n == "offsets" || n == "scratch_offset" || n == "recompute" ||
@@ -152,14 +178,11 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
                                                                   : program::GeluApproximate::Tanh;
     else if (n == "inverse" && isa<UnitAttr, BoolAttr>(v))
       inst.inverse = !isa<BoolAttr>(v) || cast<BoolAttr>(v).getValue();
-    else if (n == "llama3_factor" && f)
-      inst.llama3Factor = f.getValueAsDouble();
-    else if (n == "llama3_low_freq_factor" && f)
-      inst.llama3Low = f.getValueAsDouble();
-    else if (n == "llama3_high_freq_factor" && f)
-      inst.llama3High = f.getValueAsDouble();
-    else if (n == "llama3_original_max_position" && i)
-      inst.llama3OriginalMax = i.getInt();
+    else if (n == support::kRopeScalingKey && isa<StringAttr>(v) &&
+             support::parseRopeScalingKind(cast<StringAttr>(v).getValue().str()))
+      ropeScaling().kind = *support::parseRopeScalingKind(cast<StringAttr>(v).getValue().str());
+    else if (setRopeScalingField(n, v))
+      continue;
     else
       return op.emitOpError() << "attribute '" << n << "' (" << v
                               << ") has no place in a program instruction";

@@ -124,14 +124,10 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     k.rmsNormBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), f(i.out[0]), f(i.out[1]), c.n, c.D, i.eps,
                       k.scratch(i));
     return true;
-  case Op::Rope: {
-    kernels::Llama3Scaling scaling;
-    if (i.llama3Factor)
-      scaling = {*i.llama3Factor, *i.llama3Low, *i.llama3High, *i.llama3OriginalMax};
+  case Op::Rope:
     k.rope(f(i.in[0]), f(i.out[0]), c.B, c.S, c.H, c.Dh, i.theta,
-           i.llama3Factor ? &scaling : nullptr, i.inverse);
+           i.ropeScaling ? &*i.ropeScaling : nullptr, i.inverse);
     return true;
-  }
   case Op::Split:
   case Op::Concat: {
     bool split = i.op == Op::Split;

@@ -223,6 +223,23 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (inst.numHeads <= 0 || last(inst.in[0]) % inst.numHeads != 0 ||
         (last(inst.in[0]) / inst.numHeads) % 2 != 0 || t(inst.in[0]).shape.size() != 3)
       fail("rope needs [B, S, heads * even head_dim]");
+    // Dynamic NTK's frequencies are those transformers computes at
+    // max_position_embeddings and keeps for every sequence up to it; at a
+    // longer one it computes others, which fsdp does not.
+    if (inst.ropeScaling && inst.ropeScaling->kind == fsdp::support::RopeScalingKind::Dynamic &&
+        t(inst.in[0]).shape[1] > inst.ropeScaling->originalMaxPosition)
+      fail("dynamic rope scaling holds for sequences of at most original_max_position = " +
+           std::to_string(inst.ropeScaling->originalMaxPosition) +
+           " (max_position_embeddings) tokens, but this one is " +
+           std::to_string(t(inst.in[0]).shape[1]) +
+           " long (transformers would rescale the frequencies for it)");
+    if (inst.ropeScaling && inst.ropeScaling->kind == fsdp::support::RopeScalingKind::Dynamic &&
+        last(inst.in[0]) / inst.numHeads <= 2)
+      fail("dynamic rope scaling needs a head dimension above 2 (its exponent is dim / (dim - 2))");
+    // YaRN's correction range divides by log(theta).
+    if (inst.ropeScaling && inst.ropeScaling->kind == fsdp::support::RopeScalingKind::Yarn &&
+        !(inst.theta > 0 && inst.theta != 1))
+      fail("yarn rope scaling needs theta > 0 other than 1 (it divides by log(theta))");
     break;
   case Op::Split:
   case Op::Concat: {

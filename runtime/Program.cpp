@@ -223,6 +223,26 @@ const char *dtypeText(DType d) {
 
 using ojson = nlohmann::ordered_json;
 
+// A rope's scaling: its kind, then the parameters the kind reads.
+void writeRopeScaling(ojson &j, const fsdp::support::RopeScaling &s) {
+  j[fsdp::support::kRopeScalingKey] = fsdp::support::ropeScalingName(s.kind);
+  for (const fsdp::support::RopeScalingField &f : fsdp::support::ropeScalingFields()) {
+    if (!fsdp::support::ropeScalingReads(s.kind, f.name))
+      continue;
+    switch (f.type) {
+    case fsdp::support::RopeScalingField::Type::F64:
+      j[f.name] = s.*f.f64;
+      break;
+    case fsdp::support::RopeScalingField::Type::I64:
+      j[f.name] = s.*f.i64;
+      break;
+    case fsdp::support::RopeScalingField::Type::Bool:
+      j[f.name] = s.*f.boolean;
+      break;
+    }
+  }
+}
+
 ojson instructionJson(const Instruction &i) {
   ojson j;
   j["op"] = opName(i.op);
@@ -246,12 +266,8 @@ ojson instructionJson(const Instruction &i) {
   case Op::Rope:
     if (i.inverse)
       j["inverse"] = true;
-    if (i.llama3Factor) {
-      j["llama3_factor"] = *i.llama3Factor;
-      j["llama3_high_freq_factor"] = *i.llama3High;
-      j["llama3_low_freq_factor"] = *i.llama3Low;
-      j["llama3_original_max_position"] = *i.llama3OriginalMax;
-    }
+    if (i.ropeScaling)
+      writeRopeScaling(j, *i.ropeScaling);
     j["num_heads"] = i.numHeads;
     j["theta"] = i.theta;
     break;
@@ -431,11 +447,9 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
          a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
-         a.approximate == b.approximate && a.llama3Factor == b.llama3Factor &&
-         a.llama3Low == b.llama3Low && a.llama3High == b.llama3High &&
-         a.llama3OriginalMax == b.llama3OriginalMax && a.scratch == b.scratch &&
-         a.scratchBytes == b.scratchBytes && a.module == b.module && a.phase == b.phase &&
-         a.index == b.index;
+         a.approximate == b.approximate && a.ropeScaling == b.ropeScaling &&
+         a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&
+         a.phase == b.phase && a.index == b.index;
 }
 bool fsdp::program::operator==(const Phase &a, const Phase &b) {
   return a.compute == b.compute && a.comm == b.comm;

@@ -10,6 +10,7 @@
 #define FSDP_RUNTIME_PROGRAM_H
 
 #include "support/Inputs.h"
+#include "support/RopeScaling.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -126,8 +127,7 @@ struct Instruction {
   int64_t window = 0; // causal attention's sliding window (0: full causal)
   GeluApproximate approximate = GeluApproximate::Tanh; // gelu, gelu_grad
   bool inverse = false;
-  std::optional<double> llama3Factor, llama3Low, llama3High;
-  std::optional<int64_t> llama3OriginalMax;
+  std::optional<support::RopeScaling> ropeScaling; // rope: its frequency scaling, if any
   int64_t scratch = -1, scratchBytes = 0;
   std::string module;
   std::string phase; // forward or backward, for traces

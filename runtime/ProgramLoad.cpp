@@ -98,6 +98,7 @@ private:
   }
   void loadPhase(const json &j, const std::string &phase, Phase &s);
   Instruction loadInstruction(const json &j, const std::string &where, bool comm);
+  void loadRopeScaling(const json &j, const std::string &where, Instruction &inst);
   void checkInstruction(Instruction &inst, const std::string &where) {
     try {
       detail::checkInstruction(p, inst);
@@ -487,6 +488,50 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
   }
 }
 
+// A rope's `scaling` and the parameters of its kind, each required, none of
+// another kind's; values the kernels compute (fsdp::support::checkRopeScaling).
+void Loader::loadRopeScaling(const json &j, const std::string &where, Instruction &inst) {
+  using fsdp::support::RopeScalingField;
+  const char *key = fsdp::support::kRopeScalingKey;
+  if (!j.contains(key)) {
+    for (const RopeScalingField &f : fsdp::support::ropeScalingFields())
+      if (j.contains(f.name))
+        fail(where, std::string("'") + f.name + "' is given without '" + key + "'");
+    return;
+  }
+  std::string name = get<std::string>(j, key, where);
+  auto kind = fsdp::support::parseRopeScalingKind(name);
+  if (!kind)
+    fail(where, std::string("'") + key + "' must be one of " + fsdp::support::ropeScalingNames() +
+                    ", not \"" + name + "\"");
+  fsdp::support::RopeScaling s;
+  s.kind = *kind;
+  for (const RopeScalingField &f : fsdp::support::ropeScalingFields()) {
+    if (!fsdp::support::ropeScalingReads(*kind, f.name)) {
+      if (j.contains(f.name))
+        fail(where, std::string("'") + f.name + "' is not a parameter of " + name +
+                        " scaling (its parameters: " + fsdp::support::ropeScalingFieldList(*kind) +
+                        ")");
+      continue;
+    }
+    switch (f.type) {
+    case RopeScalingField::Type::F64:
+      s.*f.f64 = get<double>(j, f.name, where);
+      break;
+    case RopeScalingField::Type::I64:
+      s.*f.i64 = get<int64_t>(j, f.name, where);
+      break;
+    case RopeScalingField::Type::Bool:
+      s.*f.boolean = get<bool>(j, f.name, where);
+      break;
+    }
+  }
+  std::string problem = fsdp::support::checkRopeScaling(s);
+  if (!problem.empty())
+    fail(where, problem);
+  inst.ropeScaling = s;
+}
+
 Instruction Loader::loadInstruction(const json &j, const std::string &where, bool comm) {
   Instruction inst;
   std::string name = get<std::string>(j, "op", where);
@@ -533,12 +578,7 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("inverse"))
     inst.inverse = get<bool>(j, "inverse", where);
-  if (j.contains("llama3_factor")) {
-    inst.llama3Factor = get<double>(j, "llama3_factor", where);
-    inst.llama3Low = get<double>(j, "llama3_low_freq_factor", where);
-    inst.llama3High = get<double>(j, "llama3_high_freq_factor", where);
-    inst.llama3OriginalMax = get<int64_t>(j, "llama3_original_max_position", where);
-  }
+  loadRopeScaling(j, where, inst);
   if (j.contains("scratch")) {
     inst.scratch = get<int64_t>(j, "scratch", where);
     inst.scratchBytes = get<int64_t>(j, "scratch_bytes", where);

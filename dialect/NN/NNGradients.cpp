@@ -68,10 +68,13 @@ LogicalResult RMSNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrad
 
 LogicalResult RopeOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
-  // The rotation is orthogonal: its gradient rotates back.
+  // A rotation (times yarn's attention factor): its gradient is the
+  // transpose, the same op rotating back.
   auto inv = b.create<RopeOp>(getLoc(), getInput().getType(), resultGrads[0], getNumHeadsAttr(),
-                              getThetaAttr(), getLlama3FactorAttr(), getLlama3LowFreqFactorAttr(),
-                              getLlama3HighFreqFactorAttr(), getLlama3OriginalMaxPositionAttr(),
+                              getThetaAttr(), getScalingAttr(), getScalingFactorAttr(),
+                              getOriginalMaxPositionAttr(), getLowFreqFactorAttr(),
+                              getHighFreqFactorAttr(), getBetaFastAttr(), getBetaSlowAttr(),
+                              getTruncateAttr(), getAttentionFactorAttr(),
                               getInverse() ? UnitAttr() : b.getUnitAttr(), moduleOf(*this));
   operandGrads.push_back(inv);
   return success();

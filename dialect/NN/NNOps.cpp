@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/NN/NNDialect.h"
+#include "support/RopeScaling.h"
 
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
@@ -488,6 +489,84 @@ LogicalResult RMSNormOp::verify() {
   return expectResultLike(*this, getInput(), "input");
 }
 
+namespace {
+/// nn.rope's frequency scaling: `scaling` names a kind (support/RopeScaling.h)
+/// and the attributes of its parameters are all there, and no other;
+/// values the kernels compute; dynamic's frequencies are transformers' for
+/// sequences up to its original_max_position, so the graph's max_seq_len
+/// may not pass it.
+LogicalResult verifyRopeScaling(RopeOp op, int64_t headDim) {
+  using fsdp::support::RopeScalingField;
+  // Before scaling had kinds, Llama 3.1's was four llama3_* attributes: an
+  // op that still carries them would otherwise lose its scaling unseen (an
+  // attribute the op does not define is the IR's to carry, not the op's).
+  for (NamedAttribute a : op->getAttrs())
+    if (a.getName().getValue().starts_with("llama3_"))
+      return op.emitOpError() << a.getName().getValue()
+                              << " is the name Llama 3.1's scaling had before scaling kinds; "
+                                 "write scaling = \"llama3\" with scaling_factor, "
+                                 "low_freq_factor, high_freq_factor and original_max_position";
+  auto scaling = op.getScalingAttr();
+  if (!scaling) {
+    for (const RopeScalingField &f : fsdp::support::ropeScalingFields())
+      if (op->getAttr(f.name))
+        return op.emitOpError() << f.name << " is given without scaling";
+    return success();
+  }
+  auto kind = fsdp::support::parseRopeScalingKind(scaling.getValue().str());
+  if (!kind)
+    return op.emitOpError() << "scaling '" << scaling.getValue() << "' is not one of "
+                            << fsdp::support::ropeScalingNames();
+  fsdp::support::RopeScaling s;
+  s.kind = *kind;
+  for (const RopeScalingField &f : fsdp::support::ropeScalingFields()) {
+    Attribute a = op->getAttr(f.name);
+    bool reads = fsdp::support::ropeScalingReads(*kind, f.name);
+    if (a && !reads)
+      return op.emitOpError() << f.name << " is not a parameter of " << scaling.getValue()
+                              << " scaling (its parameters: "
+                              << fsdp::support::ropeScalingFieldList(*kind) << ")";
+    if (!a && reads)
+      return op.emitOpError() << scaling.getValue() << " scaling needs "
+                              << fsdp::support::ropeScalingFieldList(*kind) << ", but " << f.name
+                              << " is missing";
+    if (!a)
+      continue;
+    switch (f.type) { // the types are the op's definition's, checked before
+    case RopeScalingField::Type::F64:
+      s.*f.f64 = cast<FloatAttr>(a).getValueAsDouble();
+      break;
+    case RopeScalingField::Type::I64:
+      s.*f.i64 = cast<IntegerAttr>(a).getInt();
+      break;
+    case RopeScalingField::Type::Bool:
+      s.*f.boolean = cast<BoolAttr>(a).getValue();
+      break;
+    }
+  }
+  std::string problem = fsdp::support::checkRopeScaling(s);
+  if (!problem.empty())
+    return op.emitOpError() << problem;
+  if (s.kind == fsdp::support::RopeScalingKind::Dynamic) {
+    if (headDim <= 2)
+      return op.emitOpError() << "dynamic scaling needs a head dimension above 2 (its exponent "
+                                 "is dim / (dim - 2)), but it is "
+                              << headDim;
+    auto graph = op->getParentOfType<GraphOp>();
+    if (graph && graph.getMaxSeqLen() > uint64_t(s.originalMaxPosition))
+      return op.emitOpError() << "dynamic scaling computes transformers' frequencies for "
+                                 "sequences of at most original_max_position = "
+                              << s.originalMaxPosition << " tokens, but the graph's max_seq_len is "
+                              << graph.getMaxSeqLen()
+                              << " (transformers rescales them for a longer sequence, which "
+                                 "fsdp does not)";
+  }
+  if (s.kind == fsdp::support::RopeScalingKind::Yarn && op.getTheta().convertToDouble() == 1.0)
+    return op.emitOpError() << "yarn scaling needs theta other than 1 (it divides by log(theta))";
+  return success();
+}
+} // namespace
+
 LogicalResult RopeOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getInput(), "input", 3)))
     return failure();
@@ -506,25 +585,8 @@ LogicalResult RopeOp::verify() {
     return emitOpError() << "theta must be positive, but is " << getTheta().convertToDouble();
   if (!std::isfinite(getTheta().convertToDouble()))
     return emitOpError() << "theta must be finite, but is " << getTheta().convertToDouble();
-  int present = (bool)getLlama3Factor() + (bool)getLlama3LowFreqFactor() +
-                (bool)getLlama3HighFreqFactor() + (bool)getLlama3OriginalMaxPosition();
-  if (present != 0 && present != 4)
-    return emitOpError() << "llama3 scaling needs all four of llama3_factor, "
-                            "llama3_low_freq_factor, llama3_high_freq_factor and "
-                            "llama3_original_max_position, but "
-                         << present << " are given";
-  if (present == 4) {
-    double f = getLlama3Factor()->convertToDouble();
-    double lo = getLlama3LowFreqFactor()->convertToDouble();
-    double hi = getLlama3HighFreqFactor()->convertToDouble();
-    if (!(f > 0) || !(lo > 0) || !(hi > lo))
-      return emitOpError() << "llama3 scaling needs factor > 0 and 0 < "
-                              "low_freq_factor < high_freq_factor";
-    if (!std::isfinite(f) || !std::isfinite(hi))
-      return emitOpError() << "llama3 scaling needs finite factors";
-    if (getLlama3OriginalMaxPositionAttr().getInt() <= 0)
-      return emitOpError() << "llama3_original_max_position must be positive";
-  }
+  if (failed(verifyRopeScaling(*this, *d / heads)))
+    return failure();
   return expectResultLike(*this, getInput(), "input");
 }
 

@@ -278,17 +278,28 @@ def NN_RopeOp : NN_ComputeOp<"rope", [
   let summary = "rotary position embedding, HF rotate-half form, per head";
   let description = [{
     The input is `[B, S, num_heads * head_dim]`; each head's first and second
-    halves rotate by `pos * theta^(-2i/head_dim)`. The optional `llama3_*`
-    attributes apply Llama 3.1's frequency scaling; all four or none.
-    `inverse` rotates by the negated angle: the rotation is orthogonal, so
-    this is also its gradient.
+    halves rotate by `pos * inv_freq[i]`, `inv_freq[i] = theta^(-2i/head_dim)`
+    unless `scaling` names transformers' rope_type of a frequency scaling
+    (support/RopeScaling.h): `linear`, `dynamic`, `yarn` or `llama3`, with
+    that kind's parameters, each required and no other: `scaling_factor`
+    (all); `original_max_position` (dynamic: max_position_embeddings, the
+    longest sequence; yarn, llama3: original_max_position_embeddings);
+    `low_freq_factor`, `high_freq_factor` (llama3); `beta_fast`, `beta_slow`,
+    `truncate`, `attention_factor` (yarn, resolved as transformers resolves
+    them; the attention factor multiplies cos and sin). `inverse` rotates by
+    the negated angle with the same factor: the transpose, so the gradient.
   }];
   let arguments = (ins NN_FloatTensor:$input,
                        I64Attr:$num_heads, F64Attr:$theta,
-                       OptionalAttr<F64Attr>:$llama3_factor,
-                       OptionalAttr<F64Attr>:$llama3_low_freq_factor,
-                       OptionalAttr<F64Attr>:$llama3_high_freq_factor,
-                       OptionalAttr<I64Attr>:$llama3_original_max_position,
+                       OptionalAttr<StrAttr>:$scaling,
+                       OptionalAttr<F64Attr>:$scaling_factor,
+                       OptionalAttr<I64Attr>:$original_max_position,
+                       OptionalAttr<F64Attr>:$low_freq_factor,
+                       OptionalAttr<F64Attr>:$high_freq_factor,
+                       OptionalAttr<F64Attr>:$beta_fast,
+                       OptionalAttr<F64Attr>:$beta_slow,
+                       OptionalAttr<BoolAttr>:$truncate,
+                       OptionalAttr<F64Attr>:$attention_factor,
                        UnitAttr:$inverse,
                        OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$result);

@@ -23,7 +23,8 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Approximate: GELU's form, "tanh" or "none" (exact), as torch names it.
-enum class AttrKind { F64, I64, Layout, Approximate };
+// RopeScaling: a rope's scaling kind (support/RopeScaling.h).
+enum class AttrKind { F64, I64, Bool, Layout, Approximate, RopeScaling };
 struct AttrSpec {
   const char *name;
   AttrKind kind;
@@ -50,10 +51,15 @@ const std::vector<OpSpec> &opSpecs() {
        false,
        {{"num_heads", AttrKind::I64, true},
         {"theta", AttrKind::F64, true},
-        {"llama3_factor", AttrKind::F64, false},
-        {"llama3_low_freq_factor", AttrKind::F64, false},
-        {"llama3_high_freq_factor", AttrKind::F64, false},
-        {"llama3_original_max_position", AttrKind::I64, false}}},
+        {"scaling", AttrKind::RopeScaling, false},
+        {"scaling_factor", AttrKind::F64, false},
+        {"original_max_position", AttrKind::I64, false},
+        {"low_freq_factor", AttrKind::F64, false},
+        {"high_freq_factor", AttrKind::F64, false},
+        {"beta_fast", AttrKind::F64, false},
+        {"beta_slow", AttrKind::F64, false},
+        {"truncate", AttrKind::Bool, false},
+        {"attention_factor", AttrKind::F64, false}}},
       {"split", 1, 1, true, {}},
       {"causal_attention",
        3,
@@ -254,6 +260,23 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
       if (!x)
         return false;
       state.addAttribute(a.name, b.getI64IntegerAttr(*x));
+      break;
+    }
+    case AttrKind::Bool: {
+      auto x = r.getBool(ap);
+      if (!x)
+        return false;
+      state.addAttribute(a.name, b.getBoolAttr(*x));
+      break;
+    }
+    case AttrKind::RopeScaling: {
+      auto s = r.getString(ap);
+      if (!s)
+        return false;
+      if (!support::parseRopeScalingKind(*s))
+        return r.fail(ap, std::string(a.name) + " must be one of " + support::ropeScalingNames() +
+                              ", but is '" + *s + "'");
+      state.addAttribute(a.name, b.getStringAttr(*s));
       break;
     }
     case AttrKind::Layout: {
@@ -567,6 +590,12 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
         break;
       case AttrKind::I64:
         j[a.name] = cast<IntegerAttr>(attr).getInt();
+        break;
+      case AttrKind::Bool:
+        j[a.name] = cast<BoolAttr>(attr).getValue();
+        break;
+      case AttrKind::RopeScaling:
+        j[a.name] = cast<StringAttr>(attr).getValue().str();
         break;
       case AttrKind::Layout:
         j[a.name] = nn::stringifyWeightLayout(cast<nn::WeightLayoutAttr>(attr).getValue()).str();

@@ -8,6 +8,7 @@
 #define FSDP_PLANNER_IMPORT_IMPORT_H
 
 #include "dialect/NN/NNDialect.h"
+#include "support/RopeScaling.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -37,12 +38,6 @@ struct ImportOptions {
   std::vector<std::string> *dropoutNotes = nullptr;
 };
 
-/// Llama 3.1's RoPE frequency scaling (`rope_scaling.rope_type = "llama3"`).
-struct Llama3RopeScaling {
-  double factor, lowFreqFactor, highFreqFactor;
-  int64_t originalMaxPosition;
-};
-
 /// A transformer's hyper-parameters, from an HF config.json: what every
 /// family has, then what one family adds (its ModelFamily reads and builds it).
 struct ModelConfig {
@@ -53,7 +48,8 @@ struct ModelConfig {
   double normEps = 1e-5;
   double ropeTheta = 10000.0;
   bool tieWordEmbeddings = true;
-  std::optional<Llama3RopeScaling> ropeScaling;
+  // rope_scaling, resolved as transformers resolves it (support/RopeScaling.h)
+  std::optional<support::RopeScaling> ropeScaling;
   bool qkvBias = false;      // qwen2: biases on q_proj, k_proj, v_proj
   bool qkNorm = false;       // qwen3: RMSNorm over each head of q and k before RoPE
   int64_t slidingWindow = 0; // mistral: a query sees itself and W-1 keys before it; 0: all

@@ -118,11 +118,23 @@ json modelIdentity(const program::Program &p) {
     case program::Op::Rope:
       note("rope", "theta", i.theta);
       note("rope", "num_heads", i.numHeads);
-      if (i.llama3Factor) {
-        note("rope", "llama3_factor", *i.llama3Factor);
-        note("rope", "llama3_low_freq_factor", *i.llama3Low);
-        note("rope", "llama3_high_freq_factor", *i.llama3High);
-        note("rope", "llama3_original_max_position", *i.llama3OriginalMax);
+      if (const auto &s = i.ropeScaling) {
+        note("rope", support::kRopeScalingKey, support::ropeScalingName(s->kind));
+        for (const support::RopeScalingField &f : support::ropeScalingFields()) {
+          if (!support::ropeScalingReads(s->kind, f.name))
+            continue;
+          switch (f.type) {
+          case support::RopeScalingField::Type::F64:
+            note("rope", f.name, (*s).*f.f64);
+            break;
+          case support::RopeScalingField::Type::I64:
+            note("rope", f.name, (*s).*f.i64);
+            break;
+          case support::RopeScalingField::Type::Bool:
+            note("rope", f.name, (*s).*f.boolean);
+            break;
+          }
+        }
       }
       break;
     case program::Op::CausalAttention:
@@ -537,8 +549,29 @@ private:
   std::vector<char> block;
 };
 
+// An identity as this version writes it: checkpoints written before rope
+// scaling had kinds name Llama 3.1's `rope.llama3_*` (its factor,
+// low_freq_factor, high_freq_factor and original_max_position).
+json currentIdentity(json id) {
+  const char *const renamed[][2] = {
+      {"rope.llama3_factor", "rope.scaling_factor"},
+      {"rope.llama3_low_freq_factor", "rope.low_freq_factor"},
+      {"rope.llama3_high_freq_factor", "rope.high_freq_factor"},
+      {"rope.llama3_original_max_position", "rope.original_max_position"}};
+  if (!id.is_object() || !id.contains(renamed[0][0]))
+    return id;
+  for (const auto &[from, to] : renamed)
+    if (id.contains(from)) {
+      id[to] = id[from];
+      id.erase(from);
+    }
+  id["rope.scaling"] = "llama3";
+  return id;
+}
+
 // The model of the checkpoint against the plan's, key by key.
-std::string compareIdentity(const std::string &path, const json &saved, const json &now) {
+std::string compareIdentity(const std::string &path, const json &savedAsWritten, const json &now) {
+  const json saved = currentIdentity(savedAsWritten);
   // The family first: the plainest difference to read.
   std::vector<std::string> order = {"family"};
   std::set<std::string> keys;

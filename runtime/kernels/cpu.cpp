@@ -292,30 +292,101 @@ FSDP_HOT void rmsNormBackward(const float *dy, const float *x, const float *w, f
 // RoPE
 //===----------------------------------------------------------------------===//
 
-// inv_freq[i] for i < Dh/2 as HF computes it in float32, optionally with the
-// Llama 3 rescaling (_compute_llama3_parameters). Python scalars meet float32
-// tensors, so every operation rounds to float; `a / t` is t.reciprocal() * a.
-float ropeInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
+// inv_freq[i] for i < Dh/2 as transformers' modeling_rope_utils computes it
+// in float32. Python scalars meet float32 tensors, so every tensor operation
+// rounds to float (a Python scalar operand first rounded to float); `a / t`
+// is t.reciprocal() * a. What Python computes on scalars is computed here in
+// double, in the same order, with the same libm (log, pow, floor, ceil).
+namespace {
+// theta ** (arange(0, Dh, 2).float() / Dh): the default's pos_freqs.
+float ropePow(int64_t i, int64_t Dh, double theta) {
   const float e = float(2 * i) / float(Dh);
-  const float inv = 1.0f / std::pow(float(theta), e);
-  if (!scaling)
-    return inv;
-  const double orig = double(scaling->originalMaxPosition);
-  const float lowWavelen = float(orig / scaling->lowFreqFactor);
-  const float highWavelen = float(orig / scaling->highFreqFactor);
-  const float factor = float(scaling->factor);
+  return std::pow(float(theta), e);
+}
+
+// _compute_llama3_parameters.
+float llama3InvFreq(float inv, const RopeScaling &s) {
+  const double orig = double(s.originalMaxPosition);
+  const float lowWavelen = float(orig / s.lowFreqFactor);
+  const float highWavelen = float(orig / s.highFreqFactor);
+  const float factor = float(s.factor);
   const float wavelen = (1.0f / inv) * float(2.0 * kPi);
   if (wavelen > lowWavelen)
     return inv / factor;
   if (wavelen < highWavelen)
     return inv;
-  const float smooth = ((1.0f / wavelen) * float(orig) - float(scaling->lowFreqFactor)) /
-                       float(scaling->highFreqFactor - scaling->lowFreqFactor);
+  const float smooth = ((1.0f / wavelen) * float(orig) - float(s.lowFreqFactor)) /
+                       float(s.highFreqFactor - s.lowFreqFactor);
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
+// _compute_dynamic_ntk_parameters at seq_len = max_position_embeddings (its
+// value at initialisation, kept by dynamic_rope_update while no sequence is
+// longer): base * ((factor * seq_len / max) - (factor - 1)) ** (dim / (dim -
+// 2)), in double (Python floats), then the default's frequencies of it.
+double dynamicBase(double theta, const RopeScaling &s, int64_t Dh) {
+  const double seqLen = double(s.originalMaxPosition), max = double(s.originalMaxPosition);
+  return theta * std::pow((s.factor * seqLen / max) - (s.factor - 1), double(Dh) / double(Dh - 2));
+}
+
+// _compute_yarn_parameters: find_correction_dim in double.
+double yarnCorrectionDim(double rotations, int64_t Dh, double theta, int64_t originalMax) {
+  return (double(Dh) * std::log(double(originalMax) / (rotations * 2 * kPi))) /
+         (2 * std::log(theta));
+}
+
+float yarnInvFreq(int64_t i, int64_t Dh, double theta, const RopeScaling &s) {
+  // find_correction_range(beta_fast, beta_slow, ...)
+  double low = yarnCorrectionDim(s.betaFast, Dh, theta, s.originalMaxPosition);
+  double high = yarnCorrectionDim(s.betaSlow, Dh, theta, s.originalMaxPosition);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(Dh - 1));
+  // linear_ramp_factor(low, high, Dh // 2)[i]: (arange - low) / (high - low)
+  // in float32, clamped to [0, 1].
+  if (low == high)
+    high += 0.001; // transformers' "prevent singularity"
+  float ramp = (float(i) - float(low)) / float(high - low);
+  ramp = std::min(std::max(ramp, 0.0f), 1.0f);
+  const float extrapolationFactor = 1.0f - ramp;
+  const float pos = ropePow(i, Dh, theta);
+  const float extrapolation = 1.0f / pos;
+  const float interpolation = 1.0f / (float(s.factor) * pos);
+  const float a = interpolation * (1.0f - extrapolationFactor);
+  const float b = extrapolation * extrapolationFactor;
+  return a + b;
+}
+} // namespace
+
+// Never inlined: into rope's x86-64-v3 clone (FSDP_HOT) GCC would contract
+// the products and sums above into FMAs, which round once where torch rounds
+// twice, and the CPU's frequencies would no longer be the CUDA kernels'.
+__attribute__((noinline)) float ropeInvFreq(int64_t i, int64_t Dh, double theta,
+                                            const RopeScaling *scaling) {
+  if (!scaling)
+    return 1.0f / ropePow(i, Dh, theta);
+  switch (scaling->kind) {
+  case RopeScalingKind::Linear:
+    return (1.0f / ropePow(i, Dh, theta)) / float(scaling->factor);
+  case RopeScalingKind::Dynamic:
+    return 1.0f / ropePow(i, Dh, dynamicBase(theta, *scaling, Dh));
+  case RopeScalingKind::Yarn:
+    return yarnInvFreq(i, Dh, theta, *scaling);
+  case RopeScalingKind::Llama3:
+    return llama3InvFreq(1.0f / ropePow(i, Dh, theta), *scaling);
+  }
+  return 1.0f / ropePow(i, Dh, theta);
+}
+
+float ropeAttentionFactor(const RopeScaling *scaling) {
+  return scaling && scaling->kind == RopeScalingKind::Yarn ? float(scaling->attentionFactor) : 1.0f;
+}
+
 FSDP_HOT void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
-                   double theta, const Llama3Scaling *scaling, bool inverse) {
+                   double theta, const RopeScaling *scaling, bool inverse) {
   ropeT(x, y, B, S, H, Dh, theta, scaling, inverse);
 }
 

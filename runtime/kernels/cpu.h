@@ -10,6 +10,8 @@
 #ifndef FSDP_RUNTIME_KERNELS_CPU_H
 #define FSDP_RUNTIME_KERNELS_CPU_H
 
+#include "support/RopeScaling.h"
+
 #include <cstdint>
 #include <string>
 
@@ -26,10 +28,10 @@ std::string reserveBlasBuffers(int callers);
 
 enum class Layout { InOut, OutIn }; // weight [in, out] (HF Conv1D) or [out, in] (Linear)
 
-struct Llama3Scaling {
-  double factor, lowFreqFactor, highFreqFactor;
-  int64_t originalMaxPosition;
-};
+// RoPE's frequency scaling (linear, dynamic, yarn, llama3), as transformers
+// computes it; support/RopeScaling.h.
+using support::RopeScaling;
+using support::RopeScalingKind;
 
 // ids[n] in [0, V); out[n, D] = table[ids[i], :]
 void embeddingForward(const int64_t *ids, const float *table, float *out, int64_t n, int64_t D);
@@ -65,14 +67,20 @@ void rmsNormForward(const float *x, const float *w, float *y, int64_t n, int64_t
 void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx, float *dw,
                      int64_t n, int64_t D, double eps);
 
-// RoPE's inverse frequency i (< Dh/2), in float32 as HF computes it, with
-// Llama 3's rescaling when `scaling` is given. Shared by the CUDA kernels.
-float ropeInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling);
+// RoPE's inverse frequency i (< Dh/2), in float32 as transformers'
+// modeling_rope_utils computes it (_compute_default_rope_parameters, or the
+// _compute_*_parameters of `scaling`'s kind; dynamic's at sequences of at
+// most its original_max_position). Shared by the CUDA kernels.
+float ropeInvFreq(int64_t i, int64_t Dh, double theta, const RopeScaling *scaling);
+// What cos and sin are multiplied by (transformers' attention_scaling):
+// yarn's attention factor in float32, else 1.
+float ropeAttentionFactor(const RopeScaling *scaling);
 
-// x, y [B, S, H*Dh]; HF rotate-half RoPE per head at position s; `inverse`
-// rotates by the negated angle (the gradient). scaling may be null.
+// x, y [B, S, H*Dh]; HF rotate-half RoPE per head at position s, cos and sin
+// times ropeAttentionFactor; `inverse` rotates by the negated angle (with the
+// same factor: the transpose, so the gradient). scaling may be null.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse);
+          const RopeScaling *scaling, bool inverse);
 
 // x [n, parts*W] -> parts outputs [n, W]; concat is the inverse
 void split(const float *x, float *const *outs, int64_t parts, int64_t n, int64_t W);
@@ -244,7 +252,7 @@ inline int64_t normBackwardBf16ScratchFloats(int64_t n, int64_t D) {
 }
 
 void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse);
+          const RopeScaling *scaling, bool inverse);
 void split(const bf16 *x, bf16 *const *outs, int64_t parts, int64_t n, int64_t W);
 void concat(const bf16 *const *ins, bf16 *y, int64_t parts, int64_t n, int64_t W);
 

@@ -183,7 +183,7 @@ FSDP_HOT void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16
 //===----------------------------------------------------------------------===//
 
 FSDP_HOT void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh,
-                   double theta, const Llama3Scaling *scaling, bool inverse) {
+                   double theta, const RopeScaling *scaling, bool inverse) {
   ropeT(x, y, B, S, H, Dh, theta, scaling, inverse);
 }
 

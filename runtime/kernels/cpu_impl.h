@@ -280,10 +280,13 @@ FSDP_INLINE void rmsNormBackwardT(const T *dy, const T *x, const T *w, T *dx, fl
 
 template <class T>
 FSDP_INLINE void ropeT(const T *x, T *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-                       const Llama3Scaling *scaling, bool inverse) {
+                       const RopeScaling *scaling, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
   constexpr int64_t kChunk = 128;
   float inv[kChunk], cs[kChunk], sn[kChunk];
+  // HF's cos() * attention_scaling, sin() * attention_scaling in float32
+  // (x 1 leaves them as they are).
+  const float af = ropeAttentionFactor(scaling);
   for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
     const int64_t w = std::min(kChunk, half - i0);
     for (int64_t i = 0; i < w; ++i)
@@ -291,8 +294,8 @@ FSDP_INLINE void ropeT(const T *x, T *y, int64_t B, int64_t S, int64_t H, int64_
     for (int64_t s = 0; s < S; ++s) {
       for (int64_t i = 0; i < w; ++i) {
         const float angle = float(s) * inv[i]; // float32 outer product, as HF
-        cs[i] = float(std::cos(double(angle)));
-        const float sv = float(std::sin(double(angle)));
+        cs[i] = float(std::cos(double(angle))) * af;
+        const float sv = float(std::sin(double(angle))) * af;
         sn[i] = inverse ? -sv : sv;
       }
       for (int64_t b = 0; b < B; ++b) {

@@ -368,14 +368,14 @@ struct InvFreqChunk {
 };
 
 // Exactly cpu.cpp's inverse frequencies (host).
-float invFreqHost(int64_t i, int64_t Dh, double theta, const Llama3Scaling *scaling) {
+float invFreqHost(int64_t i, int64_t Dh, double theta, const RopeScaling *scaling) {
   return fsdp::kernels::ropeInvFreq(i, Dh, theta, scaling);
 }
 
 // One thread per (row, head, i in the chunk): rotates the pair (i, i + half).
 template <class T>
 __global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t S, int64_t H, int64_t Dh,
-                           int64_t i0, int w, InvFreqChunk inv, bool inverse) {
+                           int64_t i0, int w, InvFreqChunk inv, float af, bool inverse) {
   const int64_t half = Dh / 2, width = H * Dh;
   FSDP_GRID_LOOP(e, rows * H * w) {
     const int64_t i = e % w, rh = e / w, h = rh % H, r = rh / H;
@@ -383,7 +383,9 @@ __global__ void ropeKernel(const T *x, T *y, int64_t rows, int64_t S, int64_t H,
     const float angle = __fmul_rn(float(s), inv.v[i]);
     double sd, cd;
     sincos(double(angle), &sd, &cd);
-    const float cs = float(cd), sv = float(sd), sn = inverse ? -sv : sv;
+    // cpu_impl.h's ropeT: cos and sin rounded to float, then times af.
+    const float cs = __fmul_rn(float(cd), af), sv = __fmul_rn(float(sd), af),
+                sn = inverse ? -sv : sv;
     const int64_t o1 = r * width + h * Dh + i0 + i, o2 = o1 + half;
     const float a = load(x[o1]), c = load(x[o2]);
     store(y[o1], __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn)));
@@ -1251,17 +1253,18 @@ void rmsNormBackwardT(const T *dy, const T *x, const T *w, T *dx, T *dw, int64_t
 
 template <class T>
 void ropeT(const T *x, T *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-           const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+           const RopeScaling *scaling, bool inverse, cudaStream_t stream) {
   const int64_t rows = B * S, half = Dh / 2;
   if (rows <= 0 || H <= 0 || Dh <= 0)
     return;
+  const float af = fsdp::kernels::ropeAttentionFactor(scaling);
   for (int64_t i0 = 0; i0 < half; i0 += kRopeChunk) {
     const int w = int(std::min<int64_t>(kRopeChunk, half - i0));
     InvFreqChunk inv{};
     for (int i = 0; i < w; ++i)
       inv.v[i] = invFreqHost(i0 + i, Dh, theta, scaling);
     FSDP_LAUNCH(ropeKernel<T>, gridFor(rows * H * w), kThreads, 0, stream, x, y, rows, S, H, Dh, i0,
-                w, inv, inverse);
+                w, inv, af, inverse);
     FSDP_LAUNCH_CHECK();
   }
   if (Dh % 2) {
@@ -1484,11 +1487,11 @@ void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf1
 }
 
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+          const RopeScaling *scaling, bool inverse, cudaStream_t stream) {
   ropeT(x, y, B, S, H, Dh, theta, scaling, inverse, stream);
 }
 void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream) {
+          const RopeScaling *scaling, bool inverse, cudaStream_t stream) {
   ropeT(x, y, B, S, H, Dh, theta, scaling, inverse, stream);
 }
 

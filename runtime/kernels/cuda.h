@@ -53,7 +53,7 @@ namespace fsdp::cuda_kernels {
 
 using kernels::bf16;
 using kernels::Layout;
-using kernels::Llama3Scaling;
+using kernels::RopeScaling;
 
 /// What every function below throws when CUDA or cuBLAS refuses a call.
 struct Error : std::runtime_error {
@@ -134,13 +134,14 @@ void rmsNormBackward(const float *dy, const float *x, const float *w, float *dx,
 void rmsNormBackward(const bf16 *dy, const bf16 *x, const bf16 *w, bf16 *dx, bf16 *dw, int64_t n,
                      int64_t D, double eps, float *scratch, cudaStream_t stream);
 
-// x, y [B, S, H*Dh]; HF rotate-half RoPE; inverse rotates by the negated
-// angle. inv_freq is computed on the host in float32 exactly as cpu.cpp does.
+// x, y [B, S, H*Dh]; HF rotate-half RoPE, cos and sin times the scaling's
+// attention factor; inverse rotates by the negated angle. inv_freq and the
+// factor are computed on the host in float32 exactly as cpu.cpp does.
 // scaling (a host pointer) may be null. y may be x.
 void rope(const float *x, float *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream);
+          const RopeScaling *scaling, bool inverse, cudaStream_t stream);
 void rope(const bf16 *x, bf16 *y, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-          const Llama3Scaling *scaling, bool inverse, cudaStream_t stream);
+          const RopeScaling *scaling, bool inverse, cudaStream_t stream);
 
 // x [n, parts*W] -> parts outputs [n, W]; concat is the inverse. `outs` /
 // `ins` are host arrays of `parts` device pointers.

@@ -274,13 +274,35 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_inv_freq(head_dim, theta, scaling, dtype):
-    """HF's default inv_freq, with the llama3 rope_scaling (_compute_llama3_parameters)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype) / head_dim))
+def rope_parameters(head_dim, theta, scaling, dtype, max_positions, seq_len=None):
+    """(inv_freq, attention_factor) as transformers' modeling_rope_utils computes them
+    (transformers 4.57: _compute_default_rope_parameters, or the _compute_*_parameters of
+    scaling's rope_type, their code with dim = head_dim and the tensors in `dtype`).
+    max_positions: max_position_embeddings. seq_len: the longest sequence the table is for;
+    dynamic NTK's dynamic_rope_update recomputes the frequencies for one past
+    max_position_embeddings (fsdp refuses such sequences), else keeps those computed at
+    initialisation (seq_len None, so max_position_embeddings)."""
+    dim = head_dim
+
+    def default(base):
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype) / dim))
+
     if scaling is None:
-        return inv_freq
-    factor = float(scaling["factor"])
-    lo, hi = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        return default(theta), 1.0
+    kind, factor = scaling["rope_type"], scaling["factor"]
+    if kind == "linear":
+        inv_freq = default(theta)
+        inv_freq /= factor
+        return inv_freq, 1.0
+    if kind == "dynamic":
+        n = max_positions if seq_len is None else max(seq_len, max_positions)
+        base = theta * ((factor * n / max_positions) - (factor - 1)) ** (dim / (dim - 2))
+        return default(base), 1.0
+    if kind == "yarn":
+        return yarn_parameters(dim, theta, scaling, dtype, max_positions)
+    # llama3 (_compute_llama3_parameters)
+    inv_freq = default(theta)
+    lo, hi = scaling["low_freq_factor"], scaling["high_freq_factor"]
     old = scaling["original_max_position_embeddings"]
     low_freq_wavelen = old / lo
     high_freq_wavelen = old / hi
@@ -289,24 +311,101 @@ def rope_inv_freq(head_dim, theta, scaling, dtype):
     smooth = (old / wavelen - lo) / (hi - lo)
     smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
     is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    return torch.where(is_medium, smoothed, inv_freq_llama)
+    return torch.where(is_medium, smoothed, inv_freq_llama), 1.0
+
+
+def yarn_parameters(dim, base, rs, dtype, max_positions):
+    """transformers' _compute_yarn_parameters (4.57), its code as it stands."""
+    factor = rs["factor"]
+    attention_factor = rs.get("attention_factor")
+    mscale = rs.get("mscale")
+    mscale_all_dim = rs.get("mscale_all_dim")
+    original_max_position_embeddings = rs.get("original_max_position_embeddings") or max_positions
+
+    def get_mscale(scale, mscale=1):
+        if scale <= 1:
+            return 1.0
+        return 0.1 * mscale * math.log(scale) + 1.0
+
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
+        else:
+            attention_factor = get_mscale(factor)
+    beta_fast = rs.get("beta_fast") or 32
+    beta_slow = rs.get("beta_slow") or 1
+
+    def find_correction_dim(num_rotations, dim, base, max_position_embeddings):
+        return (dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    def find_correction_range(low_rot, high_rot, dim, base, max_position_embeddings, truncate):
+        low = find_correction_dim(low_rot, dim, base, max_position_embeddings)
+        high = find_correction_dim(high_rot, dim, base, max_position_embeddings)
+        if truncate:
+            low = math.floor(low)
+            high = math.ceil(high)
+        return max(low, 0), min(high, dim - 1)
+
+    def linear_ramp_factor(min, max, dim):
+        if min == max:
+            max += 0.001  # Prevent singularity
+        # float32 in transformers; `dtype` here (f64 for the f64 reference)
+        linear_func = (torch.arange(dim, dtype=dtype) - min) / (max - min)
+        return torch.clamp(linear_func, 0, 1)
+
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=dtype) / dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    truncate = rs.get("truncate", True)
+    low, high = find_correction_range(beta_fast, beta_slow, dim, base,
+                                      original_max_position_embeddings, truncate)
+    inv_freq_extrapolation_factor = 1 - linear_ramp_factor(low, high, dim // 2).to(dtype=dtype)
+    inv_freq = (inv_freq_interpolation * (1 - inv_freq_extrapolation_factor)
+                + inv_freq_extrapolation * inv_freq_extrapolation_factor)
+    return inv_freq, attention_factor
+
+
+def rope_inv_freq(head_dim, theta, scaling, dtype, max_positions=2048):
+    """rope_parameters' inv_freq alone."""
+    return rope_parameters(head_dim, theta, scaling, dtype, max_positions)[0]
+
+
+# The keys each rope_type reads besides rope_type / type (transformers' _validate_*).
+ROPE_SCALING_KEYS = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor", "original_max_position_embeddings"),
+    "yarn": ("factor", "attention_factor", "beta_fast", "beta_slow",
+             "original_max_position_embeddings", "mscale", "mscale_all_dim", "truncate"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+ROPE_SCALING_REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",),
+                         "llama3": ROPE_SCALING_KEYS["llama3"]}
 
 
 def parse_rope_scaling(cfg):
+    """rope_scaling with its rope_type (transformers' configs copy `type` to `rope_type`), or
+    None for none or "default"."""
     rs = cfg.get("rope_scaling")
     if rs is None:
         return None
     if not isinstance(rs, dict):
         raise ConfigError("rope_scaling must be an object or null")
+    if "type" in rs and "rope_type" in rs and rs["type"] != rs["rope_type"]:
+        raise ConfigError("rope_scaling's type and rope_type differ")
     kind = rs.get("rope_type", rs.get("type"))
-    if kind == "default":
-        return None
-    if kind != "llama3":
-        raise ConfigError(f"rope_scaling type '{kind}' is not supported (supported: llama3)")
-    for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+    if kind not in ROPE_SCALING_KEYS:
+        raise ConfigError(f"rope_scaling type '{kind}' is not supported "
+                          f"(supported: {', '.join(ROPE_SCALING_KEYS)})")
+    for k in rs:
+        if k not in ("type", "rope_type") + ROPE_SCALING_KEYS[kind]:
+            raise ConfigError(f"rope_scaling.{k} is not a parameter of rope_type '{kind}'")
+    for k in ROPE_SCALING_REQUIRED.get(kind, ()):
         if k not in rs:
             raise ConfigError(f"rope_scaling lacks '{k}'")
-    return rs
+    if kind == "default":
+        return None
+    return dict(rs, rope_type=kind)
 
 
 class LlamaAttention(nn.Module):
@@ -431,13 +530,17 @@ class LlamaForCausalLM(nn.Module):
         return self.model.embed_tokens.weight if self.tied else self.lm_head.weight
 
     def rope(self, S, dtype):
-        # f32: exactly HF's tables (computed in f32); f64: the same formulas in f64.
+        # f32: exactly HF's tables (computed in f32); f64: the same formulas in f64. The
+        # attention factor (yarn's; else 1) multiplies cos and sin, as HF's rotary embedding.
         cdt = torch.float64 if dtype == torch.float64 else torch.float32
-        inv_freq = rope_inv_freq(self.c["hd"], self.c["theta"], self.rope_scaling, cdt)
+        inv_freq, attention_factor = rope_parameters(self.c["hd"], self.c["theta"],
+                                                     self.rope_scaling, cdt, self.max_seq_len, S)
         pos = torch.arange(S, dtype=torch.int64).to(cdt)
         freqs = torch.outer(pos, inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        cos = emb.cos() * attention_factor
+        sin = emb.sin() * attention_factor
+        return cos.to(dtype), sin.to(dtype)
 
     def forward(self, ids):
         B, S = ids.shape

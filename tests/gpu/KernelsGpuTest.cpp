@@ -339,17 +339,37 @@ TEST(KernelsGpu, RmsNorm) {
   }
 }
 
+// A rope scaling of each kind: Llama 3.1's; linear; dynamic; Qwen2.5's YaRN
+// (factor 4 of 32768 positions, its attention factor 0.1 ln 4 + 1), and one
+// not truncated with betas and an attention factor of its own.
+struct RopeScalings {
+  cpu::RopeScaling llama3, linear, dynamic, yarn, yarnUntruncated;
+  RopeScalings() {
+    using Kind = cpu::RopeScalingKind;
+    llama3.kind = Kind::Llama3, llama3.factor = 8.0, llama3.originalMaxPosition = 8192;
+    llama3.lowFreqFactor = 1.0, llama3.highFreqFactor = 4.0;
+    linear.kind = Kind::Linear, linear.factor = 2.5;
+    dynamic.kind = Kind::Dynamic, dynamic.factor = 3.0, dynamic.originalMaxPosition = 4096;
+    yarn.kind = Kind::Yarn, yarn.factor = 4.0, yarn.originalMaxPosition = 32768;
+    yarn.attentionFactor = 0.1 * std::log(4.0) + 1;
+    yarnUntruncated.kind = Kind::Yarn, yarnUntruncated.factor = 8.0;
+    yarnUntruncated.originalMaxPosition = 64, yarnUntruncated.betaFast = 8;
+    yarnUntruncated.betaSlow = 0.5, yarnUntruncated.truncate = false;
+    yarnUntruncated.attentionFactor = 1.09;
+  }
+};
+
 TEST(KernelsGpu, Rope) {
   REQUIRE_GPU();
-  const cpu::Llama3Scaling llama3{8.0, 1.0, 4.0, 8192};
+  const RopeScalings sc;
   struct Case {
     int64_t B, S, H, Dh;
     double theta;
-    const cpu::Llama3Scaling *scaling;
-  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},
-               {1, 300, 2, 128, 500000.0, &llama3},
-               {2, 9, 2, 7, 10000.0, nullptr},
-               {1, 5, 1, 600, 10000.0, nullptr}};
+    const cpu::RopeScaling *scaling;
+  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},    {1, 300, 2, 128, 500000.0, &sc.llama3},
+               {2, 9, 2, 7, 10000.0, nullptr},      {1, 5, 1, 600, 10000.0, nullptr},
+               {2, 37, 3, 64, 10000.0, &sc.linear}, {2, 37, 3, 64, 10000.0, &sc.dynamic},
+               {1, 300, 2, 128, 1e6, &sc.yarn},     {2, 37, 3, 16, 10000.0, &sc.yarnUntruncated}};
   for (const Case &c : cases)
     for (bool inverse : {false, true}) {
       const int64_t n = c.B * c.S * c.H * c.Dh;
@@ -824,15 +844,15 @@ TEST(KernelsGpuBf16, RmsNorm) {
 
 TEST(KernelsGpuBf16, Rope) {
   REQUIRE_GPU();
-  const cpu::Llama3Scaling llama3{8.0, 1.0, 4.0, 8192};
+  const RopeScalings sc;
   struct Case {
     int64_t B, S, H, Dh;
     double theta;
-    const cpu::Llama3Scaling *scaling;
-  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},
-               {1, 300, 2, 128, 500000.0, &llama3},
-               {2, 9, 2, 7, 10000.0, nullptr},
-               {1, 5, 1, 600, 10000.0, nullptr}};
+    const cpu::RopeScaling *scaling;
+  } cases[] = {{2, 37, 3, 64, 10000.0, nullptr},    {1, 300, 2, 128, 500000.0, &sc.llama3},
+               {2, 9, 2, 7, 10000.0, nullptr},      {1, 5, 1, 600, 10000.0, nullptr},
+               {2, 37, 3, 64, 10000.0, &sc.linear}, {2, 37, 3, 64, 10000.0, &sc.dynamic},
+               {1, 300, 2, 128, 1e6, &sc.yarn},     {2, 37, 3, 16, 10000.0, &sc.yarnUntruncated}};
   for (const Case &c : cases)
     for (bool inverse : {false, true}) {
       const int64_t n = c.B * c.S * c.H * c.Dh;

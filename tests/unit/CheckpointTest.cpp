@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/Communicator.h"
+#include "runtime/io/Crc32.h"
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -381,6 +384,70 @@ TEST(Checkpoint, RefusesAnotherModelIdentity) {
                                                arena.data(), &step);
   EXPECT_NE(err.find("identity 'family' is \"llama\" in the checkpoint, but \"mistral\" in "
                      "this plan's model"),
+            std::string::npos)
+      << err;
+  std::filesystem::remove_all(dir);
+}
+
+// A rope's scaling is part of the identity: its kind and each parameter.
+// A checkpoint written before scaling had kinds names Llama 3.1's scaling
+// rope.llama3_*: it resumes under the same scaling, named as it is now.
+TEST(Checkpoint, RopeScalingIsPartOfTheIdentity) {
+  program::Program p = layout({1, 2, 2}, 2, 2);
+  p.modelType = "llama";
+  program::Instruction rope;
+  rope.op = program::Op::Rope;
+  rope.theta = 500000.0;
+  rope.numHeads = 2;
+  support::RopeScaling llama3;
+  llama3.kind = support::RopeScalingKind::Llama3;
+  llama3.factor = 8.0, llama3.originalMaxPosition = 8192;
+  llama3.lowFreqFactor = 1.0, llama3.highFreqFactor = 4.0;
+  rope.ropeScaling = llama3;
+  p.microStep.compute.push_back(rope);
+  std::string dir = scratch("rope-identity");
+  save(p, dir);
+  const std::string path = checkpoint::checkpointPath(dir, 5), meta = path + "/meta.json";
+  std::vector<char> arena(p.arenaBytes);
+  int64_t step = 0;
+  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+
+  program::Program yarn = p;
+  support::RopeScaling &y = *yarn.microStep.compute.back().ropeScaling;
+  y = support::RopeScaling{};
+  y.kind = support::RopeScalingKind::Yarn;
+  y.factor = 8.0, y.originalMaxPosition = 8192, y.attentionFactor = 1.2;
+  std::string err = checkpoint::loadCheckpoint(path, yarn, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("identity 'rope.attention_factor' is absent in the checkpoint, but 1.2 in "
+                     "this plan's model"),
+            std::string::npos)
+      << err;
+  program::Program other = p;
+  other.microStep.compute.back().ropeScaling->highFreqFactor = 2.0;
+  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("identity 'rope.high_freq_factor' is 4.0 in the checkpoint, but 2.0 in this "
+                     "plan's model"),
+            std::string::npos)
+      << err;
+
+  // The same checkpoint as an older version wrote it.
+  nlohmann::json m = nlohmann::json::parse(readText(meta));
+  nlohmann::json &id = m["identity"];
+  ASSERT_EQ(id["rope.scaling"], "llama3");
+  for (const char *k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position"}) {
+    std::string now = std::string("rope.") + (std::string(k) == "factor" ? "scaling_factor" : k);
+    ASSERT_TRUE(id.contains(now)) << now;
+    id[std::string("rope.llama3_") + k] = id[now];
+    id.erase(now);
+  }
+  id.erase("rope.scaling");
+  m.erase("checksum");
+  const std::string compact = m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  m["checksum"] = io::crc32(compact.data(), compact.size());
+  writeText(meta, m.dump(2));
+  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_NE(err.find("identity 'rope.high_freq_factor' is 4.0 in the checkpoint"),
             std::string::npos)
       << err;
   std::filesystem::remove_all(dir);

@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -87,7 +89,9 @@ TEST_P(RoundTrip, ExportImportExportIsIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GraphJSON, RoundTrip,
-                         ::testing::Values("gpt2-tiny", "llama-tiny", "Llama-3.1-405B"),
+                         ::testing::Values("gpt2-tiny", "llama-tiny", "Llama-3.1-405B",
+                                           "llama-tiny-linear", "llama-tiny-dynamic",
+                                           "llama-tiny-yarn"),
                          [](const ::testing::TestParamInfo<const char *> &info) {
                            std::string n = info.param;
                            for (char &c : n)
@@ -103,18 +107,37 @@ TEST(GraphJSON, RopeScalingSurvivesRoundTrip) {
                               ImportOptions(), err);
   ASSERT_TRUE(first) << err.str();
   std::string json = exportText(*first);
-  EXPECT_NE(json.find("\"llama3_factor\":8.0"), std::string::npos);
-  EXPECT_NE(json.find("\"llama3_original_max_position\":8192"), std::string::npos);
+  EXPECT_NE(json.find("\"scaling\":\"llama3\",\"scaling_factor\":8.0,\"original_max_position\":"
+                      "8192,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0"),
+            std::string::npos);
   auto second = importGraphJSON(json, "graph.json", &ctx, err);
   ASSERT_TRUE(second) << err.str();
   int ropes = 0;
   getGraph(*second).walk([&](nn::RopeOp op) {
     ++ropes;
-    auto f = op->getAttrOfType<mlir::FloatAttr>("llama3_factor");
+    EXPECT_EQ(op.getScaling(), "llama3");
+    auto f = op->getAttrOfType<mlir::FloatAttr>("scaling_factor");
     ASSERT_TRUE(f);
     EXPECT_EQ(f.getValueAsDouble(), 8.0);
   });
   EXPECT_EQ(ropes, 252);
+
+  // YaRN's: the bool truncate and the attention factor, to the last bit.
+  auto yarn = importHFConfig(readModelConfig("llama-tiny-yarn"), "y/config.json", &ctx,
+                             ImportOptions(), err);
+  ASSERT_TRUE(yarn) << err.str();
+  json = exportText(*yarn);
+  EXPECT_NE(json.find("\"scaling\":\"yarn\",\"scaling_factor\":4.0,\"original_max_position\":32,"
+                      "\"beta_fast\":32.0,\"beta_slow\":1.0,\"truncate\":true,"
+                      "\"attention_factor\":1.138629436111989"),
+            std::string::npos)
+      << json;
+  auto again = importGraphJSON(json, "graph.json", &ctx, err);
+  ASSERT_TRUE(again) << err.str();
+  getGraph(*again).walk([&](nn::RopeOp op) {
+    EXPECT_EQ(op.getTruncate(), true);
+    EXPECT_EQ(op.getAttentionFactor()->convertToDouble(), 0.1 * std::log(4.0) + 1);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -463,6 +486,69 @@ TEST(GraphJSON, ExportNamesNeverClash) {
   auto second = import(json1, ctx);
   ASSERT_TRUE(second.module) << second.error.str() << "\n" << json1;
   EXPECT_EQ(printIR(*first.module), printIR(*second.module));
+}
+
+// A rope's scaling in a JSON graph: a kind fsdp computes, with its own
+// parameters and no other (the verifier's words, at the op's line), and a
+// dynamic one only up to its original_max_position.
+TEST(GraphJSONErrors, RopeScaling) {
+  mlir::MLIRContext ctx;
+  ImportError err;
+  auto model = [&](const char *folder) {
+    auto m = importHFConfig(readModelConfig(folder), "x/config.json", &ctx, ImportOptions(), err);
+    EXPECT_TRUE(m) << err.str();
+    return m ? exportText(*m) : std::string();
+  };
+  const std::string yarn = model("llama-tiny-yarn"), dynamic = model("llama-tiny-dynamic");
+  auto edit = [](std::string s, const std::string &from, const std::string &to) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+    return s;
+  };
+  EXPECT_FALSE(importGraphJSON(edit(yarn, "\"scaling\":\"yarn\"", "\"scaling\":\"ntk\""), "g.json",
+                               &ctx, err));
+  EXPECT_NE(err.message.find("scaling must be one of linear, dynamic, yarn, llama3, but is 'ntk'"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.line, 0u);
+  EXPECT_FALSE(
+      importGraphJSON(edit(yarn, "\"truncate\":true", "\"truncate\":1"), "g.json", &ctx, err));
+  EXPECT_NE(err.message.find("truncate must be true or false"), std::string::npos) << err.str();
+
+  auto missing = importDiagnostics(edit(yarn, "\"truncate\":true,", ""), ctx);
+  ASSERT_FALSE(missing.empty());
+  EXPECT_NE(missing[0].find("'nn.rope' op yarn scaling needs scaling_factor, "
+                            "original_max_position, beta_fast, beta_slow, truncate and "
+                            "attention_factor, but truncate is missing"),
+            std::string::npos)
+      << missing[0];
+  auto foreign = importDiagnostics(
+      edit(dynamic, "\"scaling\":\"dynamic\",", "\"scaling\":\"dynamic\",\"beta_fast\":32.0,"),
+      ctx);
+  ASSERT_FALSE(foreign.empty());
+  EXPECT_NE(foreign[0].find("beta_fast is not a parameter of dynamic scaling (its parameters: "
+                            "scaling_factor and original_max_position)"),
+            std::string::npos)
+      << foreign[0];
+  auto loose = importDiagnostics(edit(dynamic, "\"scaling\":\"dynamic\",", ""), ctx);
+  ASSERT_FALSE(loose.empty());
+  EXPECT_NE(loose[0].find("scaling_factor is given without scaling"), std::string::npos)
+      << loose[0];
+  // Its frequencies are transformers' for sequences up to 128, the graph's
+  // max_seq_len: a graph of longer sequences is refused.
+  auto longer = importDiagnostics(
+      edit(dynamic, "\"original_max_position\":128", "\"original_max_position\":64"), ctx);
+  ASSERT_FALSE(longer.empty());
+  EXPECT_NE(longer[0].find("dynamic scaling computes transformers' frequencies for sequences of "
+                           "at most original_max_position = 64 tokens, but the graph's "
+                           "max_seq_len is 128"),
+            std::string::npos)
+      << longer[0];
+  auto factor =
+      importDiagnostics(edit(yarn, "\"scaling_factor\":4.0", "\"scaling_factor\":-4.0"), ctx);
+  ASSERT_FALSE(factor.empty());
+  EXPECT_NE(factor[0].find("yarn scaling needs a finite scaling_factor > 0"), std::string::npos)
+      << factor[0];
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -237,13 +238,15 @@ TEST(HFConfig, Llama31RopeCarriesLlama3Scaling) {
   int ropes = 0;
   getGraph(*module).walk([&](nn::RopeOp op) {
     ++ropes;
-    auto f = op->getAttrOfType<mlir::FloatAttr>("llama3_factor");
+    EXPECT_EQ(op.getScaling(), "llama3");
+    auto f = op->getAttrOfType<mlir::FloatAttr>("scaling_factor");
     ASSERT_TRUE(f);
     EXPECT_EQ(f.getValueAsDouble(), 8.0);
-    auto lo = op->getAttrOfType<mlir::FloatAttr>("llama3_low_freq_factor");
-    auto hi = op->getAttrOfType<mlir::FloatAttr>("llama3_high_freq_factor");
-    auto orig = op->getAttrOfType<mlir::IntegerAttr>("llama3_original_max_position");
+    auto lo = op->getAttrOfType<mlir::FloatAttr>("low_freq_factor");
+    auto hi = op->getAttrOfType<mlir::FloatAttr>("high_freq_factor");
+    auto orig = op->getAttrOfType<mlir::IntegerAttr>("original_max_position");
     ASSERT_TRUE(lo && hi && orig);
+    EXPECT_FALSE(op->getAttr("beta_fast") || op->getAttr("attention_factor"));
     EXPECT_EQ(lo.getValueAsDouble(), 1.0);
     EXPECT_EQ(hi.getValueAsDouble(), 4.0);
     EXPECT_EQ(orig.getInt(), 8192);
@@ -259,7 +262,7 @@ TEST(HFConfig, Llama2RopeHasNoScaling) {
   int ropes = 0;
   getGraph(*module).walk([&](nn::RopeOp op) {
     ++ropes;
-    EXPECT_FALSE(op->getAttr("llama3_factor"));
+    EXPECT_FALSE(op->getAttr("scaling") || op->getAttr("scaling_factor"));
   });
   EXPECT_EQ(ropes, 64);
 }
@@ -464,10 +467,11 @@ TEST(HFConfigErrors, HeadsNotMultipleOfKvHeads) {
 }
 
 TEST(HFConfigErrors, RopeScalingUnknownType) {
-  auto p = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0},"));
-  EXPECT_IMPORT_ERROR(p, 3u, 28u, "rope_scaling type 'linear'", "supported: llama3");
-  auto q = parse(llamaConfig("  \"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"dynamic\"},"));
-  EXPECT_IMPORT_ERROR(q, 3u, 48u, "rope_scaling type 'dynamic'");
+  auto p = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"longrope\", \"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(p, 3u, 28u, "rope_scaling type 'longrope'",
+                      "supported: default, linear, dynamic, yarn, llama3");
+  auto q = parse(llamaConfig("  \"rope_scaling\": {\"factor\": 2.0, \"rope_type\": \"ntk\"},"));
+  EXPECT_IMPORT_ERROR(q, 3u, 48u, "rope_scaling type 'ntk'");
 }
 
 TEST(HFConfigErrors, RopeScalingLlama3) {
@@ -476,6 +480,7 @@ TEST(HFConfigErrors, RopeScalingLlama3) {
                               "\"original_max_position_embeddings\": 8192},"));
   ASSERT_TRUE(ok.config) << ok.error.str();
   ASSERT_TRUE(ok.config->ropeScaling);
+  EXPECT_EQ(ok.config->ropeScaling->kind, support::RopeScalingKind::Llama3);
   EXPECT_EQ(ok.config->ropeScaling->factor, 8.0);
   EXPECT_EQ(ok.config->ropeScaling->originalMaxPosition, 8192);
 
@@ -487,6 +492,159 @@ TEST(HFConfigErrors, RopeScalingLlama3) {
   auto missing =
       parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0},"));
   EXPECT_IMPORT_ERROR(missing, 3u, 19u, "missing key 'rope_scaling.low_freq_factor'");
+  auto bands = parse(llamaConfig(
+      "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, "
+      "\"high_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192},"));
+  EXPECT_IMPORT_ERROR(bands, 3u, 19u, "0 < low_freq_factor < high_freq_factor");
+}
+
+TEST(HFConfigErrors, RopeScalingLinearAndDynamic) {
+  auto linear = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0},"));
+  ASSERT_TRUE(linear.config) << linear.error.str();
+  ASSERT_TRUE(linear.config->ropeScaling);
+  EXPECT_EQ(linear.config->ropeScaling->kind, support::RopeScalingKind::Linear);
+  EXPECT_EQ(linear.config->ropeScaling->factor, 2.0);
+
+  // Dynamic NTK's frequencies are those at max_position_embeddings (2048,
+  // transformers' default here), the longest sequence fsdp plans; the
+  // original_max_position_embeddings transformers accepts is unused there.
+  auto dynamic = parse(llamaConfig("  \"rope_scaling\": {\"factor\": 2.0, \"rope_type\": "
+                                   "\"dynamic\", \"original_max_position_embeddings\": 4096},"));
+  ASSERT_TRUE(dynamic.config) << dynamic.error.str();
+  ASSERT_TRUE(dynamic.config->ropeScaling);
+  EXPECT_EQ(dynamic.config->ropeScaling->kind, support::RopeScalingKind::Dynamic);
+  EXPECT_EQ(dynamic.config->ropeScaling->factor, 2.0);
+  EXPECT_EQ(dynamic.config->ropeScaling->originalMaxPosition, 2048);
+  EXPECT_EQ(dynamic.config->maxSeqLen, 2048);
+
+  // "default" is no scaling, and takes no parameter.
+  auto none = parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"default\"},"));
+  ASSERT_TRUE(none.config) << none.error.str();
+  EXPECT_FALSE(none.config->ropeScaling);
+  auto defaultFactor =
+      parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"default\", \"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(defaultFactor, 3u, 54u,
+                      "rope_scaling.factor is not a parameter of "
+                      "rope_type 'default' (it has none)");
+}
+
+TEST(HFConfigErrors, RopeScalingYarn) {
+  // Qwen2.5's model card: {"factor": 4.0, "original_max_position_embeddings":
+  // 32768, "type": "yarn"}. The attention factor is 0.1 ln 4 + 1 (the double
+  // transformers computes, printed by Python: 1.138629436111989), the
+  // betas 32 and 1, truncated.
+  auto qwen =
+      parse(llamaConfig("  \"rope_scaling\": {\"factor\": 4.0, "
+                        "\"original_max_position_embeddings\": 32768, \"type\": \"yarn\"},"));
+  ASSERT_TRUE(qwen.config) << qwen.error.str();
+  ASSERT_TRUE(qwen.config->ropeScaling);
+  const support::RopeScaling &q = *qwen.config->ropeScaling;
+  EXPECT_EQ(q.kind, support::RopeScalingKind::Yarn);
+  EXPECT_EQ(q.factor, 4.0);
+  EXPECT_EQ(q.originalMaxPosition, 32768);
+  EXPECT_EQ(q.betaFast, 32.0);
+  EXPECT_EQ(q.betaSlow, 1.0);
+  EXPECT_TRUE(q.truncate);
+  EXPECT_EQ(q.attentionFactor, 1.138629436111989);
+
+  // mscale and mscale_all_dim both given: their ratio (Python:
+  // 1.094179988101349); the betas given; 0 or null take the default
+  // (transformers' `x or default`); original_max_position_embeddings absent:
+  // max_position_embeddings.
+  auto mscale = parse(llamaConfig(
+      "  \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8.0, \"beta_fast\": 8, "
+      "\"beta_slow\": 0.5, \"truncate\": false, \"mscale\": 1.0, \"mscale_all_dim\": 0.5},"));
+  ASSERT_TRUE(mscale.config) << mscale.error.str();
+  const support::RopeScaling &m = *mscale.config->ropeScaling;
+  EXPECT_EQ(m.attentionFactor, 1.094179988101349);
+  EXPECT_EQ(m.betaFast, 8.0);
+  EXPECT_EQ(m.betaSlow, 0.5);
+  EXPECT_FALSE(m.truncate);
+  EXPECT_EQ(m.originalMaxPosition, 2048);
+  auto defaults = parse(llamaConfig(
+      "  \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8.0, \"beta_fast\": 0, "
+      "\"beta_slow\": null, \"mscale\": 0.707, \"original_max_position_embeddings\": null},"));
+  ASSERT_TRUE(defaults.config) << defaults.error.str();
+  const support::RopeScaling &d = *defaults.config->ropeScaling;
+  EXPECT_EQ(d.betaFast, 32.0);
+  EXPECT_EQ(d.betaSlow, 1.0);
+  EXPECT_EQ(d.originalMaxPosition, 2048);
+  EXPECT_EQ(d.attentionFactor, 0.1 * std::log(8.0) + 1.0); // mscale alone is unused
+  auto given =
+      parse(llamaConfig("  \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8.0, "
+                        "\"attention_factor\": 0.75, \"mscale\": 1, \"mscale_all_dim\": 1},"));
+  ASSERT_TRUE(given.config) << given.error.str();
+  EXPECT_EQ(given.config->ropeScaling->attentionFactor, 0.75);
+}
+
+TEST(HFConfigErrors, RopeScalingRefusals) {
+  // A key the rope_type does not read, at the key: transformers would warn
+  // and ignore it.
+  auto unread = parse(llamaConfig(
+      "  \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0, \"beta_fast\": 32},"));
+  EXPECT_IMPORT_ERROR(unread, 3u, 66u,
+                      "rope_scaling.beta_fast is not a parameter of rope_type "
+                      "'linear' (its: factor)");
+  auto typo = parse(
+      llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factr\": 2.0, \"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(typo, 3u, 45u, "rope_scaling.factr is not a parameter of rope_type 'yarn'");
+  auto differ = parse(llamaConfig(
+      "  \"rope_scaling\": {\"type\": \"yarn\", \"rope_type\": \"linear\", \"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(differ, 3u, 28u, "type 'yarn' and rope_type 'linear' differ");
+  auto kindless = parse(llamaConfig("  \"rope_scaling\": {\"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(kindless, 3u, 19u, "rope_scaling needs its rope_type (or type)");
+  auto noFactor = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"linear\"},"));
+  EXPECT_IMPORT_ERROR(noFactor, 3u, 19u, "missing key 'rope_scaling.factor'");
+  auto zero = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 0},"));
+  EXPECT_IMPORT_ERROR(zero, 3u, 49u, "rope_scaling.factor must be positive");
+  auto text = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factor\": \"4\"},"));
+  EXPECT_IMPORT_ERROR(text, 3u, 46u, "rope_scaling.factor must be a number");
+  auto betas = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                                 "\"beta_fast\": 1, \"beta_slow\": 2},"));
+  EXPECT_IMPORT_ERROR(betas, 3u, 19u, "0 < beta_slow <= beta_fast");
+  auto attention = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                                     "\"attention_factor\": -1},"));
+  EXPECT_IMPORT_ERROR(attention, 3u, 71u, "attention_factor must be positive");
+  auto truncate = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                                    "\"truncate\": \"no\"},"));
+  EXPECT_IMPORT_ERROR(truncate, 3u, 63u, "rope_scaling.truncate must be true or false");
+  auto original = parse(llamaConfig("  \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0, "
+                                    "\"original_max_position_embeddings\": 2.5},"));
+  EXPECT_IMPORT_ERROR(original, 3u, 87u, "must be an integer");
+  auto theta = parse(llamaConfig("  \"rope_theta\": 1, \"rope_scaling\": {\"type\": \"yarn\", "
+                                 "\"factor\": 4.0},"));
+  EXPECT_IMPORT_ERROR(theta, 3u, 17u, "yarn rope scaling needs rope_theta other than 1");
+  auto notObject = parse(llamaConfig("  \"rope_scaling\": \"yarn\","));
+  EXPECT_IMPORT_ERROR(notObject, 3u, 19u, "rope_scaling must be an object or null");
+  // dim / (dim - 2): a head of 2 is refused (transformers divides by zero).
+  auto tinyHead = parse(llamaConfig("  \"head_dim\": 2, \"rope_scaling\": {\"type\": \"dynamic\", "
+                                    "\"factor\": 2.0},"));
+  EXPECT_IMPORT_ERROR(tinyHead, 3u, 43u, "dynamic rope scaling needs a head dimension above 2");
+}
+
+// A yarn config's graph carries the resolved parameters, and its gradient
+// rope the same ones.
+TEST(HFConfig, YarnRopeCarriesItsParameters) {
+  mlir::MLIRContext ctx;
+  ImportError err;
+  auto module = importHFConfig(
+      llamaConfig("  \"rope_scaling\": {\"factor\": 4.0, \"original_max_position_embeddings\": "
+                  "32768, \"type\": \"yarn\"},"),
+      "qwen/config.json", &ctx, ImportOptions(), err);
+  ASSERT_TRUE(module) << err.str();
+  int ropes = 0;
+  getGraph(*module).walk([&](nn::RopeOp op) {
+    ++ropes;
+    EXPECT_EQ(op.getScaling(), "yarn");
+    EXPECT_EQ(op.getScalingFactor()->convertToDouble(), 4.0);
+    EXPECT_EQ(op.getOriginalMaxPosition(), 32768u);
+    EXPECT_EQ(op.getBetaFast()->convertToDouble(), 32.0);
+    EXPECT_EQ(op.getBetaSlow()->convertToDouble(), 1.0);
+    EXPECT_EQ(op.getTruncate(), true);
+    EXPECT_EQ(op.getAttentionFactor()->convertToDouble(), 1.138629436111989);
+    EXPECT_FALSE(op->getAttr("low_freq_factor"));
+  });
+  EXPECT_EQ(ropes, 4);
 }
 
 TEST(HFConfigErrors, HiddenActNotSilu) {

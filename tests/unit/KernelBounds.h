@@ -182,36 +182,116 @@ inline NormBounds rmsNormBounds(const VecD &x, const VecD &w, const VecD &dy, in
 //===----------------------------------------------------------------------===//
 
 // Per pair (a, c) rotated by angle th = s inv_i: y1 = a cos - c sin, y2 = c
-// cos + a sin, with cos and sin of the float angle rounded to float (u each)
-// and 3 float ops: gamma_3 (|a||cos| + |c||sin|). The float angle's relative
-// error eps_th moves each output by at most |th| eps_th (|a| + |c|) (the
-// rotation's derivative in th); eps_th: e = 2i/Dh rounded (u |e ln theta|),
-// powf (1 ulp, 2u), 1/ (u), the angle product (u), and with the Llama 3
-// rescaling its ~10 float ops on values of inv's size (16u). `sameAngles`:
-// both sides use the same float angles (the CUDA kernel takes the CPU's),
-// so only the rounding term counts. errIn (may be null): the inputs' own
-// error bounds, carried through the rotation (|cos| e1 + |sin| e2).
+// RoPE's inverse frequency i in double, from transformers' formulas
+// (modeling_rope_utils' _compute_*_parameters) with no rounding to float:
+// the exact value the float kernels approximate. sc may be null.
+inline double refRopeInvFreq(int64_t i, int64_t Dh, double theta,
+                             const fsdp::kernels::RopeScaling *sc) {
+  using Kind = fsdp::kernels::RopeScalingKind;
+  const double e = double(2 * i) / double(Dh);
+  if (sc && sc->kind == Kind::Dynamic) // the base at seq_len = max_position_embeddings
+    theta *=
+        std::pow(sc->factor * double(sc->originalMaxPosition) / double(sc->originalMaxPosition) -
+                     (sc->factor - 1),
+                 double(Dh) / double(Dh - 2));
+  const double inv = 1.0 / std::pow(theta, e);
+  if (!sc || sc->kind == Kind::Dynamic)
+    return inv;
+  if (sc->kind == Kind::Linear)
+    return inv / sc->factor;
+  if (sc->kind == Kind::Yarn) {
+    // Dimensions below `low` keep inv, above `high` take inv / factor, a
+    // linear ramp between (find_correction_range, linear_ramp_factor).
+    auto dim = [&](double rotations) {
+      return double(Dh) * std::log(double(sc->originalMaxPosition) / (rotations * 2 * kPi)) /
+             (2 * std::log(theta));
+    };
+    double low = dim(sc->betaFast), high = dim(sc->betaSlow);
+    if (sc->truncate)
+      low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0), high = std::min(high, double(Dh - 1));
+    if (low == high)
+      high += 0.001;
+    const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    return inv / sc->factor * ramp + inv * (1 - ramp);
+  }
+  // llama3
+  const double orig = double(sc->originalMaxPosition);
+  const double lowWavelen = orig / sc->lowFreqFactor, highWavelen = orig / sc->highFreqFactor;
+  const double wavelen = 2 * kPi / inv;
+  if (wavelen > lowWavelen)
+    return inv / sc->factor;
+  if (wavelen < highWavelen)
+    return inv;
+  const double smooth =
+      (orig / wavelen - sc->lowFreqFactor) / (sc->highFreqFactor - sc->lowFreqFactor);
+  return (1 - smooth) * inv / sc->factor + smooth * inv;
+}
+
+// What cos and sin are multiplied by: yarn's attention factor, else 1.
+inline double refRopeAttentionFactor(const fsdp::kernels::RopeScaling *sc) {
+  return sc && sc->kind == fsdp::kernels::RopeScalingKind::Yarn ? sc->attentionFactor : 1.0;
+}
+
+// The float inverse frequency's relative error bound, in units of u: e =
+// 2i/Dh rounded (u |e ln theta|), powf (1 ulp, 2u), 1/ (u), the angle
+// product (u); then each scaling's own float ops on values of inv's size:
+// linear's division (u); dynamic's base rounded to float (e u); llama3's ~10
+// ops (16u); yarn's interpolation 1/(factor pos) (2u), the ramp's weights
+// r and 1 - (1 - r) (each within 2u absolute, which moves the blend of
+// inv and inv/factor by 2u inv, up to 2u factor relative to inv/factor,
+// for each of the two), its two products and the sum (3u).
+inline double ropeAngleEps(double e, double theta, const fsdp::kernels::RopeScaling *sc) {
+  using Kind = fsdp::kernels::RopeScalingKind;
+  double k = 4 + e * std::fabs(std::log(theta));
+  if (sc)
+    switch (sc->kind) {
+    case Kind::Linear:
+      k += 1;
+      break;
+    case Kind::Dynamic:
+      k += e;
+      break;
+    case Kind::Llama3:
+      k += 16;
+      break;
+    case Kind::Yarn:
+      k += 2 + 4 * sc->factor + 3;
+      break;
+    }
+  return k * kU;
+}
+
+// y = a cos - c sin, c cos + a sin, with cos and sin of the float angle
+// rounded to float (u each), times the attention factor af in float (u, when
+// there is one: gamma_4 then) and 3 float ops: gamma_3 af (|a||cos| +
+// |c||sin|). The float angle's relative error eps_th (ropeAngleEps) moves
+// each output by at most af |th| eps_th (|a| + |c|) (the rotation's
+// derivative in th). `sameAngles`: both sides use the same float angles
+// (the CUDA kernel takes the CPU's), so only the rounding term counts.
+// errIn (may be null): the inputs' own error bounds, carried through the
+// rotation (af (|cos| e1 + |sin| e2)).
 inline VecD ropeBound(const VecD &x, const VecD *errIn, int64_t B, int64_t S, int64_t H, int64_t Dh,
-                      double theta, const fsdp::kernels::Llama3Scaling *sc,
-                      bool sameAngles = false) {
+                      double theta, const fsdp::kernels::RopeScaling *sc, bool sameAngles = false) {
   VecD r(x.size(), 0.0);
   const int64_t half = Dh / 2;
+  const double af = refRopeAttentionFactor(sc);
+  const double g = gammaK(af == 1.0 ? 3 : 4);
   for (int64_t row = 0; row < B * S; ++row) {
     const int64_t s = row % S;
     for (int64_t h = 0; h < H; ++h) {
       const int64_t base = (row * H + h) * Dh;
       for (int64_t i = 0; i < half; ++i) {
         const double e = double(2 * i) / double(Dh);
-        const double th = double(s) * std::pow(theta, -e); // >= the rescaled angle
-        const double epsTh = (4 + e * std::fabs(std::log(theta)) + (sc ? 16 : 0)) * kU;
+        const double th = double(s) * refRopeInvFreq(i, Dh, theta, sc);
+        const double epsTh = ropeAngleEps(e, theta, sc);
         const double ca = std::fabs(std::cos(th)), sa = std::fabs(std::sin(th));
         const double a = std::fabs(x[base + i]), c = std::fabs(x[base + half + i]);
-        const double angle = sameAngles ? 0.0 : std::fabs(th) * epsTh * (a + c);
-        double e1 = gammaK(3) * (a * ca + c * sa) + angle,
-               e2 = gammaK(3) * (c * ca + a * sa) + angle;
+        const double angle = sameAngles ? 0.0 : af * std::fabs(th) * epsTh * (a + c);
+        double e1 = g * af * (a * ca + c * sa) + angle, e2 = g * af * (c * ca + a * sa) + angle;
         if (errIn) {
-          e1 += ca * (*errIn)[base + i] + sa * (*errIn)[base + half + i];
-          e2 += ca * (*errIn)[base + half + i] + sa * (*errIn)[base + i];
+          e1 += af * (ca * (*errIn)[base + i] + sa * (*errIn)[base + half + i]);
+          e2 += af * (ca * (*errIn)[base + half + i] + sa * (*errIn)[base + i]);
         }
         r[base + i] = e1;
         r[base + half + i] = e2;

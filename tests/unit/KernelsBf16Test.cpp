@@ -371,9 +371,17 @@ TEST(KernelsBf16, RmsNorm) {
 TEST(KernelsBf16, Rope) {
   std::mt19937 rng(112);
   const int64_t B = 2, S = 9, H = 3, Dh = 17, N = B * S * H * Dh; // odd Dh: one unrotated
-  const Llama3Scaling sc{8.0, 1.0, 4.0, 8};
-  for (const Llama3Scaling *scaling : {(const Llama3Scaling *)nullptr, &sc}) {
-    SCOPED_TRACE(scaling ? "llama3 scaling" : "no scaling");
+  RopeScaling llama3, linear, dynamic, yarn;
+  llama3.kind = RopeScalingKind::Llama3, llama3.factor = 8.0, llama3.originalMaxPosition = 8;
+  llama3.lowFreqFactor = 1.0, llama3.highFreqFactor = 4.0;
+  linear.kind = RopeScalingKind::Linear, linear.factor = 2.5;
+  dynamic.kind = RopeScalingKind::Dynamic, dynamic.factor = 3.0, dynamic.originalMaxPosition = 9;
+  // Dh 17 (16 rotated): dims [0, 2] ramp, as in KernelsTest's RopeYarnScaling.
+  yarn.kind = RopeScalingKind::Yarn, yarn.factor = 4.0, yarn.originalMaxPosition = 32;
+  yarn.attentionFactor = 0.1 * std::log(4.0) + 1;
+  for (const RopeScaling *scaling :
+       std::initializer_list<const RopeScaling *>{nullptr, &llama3, &linear, &dynamic, &yarn}) {
+    SCOPED_TRACE(scaling ? fsdp::support::ropeScalingName(scaling->kind) : "no scaling");
     Tensor x = randomT(N, rng), dy = randomT(N, rng);
     VecB y(N), dx(N);
     VecF yf(N), dxf(N);

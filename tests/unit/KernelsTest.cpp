@@ -191,36 +191,23 @@ VecD refRmsNorm(const VecD &x, const VecD &w, int64_t n, int64_t D, double eps) 
   return y;
 }
 
-// HF inv_freq, in double, with the Llama 3 rescaling when asked.
-double refInvFreq(int64_t i, int64_t Dh, double theta, const Llama3Scaling *sc) {
-  double inv = 1.0 / std::pow(theta, double(2 * i) / double(Dh));
-  if (!sc)
-    return inv;
-  const double orig = double(sc->originalMaxPosition);
-  const double lowWavelen = orig / sc->lowFreqFactor, highWavelen = orig / sc->highFreqFactor;
-  const double wavelen = 2 * kPi / inv;
-  if (wavelen > lowWavelen)
-    return inv / sc->factor;
-  if (wavelen < highWavelen)
-    return inv;
-  const double smooth =
-      (orig / wavelen - sc->lowFreqFactor) / (sc->highFreqFactor - sc->lowFreqFactor);
-  return (1 - smooth) * inv / sc->factor + smooth * inv;
-}
-
+// HF's rotation in double (refRopeInvFreq, KernelBounds.h), cos and sin
+// times the attention factor as the kernel holds it, in float (transformers
+// multiplies its float32 tables by it).
 VecD refRope(const VecD &x, int64_t B, int64_t S, int64_t H, int64_t Dh, double theta,
-             const Llama3Scaling *sc, bool inverse) {
+             const RopeScaling *sc, bool inverse) {
   VecD y(x.size());
   const int64_t half = Dh / 2;
+  const double af = double(float(refRopeAttentionFactor(sc)));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s)
       for (int64_t h = 0; h < H; ++h) {
         const int64_t base = ((b * S + s) * H + h) * Dh;
         for (int64_t i = 0; i < half; ++i) {
-          double angle = double(s) * refInvFreq(i, Dh, theta, sc);
+          double angle = double(s) * refRopeInvFreq(i, Dh, theta, sc);
           if (inverse)
             angle = -angle;
-          const double c = std::cos(angle), sn = std::sin(angle);
+          const double c = af * std::cos(angle), sn = af * std::sin(angle);
           const double x1 = x[base + i], x2 = x[base + half + i];
           y[base + i] = x1 * c - x2 * sn;
           y[base + half + i] = x2 * c + x1 * sn;
@@ -488,10 +475,14 @@ TEST(Kernels, RMSNorm) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-void checkRope(int64_t B, int64_t S, int64_t H, int64_t Dh, double theta, const Llama3Scaling *sc,
+const char *scalingName(const RopeScaling *sc) {
+  return sc ? fsdp::support::ropeScalingName(sc->kind) : "none";
+}
+
+void checkRope(int64_t B, int64_t S, int64_t H, int64_t Dh, double theta, const RopeScaling *sc,
                unsigned seed) {
-  SCOPED_TRACE(::testing::Message()
-               << "B=" << B << " S=" << S << " H=" << H << " Dh=" << Dh << (sc ? " llama3" : ""));
+  SCOPED_TRACE(::testing::Message() << "B=" << B << " S=" << S << " H=" << H << " Dh=" << Dh
+                                    << " scaling " << scalingName(sc));
   std::mt19937 rng(seed);
   const int64_t N = B * S * H * Dh;
   VecF x = randomF(N, rng), dy = randomF(N, rng);
@@ -502,16 +493,42 @@ void checkRope(int64_t B, int64_t S, int64_t H, int64_t Dh, double theta, const 
   const VecD eY = ropeBound(xd, nullptr, B, S, H, Dh, theta, sc);
   EXPECT_TRUE(within("rope y", y, yRef, eY));
 
-  // inverse(rope(x)) == x: the inverse rotation of y's error plus its own.
+  // inverse(rope(x)) == af^2 x (the transpose of af R after af R): the
+  // inverse rotation of y's error plus its own.
+  const double af = double(float(refRopeAttentionFactor(sc)));
+  VecD xScaled = xd;
+  for (double &v : xScaled)
+    v *= af * af;
   rope(y.data(), back.data(), B, S, H, Dh, theta, sc, true);
   EXPECT_TRUE(
-      within("rope inverse(rope(x))", back, xd, ropeBound(yRef, &eY, B, S, H, Dh, theta, sc)));
+      within("rope inverse(rope(x))", back, xScaled, ropeBound(yRef, &eY, B, S, H, Dh, theta, sc)));
 
   // The gradient is the inverse rotation of dy.
   auto fwd = [&] { return refRope(xd, B, S, H, Dh, theta, sc, false); };
   rope(dy.data(), dx.data(), B, S, H, Dh, theta, sc, true);
   EXPECT_TRUE(withinFd("rope dx", dx, numGrad(xd, dyd, fwd),
                        ropeBound(dyd, nullptr, B, S, H, Dh, theta, sc)));
+}
+
+// The largest difference between rope with `a` and with `b` on one input.
+double ropeDifference(const RopeScaling *a, const RopeScaling *b, int64_t S, int64_t Dh,
+                      double theta) {
+  std::mt19937 rng(15);
+  VecF x = randomF(S * Dh, rng), ya(x.size()), yb(x.size());
+  rope(x.data(), ya.data(), 1, S, 1, Dh, theta, a, false);
+  rope(x.data(), yb.data(), 1, S, 1, Dh, theta, b, false);
+  double diff = 0;
+  for (size_t i = 0; i < ya.size(); ++i)
+    diff = std::max(diff, double(std::fabs(ya[i] - yb[i])));
+  return diff;
+}
+
+RopeScaling scaling(RopeScalingKind kind, double factor, int64_t originalMax) {
+  RopeScaling s;
+  s.kind = kind;
+  s.factor = factor;
+  s.originalMaxPosition = originalMax;
+  return s;
 }
 } // namespace
 
@@ -525,10 +542,12 @@ TEST(Kernels, RopeLlama3Scaling) {
   // Small original context so that, with Dh = 16 and theta = 1e4, the
   // frequencies fall in all three bands: wavelen 6.3 < 10.7 (kept), 19.9
   // (smoothed), >= 62.8 > 32 (divided by the factor).
-  const Llama3Scaling sc{8.0, 0.5, 1.5, 16};
+  RopeScaling sc = scaling(RopeScalingKind::Llama3, 8.0, 16);
+  sc.lowFreqFactor = 0.5, sc.highFreqFactor = 1.5;
   int bands[3] = {0, 0, 0};
   for (int64_t i = 0; i < 8; ++i) {
-    const double inv = refInvFreq(i, 16, 1e4, nullptr), scaled = refInvFreq(i, 16, 1e4, &sc);
+    const double inv = refRopeInvFreq(i, 16, 1e4, nullptr),
+                 scaled = refRopeInvFreq(i, 16, 1e4, &sc);
     bands[scaled == inv ? 0 : std::fabs(scaled - inv / 8) < 1e-15 ? 2 : 1]++;
   }
   EXPECT_EQ(bands[0], 1);
@@ -537,18 +556,101 @@ TEST(Kernels, RopeLlama3Scaling) {
   checkRope(2, 8, 2, 16, 1e4, &sc, 14);
 
   // The scaling must change the result (else the check above proves little).
-  std::mt19937 rng(15);
-  VecF x = randomF(8 * 16, rng), a(x.size()), b(x.size());
-  rope(x.data(), a.data(), 1, 8, 1, 16, 1e4, &sc, false);
-  rope(x.data(), b.data(), 1, 8, 1, 16, 1e4, nullptr, false);
-  double diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-  EXPECT_GT(diff, 0.1);
+  EXPECT_GT(ropeDifference(&sc, nullptr, 8, 16, 1e4), 0.1);
 
   // Llama 3.1's own parameters.
-  const Llama3Scaling llama31{8.0, 1.0, 4.0, 8192};
+  RopeScaling llama31 = scaling(RopeScalingKind::Llama3, 8.0, 8192);
+  llama31.lowFreqFactor = 1.0, llama31.highFreqFactor = 4.0;
   checkRope(1, 4, 2, 128, 500000.0, &llama31, 16);
+}
+
+TEST(Kernels, RopeLinearScaling) {
+  const RopeScaling sc = scaling(RopeScalingKind::Linear, 2.5, 0);
+  for (int64_t i = 0; i < 8; ++i)
+    EXPECT_EQ(refRopeInvFreq(i, 16, 1e4, &sc), refRopeInvFreq(i, 16, 1e4, nullptr) / 2.5);
+  checkRope(2, 8, 2, 16, 1e4, &sc, 30);
+  checkRope(1, 9, 2, 128, 1e6, &sc, 31);
+  EXPECT_GT(ropeDifference(&sc, nullptr, 8, 16, 1e4), 0.1);
+}
+
+TEST(Kernels, RopeDynamicScaling) {
+  // At sequences up to max_position_embeddings transformers keeps the
+  // frequencies of seq_len = max_position_embeddings: base * (factor -
+  // (factor - 1))^(dim / (dim - 2)), the base itself: the default, bit for
+  // bit.
+  const RopeScaling sc = scaling(RopeScalingKind::Dynamic, 3.0, 128);
+  checkRope(2, 8, 2, 16, 1e4, &sc, 32);
+  for (int64_t Dh : {4, 16, 128})
+    for (int64_t i = 0; i < Dh / 2; ++i)
+      EXPECT_EQ(ropeInvFreq(i, Dh, 1e4, &sc), ropeInvFreq(i, Dh, 1e4, nullptr)) << Dh << " " << i;
+  EXPECT_EQ(ropeDifference(&sc, nullptr, 8, 16, 1e4), 0.0);
+}
+
+TEST(Kernels, RopeYarnScaling) {
+  // Dh = 16, theta = 1e4, original 32 positions, the default betas 32 and 1:
+  // find_correction_range gives dims [floor(-1.6), ceil(1.41)] = [0, 2], so
+  // i = 0 keeps inv, i = 1 is half way, i >= 2 take inv / factor.
+  RopeScaling sc = scaling(RopeScalingKind::Yarn, 4.0, 32);
+  sc.attentionFactor = 0.1 * std::log(4.0) + 1;
+  EXPECT_EQ(refRopeInvFreq(0, 16, 1e4, &sc), 1.0);
+  EXPECT_NEAR(refRopeInvFreq(1, 16, 1e4, &sc), 0.625 * refRopeInvFreq(1, 16, 1e4, nullptr), 1e-16);
+  for (int64_t i = 2; i < 8; ++i)
+    EXPECT_NEAR(refRopeInvFreq(i, 16, 1e4, &sc), refRopeInvFreq(i, 16, 1e4, nullptr) / 4, 1e-16);
+  checkRope(2, 8, 2, 16, 1e4, &sc, 33);
+  EXPECT_GT(ropeDifference(&sc, nullptr, 8, 16, 1e4), 0.1);
+  // The attention factor alone: at position 0 nothing rotates, y = af x.
+  RopeScaling noFactor = sc;
+  noFactor.attentionFactor = 1.0;
+  std::mt19937 rng(34);
+  VecF x = randomF(16, rng), y(16);
+  rope(x.data(), y.data(), 1, 1, 1, 16, 1e4, &sc, false);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(y[i], x[i] * float(sc.attentionFactor)) << i;
+  EXPECT_EQ(ropeAttentionFactor(&sc), float(sc.attentionFactor));
+  EXPECT_EQ(ropeAttentionFactor(&noFactor), 1.0f);
+
+  // Not truncated, a ramp between fractional dims; and Qwen2.5's YaRN on
+  // its head_dim 128 and theta 1e6.
+  RopeScaling untruncated = scaling(RopeScalingKind::Yarn, 8.0, 64);
+  untruncated.betaFast = 8, untruncated.betaSlow = 0.5, untruncated.truncate = false;
+  untruncated.attentionFactor = 1.09;
+  checkRope(2, 8, 2, 16, 1e4, &untruncated, 35);
+  RopeScaling qwen = scaling(RopeScalingKind::Yarn, 4.0, 32768);
+  qwen.attentionFactor = 0.1 * std::log(4.0) + 1;
+  checkRope(1, 9, 2, 128, 1e6, &qwen, 36);
+}
+
+// Each kind's inverse frequencies and attention factor against those
+// transformers computes (its modeling_rope_utils, transcribed in
+// tests/e2e/models.py and run in torch by tests/unit/rope_scaling_ref.py):
+// the same float operations in the same order, so bit for bit wherever
+// torch's pow (SLEEF, 1 ulp) and glibc's powf agree on theta^(2i/Dh). Where
+// they do not (the script lists those i), each pow is within 1 ulp of the
+// truth, so the two within 2 ulps (4u relative), and each of at most four
+// later float operations rounds on both sides (2u each): 12u relative.
+struct RopeScalingRef {
+  int64_t Dh;
+  double theta;
+  RopeScaling scaling;
+  std::vector<float> invFreq;
+  std::vector<int64_t> powDiffers;
+};
+#include "tests/unit/RopeScalingRef.inc"
+
+TEST(Kernels, RopeScalingAgainstTransformers) {
+  for (const RopeScalingRef *r : {&qwen25_yarn, &yarn_untruncated, &yarn_tiny, &linear, &dynamic}) {
+    SCOPED_TRACE(::testing::Message() << scalingName(&r->scaling) << " Dh=" << r->Dh);
+    ASSERT_EQ(int64_t(r->invFreq.size()), r->Dh / 2);
+    EXPECT_EQ(ropeAttentionFactor(&r->scaling), float(r->scaling.attentionFactor));
+    for (int64_t i = 0; i < r->Dh / 2; ++i) {
+      const float got = ropeInvFreq(i, r->Dh, r->theta, &r->scaling), want = r->invFreq[i];
+      if (std::count(r->powDiffers.begin(), r->powDiffers.end(), i))
+        EXPECT_LE(std::fabs(double(got) - double(want)), 12 * kU * std::fabs(double(want)))
+            << "i=" << i;
+      else
+        EXPECT_EQ(got, want) << "i=" << i << ": " << got << " against transformers' " << want;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//

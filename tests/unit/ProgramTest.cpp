@@ -137,7 +137,7 @@ TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
 // One owner of the format: what lowering writes is writeProgram's text, and
 // loadProgram(writeProgram(p)) is p, field for field, for every program of
 // the test matrix (both models, every strategy, bf16 gathers and reductions,
-// activation checkpointing, Llama 3 RoPE scaling).
+// activation checkpointing, RoPE scaling of each kind).
 TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
   std::string bin = FSDP_BINARY_DIR "/bin/fsdp-plan";
   struct Case {
@@ -155,6 +155,9 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"llama-tiny", "--world-size 2 --micro-batch 2 --param-dtype bf16 --cluster " FSDP_SOURCE_DIR
                      "/models/hardware/H100-SXM.json"},
       {"Llama-3.1-405B", "--world-size 1024 --micro-batch 1 --seq-len 64"},
+      {"llama-tiny-linear", "--world-size 2 --micro-batch 2"},
+      {"llama-tiny-dynamic", "--world-size 1 --micro-batch 2 --param-dtype bf16"},
+      {"llama-tiny-yarn", "--world-size 2 --micro-batch 2 --strategy shard-grad-op"},
   };
   for (const Case &c : cases) {
     std::string out = ::testing::TempDir() + "/roundtrip-" + std::to_string(::getpid()) + ".json";
@@ -262,6 +265,99 @@ TEST(LoadProgram, TokenTypesIndexAnyTableOfARow) {
             "p.json: micro_step.compute[1] (embedding): positions up to 4 index an embedding of "
             "4 rows");
   EXPECT_EQ(parseProgram(idsProgram("position_ids", 5), "p.json", p), "");
+}
+
+// A program of one rope instruction over x [1, S, 8] (2 heads of 8 / 2 = 4),
+// its attributes those of `scaling` (JSON members after "theta", or none).
+std::string ropeProgram(const std::string &scaling, int S = 4) {
+  const int x = S * 8 * 4, tokens = S * 8;
+  return R"({"format": "fsdp-program", "version": 1,
+  "model": {"name": "llama-tiny", "model_type": "llama", "parameters": 0},
+  "world_size": 1, "strategy": "full-shard", "shard_size": 1,
+  "micro_batch": 1, "seq_len": )" +
+         std::to_string(S) + R"(, "arena_bytes": )" + std::to_string(2 * tokens + 8 + 2 * x) +
+         R"(, "events": 0,
+  "inputs": {"tokens": 0, "targets": 4}, "loss": 1,
+  "tensors": [{"id": 0, "offset": 0, "shape": [1, )" +
+         std::to_string(S) + R"(], "dtype": "i64"},
+              {"id": 1, "offset": )" +
+         std::to_string(tokens) + R"(, "shape": [], "dtype": "f32"},
+              {"id": 2, "offset": )" +
+         std::to_string(tokens + 8) + R"(, "shape": [1, )" + std::to_string(S) +
+         R"(, 8], "dtype": "f32"},
+              {"id": 3, "offset": )" +
+         std::to_string(tokens + 8 + x) + R"(, "shape": [1, )" + std::to_string(S) +
+         R"(, 8], "dtype": "f32"},
+              {"id": 4, "offset": )" +
+         std::to_string(tokens + 8 + 2 * x) + R"(, "shape": [1, )" + std::to_string(S) +
+         R"(], "dtype": "i64"}],
+  "units": [],
+  "micro_step": {"compute": [{"op": "rope", "num_heads": 2, "theta": 10000.0)" +
+         (scaling.empty() ? "" : ", " + scaling) + R"(, "in": [2], "out": [3]}], "comm": []},
+  "optimizer": {"compute": [], "comm": []}})";
+}
+
+// A rope's scaling: its kind and the parameters the kind reads, each
+// required and no other; values the kernels compute; dynamic's only up to
+// its original_max_position.
+TEST(LoadProgram, RopeScaling) {
+  Program p;
+  const std::string yarn = R"("scaling": "yarn", "scaling_factor": 4.0,
+      "original_max_position": 32, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": false,
+      "attention_factor": 1.1386294361119891)";
+  ASSERT_EQ(parseProgram(ropeProgram(yarn), "p.json", p), "");
+  const Instruction &rope = p.microStep.compute[0];
+  ASSERT_TRUE(rope.ropeScaling);
+  EXPECT_EQ(rope.ropeScaling->kind, fsdp::support::RopeScalingKind::Yarn);
+  EXPECT_EQ(rope.ropeScaling->originalMaxPosition, 32);
+  EXPECT_FALSE(rope.ropeScaling->truncate);
+  EXPECT_EQ(rope.ropeScaling->attentionFactor, 1.1386294361119891);
+  // Written back as read.
+  Program q;
+  ASSERT_EQ(parseProgram(writeProgram(p), "written", q), "");
+  EXPECT_TRUE(p == q);
+  q.microStep.compute[0].ropeScaling->betaSlow = 2.0;
+  EXPECT_FALSE(p == q);
+  ASSERT_EQ(parseProgram(ropeProgram(""), "p.json", p), "");
+  EXPECT_FALSE(p.microStep.compute[0].ropeScaling);
+
+  const std::string where = "p.json: micro_step.compute[0]: ";
+  EXPECT_EQ(parseProgram(ropeProgram(R"("scaling": "ntk", "scaling_factor": 2.0)"), "p.json", p),
+            where + "'scaling' must be one of linear, dynamic, yarn, llama3, not \"ntk\"");
+  EXPECT_EQ(parseProgram(ropeProgram(R"("scaling_factor": 2.0)"), "p.json", p),
+            where + "'scaling_factor' is given without 'scaling'");
+  EXPECT_EQ(parseProgram(ropeProgram(R"("scaling": "linear", "scaling_factor": 2.0,
+                                        "beta_fast": 32.0)"),
+                         "p.json", p),
+            where + "'beta_fast' is not a parameter of linear scaling (its parameters: "
+                    "scaling_factor)");
+  EXPECT_EQ(
+      parseProgram(ropeProgram(R"("scaling": "dynamic", "scaling_factor": 2.0)"), "p.json", p),
+      where + "missing 'original_max_position'");
+  EXPECT_EQ(
+      parseProgram(ropeProgram(R"("scaling": "linear", "scaling_factor": -2.0)"), "p.json", p),
+      where + "linear scaling needs a finite scaling_factor > 0, but it is -2");
+  EXPECT_EQ(parseProgram(ropeProgram(R"("scaling": "yarn", "scaling_factor": 4.0,
+      "original_max_position": 32, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": 1,
+      "attention_factor": 1.0)"),
+                         "p.json", p),
+            where + "'truncate' has the wrong type: 1");
+  // Dynamic NTK holds transformers' frequencies for sequences up to its
+  // original_max_position (max_position_embeddings): 4 here, and 5 is
+  // refused.
+  const std::string dynamic =
+      R"("scaling": "dynamic", "scaling_factor": 2.0, "original_max_position": 4)";
+  EXPECT_EQ(parseProgram(ropeProgram(dynamic, 4), "p.json", p), "");
+  const std::string longer = parseProgram(ropeProgram(dynamic, 5), "p.json", p);
+  EXPECT_NE(longer.find("dynamic rope scaling holds for sequences of at most "
+                        "original_max_position = 4 (max_position_embeddings) tokens, but this "
+                        "one is 5 long"),
+            std::string::npos)
+      << longer;
+  const std::string theta = parseProgram(
+      ropeProgram(yarn).replace(ropeProgram(yarn).find("10000.0"), 7, "1.0"), "p.json", p);
+  EXPECT_NE(theta.find("yarn rope scaling needs theta > 0 other than 1"), std::string::npos)
+      << theta;
 }
 
 // A change anywhere is seen: the comparison is not vacuous.

@@ -1,9 +1,9 @@
 //===- Llama.cpp - model_type llama and its deltas mistral, qwen2, qwen3 --===//
 //
-// transformers' LlamaForCausalLM: rotary positions (with Llama 3.1's
-// scaling), pre-RMSNorm blocks, grouped-query attention, the SwiGLU MLP.
-// Mistral, Qwen2 and Qwen3 are the same graph with one change each, as in
-// transformers' modular files:
+// transformers' LlamaForCausalLM: rotary positions (rope_scaling's linear,
+// dynamic, yarn or llama3 frequencies), pre-RMSNorm blocks, grouped-query
+// attention, the SwiGLU MLP. Mistral, Qwen2 and Qwen3 are the same graph
+// with one change each, as in transformers' modular files:
 //   mistral  sliding_window W: a query sees itself and the W-1 keys before it
 //   qwen2    biases on q_proj, k_proj and v_proj
 //   qwen3    head_dim, and q_norm / k_norm (RMSNorm over each head) before RoPE
@@ -12,6 +12,9 @@
 //===----------------------------------------------------------------------===//
 #include "planner/Import/Families/Family.h"
 #include "planner/Import/JsonReader.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace fsdp;
@@ -152,31 +155,173 @@ protected:
   const char *displayName() const override { return "Qwen3"; }
 };
 
-/// Llama 3.1's rope_scaling, or none when absent or null.
-bool parseRopeScaling(JsonReader &r, std::optional<Llama3RopeScaling> &scaling) {
-  const json *rs = r.get({"rope_scaling"}, false);
-  if (!rs || rs->is_null())
+/// The keys rope_scaling may hold besides its kind (`rope_type`, or `type`,
+/// its older name) for the rope_type `kind`, as transformers' _validate_*
+/// functions list them (required and optional); null if fsdp does not
+/// compute that rope_type.
+const std::vector<const char *> *ropeScalingKeys(const std::string &kind) {
+  static const std::vector<const char *> none = {}, linear = {"factor"},
+                                         dynamic = {"factor", "original_max_position_embeddings"},
+                                         yarn = {"factor",
+                                                 "attention_factor",
+                                                 "beta_fast",
+                                                 "beta_slow",
+                                                 "original_max_position_embeddings",
+                                                 "mscale",
+                                                 "mscale_all_dim",
+                                                 "truncate"},
+                                         llama3 = {"factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings"};
+  if (kind == "default")
+    return &none;
+  if (kind == "linear")
+    return &linear;
+  if (kind == "dynamic")
+    return &dynamic;
+  if (kind == "yarn")
+    return &yarn;
+  if (kind == "llama3")
+    return &llama3;
+  return nullptr;
+}
+
+/// YaRN's get_mscale: 0.1 m ln(scale) + 1 (1 for scale <= 1), in double as
+/// Python computes it.
+double yarnMscale(double scale, double m) {
+  return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+}
+
+/// rope_scaling as transformers' modeling_rope_utils reads it (its
+/// _validate_* and _compute_*_parameters), resolved to what the kernels
+/// compute (support/RopeScaling.h): none when absent, null or rope_type
+/// "default". transformers warns of a key the rope_type does not read and
+/// ignores it; fsdp refuses it. maxPositions is max_position_embeddings.
+bool parseRopeScaling(JsonReader &r, int64_t maxPositions, int64_t headDim, double theta,
+                      std::optional<support::RopeScaling> &scaling) {
+  const JsonPath rs = {"rope_scaling"};
+  const json *v = r.get(rs, false);
+  if (!v || v->is_null())
     return true;
-  if (!rs->is_object())
-    return r.fail({"rope_scaling"},
-                  "rope_scaling must be an object or null, but is " + JsonReader::describe(*rs));
-  std::string key = rs->contains("rope_type") ? "rope_type" : "type";
-  auto type = r.getString({"rope_scaling", key});
-  if (!type)
+  if (!v->is_object())
+    return r.fail(rs, "rope_scaling must be an object or null, but is " + JsonReader::describe(*v));
+  auto at = [&](const char *key) { return JsonPath{"rope_scaling", key}; };
+  // The kind. transformers' configs copy `type` over `rope_type`; the
+  // modeling code reads rope_type first: given both, they must agree.
+  std::optional<std::string> type, ropeType;
+  if (v->contains("type") && !(type = r.getString(at("type"))))
     return false;
-  if (*type != "llama3")
-    return r.fail({"rope_scaling", key},
-                  "rope_scaling type '" + *type + "' is not supported (supported: llama3)");
-  auto f = r.getNumber({"rope_scaling", "factor"});
-  auto lo = f ? r.getNumber({"rope_scaling", "low_freq_factor"}) : std::nullopt;
-  auto hi = lo ? r.getNumber({"rope_scaling", "high_freq_factor"}) : std::nullopt;
-  auto orig = hi ? r.getInt({"rope_scaling", "original_max_position_embeddings"}) : std::nullopt;
-  if (!orig)
+  if (v->contains("rope_type") && !(ropeType = r.getString(at("rope_type"))))
     return false;
-  if (!(*f > 0) || !(*lo > 0) || !(*hi > *lo))
-    return r.fail({"rope_scaling"}, "rope_scaling needs factor > 0 and 0 < "
-                                    "low_freq_factor < high_freq_factor");
-  scaling = Llama3RopeScaling{*f, *lo, *hi, *orig};
+  if (!type && !ropeType)
+    return r.fail(rs, "rope_scaling needs its rope_type (or type)");
+  if (type && ropeType && *type != *ropeType)
+    return r.fail(at("type"),
+                  "rope_scaling's type '" + *type + "' and rope_type '" + *ropeType + "' differ");
+  const std::string kind = ropeType ? *ropeType : *type;
+  const char *kindKey = ropeType ? "rope_type" : "type";
+  const std::vector<const char *> *keys = ropeScalingKeys(kind);
+  if (!keys)
+    return r.fail(at(kindKey), "rope_scaling type '" + kind +
+                                   "' is not supported (supported: default, " +
+                                   support::ropeScalingNames() + ")");
+  // A key the kind does not read, the first in the file's order.
+  const std::string *unread = nullptr;
+  size_t unreadOffset = 0;
+  for (const auto &item : v->items()) {
+    const std::string &key = item.key();
+    if (key == "type" || key == "rope_type" ||
+        std::any_of(keys->begin(), keys->end(), [&](const char *k) { return key == k; }))
+      continue;
+    size_t offset = r.offsetOf(at(key.c_str()));
+    if (!unread || offset < unreadOffset)
+      unread = &key, unreadOffset = offset;
+  }
+  if (unread) {
+    std::string known;
+    for (const char *k : *keys)
+      known += std::string(known.empty() ? "" : ", ") + k;
+    return r.fail(at(unread->c_str()),
+                  "rope_scaling." + *unread + " is not a parameter of rope_type '" + kind + "' (" +
+                      (known.empty() ? std::string("it has none") : "its: " + known) +
+                      "); it may change the model, so fsdp refuses it rather than ignore it");
+  }
+  if (kind == "default")
+    return true;
+
+  auto factor = r.getNumber(at("factor"));
+  if (!factor)
+    return false;
+  if (!(*factor > 0))
+    return r.fail(at("factor"),
+                  "rope_scaling.factor must be positive, but is " + std::to_string(*factor));
+  support::RopeScaling s;
+  s.kind = *support::parseRopeScalingKind(kind);
+  s.factor = *factor;
+  if (kind == "dynamic") {
+    // transformers reads original_max_position_embeddings here and does
+    // not use it: the frequencies are those at max_position_embeddings.
+    if (!r.getInt(at("original_max_position_embeddings"), int64_t(1)))
+      return false;
+    s.originalMaxPosition = maxPositions;
+    if (headDim <= 2)
+      return r.fail(at(kindKey), "dynamic rope scaling needs a head dimension above 2 (its "
+                                 "exponent is dim / (dim - 2)), but it is " +
+                                     std::to_string(headDim));
+  } else if (kind == "llama3") {
+    auto lo = r.getNumber(at("low_freq_factor"));
+    auto hi = lo ? r.getNumber(at("high_freq_factor")) : std::nullopt;
+    auto orig = hi ? r.getInt(at("original_max_position_embeddings")) : std::nullopt;
+    if (!orig)
+      return false;
+    if (!(*lo > 0) || !(*hi > *lo))
+      return r.fail(rs, "rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+    s.lowFreqFactor = *lo;
+    s.highFreqFactor = *hi;
+    s.originalMaxPosition = *orig;
+  } else if (kind == "yarn") {
+    // _compute_yarn_parameters: `x or default` for original_max_position_
+    // embeddings and the betas (null or 0: the default), mscale and
+    // mscale_all_dim used only when both are non-zero.
+    auto orig = r.getInt(at("original_max_position_embeddings"), int64_t(0), 0);
+    auto fast = orig ? r.getNumber(at("beta_fast"), 0.0) : std::nullopt;
+    auto slow = fast ? r.getNumber(at("beta_slow"), 0.0) : std::nullopt;
+    auto mscale = slow ? r.getNumber(at("mscale"), 0.0) : std::nullopt;
+    auto mscaleAllDim = mscale ? r.getNumber(at("mscale_all_dim"), 0.0) : std::nullopt;
+    auto truncate = mscaleAllDim ? r.getBool(at("truncate"), true) : std::nullopt;
+    if (!truncate)
+      return false;
+    s.originalMaxPosition = *orig ? *orig : maxPositions;
+    s.betaFast = *fast != 0 ? *fast : 32.0;
+    s.betaSlow = *slow != 0 ? *slow : 1.0;
+    s.truncate = *truncate;
+    const json *given = r.get(at("attention_factor"), false);
+    if (given && !given->is_null()) {
+      auto a = r.getNumber(at("attention_factor"));
+      if (!a)
+        return false;
+      if (!(*a > 0))
+        return r.fail(at("attention_factor"),
+                      "rope_scaling.attention_factor must be positive, but is " +
+                          std::to_string(*a));
+      s.attentionFactor = *a;
+    } else if (*mscale != 0 && *mscaleAllDim != 0) {
+      double below = yarnMscale(s.factor, *mscaleAllDim);
+      if (below == 0)
+        return r.fail(at("mscale_all_dim"),
+                      "rope_scaling.mscale_all_dim makes the attention factor's divisor, "
+                      "0.1 mscale_all_dim ln(factor) + 1, zero");
+      s.attentionFactor = yarnMscale(s.factor, *mscale) / below;
+    } else {
+      s.attentionFactor = yarnMscale(s.factor, 1);
+    }
+    if (theta == 1)
+      return r.fail({"rope_theta"}, "yarn rope scaling needs rope_theta other than 1 (it "
+                                    "divides by log(rope_theta))");
+  }
+  std::string problem = support::checkRopeScaling(s);
+  if (!problem.empty())
+    return r.fail(rs, "rope_scaling: " + problem);
+  scaling = s;
   return true;
 }
 
@@ -242,7 +387,7 @@ bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) cons
   if (*headDim % 2 != 0)
     return r.fail({"head_dim"}, "the head dimension " + std::to_string(*headDim) +
                                     " must be even for rotary embeddings");
-  if (!parseRopeScaling(r, c.ropeScaling))
+  if (!parseRopeScaling(r, *positions, *headDim, *theta, c.ropeScaling))
     return false;
 
   c.vocabSize = vocab;
@@ -291,17 +436,37 @@ void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
 
   Value h = b.create<nn::EmbeddingOp>(g.loc, g.act(D), tokens, wte, g.mod("model.embed_tokens"));
   auto theta = b.getF64FloatAttr(c.ropeTheta);
-  FloatAttr f, lo, hi;
-  IntegerAttr orig;
-  if (c.ropeScaling) {
-    f = b.getF64FloatAttr(c.ropeScaling->factor);
-    lo = b.getF64FloatAttr(c.ropeScaling->lowFreqFactor);
-    hi = b.getF64FloatAttr(c.ropeScaling->highFreqFactor);
-    orig = b.getI64IntegerAttr(c.ropeScaling->originalMaxPosition);
+  // The scaling's attributes: its kind and the parameters the kind reads.
+  std::vector<NamedAttribute> scaling;
+  if (const auto &s = c.ropeScaling) {
+    scaling.emplace_back(b.getStringAttr(support::kRopeScalingKey),
+                         b.getStringAttr(support::ropeScalingName(s->kind)));
+    for (const support::RopeScalingField &f : support::ropeScalingFields()) {
+      if (!support::ropeScalingReads(s->kind, f.name))
+        continue;
+      Attribute a;
+      switch (f.type) {
+      case support::RopeScalingField::Type::F64:
+        a = b.getF64FloatAttr((*s).*f.f64);
+        break;
+      case support::RopeScalingField::Type::I64:
+        a = b.getI64IntegerAttr((*s).*f.i64);
+        break;
+      case support::RopeScalingField::Type::Bool:
+        a = b.getBoolAttr((*s).*f.boolean);
+        break;
+      }
+      scaling.emplace_back(b.getStringAttr(f.name), a);
+    }
   }
   auto rope = [&](Value x, int64_t heads, StringAttr path) -> Value {
-    return b.create<nn::RopeOp>(g.loc, x.getType(), x, b.getI64IntegerAttr(heads), theta, f, lo, hi,
-                                orig, UnitAttr(), path);
+    auto op =
+        b.create<nn::RopeOp>(g.loc, x.getType(), x, b.getI64IntegerAttr(heads), theta, StringAttr(),
+                             FloatAttr(), IntegerAttr(), FloatAttr(), FloatAttr(), FloatAttr(),
+                             FloatAttr(), BoolAttr(), FloatAttr(), UnitAttr(), path);
+    for (const NamedAttribute &a : scaling)
+      op->setAttr(a.getName(), a.getValue());
+    return op;
   };
   for (int64_t i = 0; i < c.numLayers; ++i) {
     std::string p = blockPath(i);

@@ -173,7 +173,7 @@ nn.graph @llama_attention(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   // CHECK-NEXT: %[[X:[0-9]+]] = nn.embedding %tokens, %model.embed_tokens.weight {module = "model.embed_tokens"} : (tensor<?x?xi64>, tensor<32x16xbf16>) -> tensor<?x?x16xbf16>
   // CHECK-NEXT: %[[K:[0-9]+]] = nn.linear out_in %[[X]], %model.layers.0.self_attn.k_proj.weight {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x16xbf16>, tensor<8x16xbf16>) -> tensor<?x?x8xbf16>
   // CHECK-NEXT: %[[QR:[0-9]+]] = nn.rope %[[X]] {module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.000000e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
-  // CHECK-NEXT: %[[KR:[0-9]+]] = nn.rope %[[K]] {llama3_factor = 8.000000e+00 : f64, llama3_high_freq_factor = 4.000000e+00 : f64, llama3_low_freq_factor = 1.000000e+00 : f64, llama3_original_max_position = 8192 : i64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+  // CHECK-NEXT: %[[KR:[0-9]+]] = nn.rope %[[K]] {high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 8192 : i64, scaling = "llama3", scaling_factor = 8.000000e+00 : f64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   // CHECK-NEXT: %[[A:[0-9]+]] = nn.causal_attention %[[QR]], %[[KR]], %[[K]] {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x16xbf16>
   // CHECK-NEXT: %[[LOGITS:[0-9]+]] = nn.linear out_in %[[A]], %model.embed_tokens.weight {module = "lm_head"} : (tensor<?x?x16xbf16>, tensor<32x16xbf16>) -> tensor<?x?x32xbf16>
   // CHECK-NEXT: %[[LOSS:[0-9]+]] = nn.cross_entropy %[[LOGITS]], %targets : (tensor<?x?x32xbf16>, tensor<?x?xi64>) -> tensor<f32>
@@ -181,8 +181,8 @@ nn.graph @llama_attention(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   %k = nn.linear out_in %x, %k_w {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x16xbf16>, tensor<8x16xbf16>) -> tensor<?x?x8xbf16>
   %qr = nn.rope %x {module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.0e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
   %kr = nn.rope %k {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.0e+05 : f64,
-                    llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64,
-                    llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+                    scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+                    high_freq_factor = 4.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   %a = nn.causal_attention %qr, %kr, %k {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x16xbf16>
   %logits = nn.linear out_in %a, %emb {module = "lm_head"} : (tensor<?x?x16xbf16>, tensor<32x16xbf16>) -> tensor<?x?x32xbf16>
   %loss = nn.cross_entropy %logits, %targets : (tensor<?x?x32xbf16>, tensor<?x?xi64>) -> tensor<f32>
@@ -191,7 +191,7 @@ nn.graph @llama_attention(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   // CHECK-NEXT: %[[DA:[0-9]+]] = nn.linear_grad_input out_in %[[DLOGITS]], %model.embed_tokens.weight {module = "lm_head"} : (tensor<?x?x32xbf16>, tensor<32x16xbf16>) -> tensor<?x?x16xbf16>
   // CHECK-NEXT: %query_grad, %key_grad, %value_grad = nn.causal_attention_grad %[[DA]], %[[QR]], %[[KR]], %[[K]], %[[A]] {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?x?x16xbf16>) -> (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>)
   // CHECK-NEXT: %[[DQ:[0-9]+]] = nn.rope %query_grad {inverse, module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.000000e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
-  // CHECK-NEXT: %[[DK:[0-9]+]] = nn.rope %key_grad {inverse, llama3_factor = 8.000000e+00 : f64, llama3_high_freq_factor = 4.000000e+00 : f64, llama3_low_freq_factor = 1.000000e+00 : f64, llama3_original_max_position = 8192 : i64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+  // CHECK-NEXT: %[[DK:[0-9]+]] = nn.rope %key_grad {high_freq_factor = 4.000000e+00 : f64, inverse, low_freq_factor = 1.000000e+00 : f64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 8192 : i64, scaling = "llama3", scaling_factor = 8.000000e+00 : f64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   // CHECK-NEXT: %[[DKV:[0-9]+]] = nn.add %[[DK]], %value_grad {module = "model.layers.0.self_attn"} : (tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x8xbf16>
   // CHECK-NEXT: %[[DKW:[0-9]+]] = nn.linear_grad_weight out_in %[[DKV]], %[[X]] {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x8xbf16>, tensor<?x?x16xbf16>) -> tensor<8x16xbf16>
   // CHECK-NEXT: %[[DX:[0-9]+]] = nn.linear_grad_input out_in %[[DKV]], %model.layers.0.self_attn.k_proj.weight {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x8xbf16>, tensor<8x16xbf16>) -> tensor<?x?x16xbf16>
@@ -204,8 +204,8 @@ nn.graph @llama_attention(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   %dqr, %dkr, %dv = nn.causal_attention_grad %da, %qr, %kr, %k, %a {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?x?x16xbf16>) -> (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>)
   %dq = nn.rope %dqr {inverse, module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.0e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
   %dk = nn.rope %dkr {inverse, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.0e+05 : f64,
-                      llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64,
-                      llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+                      scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+                      high_freq_factor = 4.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   %dkv = nn.add %dk, %dv {module = "model.layers.0.self_attn"} : (tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x8xbf16>
   %dk_w = nn.linear_grad_weight out_in %dkv, %x {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x8xbf16>, tensor<?x?x16xbf16>) -> tensor<8x16xbf16>
   %dx = nn.linear_grad_input out_in %dkv, %k_w {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x8xbf16>, tensor<8x16xbf16>) -> tensor<?x?x16xbf16>

@@ -985,53 +985,66 @@ nn.graph @rope_theta_negative(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64
 
 // -----
 
-// Llama 3 scaling: all four attributes or none (one given).
-nn.graph @rope_llama3_one(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+// Scaling: its kind's parameters, every one (llama3 without its original context).
+nn.graph @rope_llama3_missing(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
     attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   %wte = nn.param "wte" : tensor<16x8xf32>
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{'nn.rope' op llama3 scaling needs all four of llama3_factor, llama3_low_freq_factor, llama3_high_freq_factor and llama3_original_max_position, but 1 are given}}
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs scaling_factor, original_max_position, low_freq_factor and high_freq_factor, but original_max_position is missing}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// A parameter without a kind.
+nn.graph @rope_scaling_parameter_alone(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op low_freq_factor is given without scaling}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, low_freq_factor = 1.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// A kind fsdp does not compute.
+nn.graph @rope_scaling_kind(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op scaling 'ntk' is not one of linear, dynamic, yarn, llama3}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "ntk", scaling_factor = 2.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// Another kind's parameter.
+nn.graph @rope_scaling_foreign_parameter(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op beta_fast is not a parameter of linear scaling (its parameters: scaling_factor)}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "linear", scaling_factor = 2.0 : f64, beta_fast = 32.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// The llama3_* attributes of before: refused, not dropped.
+nn.graph @rope_scaling_old_names(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op llama3_factor is the name Llama 3.1's scaling had before scaling kinds; write scaling = "llama3" with scaling_factor, low_freq_factor, high_freq_factor and original_max_position}}
   %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 8.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
-  nn.return %loss : tensor<f32>
-}
-
-// -----
-
-// Two given.
-nn.graph @rope_llama3_two(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
-    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
-  %wte = nn.param "wte" : tensor<16x8xf32>
-  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
-  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{but 2 are given}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 4.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
-  nn.return %loss : tensor<f32>
-}
-
-// -----
-
-// Three given: the original context length is missing.
-nn.graph @rope_llama3_three(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
-    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
-  %wte = nn.param "wte" : tensor<16x8xf32>
-  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
-  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{but 3 are given}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 4.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
-  nn.return %loss : tensor<f32>
-}
-
-// -----
-
-// Only the original context length.
-nn.graph @rope_llama3_only_position(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
-    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
-  %wte = nn.param "wte" : tensor<16x8xf32>
-  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
-  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{but 1 are given}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 
@@ -1043,8 +1056,8 @@ nn.graph @rope_llama3_factor(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>
   %wte = nn.param "wte" : tensor<16x8xf32>
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{'nn.rope' op llama3 scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 0.0 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs a finite scaling_factor > 0, but it is 0}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "llama3", scaling_factor = 0.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 
@@ -1056,8 +1069,8 @@ nn.graph @rope_llama3_low(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   %wte = nn.param "wte" : tensor<16x8xf32>
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{'nn.rope' op llama3 scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 8.0 : f64, llama3_low_freq_factor = -1.0 : f64, llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs finite 0 < low_freq_factor < high_freq_factor, but they are -1 and 4}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = -1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 
@@ -1069,8 +1082,8 @@ nn.graph @rope_llama3_high(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) 
   %wte = nn.param "wte" : tensor<16x8xf32>
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{'nn.rope' op llama3 scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 1.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs finite 0 < low_freq_factor < high_freq_factor, but they are 1 and 1}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 1.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 
@@ -1082,8 +1095,86 @@ nn.graph @rope_llama3_max_position(%tokens: tensor<?x?xi64>, %targets: tensor<?x
   %wte = nn.param "wte" : tensor<16x8xf32>
   %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
   %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
-  // expected-error @+1 {{'nn.rope' op llama3_original_max_position must be positive}}
-  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 0 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  // expected-error @+1 {{'nn.rope' op llama3 scaling needs original_max_position > 0, but it is 0}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position = 0 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// YaRN: 0 < beta_slow <= beta_fast.
+nn.graph @rope_yarn_betas(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op yarn scaling needs finite 0 < beta_slow <= beta_fast, but they are 2 and 1}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "yarn", scaling_factor = 4.0 : f64, original_max_position = 32 : i64, beta_fast = 1.0 : f64, beta_slow = 2.0 : f64, truncate = true, attention_factor = 1.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// YaRN: a positive attention factor.
+nn.graph @rope_yarn_attention_factor(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op yarn scaling needs a finite attention_factor > 0, but it is 0}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "yarn", scaling_factor = 4.0 : f64, original_max_position = 32 : i64, beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, truncate = true, attention_factor = 0.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// YaRN: truncate is a bool.
+nn.graph @rope_yarn_truncate(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op attribute 'truncate' failed to satisfy constraint: bool attribute}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "yarn", scaling_factor = 4.0 : f64, original_max_position = 32 : i64, beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, truncate = 1 : i64, attention_factor = 1.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// YaRN divides by log(theta).
+nn.graph @rope_yarn_theta(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op yarn scaling needs theta other than 1 (it divides by log(theta))}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 1.0 : f64, scaling = "yarn", scaling_factor = 4.0 : f64, original_max_position = 32 : i64, beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, truncate = true, attention_factor = 1.0 : f64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// Dynamic NTK: transformers' frequencies hold up to original_max_position; the graph's sequences may not be longer.
+nn.graph @rope_dynamic_longer(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op dynamic scaling computes transformers' frequencies for sequences of at most original_max_position = 4 tokens, but the graph's max_seq_len is 8 (transformers rescales them for a longer sequence, which fsdp does not)}}
+  %y = nn.rope %h {num_heads = 2 : i64, theta = 5.0e+05 : f64, scaling = "dynamic", scaling_factor = 2.0 : f64, original_max_position = 4 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  nn.return %loss : tensor<f32>
+}
+
+// -----
+
+// Dynamic NTK: its exponent dim / (dim - 2) needs a head above 2.
+nn.graph @rope_dynamic_head(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "gpt2", block_prefix = "transformer.h", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
+  %wte = nn.param "wte" : tensor<16x8xf32>
+  %h = nn.embedding %tokens, %wte : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  %loss = nn.cross_entropy %h, %targets : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<f32>
+  // expected-error @+1 {{'nn.rope' op dynamic scaling needs a head dimension above 2 (its exponent is dim / (dim - 2)), but it is 2}}
+  %y = nn.rope %h {num_heads = 4 : i64, theta = 5.0e+05 : f64, scaling = "dynamic", scaling_factor = 2.0 : f64, original_max_position = 8 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   nn.return %loss : tensor<f32>
 }
 
@@ -1735,8 +1826,8 @@ nn.graph @rope_negative_orig(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>
     attributes {model_type = "llama", block_prefix = "model.layers", num_blocks = 0 : i64, max_seq_len = 8 : i64} {
   %e = nn.param "e" : tensor<16x8xf32>
   %x = nn.embedding %tokens, %e : (tensor<?x?xi64>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
-  // expected-error @+1 {{llama3_original_max_position must be positive}}
-  %r = nn.rope %x {num_heads = 2 : i64, theta = 10000.0 : f64, llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64, llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = -1 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
+  // expected-error @+1 {{llama3 scaling needs original_max_position > 0, but it is -1}}
+  %r = nn.rope %x {num_heads = 2 : i64, theta = 10000.0 : f64, scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64, high_freq_factor = 4.0 : f64, original_max_position = -1 : i64} : tensor<?x?x8xf32> -> tensor<?x?x8xf32>
   %w = nn.param "w" : tensor<16x8xf32>
   %l = nn.linear out_in %r, %w : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
   %loss = nn.cross_entropy %l, %targets : (tensor<?x?x16xf32>, tensor<?x?xi64>) -> tensor<f32>

@@ -96,12 +96,12 @@ nn.graph @llama_block(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
   %k = nn.linear out_in %n, %k_w {module = "model.layers.0.self_attn.k_proj"} : (tensor<?x?x16xbf16>, tensor<8x16xbf16>) -> tensor<?x?x8xbf16>
 
   // CHECK-NEXT: %[[QR:[0-9]+]] = nn.rope %[[Q]] {module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.000000e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
-  // CHECK-NEXT: %[[KR:[0-9]+]] = nn.rope %[[K]] {llama3_factor = 8.000000e+00 : f64, llama3_high_freq_factor = 4.000000e+00 : f64, llama3_low_freq_factor = 1.000000e+00 : f64, llama3_original_max_position = 8192 : i64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+  // CHECK-NEXT: %[[KR:[0-9]+]] = nn.rope %[[K]] {high_freq_factor = 4.000000e+00 : f64, low_freq_factor = 1.000000e+00 : f64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 8192 : i64, scaling = "llama3", scaling_factor = 8.000000e+00 : f64, theta = 5.000000e+05 : f64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   // CHECK-NEXT: %[[A:[0-9]+]] = nn.causal_attention %[[QR]], %[[KR]], %[[K]] {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x16xbf16>
   %qr = nn.rope %q {module = "model.layers.0.self_attn.rotary_emb", num_heads = 4 : i64, theta = 1.0e+04 : f64} : tensor<?x?x16xbf16> -> tensor<?x?x16xbf16>
   %kr = nn.rope %k {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 5.0e+05 : f64,
-                    llama3_factor = 8.0 : f64, llama3_low_freq_factor = 1.0 : f64,
-                    llama3_high_freq_factor = 4.0 : f64, llama3_original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
+                    scaling = "llama3", scaling_factor = 8.0 : f64, low_freq_factor = 1.0 : f64,
+                    high_freq_factor = 4.0 : f64, original_max_position = 8192 : i64} : tensor<?x?x8xbf16> -> tensor<?x?x8xbf16>
   %a = nn.causal_attention %qr, %kr, %k {module = "model.layers.0.self_attn", num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x16xbf16>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>) -> tensor<?x?x16xbf16>
 
   // CHECK-NEXT: %[[G:[0-9]+]] = nn.linear out_in %[[A]], %model.layers.0.mlp.gate_proj.weight {module = "model.layers.0.mlp.gate_proj"} : (tensor<?x?x16xbf16>, tensor<24x16xbf16>) -> tensor<?x?x24xbf16>
@@ -152,5 +152,33 @@ nn.graph @bert_embeddings(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -
   // CHECK-NEXT: }
   %logits = nn.linear out_in %e, %word {module = "cls.predictions.decoder"} : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x16xf32>
   %loss = nn.cross_entropy %logits, %targets : (tensor<?x?x16xf32>, tensor<?x?xi64>) -> tensor<f32>
+  nn.return %loss : tensor<f32>
+}
+
+// RoPE's other frequency scalings, each with its own parameters: linear,
+// dynamic (up to the graph's max_seq_len), YaRN (truncate a bool, the
+// attention factor kept to the last bit).
+
+// CHECK-LABEL: nn.graph @rope_scalings
+nn.graph @rope_scalings(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {model_type = "llama", block_prefix = "model.layers",
+                num_blocks = 1 : i64, max_seq_len = 16 : i64} {
+  // CHECK: %[[X:[0-9]+]] = nn.embedding
+  // CHECK-NEXT: %[[L:[0-9]+]] = nn.rope %[[X]] {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, scaling = "linear", scaling_factor = 2.500000e+00 : f64, theta = 1.000000e+04 : f64} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  // CHECK-NEXT: %[[D:[0-9]+]] = nn.rope %[[L]] {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 16 : i64, scaling = "dynamic", scaling_factor = 2.000000e+00 : f64, theta = 1.000000e+04 : f64} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  // CHECK-NEXT: %[[Y:[0-9]+]] = nn.rope %[[D]] {attention_factor = 1.1386294361119891 : f64, beta_fast = 3.200000e+01 : f64, beta_slow = 1.000000e+00 : f64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 4 : i64, scaling = "yarn", scaling_factor = 4.000000e+00 : f64, theta = 1.000000e+04 : f64, truncate = false} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  // GENERIC: "nn.rope"(%{{.*}}) <{attention_factor = 1.1386294361119891 : f64, beta_fast = 3.200000e+01 : f64, beta_slow = 1.000000e+00 : f64, module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, original_max_position = 4 : i64, scaling = "yarn", scaling_factor = 4.000000e+00 : f64, theta = 1.000000e+04 : f64, truncate = false}>
+  %embed = nn.param "model.embed_tokens.weight" : tensor<32x16xf32>
+  %x = nn.embedding %tokens, %embed {module = "model.embed_tokens"} : (tensor<?x?xi64>, tensor<32x16xf32>) -> tensor<?x?x16xf32>
+  %l = nn.rope %x {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 1.0e+04 : f64,
+                   scaling = "linear", scaling_factor = 2.5 : f64} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  %d = nn.rope %l {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 1.0e+04 : f64,
+                   scaling = "dynamic", scaling_factor = 2.0 : f64, original_max_position = 16 : i64} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  %y = nn.rope %d {module = "model.layers.0.self_attn.rotary_emb", num_heads = 2 : i64, theta = 1.0e+04 : f64,
+                   scaling = "yarn", scaling_factor = 4.0 : f64, original_max_position = 4 : i64,
+                   beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, truncate = false,
+                   attention_factor = 1.138629436111989 : f64} : tensor<?x?x16xf32> -> tensor<?x?x16xf32>
+  %logits = nn.linear out_in %y, %embed {module = "lm_head"} : (tensor<?x?x16xf32>, tensor<32x16xf32>) -> tensor<?x?x32xf32>
+  %loss = nn.cross_entropy %logits, %targets : (tensor<?x?x32xf32>, tensor<?x?xi64>) -> tensor<f32>
   nn.return %loss : tensor<f32>
 }

@@ -1,5 +1,6 @@
 //===- ModelSummary.cpp ---------------------------------------------------===//
 #include "planner/ModelSummary.h"
+#include "support/RopeScaling.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
@@ -76,13 +77,39 @@ ModelSummary fsdp::summarize(nn::GraphOp graph) {
         row.alsoUsedBy.push_back(userMod);
     }
   }
+  graph.walk([&](nn::RopeOp op) {
+    if (!op.getScalingAttr())
+      return;
+    nlohmann::ordered_json j;
+    j[support::kRopeScalingKey] = op.getScalingAttr().getValue().str();
+    for (const support::RopeScalingField &f : support::ropeScalingFields()) {
+      Attribute a = op->getAttr(f.name);
+      if (auto v = dyn_cast_or_null<BoolAttr>(a)) // before IntegerAttr: a BoolAttr is one
+        j[f.name] = v.getValue();
+      else if (auto v = dyn_cast_or_null<FloatAttr>(a))
+        j[f.name] = v.getValueAsDouble();
+      else if (auto v = dyn_cast_or_null<IntegerAttr>(a))
+        j[f.name] = v.getInt();
+    }
+    if (llvm::find(s.ropeScalings, j) == s.ropeScalings.end())
+      s.ropeScalings.push_back(j);
+  });
   return s;
 }
 
 void fsdp::printSummary(const ModelSummary &s, llvm::raw_ostream &os) {
   os << "model " << s.name << " (" << s.modelType << "): " << withCommas(s.parameters)
      << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; "
-     << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n\n";
+     << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n";
+  // "rope scaling: yarn, scaling_factor 4.0, ..." (the values as JSON writes them).
+  for (const nlohmann::ordered_json &r : s.ropeScalings) {
+    os << "rope scaling:";
+    for (const auto &[key, value] : r.items())
+      os << (key == support::kRopeScalingKey ? " " + value.get<std::string>()
+                                             : ", " + key + " " + value.dump());
+    os << "\n";
+  }
+  os << "\n";
   size_t width = 6;
   for (const ModuleRow &r : s.modules)
     width = std::max(width, r.module.size());
@@ -127,5 +154,7 @@ nlohmann::ordered_json fsdp::summaryJson(const ModelSummary &s) {
     mods.push_back(m);
   }
   j["modules"] = mods;
+  if (!s.ropeScalings.empty())
+    j["rope_scalings"] = s.ropeScalings;
   return j;
 }

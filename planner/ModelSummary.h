@@ -28,6 +28,9 @@ struct ModelSummary {
   std::string inputsKind = "tokens"; // nn.graph's inputs_kind
   int64_t parameters = 0, paramBytes = 0, paramTensors = 0;
   std::vector<ModuleRow> modules; // in declaration order
+  // Each distinct frequency scaling of the model's nn.rope ops: `scaling`
+  // (the kind) and its parameters, by their attribute names.
+  std::vector<nlohmann::ordered_json> ropeScalings;
 };
 
 ModelSummary summarize(nn::GraphOp graph);

@@ -70,6 +70,60 @@ def check_pieces():
     assert (l3 != base).any() and (l3 == base).any()
 
 
+def check_rope_scaling():
+    """rope_parameters' linear, dynamic and yarn against their formulas written out here
+    (f64), and parse_rope_scaling's refusals."""
+    d = 16
+    base = models.rope_inv_freq(d, 10000.0, None, D64)
+    # linear: every frequency divided by the factor.
+    lin, af = models.rope_parameters(d, 10000.0, {"rope_type": "linear", "factor": 2.5}, D64, 128)
+    assert torch.equal(lin, base / 2.5) and af == 1.0
+    # dynamic: the default up to max_position_embeddings; past it, the base grows by
+    # (factor S / M - (factor - 1))^(d / (d - 2)).
+    dyn = {"rope_type": "dynamic", "factor": 3.0}
+    for S in (1, 32, 128):
+        f, af = models.rope_parameters(d, 10000.0, dyn, D64, 128, S)
+        assert torch.equal(f, base) and af == 1.0
+    f, _ = models.rope_parameters(d, 10000.0, dyn, D64, 128, 256)
+    grown = 10000.0 * (3.0 * 256 / 128 - 2.0) ** (d / (d - 2))
+    assert torch.allclose(f, torch.tensor([grown ** (-i / d) for i in range(0, d, 2)], dtype=D64),
+                          rtol=1e-14, atol=0)
+    # yarn (YaRN's paper, section 3.2): dims below low keep their frequency, above high take
+    # it over the factor, a linear ramp between; low and high from the rotations beta_fast
+    # and beta_slow over the original context L: d ln(L / (2 pi beta)) / (2 ln theta).
+    for L, fast, slow, trunc in ((32, 32, 1, True), (64, 8, 0.5, False), (32768, 32, 1, True)):
+        rs = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": L,
+              "beta_fast": fast, "beta_slow": slow, "truncate": trunc}
+        dim = 128 if L == 32768 else d
+        theta = 1e6 if L == 32768 else 10000.0
+        f, af = models.rope_parameters(dim, theta, rs, D64, 4 * L)
+        lo = dim * math.log(L / (2 * math.pi * fast)) / (2 * math.log(theta))
+        hi = dim * math.log(L / (2 * math.pi * slow)) / (2 * math.log(theta))
+        if trunc:
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, dim - 1)
+        want = []
+        for k, i in enumerate(range(0, dim, 2)):
+            r = min(max((k - lo) / (hi - lo), 0.0), 1.0)
+            want.append(theta ** (-i / dim) * ((1 - r) + r / 4.0))
+        assert torch.allclose(f, torch.tensor(want, dtype=D64), rtol=1e-14, atol=0), (L, f, want)
+        assert af == 0.1 * math.log(4.0) + 1
+    _, af = models.rope_parameters(d, 10000.0, {"rope_type": "yarn", "factor": 8.0, "mscale": 1.0,
+                                                "mscale_all_dim": 0.5}, D64, 128)
+    assert af == (0.1 * math.log(8.0) + 1) / (0.05 * math.log(8.0) + 1)
+    # type and rope_type, and what is refused.
+    assert models.parse_rope_scaling({"rope_scaling": {"type": "yarn", "factor": 4.0}})[
+        "rope_type"] == "yarn"
+    assert models.parse_rope_scaling({"rope_scaling": {"rope_type": "default"}}) is None
+    for bad in ({"type": "linear", "factor": 2.0, "beta_fast": 32}, {"type": "longrope"},
+                {"type": "yarn", "rope_type": "linear", "factor": 2.0}, {"type": "linear"}):
+        try:
+            models.parse_rope_scaling({"rope_scaling": bad})
+        except models.ConfigError:
+            continue
+        raise AssertionError("accepted %r" % bad)
+
+
 def check_causal(cfg):
     m = models.init_weights(models.build_model(cfg, D64), 3, 0.2)
     ids = torch.randint(0, 503, (2, 12), generator=torch.Generator().manual_seed(1))
@@ -166,13 +220,15 @@ def check_batches():
 def main():
     check_names()
     check_pieces()
+    check_rope_scaling()
     check_causal(GPT2)
     check_causal(LLAMA)
     check_gqa()
     check_attention_gpt2()
     check_families()
     check_batches()
-    print("models: HF names/shapes, gelu_new, RMSNorm, rotate_half, RoPE inv_freq (default, llama3), "
+    print("models: HF names/shapes, gelu_new, RMSNorm, rotate_half, RoPE inv_freq (default, llama3, "
+          "linear, dynamic, yarn), "
           "causality (gpt2, llama), GQA == repeated-kv MHA, GPT-2 attention vs per-head loop, "
           "qwen2 biases, qwen3 per-head q/k norms, mistral's window, "
           "sample offsets: OK")

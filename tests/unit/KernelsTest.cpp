@@ -638,7 +638,8 @@ struct RopeScalingRef {
 #include "tests/unit/RopeScalingRef.inc"
 
 TEST(Kernels, RopeScalingAgainstTransformers) {
-  for (const RopeScalingRef *r : {&qwen25_yarn, &yarn_untruncated, &yarn_tiny, &linear, &dynamic}) {
+  for (const RopeScalingRef *r :
+       {&qwen25_yarn, &yarn_untruncated, &yarn_factor3, &yarn_tiny, &linear, &dynamic}) {
     SCOPED_TRACE(::testing::Message() << scalingName(&r->scaling) << " Dh=" << r->Dh);
     ASSERT_EQ(int64_t(r->invFreq.size()), r->Dh / 2);
     EXPECT_EQ(ropeAttentionFactor(&r->scaling), float(r->scaling.attentionFactor));

@@ -30,6 +30,9 @@ CASES = [
      {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64,
       "beta_fast": 8, "beta_slow": 0.5, "truncate": False, "mscale": 1.0,
       "mscale_all_dim": 0.5}),
+    # A factor not a power of two (1 / (factor pos) is not (1 / pos) / factor there).
+    ("yarn_factor3", 64, 5e5, 8192,
+     {"rope_type": "yarn", "factor": 3.0, "original_max_position_embeddings": 2048}),
     # The e2e model's: original_max_position_embeddings 32 of 128, the default betas.
     ("yarn_tiny", 16, 1e4, 128,
      {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}),

@@ -160,6 +160,12 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
       inst.llama3High = f.getValueAsDouble();
     else if (n == "llama3_original_max_position" && i)
       inst.llama3OriginalMax = i.getInt();
+    else if (n == "top_k" && i)
+      inst.topK = i.getInt();
+    else if (n == "norm_topk_prob" && isa<UnitAttr>(v))
+      inst.normTopkProb = true;
+    else if (n == "coef" && f)
+      inst.coef = f.getValueAsDouble();
     else
       return op.emitOpError() << "attribute '" << n << "' (" << v
                               << ") has no place in a program instruction";

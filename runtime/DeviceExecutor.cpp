@@ -448,6 +448,7 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
   template <typename... A> void name(A... a) {                                                     \
     dropLast([&](auto... x) { ck::name(rank.cublas, x..., stream); }, a...);                       \
   }
+  static constexpr bool kMoe = false; // the MoE kernels are not written for CUDA yet
   FSDP_CUDA_KERNEL(positionIds)
   FSDP_CUDA_KERNEL(tokenTypeIds)
   FSDP_CUDA_KERNEL(embeddingForward)

@@ -533,6 +533,12 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("inverse"))
     inst.inverse = get<bool>(j, "inverse", where);
+  if (j.contains("top_k"))
+    inst.topK = get<int64_t>(j, "top_k", where);
+  if (j.contains("norm_topk_prob"))
+    inst.normTopkProb = get<bool>(j, "norm_topk_prob", where);
+  if (j.contains("coef"))
+    inst.coef = get<double>(j, "coef", where);
   if (j.contains("llama3_factor")) {
     inst.llama3Factor = get<double>(j, "llama3_factor", where);
     inst.llama3Low = get<double>(j, "llama3_low_freq_factor", where);

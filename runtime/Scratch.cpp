@@ -50,6 +50,17 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
   case Op::LayerNormGrad:
   case Op::RMSNormGrad:
     return bf16 ? 4 * kernels::normBackwardBf16ScratchFloats(c.n, c.D) : 0;
+  case Op::MoeRoute:
+  case Op::MoeRouteGrad:
+    return 4 * kernels::moeRouteScratchFloats(c.E);
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight:
+    return 4 * (kernels::moeOffsetsFloats(c.E) +
+                (bf16 ? kernels::linearBf16ScratchFloats(c.n * c.k, c.in, c.out) : 0));
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad:
+    return 4 * kernels::moeAuxLossScratchFloats(c.E, c.k);
   default:
     return 0;
   }

@@ -46,7 +46,7 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
   int64_t vocab = 0; // the width of the logits of the loss the graph returns
   if (auto ret = dyn_cast<nn::ReturnOp>(body.getTerminator()))
     if (ret.getNumOperands() == 1)
-      if (auto loss = ret.getOperand(0).getDefiningOp<nn::CrossEntropyOp>()) {
+      if (auto loss = nn::lossCrossEntropy(ret.getOperand(0))) {
         ArrayRef<int64_t> logits = cast<RankedTensorType>(loss.getLogits().getType()).getShape();
         if (!logits.empty() && !ShapedType::isDynamic(logits.back()))
           vocab = logits.back();
@@ -114,19 +114,20 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       if (!dtypeOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", whose dtype a model does not hold (" << supported << ")";
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp>(op) && !activationOk(r.getType()))
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp>(op) && !activationOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", but " << activation;
       // A fixed sequence comes from class_token or first_token, or from an
       // operand of one: elsewhere it would differ from the run's.
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp, nn::FirstTokenOp>(op) &&
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp, nn::ClassTokenOp,
+               nn::FirstTokenOp>(op) &&
           !ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
           llvm::none_of(op.getOperands(), fixedSequence))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", whose sequence is fixed, but no operand fixes it (a fixed "
                                    "sequence comes from class_token or first_token)";
       // ... and stays fixed: a dynamic sequence is the run's.
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp>(op) &&
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp, nn::ClassTokenOp>(op) &&
           ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
           llvm::any_of(op.getOperands(), fixedSequence))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()

@@ -324,4 +324,90 @@ void fromBf16(const bf16 *h, float *out, int64_t n) {
   fromBf16(reinterpret_cast<const uint16_t *>(h), out, n);
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+FSDP_HOT void moeRouteForward(const bf16 *logits, bf16 *weights, int64_t *experts, int64_t *slots,
+                              int64_t n, int64_t E, int64_t k, bool normalize, float *scratch) {
+  moeRouteForwardT(logits, weights, experts, slots, n, E, k, normalize, scratch);
+}
+
+FSDP_HOT void moeRouteBackward(const bf16 *dweights, const bf16 *logits, const int64_t *experts,
+                               bf16 *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                               float *scratch) {
+  moeRouteBackwardT(dweights, logits, experts, dlogits, n, E, k, normalize, scratch);
+}
+
+void moePermuteForward(const bf16 *x, const int64_t *slots, bf16 *packed, int64_t n, int64_t k,
+                       int64_t D) {
+  moePermuteForwardT(x, slots, packed, n, k, D);
+}
+
+FSDP_HOT void moePermuteBackward(const bf16 *dpacked, const int64_t *slots, bf16 *dx, int64_t n,
+                                 int64_t k, int64_t D) {
+  moePermuteBackwardT(dpacked, slots, dx, n, k, D);
+}
+
+FSDP_HOT void moeCombineForward(const bf16 *packed, const bf16 *weights, const int64_t *slots,
+                                bf16 *y, int64_t n, int64_t k, int64_t D) {
+  moeCombineForwardT(packed, weights, slots, y, n, k, D);
+}
+
+FSDP_HOT void moeCombineBackward(const bf16 *dy, const bf16 *packed, const bf16 *weights,
+                                 const int64_t *slots, bf16 *dpacked, bf16 *dweights, int64_t n,
+                                 int64_t k, int64_t D) {
+  moeCombineBackwardT(dy, packed, weights, slots, dpacked, dweights, n, k, D);
+}
+
+FSDP_HOT void moeAuxLossForward(const float *loss, const bf16 *const *logits, float *out,
+                                int64_t layers, int64_t n, int64_t E, int64_t k, double coef,
+                                float *scratch) {
+  moeAuxLossForwardT(loss, logits, out, layers, n, E, k, coef, scratch);
+}
+
+FSDP_HOT void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits, int64_t layers,
+                                 int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                                 float *scratch) {
+  moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch);
+}
+
+// Each expert's rows through the linear kernels: the row starts in the
+// scratch's head, the linear kernels' own scratch (bf16) after them.
+void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
+  moeRowStarts(experts, n * k, E, start);
+  for (int64_t e = 0; e < E; ++e)
+    if (int64_t rows = start[e + 1] - start[e])
+      linearForward(x + start[e] * in, w[e], nullptr, y + start[e] * out, rows, in, out,
+                    Layout::OutIn, scratch + moeOffsetsFloats(E));
+}
+
+void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
+                            int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
+  moeRowStarts(experts, n * k, E, start);
+  for (int64_t e = 0; e < E; ++e)
+    if (int64_t rows = start[e + 1] - start[e])
+      linearBackwardInput(dy + start[e] * out, w[e], dx + start[e] * in, rows, in, out,
+                          Layout::OutIn, scratch + moeOffsetsFloats(E));
+}
+
+void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
+  moeRowStarts(experts, n * k, E, start);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t rows = start[e + 1] - start[e];
+    if (rows == 0) // an expert no token chose
+      std::memset(static_cast<void *>(dw[e]), 0, sizeof(bf16) * size_t(in * out));
+    else
+      linearBackwardWeight(dy + start[e] * out, x + start[e] * in, dw[e], rows, in, out,
+                           Layout::OutIn, scratch + moeOffsetsFloats(E));
+  }
+}
+
 } // namespace fsdp::kernels

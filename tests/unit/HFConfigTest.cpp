@@ -339,8 +339,9 @@ TEST(HFConfigErrors, ValidInlineConfigs) {
 TEST(HFConfigErrors, UnknownModelType) {
   auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"t5\"\n}\n");
   EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 't5'",
-                      "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
-  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
+                      "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, bert, vit");
+  EXPECT_EQ(supportedModelTypes().str(),
+            "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, bert, vit");
 }
 
 TEST(HFConfigErrors, MissingModelType) {

@@ -76,13 +76,25 @@ ModelSummary fsdp::summarize(nn::GraphOp graph) {
         row.alsoUsedBy.push_back(userMod);
     }
   }
+  // A token uses k of each sparse MLP's E experts: the experts' weights
+  // count k/E of their elements.
+  s.activeParameters = s.parameters;
+  graph.walk([&](nn::MoeLinearOp op) {
+    int64_t k = cast<RankedTensorType>(op.getExperts().getType()).getShape().back();
+    int64_t E = op.getWeights().size(), per = 0;
+    for (Value w : op.getWeights())
+      per = cast<RankedTensorType>(w.getType()).getNumElements();
+    s.activeParameters -= (E - k) * per;
+  });
   return s;
 }
 
 void fsdp::printSummary(const ModelSummary &s, llvm::raw_ostream &os) {
   os << "model " << s.name << " (" << s.modelType << "): " << withCommas(s.parameters)
-     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; "
-     << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n\n";
+     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; ";
+  if (s.activeParameters != s.parameters)
+    os << withCommas(s.activeParameters) << " active per token; ";
+  os << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n\n";
   size_t width = 6;
   for (const ModuleRow &r : s.modules)
     width = std::max(width, r.module.size());
@@ -112,6 +124,7 @@ nlohmann::ordered_json fsdp::summaryJson(const ModelSummary &s) {
   j["model"] = s.name;
   j["model_type"] = s.modelType;
   j["parameters"] = s.parameters;
+  j["active_parameters"] = s.activeParameters;
   j["param_bytes"] = s.paramBytes;
   j["num_blocks"] = s.numBlocks;
   j["max_seq_len"] = s.maxSeqLen;

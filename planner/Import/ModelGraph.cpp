@@ -79,13 +79,17 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         weights = {1};
       else if (isa<nn::LinearOp, nn::LayerNormOp, nn::ClassTokenOp>(op))
         weights = {1, 2};
+      else if (isa<nn::MoeLinearOp>(op)) // the experts' weights
+        for (unsigned i = 2; i < op.getNumOperands(); ++i)
+          weights.push_back(i);
       for (OpOperand &use : op.getOpOperands()) {
         bool weight = llvm::is_contained(weights, use.getOperandNumber());
         auto param = use.get().getDefiningOp<nn::ParamOp>();
         if (param && !weight)
           return op.emitOpError() << "operand " << use.getOperandNumber() << " is the parameter '"
                                   << param.getName() << "', but an activation belongs there (a "
-                                  << "parameter is an embedding's table, a linear's weight or "
+                                  << "parameter is an embedding's table, a linear's or an "
+                                     "expert's weight or "
                                      "bias, a norm's weight or bias, or a class token and "
                                      "positions)";
         if (!param && weight)

@@ -276,7 +276,7 @@ protected:
         const json &v = (*only)[i];
         if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.numLayers)
           return r.fail({"mlp_only_layers"},
-                        "mlp_only_layers[" + std::to_string(i) + "] = " + JsonReader::describe(v) +
+                        "mlp_only_layers[" + std::to_string(i) + "] = " + v.dump() +
                             " is not a layer index in [0, " + std::to_string(c.numLayers) + ")");
         dense[v.get<int64_t>()] = true;
       }

@@ -24,8 +24,9 @@ Covered, per model:
   * mixtral-tiny with the loss on (its config with output_router_logits
     true, written to WORK_DIR), world 2 full-shard; the control: the loss on
     moves the losses by over 10x the bound;
-  * qwen3_moe-tiny: the reference at micro-batch 12 (world 1) against the
-    one at 3 (world 4): reported, the size of the term's dependence on M;
+  * qwen3_moe-tiny: the control that the term's micro-batch matters: the
+    references at micro-batch 12 (world 1) and 3 (world 4) over 10x a bound
+    apart; and eval_loss (with the term, per eval micro-batch) at world 2;
   * forced routing: every router gate weight zeroed in the initial
     safetensors, so every logit is 0 and every token picks experts 0..k-1 in
     step 1 (checked on the reference, in this process), the worst imbalance
@@ -46,9 +47,9 @@ Covered, per model:
     hybrid-shard; qwen3_moe-tiny at world 4 full-shard and hybrid-shard (one
     M, so one set of references).
 Not covered here (to keep the suite near 3 minutes on 2 cores): world 2
-strategies other than full-shard, grad_accum but in the resume, clipping,
-schedules and eval (matrix.py covers them for the dense models; none touches
-the experts), bf16 at every M.
+strategies other than full-shard, grad_accum but in the resume, clipping and
+schedules (matrix.py covers them for the dense models; none touches the
+experts), bf16 at every M.
 
 --reference-only runs every reference invocation, bound and reference-side
 check, and skips fsdp-plan and fsdp-run (the reference side alone).
@@ -62,6 +63,7 @@ import os
 import shutil
 import sys
 
+import bounds
 import matrix
 from matrix import HERE, PY, ROOT, GLOBAL_BATCH, SEQ, run, compare, read_metrics, gap_text
 
@@ -135,6 +137,53 @@ class Suite:
 def aux_micro_batch(aux, world, accum=1):
     """--aux-micro-batch of a run at `world` ranks (None without the loss)."""
     return GLOBAL_BATCH // (world * accum) if aux else None
+
+
+def check_eval(s, model, config, weights, world):
+    """eval_loss, which holds the load-balancing term per eval micro-batch,
+    against the reference's at world 2 full-shard: bounds.f32_loss of the
+    reference's spread to its f64 run and other BLAS kernels, as matrix.py's
+    schedule+eval runs."""
+    a = s.args
+    eval_data = os.path.join(a.work, "apache2.bin")
+    run([PY, os.path.join(HERE, "make_data.py"), eval_data, "--text",
+         "/usr/share/common-licenses/Apache-2.0"])
+    flags = ["--eval-data", eval_data, "--eval-every", "5", "--eval-batches", "2"]
+    mb = aux_micro_batch(True, world)
+    tag = "%s.eval.m%d" % (model, mb)
+    ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+               "--data", s.data, "--steps", str(a.steps), "--global-batch", str(GLOBAL_BATCH),
+               "--seq-len", str(SEQ), "--aux-micro-batch", str(mb), "--quiet"] + flags
+    ref_metrics, alts = matrix.references(a, tag, ref_cmd, [("f64", ["--dtype", "f64"], {})] +
+                                          matrix.blas_alternates())
+    ref = read_metrics(ref_metrics)
+    gap = max((abs(x["eval_loss"] - y["eval_loss"]) / abs(x["eval_loss"]) for path in alts.values()
+               for x, y in zip(ref, read_metrics(path)) if "eval_loss" in x), default=0.0)
+    tol = bounds.f32_loss(gap)
+    if a.reference_only:
+        return s.skip(model, world, "eval loss")
+    plan = os.path.join(a.work, tag + ".w%d.plan.json" % world)
+    run([os.path.join(a.bin, "fsdp-plan"), config, "--world-size", str(world),
+         "--micro-batch", str(mb), "--seq-len", str(SEQ), "-o", plan])
+    metrics = plan + ".jsonl"
+    run([os.path.join(a.bin, "fsdp-run"), plan, "--weights", weights, "--data", s.data,
+         "--steps", str(a.steps), "--metrics", metrics, "--quiet"] + flags)
+    got = read_metrics(metrics)
+    worst, problem = 0.0, None
+    for x, y in zip(ref, got):
+        if ("eval_loss" in x) != ("eval_loss" in y):
+            problem = "step %d: eval_loss in one run only" % x["step"]
+        elif "eval_loss" in x:
+            worst = max(worst, abs(x["eval_loss"] - y["eval_loss"]) / abs(x["eval_loss"]))
+    if problem is None and len(got) != len(ref):
+        problem = "%d steps against %d" % (len(got), len(ref))
+    if problem is None and worst > tol:
+        problem = "eval_loss differs by %.3g relative, over %.2g" % (worst, tol)
+    exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in got)
+    if problem is None and not exact:
+        problem = "measured peak != predicted"
+    s.row(model, world, "eval loss", gap_text(worst, tol), "", "exact" if exact else "DIFFERENT",
+          problem)
 
 
 def config_of(model):
@@ -211,6 +260,7 @@ def main():
                     weights, ref_at(world))
 
         if aux:
+            check_eval(s, model, config, weights, 2)
             # Control: the term's micro-batch matters. The references of
             # world 1 (M = 12) and world 4 (M = 3) must be over 10x a bound
             # apart, so a run computing the term over another batch than its

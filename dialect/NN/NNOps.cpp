@@ -1087,6 +1087,13 @@ LogicalResult MoeCombineOp::verify() {
 }
 
 namespace {
+/// The load-balancing loss's weight: finite and non-negative.
+LogicalResult expectCoef(Operation *op, double c) {
+  if (!std::isfinite(c) || c < 0)
+    return op->emitOpError() << "coef must be finite and >= 0, but is " << c;
+  return success();
+}
+
 /// The router logits of the sparse layers: at least one, one shape.
 LogicalResult expectLayersLogits(Operation *op, ValueRange logits, int64_t k) {
   if (logits.empty())
@@ -1105,10 +1112,7 @@ LogicalResult expectLayersLogits(Operation *op, ValueRange logits, int64_t k) {
 LogicalResult MoeAuxLossOp::verify() {
   if (failed(verifyModuleAttr(*this)) || failed(expectLayersLogits(*this, getLogits(), getTopK())))
     return failure();
-  double c = getCoef().convertToDouble();
-  if (!std::isfinite(c) || c < 0)
-    return emitOpError() << "coef must be finite and >= 0, but is " << c;
-  return success();
+  return expectCoef(*this, getCoef().convertToDouble());
 }
 
 LogicalResult MoeRouteGradOp::verify() {
@@ -1200,10 +1204,7 @@ LogicalResult MoeAuxLossGradOp::verify() {
   for (auto [l, r] : llvm::zip(getLogits(), getResults()))
     if (l.getType() != r.getType())
       return emitOpError() << "each gradient must have its logits' type " << l.getType();
-  double c = getCoef().convertToDouble();
-  if (!std::isfinite(c) || c < 0)
-    return emitOpError() << "coef must be finite and >= 0, but is " << c;
-  return success();
+  return expectCoef(*this, getCoef().convertToDouble());
 }
 
 CrossEntropyOp fsdp::nn::lossCrossEntropy(Value loss) {

@@ -511,8 +511,6 @@ void roundToBf16(const float *x, float *out, int64_t n) {
     out[i] = bf16ToFloat(floatToBf16(x[i]));
 }
 
-#define LINEAR(call) call
-
 //===----------------------------------------------------------------------===//
 // Mixture of experts
 //===----------------------------------------------------------------------===//
@@ -561,43 +559,22 @@ FSDP_HOT void moeAuxLossBackward(const float *const *logits, float *const *dlogi
   moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch);
 }
 
-// Each expert's rows through the linear kernels: the row starts in the
-// scratch's head, the linear kernels' own scratch (bf16) after them.
+// Each expert's rows through the linear kernels (cpu_impl.h).
 void moeLinearForward(const float *x, const int64_t *experts, const float *const *w, float *y,
                       int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e)
-    if (int64_t rows = start[e + 1] - start[e])
-      LINEAR(linearForward(x + start[e] * in, w[e], nullptr, y + start[e] * out, rows, in, out,
-                           Layout::OutIn));
+  moeLinearForwardT(x, experts, w, y, n, k, E, in, out, scratch);
 }
 
 void moeLinearBackwardInput(const float *dy, const int64_t *experts, const float *const *w,
                             float *dx, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
                             float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e)
-    if (int64_t rows = start[e + 1] - start[e])
-      LINEAR(linearBackwardInput(dy + start[e] * out, w[e], dx + start[e] * in, rows, in, out,
-                                 Layout::OutIn));
+  moeLinearBackwardInputT(dy, experts, w, dx, n, k, E, in, out, scratch);
 }
 
 void moeLinearBackwardWeight(const float *dy, const float *x, const int64_t *experts,
                              float *const *dw, int64_t n, int64_t k, int64_t E, int64_t in,
                              int64_t out, float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t rows = start[e + 1] - start[e];
-    if (rows == 0) // an expert no token chose
-      std::memset(static_cast<void *>(dw[e]), 0, sizeof(float) * size_t(in * out));
-    else
-      LINEAR(linearBackwardWeight(dy + start[e] * out, x + start[e] * in, dw[e], rows, in, out,
-                                  Layout::OutIn));
-  }
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch);
 }
-#undef LINEAR
 
 } // namespace fsdp::kernels

@@ -372,42 +372,22 @@ FSDP_HOT void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits
   moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch);
 }
 
-// Each expert's rows through the linear kernels: the row starts in the
-// scratch's head, the linear kernels' own scratch (bf16) after them.
+// Each expert's rows through the linear kernels (cpu_impl.h).
 void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
                       int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e)
-    if (int64_t rows = start[e + 1] - start[e])
-      linearForward(x + start[e] * in, w[e], nullptr, y + start[e] * out, rows, in, out,
-                    Layout::OutIn, scratch + moeOffsetsFloats(E));
+  moeLinearForwardT(x, experts, w, y, n, k, E, in, out, scratch);
 }
 
 void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
                             float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e)
-    if (int64_t rows = start[e + 1] - start[e])
-      linearBackwardInput(dy + start[e] * out, w[e], dx + start[e] * in, rows, in, out,
-                          Layout::OutIn, scratch + moeOffsetsFloats(E));
+  moeLinearBackwardInputT(dy, experts, w, dx, n, k, E, in, out, scratch);
 }
 
 void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
                              int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
                              float *scratch) {
-  int64_t *start = reinterpret_cast<int64_t *>(scratch);
-  moeRowStarts(experts, n * k, E, start);
-  for (int64_t e = 0; e < E; ++e) {
-    int64_t rows = start[e + 1] - start[e];
-    if (rows == 0) // an expert no token chose
-      std::memset(static_cast<void *>(dw[e]), 0, sizeof(bf16) * size_t(in * out));
-    else
-      linearBackwardWeight(dy + start[e] * out, x + start[e] * in, dw[e], rows, in, out,
-                           Layout::OutIn, scratch + moeOffsetsFloats(E));
-  }
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch);
 }
 
 } // namespace fsdp::kernels

@@ -822,13 +822,79 @@ FSDP_INLINE void moeAuxLossBackwardT(const T *const *logits, T *const *dlogits, 
 }
 
 // Expert e's rows of the packed buffer: start[e] .. start[e + 1], counted
-// from the n*k choices.
-FSDP_INLINE void moeRowStarts(const int64_t *experts, int64_t nk, int64_t E, int64_t *start) {
+// from the n*k choices, in the scratch's head; f(e, first row, rows) for
+// each expert.
+template <class F>
+FSDP_INLINE void forEachExpert(const int64_t *experts, int64_t nk, int64_t E, float *scratch, F f) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
   std::fill(start, start + E + 1, int64_t(0));
   for (int64_t i = 0; i < nk; ++i)
     ++start[experts[i] + 1];
   for (int64_t e = 0; e < E; ++e)
     start[e + 1] += start[e];
+  for (int64_t e = 0; e < E; ++e)
+    f(e, start[e], start[e + 1] - start[e]);
+}
+
+// The storage type's linear kernels on an expert's rows (out_in weights);
+// bf16's take their scratch after the row starts.
+inline void expertRows(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+                       int64_t out, float *) {
+  linearForward(x, w, nullptr, y, rows, in, out, Layout::OutIn);
+}
+inline void expertRows(const bf16 *x, const bf16 *w, bf16 *y, int64_t rows, int64_t in, int64_t out,
+                       float *s) {
+  linearForward(x, w, nullptr, y, rows, in, out, Layout::OutIn, s);
+}
+inline void expertRowsInput(const float *dy, const float *w, float *dx, int64_t rows, int64_t in,
+                            int64_t out, float *) {
+  linearBackwardInput(dy, w, dx, rows, in, out, Layout::OutIn);
+}
+inline void expertRowsInput(const bf16 *dy, const bf16 *w, bf16 *dx, int64_t rows, int64_t in,
+                            int64_t out, float *s) {
+  linearBackwardInput(dy, w, dx, rows, in, out, Layout::OutIn, s);
+}
+inline void expertRowsWeight(const float *dy, const float *x, float *dw, int64_t rows, int64_t in,
+                             int64_t out, float *) {
+  linearBackwardWeight(dy, x, dw, rows, in, out, Layout::OutIn);
+}
+inline void expertRowsWeight(const bf16 *dy, const bf16 *x, bf16 *dw, int64_t rows, int64_t in,
+                             int64_t out, float *s) {
+  linearBackwardWeight(dy, x, dw, rows, in, out, Layout::OutIn, s);
+}
+
+template <class T>
+void moeLinearForwardT(const T *x, const int64_t *experts, const T *const *w, T *y, int64_t n,
+                       int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows)
+      expertRows(x + r0 * in, w[e], y + r0 * out, rows, in, out, scratch + moeOffsetsFloats(E));
+  });
+}
+
+template <class T>
+void moeLinearBackwardInputT(const T *dy, const int64_t *experts, const T *const *w, T *dx,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows)
+      expertRowsInput(dy + r0 * out, w[e], dx + r0 * in, rows, in, out,
+                      scratch + moeOffsetsFloats(E));
+  });
+}
+
+// An expert no token chose gets a zero gradient.
+template <class T>
+void moeLinearBackwardWeightT(const T *dy, const T *x, const int64_t *experts, T *const *dw,
+                              int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                              float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows == 0)
+      std::memset(static_cast<void *>(dw[e]), 0, sizeof(T) * size_t(in * out));
+    else
+      expertRowsWeight(dy + r0 * out, x + r0 * in, dw[e], rows, in, out,
+                       scratch + moeOffsetsFloats(E));
+  });
 }
 
 } // namespace fsdp::kernels::detail

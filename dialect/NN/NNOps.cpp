@@ -1073,17 +1073,29 @@ LogicalResult MoeLinearOp::verify() {
   return expectResultShape(*this, {x[0], x[1], x[2], w->first});
 }
 
+namespace {
+/// moe_combine's operands (and its gradient's): packed rows [B, S, k, D],
+/// their weights [B, S, k] of the rows' dtype, i64 slots [B, S, k]; `y` (the
+/// result, or the gradient's dy) is [B, S, D] of that dtype.
+LogicalResult verifyCombine(Operation *op, Value input, Value weights, Value slots, Value y,
+                            StringRef yWhat) {
+  if (failed(verifyModuleAttr(op)) || failed(expectRank(op, slots, "slots", 3)) ||
+      failed(expectIndex(op, slots, "slots")) || failed(expectPacked(op, input, "input", slots)))
+    return failure();
+  auto x = shapeOf(input);
+  if (failed(expectRouting(op, weights, "weights", x, x[2])) ||
+      failed(expectSameElementType(op, input, weights, "weights")) ||
+      failed(expectSameElementType(op, input, y, yWhat)))
+    return failure();
+  if (!shapeMatches(shapeOf(y), {x[0], x[1], x[3]}))
+    return op->emitOpError() << yWhat << " " << shapeStr(shapeOf(y)) << " must be "
+                             << shapeStr({x[0], x[1], x[3]});
+  return success();
+}
+} // namespace
+
 LogicalResult MoeCombineOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getSlots(), "slots", 3)) ||
-      failed(expectIndex(*this, getSlots(), "slots")) ||
-      failed(expectPacked(*this, getInput(), "input", getSlots())))
-    return failure();
-  auto x = shapeOf(getInput());
-  if (failed(expectRouting(*this, getWeights(), "weights", x, x[2])) ||
-      failed(expectSameElementType(*this, getInput(), getWeights(), "weights")) ||
-      failed(expectSameElementType(*this, getInput(), getResult(), "result")))
-    return failure();
-  return expectResultShape(*this, {x[0], x[1], x[3]});
+  return verifyCombine(*this, getInput(), getWeights(), getSlots(), getResult(), "result");
 }
 
 namespace {
@@ -1178,18 +1190,8 @@ LogicalResult MoeLinearGradWeightOp::verify() {
 }
 
 LogicalResult MoeCombineGradOp::verify() {
-  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getSlots(), "slots", 3)) ||
-      failed(expectIndex(*this, getSlots(), "slots")) ||
-      failed(expectPacked(*this, getInput(), "input", getSlots())))
+  if (failed(verifyCombine(*this, getInput(), getWeights(), getSlots(), getGrad(), "grad")))
     return failure();
-  auto x = shapeOf(getInput());
-  if (failed(expectRouting(*this, getWeights(), "weights", x, x[2])) ||
-      failed(expectSameElementType(*this, getInput(), getWeights(), "weights")) ||
-      failed(expectSameElementType(*this, getInput(), getGrad(), "grad")))
-    return failure();
-  if (!shapeMatches(shapeOf(getGrad()), {x[0], x[1], x[3]}))
-    return emitOpError() << "grad " << shapeStr(shapeOf(getGrad())) << " must be "
-                         << shapeStr({x[0], x[1], x[3]});
   if (getInputGrad().getType() != getInput().getType() ||
       getWeightsGrad().getType() != getWeights().getType())
     return emitOpError() << "the gradients must have the types of the input and the weights";

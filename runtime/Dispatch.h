@@ -300,9 +300,7 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
   case Op::MoeCombineGrad:
   case Op::MoeAuxLoss:
   case Op::MoeAuxLossGrad:
-    if constexpr (K::kMoe)
-      return dispatchMoe<T>(i, k, lossScale);
-    return false;
+    return dispatchMoe<T>(i, k, lossScale);
   default:
     return false;
   }

@@ -219,7 +219,6 @@ void CpuRank::runPhase(const PhaseRun &run) {
   }
 
 struct CpuKernels : ArenaMemory<CpuRank> {
-  static constexpr bool kMoe = true;
   FSDP_CPU_KERNEL(moeRouteForward)
   FSDP_CPU_KERNEL(moeRouteBackward)
   FSDP_CPU_KERNEL(moePermuteForward)

@@ -26,6 +26,15 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
       return 8 * c.n;
     case Op::EmbeddingGrad: // bf16: an f32 accumulator of the table
       return bf16 ? 4 * ck::embeddingBackwardBf16ScratchFloats(c.V, c.D) : 0;
+    case Op::MoeRoute: // the row starts and each chunk's counts
+      return 4 * ck::moeRouteScratchFloats(c.n, c.k, c.E);
+    case Op::MoeLinear: // the row starts and tile starts
+    case Op::MoeLinearGradInput:
+    case Op::MoeLinearGradWeight:
+      return 4 * ck::moeLinearScratchFloats(c.E);
+    case Op::MoeAuxLoss: // the blocks' sums of p, the counts
+    case Op::MoeAuxLossGrad:
+      return 4 * ck::moeAuxLossScratchFloats(c.parts, c.n, c.E, c.k);
     default:
       return 0;
     }

@@ -310,6 +310,14 @@ double elementFlops(Operation *op) {
     return 20; // per logit: max, exp, sum
   if (isa<nn::CrossEntropyGradOp>(op))
     return 45; // and the softmax written back
+  if (isa<nn::MoeRouteOp>(op))
+    return 20; // per router logit: the softmax, and the top-k scans
+  if (isa<nn::MoeRouteGradOp>(op))
+    return 30;
+  if (isa<nn::MoeCombineOp>(op))
+    return 2; // per packed element: a multiply-add
+  if (isa<nn::MoeCombineGradOp>(op))
+    return 4;
   return 0;
 }
 
@@ -328,7 +336,8 @@ int64_t numel(Value v, int64_t B, int64_t S) {
 enum class OpKind { Matmul, AttentionForward, AttentionBackward, Norm, Loss, Elementwise };
 
 OpKind opKind(Operation *op) {
-  if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp>(op))
+  if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp, nn::MoeLinearOp,
+          nn::MoeLinearGradInputOp, nn::MoeLinearGradWeightOp>(op))
     return OpKind::Matmul;
   if (isa<nn::CausalAttentionOp, nn::AttentionOp>(op))
     return OpKind::AttentionForward;
@@ -356,6 +365,7 @@ double bandwidthEfficiency(const Cluster &c, OpKind kind) {
 // the activation's, B x S for most, B for a linear after first_token.
 struct LinearGemm {
   double rows, in, out;
+  double groups = 1; // moe_linear's experts: `rows` in `groups` products
 };
 std::optional<LinearGemm> linearGemm(Operation *op, int64_t B, int64_t S) {
   Value w, act;
@@ -366,7 +376,20 @@ std::optional<LinearGemm> linearGemm(Operation *op, int64_t B, int64_t S) {
     w = l.getWeight(), act = l.getResult(), inOut = l.getLayout() == nn::WeightLayout::in_out;
   else if (auto l = dyn_cast<nn::LinearGradWeightOp>(op))
     w = l.getResult(), act = l.getInput(), inOut = l.getLayout() == nn::WeightLayout::in_out;
-  else
+  else if (isa<nn::MoeLinearOp, nn::MoeLinearGradInputOp, nn::MoeLinearGradWeightOp>(op)) {
+    // The k*T routed rows over the E experts' [out, in] weights: k of E
+    // experts' FLOPs per token, priced as E products of the balanced
+    // share of the rows (what a uniform routing gives).
+    bool dw = isa<nn::MoeLinearGradWeightOp>(op);
+    w = dw ? op->getResult(0) : op->getOperand(2);
+    act = isa<nn::MoeLinearGradInputOp>(op) ? op->getResult(0) : op->getOperand(dw ? 1 : 0);
+    auto shape = cast<RankedTensorType>(w.getType()).getShape();
+    LinearGemm g;
+    g.in = (double)shape[1], g.out = (double)shape[0];
+    g.rows = g.in > 0 ? (double)numel(act, B, S) / g.in : 0;
+    g.groups = dw ? (double)op->getNumResults() : (double)(op->getNumOperands() - 2);
+    return g;
+  } else
     return std::nullopt;
   auto shape = cast<RankedTensorType>(w.getType()).getShape();
   double trailing = 1;
@@ -443,6 +466,14 @@ double gemmSeconds(const Cluster &c, double m, double k, double n, bool bf16,
 // Matmul seconds of an op, by its shapes: linears as one product, attention
 // as the products on 64-row query tiles the kernels make.
 double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool bf16) {
+  if (auto g = linearGemm(op, B, S); g && g->groups > 1) { // moe_linear: E products
+    double rows = g->rows / g->groups;
+    if (isa<nn::MoeLinearOp>(op))
+      return g->groups * gemmSeconds(c, rows, g->in, g->out, bf16);
+    if (isa<nn::MoeLinearGradInputOp>(op))
+      return g->groups * gemmSeconds(c, rows, g->out, g->in, bf16);
+    return g->groups * gemmSeconds(c, g->out, rows, g->in, bf16);
+  }
   if (auto g = linearGemm(op, B, S)) {
     if (isa<nn::LinearOp>(op)) // [rows, in] x [in, out]
       return gemmSeconds(c, g->rows, g->in, g->out, bf16);

@@ -51,6 +51,8 @@ int64_t opScratchBytes(Operation *op, program::Target target, int64_t B, int64_t
     inst.numKvHeads = kv.getInt();
   if (auto w = op->getAttrOfType<IntegerAttr>("window"))
     inst.window = w.getInt();
+  if (auto k = op->getAttrOfType<IntegerAttr>("top_k"))
+    inst.topK = k.getInt();
   if (auto a = op->getAttrOfType<StringAttr>("approximate"))
     inst.approximate =
         a.getValue() == "none" ? program::GeluApproximate::None : program::GeluApproximate::Tanh;

@@ -183,6 +183,12 @@ LogicalResult Lowering::lowerCompute(Operation &op, std::vector<Instruction> &co
       ropeScaling().kind = *support::parseRopeScalingKind(cast<StringAttr>(v).getValue().str());
     else if (setRopeScalingField(n, v))
       continue;
+    else if (n == "top_k" && i)
+      inst.topK = i.getInt();
+    else if (n == "norm_topk_prob" && isa<UnitAttr>(v))
+      inst.normTopkProb = true;
+    else if (n == "coef" && f)
+      inst.coef = f.getValueAsDouble();
     else
       return op.emitOpError() << "attribute '" << n << "' (" << v
                               << ") has no place in a program instruction";

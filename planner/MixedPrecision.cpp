@@ -55,7 +55,7 @@ struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecision
       step.setFunctionType(FunctionType::get(step.getContext(), body.getArgumentTypes(),
                                              step.getFunctionType().getResults()));
       for (Operation *op : users)
-        if (!isa<nn::CrossEntropyOp>(op))
+        if (!nn::isLossOp(op))
           for (OpResult r : op->getResults())
             r.setType(toBf16(r.getType()));
     }

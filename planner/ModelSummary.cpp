@@ -94,13 +94,25 @@ ModelSummary fsdp::summarize(nn::GraphOp graph) {
     if (llvm::find(s.ropeScalings, j) == s.ropeScalings.end())
       s.ropeScalings.push_back(j);
   });
+  // A token uses k of each sparse MLP's E experts: the experts' weights
+  // count k/E of their elements.
+  s.activeParameters = s.parameters;
+  graph.walk([&](nn::MoeLinearOp op) {
+    int64_t k = cast<RankedTensorType>(op.getExperts().getType()).getShape().back();
+    int64_t E = op.getWeights().size(), per = 0;
+    for (Value w : op.getWeights())
+      per = cast<RankedTensorType>(w.getType()).getNumElements();
+    s.activeParameters -= (E - k) * per;
+  });
   return s;
 }
 
 void fsdp::printSummary(const ModelSummary &s, llvm::raw_ostream &os) {
   os << "model " << s.name << " (" << s.modelType << "): " << withCommas(s.parameters)
-     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; "
-     << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n";
+     << " parameters in " << s.paramTensors << " tensors, " << humanBytes(s.paramBytes) << "; ";
+  if (s.activeParameters != s.parameters)
+    os << withCommas(s.activeParameters) << " active per token; ";
+  os << s.numBlocks << " blocks; sequences up to " << s.maxSeqLen << " tokens\n";
   // "rope scaling: yarn, scaling_factor 4.0, ..." (the values as JSON writes them).
   for (const nlohmann::ordered_json &r : s.ropeScalings) {
     os << "rope scaling:";
@@ -139,6 +151,7 @@ nlohmann::ordered_json fsdp::summaryJson(const ModelSummary &s) {
   j["model"] = s.name;
   j["model_type"] = s.modelType;
   j["parameters"] = s.parameters;
+  j["active_parameters"] = s.activeParameters;
   j["param_bytes"] = s.paramBytes;
   j["num_blocks"] = s.numBlocks;
   j["max_seq_len"] = s.maxSeqLen;

@@ -27,6 +27,9 @@ struct ModelSummary {
   int64_t numBlocks = 0, maxSeqLen = 0;
   std::string inputsKind = "tokens"; // nn.graph's inputs_kind
   int64_t parameters = 0, paramBytes = 0, paramTensors = 0;
+  /// The parameters a token's forward uses: all but the experts it is not
+  /// routed to (k of each sparse layer's E); `parameters` without experts.
+  int64_t activeParameters = 0;
   std::vector<ModuleRow> modules; // in declaration order
   // Each distinct frequency scaling of the model's nn.rope ops: `scaling`
   // (the kind) and its parameters, by their attribute names.

@@ -61,13 +61,15 @@ def WrapUnits : Pass<"fsdp-wrap-units", "mlir::ModuleOp"> {
   let summary = "groups parameters into wrap units with flat, padded layouts";
   let description = [{
     `block`: one unit per transformer block and a root unit for everything
-    else (embeddings, final norm, head), as FSDP wraps; `size:N`: contiguous
+    else (embeddings, final norm, head), as FSDP wraps; `experts`: as
+    `block`, and each block's experts (the parameters under
+    `<block>.<module>.experts.`) a unit of their own after it; `size:N`: contiguous
     units of at least N parameters in declaration order; `none`: one unit.
     Each unit's flat size is padded to a multiple of `shard-size`.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"block\"",
-           "block, size:N or none">,
+           "block, experts, size:N or none">,
     Option<"shardSize", "shard-size", "int64_t", /*default=*/"1",
            "ranks a unit is sharded over (the shard group's size)">,
   ];

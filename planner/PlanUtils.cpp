@@ -68,9 +68,13 @@ std::string fsdp::unitNameOf(Operation *op, const llvm::StringMap<plan::UnitOp> 
 }
 
 Operation *fsdp::backwardStart(plan::StepOp step) {
+  // After the loss: the cross-entropy, and the load-balancing loss added
+  // to it right after.
   for (Operation &op : step.getBody().front())
-    if (isa<nn::CrossEntropyOp>(op))
-      return op.getNextNode();
+    if (isa<nn::CrossEntropyOp>(op)) {
+      Operation *next = op.getNextNode();
+      return next && isa<nn::MoeAuxLossOp>(next) ? next->getNextNode() : next;
+    }
   return nullptr;
 }
 

@@ -88,7 +88,7 @@ largestThatFits(llvm::function_ref<std::optional<int64_t>(int64_t)> peakFor, int
 
 std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                                 const Cluster &cluster, int64_t numBlocks,
-                                                int64_t blockParams) {
+                                                int64_t blockParams, bool experts) {
   const int64_t world = base.worldSize, perNode = cluster.ranksPerNode;
   // hybrid-shard's groups: the one given, else a node's ranks where the world
   // spans whole nodes; asked for by name, the power-of-two groups otherwise.
@@ -127,6 +127,8 @@ std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const S
   }
 
   std::vector<std::string> wraps = {"block", "none"};
+  if (experts)
+    wraps.push_back("experts");
   for (int64_t k : {2, 4})
     if (numBlocks >= 2 * k && blockParams > 0)
       wraps.push_back("size:" + std::to_string(k * blockParams));
@@ -279,8 +281,10 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
         return;
     out.push_back(*c);
   };
+  bool experts = false;
+  model.walk([&](nn::MoeLinearOp) { experts = true; });
   std::vector<SearchSetting> settings =
-      searchSettings(base, fixed, cluster, numBlocks, blockParams);
+      searchSettings(base, fixed, cluster, numBlocks, blockParams, experts);
   if (progress)
     progress->settings = settings.size();
   for (const SearchSetting &s : settings) {

@@ -41,10 +41,11 @@ struct SearchSetting {
 /// every strategy (hybrid-shard with a node's ranks as the group, where the
 /// world spans whole nodes), unit boundaries (a block, several blocks,
 /// everything), forward prefetch 0 to 2 and backward prefetch pre, post and
-/// none; each setting in `fixed` only as `base` has it.
+/// none; each setting in `fixed` only as `base` has it. With `experts` (a
+/// model with sparse MLPs) also each block's experts a unit of their own.
 std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                           const Cluster &cluster, int64_t numBlocks,
-                                          int64_t blockParams);
+                                          int64_t blockParams, bool experts = false);
 
 /// One plan the --wrap auto search tried.
 struct Candidate {

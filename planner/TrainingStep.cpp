@@ -55,9 +55,11 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
       }
       forward.push_back(b.clone(op, map));
     }
-    auto lossOp = loss.getDefiningOp<nn::CrossEntropyOp>();
-    if (!lossOp)
-      return graph.emitOpError() << "must return the result of nn.cross_entropy";
+    auto ce = nn::lossCrossEntropy(loss);
+    if (!ce)
+      return graph.emitOpError()
+             << "must return the result of nn.cross_entropy (or of nn.moe_aux_loss over it)";
+    Operation *lossOp = loss.getDefiningOp();
 
     // Backward: last op first. A parameter's gradient is complete once every
     // op that uses it has been differentiated.
@@ -81,7 +83,8 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
       if (!iface)
         return op->emitOpError() << "has no gradient rule";
       SmallVector<Value> resultGrads;
-      bool reaches = op == lossOp.getOperation();
+      // The loss's ops are seeded by the runtime's loss scale.
+      bool reaches = op == lossOp || op == ce.getOperation();
       for (Value r : op->getResults()) {
         resultGrads.push_back(grads.lookup(r));
         reaches |= (bool)resultGrads.back();

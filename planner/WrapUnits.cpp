@@ -47,8 +47,8 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
 
     std::vector<Group> groups;
     StringRef pol = policy;
-    if (pol == "block") {
-      groups = byBlock(step, params);
+    if (pol == "block" || pol == "experts") {
+      groups = byBlock(step, params, pol == "experts");
     } else if (pol == "none") {
       groups.push_back({"all", "", params, 0});
     } else if (pol.consume_front("size:")) {
@@ -60,7 +60,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       groups = bySize(step, params, minSize);
     } else {
       module.emitError() << "unknown wrap policy '" << policy
-                         << "'; expected block, size:N or none";
+                         << "'; expected block, experts, size:N or none";
       return signalPassFailure();
     }
 
@@ -88,8 +88,11 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
     }
   }
 
-  // FSDP's transformer wrapping: a unit per block, the rest in the root.
-  std::vector<Group> byBlock(plan::StepOp step, ArrayRef<nn::ParamOp> params) {
+  // FSDP's transformer wrapping: a unit per block, the rest in the root;
+  // with `experts`, a block's experts (`<block>.<module>.experts.*`) in a
+  // unit of their own after the block's.
+  std::vector<Group> byBlock(plan::StepOp step, ArrayRef<nn::ParamOp> params,
+                             bool experts = false) {
     StringRef prefix = step.getBlockPrefix().value_or("");
     int64_t numBlocks = step.getNumBlocks().value_or(0);
     std::vector<Group> groups(numBlocks + 1);
@@ -99,6 +102,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       groups[i + 1].name = "block" + std::to_string(i);
       groups[i + 1].module = (prefix + "." + std::to_string(i)).str();
     }
+    std::vector<Group> expertGroups(numBlocks);
     for (nn::ParamOp p : params) {
       StringRef name = p.getName();
       int64_t block = -1;
@@ -108,9 +112,24 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
         if (idx.getAsInteger(10, block) || block < 0 || block >= numBlocks)
           block = -1;
       }
+      size_t at = name.find(".experts.");
+      if (experts && block >= 0 && at != StringRef::npos) {
+        Group &g = expertGroups[block];
+        g.name = "block" + std::to_string(block) + "_experts";
+        g.module = name.take_front(at + 8).str(); // "<block>.<module>.experts"
+        g.params.push_back(p);
+        continue;
+      }
       groups[block + 1].params.push_back(p);
     }
-    return groups;
+    if (!experts)
+      return groups;
+    std::vector<Group> out = {groups[0]};
+    for (int64_t i = 0; i < numBlocks; ++i) {
+      out.push_back(groups[i + 1]);
+      out.push_back(expertGroups[i]); // empty for a dense block: no unit
+    }
+    return out;
   }
 
   // Contiguous groups of at least `minSize` elements; a short tail joins

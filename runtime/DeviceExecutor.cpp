@@ -448,6 +448,17 @@ struct CudaKernels : ArenaMemory<DeviceRank> {
   template <typename... A> void name(A... a) {                                                     \
     dropLast([&](auto... x) { ck::name(rank.cublas, x..., stream); }, a...);                       \
   }
+  FSDP_CUDA_KERNEL(moeRouteForward)
+  FSDP_CUDA_KERNEL_NO_SCRATCH(moeRouteBackward)
+  FSDP_CUDA_KERNEL(moePermuteForward)
+  FSDP_CUDA_KERNEL(moePermuteBackward)
+  FSDP_CUDA_KERNEL(moeLinearForward)
+  FSDP_CUDA_KERNEL(moeLinearBackwardInput)
+  FSDP_CUDA_KERNEL(moeLinearBackwardWeight)
+  FSDP_CUDA_KERNEL(moeCombineForward)
+  FSDP_CUDA_KERNEL(moeCombineBackward)
+  FSDP_CUDA_KERNEL(moeAuxLossForward)
+  FSDP_CUDA_KERNEL(moeAuxLossBackward)
   FSDP_CUDA_KERNEL(positionIds)
   FSDP_CUDA_KERNEL(tokenTypeIds)
   FSDP_CUDA_KERNEL(embeddingForward)

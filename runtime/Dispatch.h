@@ -72,6 +72,78 @@ template <typename F, typename... A> void dropLast(F f, A... a) {
   detail::applyPrefix(f, std::make_tuple(a...), std::make_index_sequence<sizeof...(A) - 1>());
 }
 
+/// The mixture-of-experts ops' kernels (kernels/cpu.h, "Mixture of experts"):
+/// the expert weights and the layers' logits go as arrays of pointers.
+template <typename T, typename K>
+bool dispatchMoe(const program::Instruction &i, K &k, float lossScale) {
+  using program::Op;
+  const program::Call &c = i.call;
+  auto f = [&](int64_t id) { return k.template tensor<T>(id); };
+  auto ids = [&](int64_t id) { return k.template tensor<int64_t>(id); };
+  auto list = [&](auto begin, auto end) {
+    std::vector<T *> v;
+    for (auto it = begin; it != end; ++it)
+      v.push_back(f(*it));
+    return v;
+  };
+  switch (i.op) {
+  case Op::MoeRoute:
+    k.moeRouteForward(f(i.in[0]), f(i.out[0]), ids(i.out[1]), ids(i.out[2]), c.n, c.E, c.k,
+                      i.normTopkProb, k.scratch(i));
+    return true;
+  case Op::MoeRouteGrad:
+    k.moeRouteBackward(f(i.in[0]), f(i.in[1]), ids(i.in[2]), f(i.out[0]), c.n, c.E, c.k,
+                       i.normTopkProb, k.scratch(i));
+    return true;
+  case Op::MoePermute:
+    k.moePermuteForward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.k, c.D);
+    return true;
+  case Op::MoePermuteGrad:
+    k.moePermuteBackward(f(i.in[0]), ids(i.in[1]), f(i.out[0]), c.n, c.k, c.D);
+    return true;
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput: {
+    std::vector<T *> w = list(i.in.begin() + 2, i.in.end());
+    if (i.op == Op::MoeLinear)
+      k.moeLinearForward(f(i.in[0]), ids(i.in[1]), w.data(), f(i.out[0]), c.n, c.k, c.E, c.in,
+                         c.out, k.scratch(i));
+    else
+      k.moeLinearBackwardInput(f(i.in[0]), ids(i.in[1]), w.data(), f(i.out[0]), c.n, c.k, c.E, c.in,
+                               c.out, k.scratch(i));
+    return true;
+  }
+  case Op::MoeLinearGradWeight: {
+    std::vector<T *> dw = list(i.out.begin(), i.out.end());
+    k.moeLinearBackwardWeight(f(i.in[0]), f(i.in[1]), ids(i.in[2]), dw.data(), c.n, c.k, c.E, c.in,
+                              c.out, k.scratch(i));
+    return true;
+  }
+  case Op::MoeCombine:
+    k.moeCombineForward(f(i.in[0]), f(i.in[1]), ids(i.in[2]), f(i.out[0]), c.n, c.k, c.D);
+    return true;
+  case Op::MoeCombineGrad:
+    k.moeCombineBackward(f(i.in[0]), f(i.in[1]), f(i.in[2]), ids(i.in[3]), f(i.out[0]), f(i.out[1]),
+                         c.n, c.k, c.D);
+    return true;
+  case Op::MoeAuxLoss: {
+    std::vector<T *> logits = list(i.in.begin() + 1, i.in.end());
+    k.moeAuxLossForward(k.template tensor<float>(i.in[0]), logits.data(),
+                        k.template tensor<float>(i.out[0]), c.parts, c.n, c.E, c.k, i.coef,
+                        k.scratch(i));
+    return true;
+  }
+  case Op::MoeAuxLossGrad: {
+    std::vector<T *> logits = list(i.in.begin(), i.in.end());
+    std::vector<T *> grads = list(i.out.begin(), i.out.end());
+    k.moeAuxLossBackward(logits.data(), grads.data(), c.parts, c.n, c.E, c.k, i.coef, lossScale,
+                         k.scratch(i));
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
 /// The kernel that compute instruction `i` runs on storage type T (float or
 /// kernels::bf16: the dtype of its float tensors), through the kernel set `k`.
 template <typename T, typename K>
@@ -213,6 +285,18 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     return true;
   case Op::Free: // the plan reuses the memory; nothing runs
     return true;
+  case Op::MoeRoute:
+  case Op::MoeRouteGrad:
+  case Op::MoePermute:
+  case Op::MoePermuteGrad:
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight:
+  case Op::MoeCombine:
+  case Op::MoeCombineGrad:
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad:
+    return dispatchMoe<T>(i, k, lossScale);
   default:
     return false;
   }

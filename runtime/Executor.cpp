@@ -219,6 +219,17 @@ void CpuRank::runPhase(const PhaseRun &run) {
   }
 
 struct CpuKernels : ArenaMemory<CpuRank> {
+  FSDP_CPU_KERNEL(moeRouteForward)
+  FSDP_CPU_KERNEL(moeRouteBackward)
+  FSDP_CPU_KERNEL(moePermuteForward)
+  FSDP_CPU_KERNEL(moePermuteBackward)
+  FSDP_CPU_KERNEL(moeLinearForward)
+  FSDP_CPU_KERNEL(moeLinearBackwardInput)
+  FSDP_CPU_KERNEL(moeLinearBackwardWeight)
+  FSDP_CPU_KERNEL(moeCombineForward)
+  FSDP_CPU_KERNEL(moeCombineBackward)
+  FSDP_CPU_KERNEL(moeAuxLossForward)
+  FSDP_CPU_KERNEL(moeAuxLossBackward)
   FSDP_CPU_KERNEL(positionIds)
   FSDP_CPU_KERNEL(tokenTypeIds)
   FSDP_CPU_KERNEL(embeddingForward)

@@ -9,6 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/OpChecks.h"
 #include "runtime/Scratch.h"
+#include "runtime/kernels/cpu.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include <cstdint>
 
@@ -44,6 +48,123 @@ i128 fsdp::program::detail::elements(const std::vector<int64_t> &shape) {
 i128 fsdp::program::detail::elementBytes(DType d) {
   return d == DType::I64 ? 8 : d == DType::BF16 ? 2 : 4;
 }
+
+namespace {
+/// The shapes the MoE kernels index by (nn's verifiers say the same of the
+/// IR): routing tensors [B, S, k] (experts and slots i64, weights float),
+/// token rows [B, S, D], packed rows [B, S, k, W], router logits [B, S, E],
+/// expert weights [out, in]; k at most fsdp::kernels::kMaxTopK.
+template <class Fail> void checkMoe(const Program &p, const Instruction &inst, Fail fail) {
+  auto t = [&](int64_t id) -> const Tensor & { return p.tensors[id]; };
+  auto shape = [&](int64_t id) -> const std::vector<int64_t> & { return t(id).shape; };
+  auto routing = [&](int64_t id, bool index, const char *what) {
+    const auto &s = shape(id);
+    if (s.size() != 3 || s[2] < 1 || s[2] > fsdp::kernels::kMaxTopK ||
+        (t(id).dtype == DType::I64) != index)
+      fail(std::string(what) + " (tensor " + std::to_string(id) + ") must be " +
+           (index ? "i64" : "float") +
+           " [B, S, k] with 1 <= k <= " + std::to_string(fsdp::kernels::kMaxTopK));
+  };
+  auto like = [&](int64_t a, int64_t b, const char *what) { // b is routing like a
+    if (shape(b) != shape(a))
+      fail(std::string(what) + " must have the routing's shape [B, S, k]");
+  };
+  auto packedOf = [&](int64_t packed, int64_t r, int64_t width) {
+    const auto &s = shape(packed), &k = shape(r);
+    if (s.size() != 4 || s[0] != k[0] || s[1] != k[1] || s[2] != k[2] || s[3] < 1 ||
+        (width >= 0 && s[3] != width) || t(packed).dtype == DType::I64)
+      fail("packed rows (tensor " + std::to_string(packed) +
+           ") must be float [B, S, k, W] of the "
+           "routing's [B, S, k]" +
+           (width >= 0 ? " and W = " + std::to_string(width) : ""));
+  };
+  auto tokensOf = [&](int64_t x, int64_t r, int64_t width) {
+    const auto &s = shape(x), &k = shape(r);
+    if (s.size() != 3 || s[0] != k[0] || s[1] != k[1] || s[2] != width)
+      fail("token rows (tensor " + std::to_string(x) + ") must be [B, S, " + std::to_string(width) +
+           "] of the routing's [B, S, k]");
+  };
+  auto logitsOf = [&](int64_t l, int64_t r) {
+    const auto &s = shape(l), &k = shape(r);
+    if (s.size() != 3 || s[0] != k[0] || s[1] != k[1] || s[2] < k[2] || s[2] < 2)
+      fail("router logits (tensor " + std::to_string(l) +
+           ") must be [B, S, E] with E >= 2 and "
+           "E >= k");
+  };
+  const auto &in = inst.in, &out = inst.out;
+  switch (inst.op) {
+  case Op::MoeRoute:
+    routing(out[1], true, "experts");
+    like(out[1], out[2], "slots");
+    routing(out[2], true, "slots");
+    routing(out[0], false, "weights");
+    like(out[1], out[0], "weights");
+    logitsOf(in[0], out[1]);
+    if (inst.topK != shape(out[1])[2])
+      fail("top_k " + std::to_string(inst.topK) + " must be the routing's k");
+    break;
+  case Op::MoeRouteGrad:
+    routing(in[2], true, "experts");
+    routing(in[0], false, "dweights");
+    like(in[2], in[0], "dweights");
+    logitsOf(in[1], in[2]);
+    if (shape(out[0]) != shape(in[1]))
+      fail("dlogits must have the logits' shape");
+    break;
+  case Op::MoePermute:
+  case Op::MoePermuteGrad: {
+    bool fwd = inst.op == Op::MoePermute;
+    routing(in[1], true, "slots");
+    int64_t x = fwd ? in[0] : out[0], packed = fwd ? out[0] : in[0];
+    packedOf(packed, in[1], -1);
+    tokensOf(x, in[1], shape(packed)[3]);
+    break;
+  }
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight: {
+    bool dw = inst.op == Op::MoeLinearGradWeight;
+    int64_t experts = dw ? in[2] : in[1];
+    routing(experts, true, "experts");
+    std::vector<int64_t> weights = dw ? out : std::vector<int64_t>(in.begin() + 2, in.end());
+    const auto &w0 = shape(weights[0]);
+    if (w0.size() != 2 || w0[0] < 1 || w0[1] < 1)
+      fail("expert weights must be [out, in]");
+    for (int64_t w : weights)
+      if (shape(w) != w0 || t(w).dtype == DType::I64)
+        fail("every expert's weight must be float " + std::string("[out, in] of one shape"));
+    int64_t inF = w0[1], outF = w0[0];
+    if (inst.op == Op::MoeLinear) {
+      packedOf(in[0], experts, inF);
+      packedOf(out[0], experts, outF);
+    } else if (inst.op == Op::MoeLinearGradInput) {
+      packedOf(in[0], experts, outF);
+      packedOf(out[0], experts, inF);
+    } else {
+      packedOf(in[0], experts, outF);
+      packedOf(in[1], experts, inF);
+    }
+    break;
+  }
+  case Op::MoeCombine:
+  case Op::MoeCombineGrad: {
+    bool fwd = inst.op == Op::MoeCombine;
+    int64_t packed = fwd ? in[0] : in[1], weights = fwd ? in[1] : in[2],
+            slots = fwd ? in[2] : in[3];
+    routing(slots, true, "slots");
+    routing(weights, false, "weights");
+    like(slots, weights, "weights");
+    packedOf(packed, slots, -1);
+    tokensOf(fwd ? out[0] : in[0], slots, shape(packed)[3]);
+    if (!fwd && (shape(out[0]) != shape(packed) || shape(out[1]) != shape(weights)))
+      fail("the gradients must have the shapes of the packed rows and the weights");
+    break;
+  }
+  default:
+    break;
+  }
+}
+} // namespace
 
 void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst) {
   auto fail = [](const std::string &what) -> void { throw CheckError{what}; };
@@ -138,7 +259,8 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     int64_t first = -1;
     for (const auto *ids : {&inst.in, &inst.out})
       for (int64_t id : *ids) {
-        if (!isFloat(id) || (inst.op == Op::CrossEntropy && ids == &inst.out))
+        if (!isFloat(id) || (inst.op == Op::CrossEntropy && ids == &inst.out) ||
+            (inst.op == Op::MoeAuxLoss && (ids == &inst.out || id == inst.in[0])))
           continue;
         if (first < 0)
           first = id;
@@ -330,6 +452,41 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
         n(inst.in[0]) != n(inst.in[1]) * last(inst.in[0]))
       fail("logits and targets do not match");
     break;
+  case Op::MoeRoute:
+  case Op::MoeRouteGrad:
+  case Op::MoePermute:
+  case Op::MoePermuteGrad:
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight:
+  case Op::MoeCombine:
+  case Op::MoeCombineGrad:
+    checkMoe(p, inst, fail);
+    break;
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad: {
+    size_t first = inst.op == Op::MoeAuxLoss ? 1 : 0;
+    if (inst.op == Op::MoeAuxLoss) {
+      f32(inst.out[0]);
+      f32(inst.in[0]);
+      if (n(inst.in[0]) != 1 || n(inst.out[0]) != 1)
+        fail("moe_aux_loss reads the loss and writes the loss: one f32 each");
+    } else if (inst.out.size() != inst.in.size()) {
+      fail("moe_aux_loss_grad writes one gradient per layer's logits");
+    }
+    for (size_t k = first; k < inst.in.size(); ++k) {
+      if (!isFloat(inst.in[k]) || t(inst.in[k]).shape.size() != 3 ||
+          t(inst.in[k]).shape != t(inst.in[first]).shape)
+        fail("the layers' router logits must be float [B, S, E] of one shape");
+      if (inst.op == Op::MoeAuxLossGrad)
+        sameShape(inst.in[k], inst.out[k]);
+    }
+    if (inst.topK < 1 || inst.topK > std::min(last(inst.in[first]), fsdp::kernels::kMaxTopK) ||
+        !std::isfinite(inst.coef) || inst.coef < 0)
+      fail("top_k must be in [1, min(E, " + std::to_string(fsdp::kernels::kMaxTopK) +
+           ")] and coef finite and >= 0");
+    break;
+  }
   case Op::Record:
   case Op::Wait:
     event();
@@ -475,6 +632,66 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(fwd ? in[1] : out[1], c.D);
     touches(fwd ? in[2] : out[2], (i128)c.S * c.D);
     touches(fwd ? out[0] : in[0], (i128)c.B * c.S * c.D);
+    break;
+  }
+  case Op::MoeRoute: // logits [n, E] -> weights, experts, slots [n, k]
+    touches(in[0], (i128)c.n * c.E);
+    touches(out[0], (i128)c.n * c.k);
+    touches(out[1], (i128)c.n * c.k, 8);
+    touches(out[2], (i128)c.n * c.k, 8);
+    break;
+  case Op::MoeRouteGrad: // dweights [n, k], logits [n, E], experts -> dlogits
+    touches(in[0], (i128)c.n * c.k);
+    touches(in[1], (i128)c.n * c.E);
+    touches(in[2], (i128)c.n * c.k, 8);
+    touches(out[0], (i128)c.n * c.E);
+    break;
+  case Op::MoePermute:
+  case Op::MoePermuteGrad: {
+    bool fwd = inst.op == Op::MoePermute;
+    touches(fwd ? in[0] : out[0], nD);
+    touches(in[1], (i128)c.n * c.k, 8);
+    touches(fwd ? out[0] : in[0], nD * c.k);
+    break;
+  }
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight: {
+    bool fwd = inst.op == Op::MoeLinear, dw = inst.op == Op::MoeLinearGradWeight;
+    i128 rows = (i128)c.n * c.k;
+    touches(in[0], rows * (fwd ? c.in : c.out));
+    touches(in[dw ? 2 : 1], rows, 8);
+    if (dw)
+      touches(in[1], rows * c.in);
+    else
+      touches(out[0], rows * (fwd ? c.out : c.in));
+    for (int64_t id :
+         dw ? std::vector<int64_t>(out) : std::vector<int64_t>(in.begin() + 2, in.end()))
+      touches(id, (i128)c.in * c.out);
+    break;
+  }
+  case Op::MoeCombine:
+  case Op::MoeCombineGrad: {
+    bool fwd = inst.op == Op::MoeCombine;
+    int64_t packed = fwd ? in[0] : in[1], weights = fwd ? in[1] : in[2],
+            slots = fwd ? in[2] : in[3];
+    touches(packed, nD * c.k);
+    touches(weights, (i128)c.n * c.k);
+    touches(slots, (i128)c.n * c.k, 8);
+    touches(fwd ? out[0] : in[0], nD);
+    if (!fwd) {
+      touches(out[0], nD * c.k);
+      touches(out[1], (i128)c.n * c.k);
+    }
+    break;
+  }
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad: {
+    size_t first = inst.op == Op::MoeAuxLoss ? 1 : 0;
+    for (size_t k = first; k < in.size(); ++k)
+      touches(in[k], (i128)c.n * c.E);
+    for (int64_t id : out)
+      touches(id, inst.op == Op::MoeAuxLoss ? 1 : (i128)c.n * c.E);
     break;
   }
   case Op::FirstToken:

@@ -150,17 +150,56 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::Cast:
     c.n = numel(0, In), c.castFrom = p.tensors[i.in[0]].dtype;
     break;
+  case Op::MoeRoute: // logits [B, S, E] -> weights, experts, slots [B, S, k]
+    c.E = last(0, In), c.k = last(0, Out), c.n = rows(numel(0, In), c.E);
+    break;
+  case Op::MoeRouteGrad: // dweights [B, S, k], logits [B, S, E], experts
+    c.E = last(1, In), c.k = last(0, In), c.n = rows(numel(1, In), c.E);
+    break;
+  case Op::MoePermute: // x [B, S, D], slots [B, S, k] -> [B, S, k, D]
+    c.D = last(0, In), c.k = last(1, In), c.n = rows(numel(0, In), c.D);
+    break;
+  case Op::MoePermuteGrad: // dpacked [B, S, k, D], slots [B, S, k] -> [B, S, D]
+    c.D = last(0, In), c.k = last(1, In), c.n = rows(numel(1, In), c.k);
+    break;
+  case Op::MoeLinear: // x [B, S, k, in], experts [B, S, k], E weights [out, in]
+  case Op::MoeLinearGradInput:
+    c.E = int64_t(i.in.size()) - 2, c.k = last(1, In), c.n = rows(numel(1, In), c.k);
+    if (shape(2, In).size() == 2)
+      c.out = shape(2, In)[0], c.in = shape(2, In)[1];
+    break;
+  case Op::MoeLinearGradWeight: // dy, x, experts -> E weight gradients
+    c.E = int64_t(i.out.size()), c.k = last(2, In), c.n = rows(numel(2, In), c.k);
+    if (shape(0, Out).size() == 2)
+      c.out = shape(0, Out)[0], c.in = shape(0, Out)[1];
+    break;
+  case Op::MoeCombine: // packed [B, S, k, D], weights, slots [B, S, k] -> [B, S, D]
+    c.D = last(0, In), c.k = last(2, In), c.n = rows(numel(2, In), c.k);
+    break;
+  case Op::MoeCombineGrad: // dy [B, S, D], packed, weights, slots
+    c.D = last(0, In), c.k = last(3, In), c.n = rows(numel(3, In), c.k);
+    break;
+  case Op::MoeAuxLoss: // loss, then each sparse layer's logits [B, S, E]
+  case Op::MoeAuxLossGrad: {
+    size_t first = i.op == Op::MoeAuxLoss ? 1 : 0;
+    c.parts = int64_t(i.in.size() - first), c.k = i.topK;
+    if (i.in.size() > first)
+      c.E = last(first, In), c.n = rows(numel(first, In), c.E);
+    break;
+  }
   default:
     break;
   }
   // The kernel's storage type: that of its float tensors, which the loader
   // has checked are of one dtype; a cast's is its output's, and the loss is
   // f32 whatever its logits are.
+  // moe_aux_loss's loss in and out are f32 too: its type is its logits'.
   for (const auto *ids : {&i.out, &i.in}) {
-    if (i.op == Op::CrossEntropy && ids == &i.out)
+    if ((i.op == Op::CrossEntropy || i.op == Op::MoeAuxLoss) && ids == &i.out)
       continue;
     for (int64_t id : *ids)
-      if (p.tensors[id].dtype != DType::I64) {
+      if (p.tensors[id].dtype != DType::I64 &&
+          !(i.op == Op::MoeAuxLoss && ids == &i.in && id == i.in[0])) {
         c.dtype = p.tensors[id].dtype;
         return c;
       }
@@ -270,6 +309,18 @@ ojson instructionJson(const Instruction &i) {
       writeRopeScaling(j, *i.ropeScaling);
     j["num_heads"] = i.numHeads;
     j["theta"] = i.theta;
+    break;
+  case Op::MoeRoute:
+  case Op::MoeRouteGrad:
+    if (i.normTopkProb)
+      j["norm_topk_prob"] = true;
+    if (i.op == Op::MoeRoute)
+      j["top_k"] = i.topK;
+    break;
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad:
+    j["coef"] = i.coef;
+    j["top_k"] = i.topK;
     break;
   case Op::CausalAttention:
   case Op::CausalAttentionGrad:
@@ -447,9 +498,10 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
          a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
-         a.approximate == b.approximate && a.ropeScaling == b.ropeScaling &&
-         a.scratch == b.scratch && a.scratchBytes == b.scratchBytes && a.module == b.module &&
-         a.phase == b.phase && a.index == b.index;
+         a.approximate == b.approximate && a.ropeScaling == b.ropeScaling && a.topK == b.topK &&
+         a.normTopkProb == b.normTopkProb && a.coef == b.coef && a.scratch == b.scratch &&
+         a.scratchBytes == b.scratchBytes && a.module == b.module && a.phase == b.phase &&
+         a.index == b.index;
 }
 bool fsdp::program::operator==(const Phase &a, const Phase &b) {
   return a.compute == b.compute && a.comm == b.comm;

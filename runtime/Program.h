@@ -111,6 +111,7 @@ struct Call {
   bool bias = false;                                   // linear: a third input
   DType dtype = DType::F32;                            // of its float tensors (cast: of the output)
   DType castFrom = DType::F32;                         // cast: the input's
+  int64_t E = 0, k = 0; // mixture of experts: experts, choices per token (n: tokens)
 };
 struct Instruction {
   Op op;
@@ -128,6 +129,9 @@ struct Instruction {
   GeluApproximate approximate = GeluApproximate::Tanh; // gelu, gelu_grad
   bool inverse = false;
   std::optional<support::RopeScaling> ropeScaling; // rope: its frequency scaling, if any
+  int64_t topK = 0;          // moe_route, moe_aux_loss(_grad): choices per token
+  bool normTopkProb = false; // moe_route(_grad): the k weights divided by their sum
+  double coef = 0;           // moe_aux_loss(_grad): the load-balancing loss's weight
   int64_t scratch = -1, scratchBytes = 0;
   std::string module;
   std::string phase; // forward or backward, for traces

@@ -578,6 +578,12 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("inverse"))
     inst.inverse = get<bool>(j, "inverse", where);
+  if (j.contains("top_k"))
+    inst.topK = get<int64_t>(j, "top_k", where);
+  if (j.contains("norm_topk_prob"))
+    inst.normTopkProb = get<bool>(j, "norm_topk_prob", where);
+  if (j.contains("coef"))
+    inst.coef = get<double>(j, "coef", where);
   loadRopeScaling(j, where, inst);
   if (j.contains("scratch")) {
     inst.scratch = get<int64_t>(j, "scratch", where);

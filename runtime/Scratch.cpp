@@ -26,6 +26,15 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
       return 8 * c.n;
     case Op::EmbeddingGrad: // bf16: an f32 accumulator of the table
       return bf16 ? 4 * ck::embeddingBackwardBf16ScratchFloats(c.V, c.D) : 0;
+    case Op::MoeRoute: // the row starts and each chunk's counts
+      return 4 * ck::moeRouteScratchFloats(c.n, c.k, c.E);
+    case Op::MoeLinear: // the row starts and tile starts
+    case Op::MoeLinearGradInput:
+    case Op::MoeLinearGradWeight:
+      return 4 * ck::moeLinearScratchFloats(c.E);
+    case Op::MoeAuxLoss: // the blocks' sums of p, the counts
+    case Op::MoeAuxLossGrad:
+      return 4 * ck::moeAuxLossScratchFloats(c.parts, c.n, c.E, c.k);
     default:
       return 0;
     }
@@ -50,6 +59,17 @@ int64_t fsdp::program::kernelScratchBytes(Target target, Op op, DType dtype, con
   case Op::LayerNormGrad:
   case Op::RMSNormGrad:
     return bf16 ? 4 * kernels::normBackwardBf16ScratchFloats(c.n, c.D) : 0;
+  case Op::MoeRoute:
+  case Op::MoeRouteGrad:
+    return 4 * kernels::moeRouteScratchFloats(c.E);
+  case Op::MoeLinear:
+  case Op::MoeLinearGradInput:
+  case Op::MoeLinearGradWeight:
+    return 4 * (kernels::moeOffsetsFloats(c.E) +
+                (bf16 ? kernels::linearBf16ScratchFloats(c.n * c.k, c.in, c.out) : 0));
+  case Op::MoeAuxLoss:
+  case Op::MoeAuxLossGrad:
+    return 4 * kernels::moeAuxLossScratchFloats(c.E, c.k);
   default:
     return 0;
   }

@@ -63,7 +63,8 @@ static cl::opt<int64_t> shardSize("shard-size",
                                   cl::init(0), cl::cat(category));
 static cl::opt<std::string>
     wrap("wrap",
-         cl::desc("block | size:N | none | auto (the fastest plan that fits, searching the "
+         cl::desc("block | experts | size:N | none | auto (experts: as block, with each block's "
+                  "experts a unit of their own; auto: the fastest plan that fits, searching the "
                   "settings not given: strategy, shard size, prefetch, checkpointing); "
                   "default block"),
          cl::init("block"), cl::cat(category));
@@ -243,8 +244,8 @@ static std::string checkWordFlags() {
       return "--wrap size:N expects N a positive integer (the fewest parameters a unit holds), not "
              "'" +
              wrap + "'";
-  } else if (!oneOf(wrap, {"block", "none", "auto"})) {
-    return notOneOf("wrap", {"block", "size:N", "none", "auto"}, wrap);
+  } else if (!oneOf(wrap, {"block", "experts", "none", "auto"})) {
+    return notOneOf("wrap", {"block", "experts", "size:N", "none", "auto"}, wrap);
   }
   if (!oneOf(backwardPrefetch, {"pre", "post", "none"}))
     return notOneOf("backward-prefetch", {"pre", "post", "none"}, backwardPrefetch);

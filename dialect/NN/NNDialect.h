@@ -53,6 +53,14 @@ constexpr int64_t kMaxSeqLen = int64_t(1) << 30;
 std::string readInputs(mlir::StringAttr kind, mlir::DictionaryAttr image,
                        support::InputKind *inputKind, support::ImageSpec *spec);
 
+/// The cross-entropy of a graph's loss: the loss itself, or the loss
+/// operand of the nn.moe_aux_loss that adds the load-balancing loss to it;
+/// null for any other value.
+CrossEntropyOp lossCrossEntropy(mlir::Value loss);
+
+/// Whether `op` makes the loss: nn.cross_entropy, or nn.moe_aux_loss.
+bool isLossOp(mlir::Operation *op);
+
 } // namespace fsdp::nn
 
 #endif

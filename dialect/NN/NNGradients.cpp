@@ -158,3 +158,58 @@ LogicalResult CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value>,
   operandGrads.append({d, Value()});
   return success();
 }
+
+LogicalResult MoeRouteOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  // Only the weights carry a gradient; the choices are integers.
+  Value dlogits =
+      resultGrads[0]
+          ? b.create<MoeRouteGradOp>(getLoc(), getLogits().getType(), resultGrads[0], getLogits(),
+                                     getExperts(), getNormTopkProbAttr(), moduleOf(*this))
+          : Value();
+  operandGrads.push_back(dlogits);
+  return success();
+}
+
+LogicalResult MoePermuteOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.append({b.create<MoePermuteGradOp>(getLoc(), getInput().getType(), resultGrads[0],
+                                                  getSlots(), moduleOf(*this)),
+                       Value()});
+  return success();
+}
+
+LogicalResult MoeLinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                          SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  auto mod = moduleOf(*this);
+  operandGrads.push_back(b.create<MoeLinearGradInputOp>(getLoc(), getInput().getType(), dy,
+                                                        getExperts(), getWeights(), mod));
+  operandGrads.push_back(Value());
+  auto dw = b.create<MoeLinearGradWeightOp>(getLoc(), getWeights().getTypes(), dy, getInput(),
+                                            getExperts(), mod);
+  for (Value g : dw.getResults())
+    operandGrads.push_back(g);
+  return success();
+}
+
+LogicalResult MoeCombineOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  auto g = b.create<MoeCombineGradOp>(
+      getLoc(), TypeRange{getInput().getType(), getWeights().getType()}, resultGrads[0], getInput(),
+      getWeights(), getSlots(), moduleOf(*this));
+  operandGrads.append({g.getInputGrad(), g.getWeightsGrad(), Value()});
+  return success();
+}
+
+LogicalResult MoeAuxLossOp::buildGradients(OpBuilder &b, ArrayRef<Value>,
+                                           SmallVectorImpl<Value> &operandGrads) {
+  // The loss operand's gradient is seeded by the runtime (cross_entropy_grad's
+  // loss_scale), as the auxiliary loss's own is (moe_aux_loss_grad's).
+  operandGrads.push_back(Value());
+  auto g = b.create<MoeAuxLossGradOp>(getLoc(), getLogits().getTypes(), getLogits(), getTopKAttr(),
+                                      getCoefAttr(), moduleOf(*this));
+  for (Value d : g.getResults())
+    operandGrads.push_back(d);
+  return success();
+}

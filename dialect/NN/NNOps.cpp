@@ -1009,3 +1009,272 @@ LogicalResult FirstTokenGradOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialect/NN/NNOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// [B, S, k] routing tensors (weights, experts, slots) of a [B, S, ...] token
+/// tensor: rank 3, the token tensor's batch and sequence, a static k >= 1.
+LogicalResult expectRouting(Operation *op, Value v, StringRef what, ArrayRef<int64_t> tokens,
+                            int64_t k = ShapedType::kDynamic) {
+  if (failed(expectRank(op, v, what, 3)))
+    return failure();
+  auto s = shapeOf(v);
+  if (!dimMatches(s[0], tokens[0]) || !dimMatches(s[1], tokens[1]))
+    return op->emitOpError() << what << " " << shapeStr(s) << " must match the batch and sequence "
+                             << shapeStr(tokens.take_front(2));
+  if (ShapedType::isDynamic(s[2]) || s[2] < 1)
+    return op->emitOpError() << what << " " << shapeStr(s)
+                             << " must have a static number of choices k >= 1";
+  if (!ShapedType::isDynamic(k) && s[2] != k)
+    return op->emitOpError() << what << " " << shapeStr(s) << " must have k = " << k << " choices";
+  return success();
+}
+
+/// A packed buffer [B, S, k, W] of the routing tensor `routing` [B, S, k].
+LogicalResult expectPacked(Operation *op, Value v, StringRef what, Value routing) {
+  if (failed(expectRank(op, v, what, 4)))
+    return failure();
+  auto s = shapeOf(v), r = shapeOf(routing);
+  if (!shapeMatches(s.take_front(3), r) || ShapedType::isDynamic(s[3]))
+    return op->emitOpError() << what << " " << shapeStr(s)
+                             << " must be [B, S, k, W] with [B, S, k] = " << shapeStr(r)
+                             << " and a static W";
+  return success();
+}
+
+/// moe_linear's E expert weights: each [out, in], all one shape and dtype.
+FailureOr<std::pair<int64_t, int64_t>> expectExpertWeights(Operation *op, ValueRange weights,
+                                                           Value like) {
+  if (weights.size() < 2)
+    return op->emitOpError() << "needs the weights of at least 2 experts, but has "
+                             << weights.size();
+  auto first = shapeOf(weights[0]);
+  for (auto [e, w] : llvm::enumerate(weights)) {
+    auto s = shapeOf(w);
+    if (s.size() != 2 || ShapedType::isDynamic(s[0]) || ShapedType::isDynamic(s[1]))
+      return op->emitOpError() << "expert " << e
+                               << "'s weight must be a static [out, in], but it is " << shapeStr(s);
+    if (s != first)
+      return op->emitOpError() << "expert " << e << "'s weight " << shapeStr(s)
+                               << " differs from expert 0's " << shapeStr(first);
+    if (failed(expectSameElementType(op, like, w, "an expert's weight")))
+      return failure();
+  }
+  return std::make_pair(first[0], first[1]);
+}
+
+LogicalResult expectIndex(Operation *op, Value v, StringRef what) {
+  if (!elemOf(v).isSignlessInteger(64))
+    return op->emitOpError() << what << " must hold i64 indices, but holds " << elemOf(v);
+  return success();
+}
+
+/// Router logits [B, S, E], E >= 2 static, and k <= E.
+FailureOr<int64_t> expectRouterLogits(Operation *op, Value logits, int64_t k) {
+  if (failed(expectRank(op, logits, "logits", 3)))
+    return failure();
+  int64_t E = shapeOf(logits)[2];
+  if (ShapedType::isDynamic(E) || E < 2)
+    return op->emitOpError() << "logits " << shapeStr(shapeOf(logits))
+                             << " must have a static number of experts E >= 2";
+  if (k < 1 || k > E)
+    return op->emitOpError() << "top_k = " << k << " must be in [1, E = " << E << "]";
+  return E;
+}
+} // namespace
+
+LogicalResult MoeRouteOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  int64_t k = getTopK();
+  auto E = expectRouterLogits(*this, getLogits(), k);
+  if (failed(E))
+    return failure();
+  auto l = shapeOf(getLogits());
+  if (failed(expectRouting(*this, getWeights(), "weights", l, k)) ||
+      failed(expectRouting(*this, getExperts(), "experts", l, k)) ||
+      failed(expectRouting(*this, getSlots(), "slots", l, k)) ||
+      failed(expectSameElementType(*this, getLogits(), getWeights(), "weights")) ||
+      failed(expectIndex(*this, getExperts(), "experts")) ||
+      failed(expectIndex(*this, getSlots(), "slots")))
+    return failure();
+  return success();
+}
+
+LogicalResult MoePermuteOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getInput(), "input", 3)))
+    return failure();
+  auto x = shapeOf(getInput());
+  if (failed(expectRouting(*this, getSlots(), "slots", x)) ||
+      failed(expectIndex(*this, getSlots(), "slots")) ||
+      failed(expectSameElementType(*this, getInput(), getResult(), "result")))
+    return failure();
+  auto k = shapeOf(getSlots())[2];
+  return expectResultShape(*this, {x[0], x[1], k, x[2]});
+}
+
+LogicalResult MoeLinearOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (failed(expectIndex(*this, getExperts(), "experts")) ||
+      failed(expectRank(*this, getExperts(), "experts", 3)) ||
+      failed(expectPacked(*this, getInput(), "input", getExperts())) ||
+      failed(expectSameElementType(*this, getInput(), getResult(), "result")))
+    return failure();
+  auto w = expectExpertWeights(*this, getWeights(), getInput());
+  if (failed(w))
+    return failure();
+  auto x = shapeOf(getInput());
+  if (x[3] != w->second)
+    return emitOpError() << "the input's rows have " << x[3]
+                         << " features, but the experts' weights "
+                         << shapeStr({w->first, w->second}) << " take " << w->second;
+  return expectResultShape(*this, {x[0], x[1], x[2], w->first});
+}
+
+namespace {
+/// moe_combine's operands (and its gradient's): packed rows [B, S, k, D],
+/// their weights [B, S, k] of the rows' dtype, i64 slots [B, S, k]; `y` (the
+/// result, or the gradient's dy) is [B, S, D] of that dtype.
+LogicalResult verifyCombine(Operation *op, Value input, Value weights, Value slots, Value y,
+                            StringRef yWhat) {
+  if (failed(verifyModuleAttr(op)) || failed(expectRank(op, slots, "slots", 3)) ||
+      failed(expectIndex(op, slots, "slots")) || failed(expectPacked(op, input, "input", slots)))
+    return failure();
+  auto x = shapeOf(input);
+  if (failed(expectRouting(op, weights, "weights", x, x[2])) ||
+      failed(expectSameElementType(op, input, weights, "weights")) ||
+      failed(expectSameElementType(op, input, y, yWhat)))
+    return failure();
+  if (!shapeMatches(shapeOf(y), {x[0], x[1], x[3]}))
+    return op->emitOpError() << yWhat << " " << shapeStr(shapeOf(y)) << " must be "
+                             << shapeStr({x[0], x[1], x[3]});
+  return success();
+}
+} // namespace
+
+LogicalResult MoeCombineOp::verify() {
+  return verifyCombine(*this, getInput(), getWeights(), getSlots(), getResult(), "result");
+}
+
+namespace {
+/// The load-balancing loss's weight: finite and non-negative.
+LogicalResult expectCoef(Operation *op, double c) {
+  if (!std::isfinite(c) || c < 0)
+    return op->emitOpError() << "coef must be finite and >= 0, but is " << c;
+  return success();
+}
+
+/// The router logits of the sparse layers: at least one, one shape.
+LogicalResult expectLayersLogits(Operation *op, ValueRange logits, int64_t k) {
+  if (logits.empty())
+    return op->emitOpError() << "needs the router logits of at least one layer";
+  for (auto [i, l] : llvm::enumerate(logits)) {
+    if (failed(expectRouterLogits(op, l, k)))
+      return failure();
+    if (l.getType() != logits[0].getType())
+      return op->emitOpError() << "layer " << i << "'s logits " << l.getType()
+                               << " differ from layer 0's " << logits[0].getType();
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult MoeAuxLossOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectLayersLogits(*this, getLogits(), getTopK())))
+    return failure();
+  return expectCoef(*this, getCoef().convertToDouble());
+}
+
+LogicalResult MoeRouteGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)))
+    return failure();
+  if (failed(expectRank(*this, getExperts(), "experts", 3)))
+    return failure();
+  int64_t k = shapeOf(getExperts())[2];
+  if (ShapedType::isDynamic(k))
+    return emitOpError() << "experts " << shapeStr(shapeOf(getExperts()))
+                         << " must have a static number of choices k";
+  if (failed(expectRouterLogits(*this, getLogits(), k)))
+    return failure();
+  auto l = shapeOf(getLogits());
+  if (failed(expectRouting(*this, getExperts(), "experts", l)) ||
+      failed(expectIndex(*this, getExperts(), "experts")) ||
+      failed(expectRouting(*this, getGrad(), "grad", l, k)) ||
+      failed(expectSameElementType(*this, getLogits(), getGrad(), "grad")))
+    return failure();
+  return expectResultLike(*this, getLogits(), "logits");
+}
+
+LogicalResult MoePermuteGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectRank(*this, getSlots(), "slots", 3)) ||
+      failed(expectIndex(*this, getSlots(), "slots")) ||
+      failed(expectPacked(*this, getGrad(), "grad", getSlots())) ||
+      failed(expectSameElementType(*this, getGrad(), getResult(), "result")))
+    return failure();
+  auto g = shapeOf(getGrad());
+  return expectResultShape(*this, {g[0], g[1], g[3]});
+}
+
+LogicalResult MoeLinearGradInputOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectIndex(*this, getExperts(), "experts")) ||
+      failed(expectRank(*this, getExperts(), "experts", 3)) ||
+      failed(expectPacked(*this, getGrad(), "grad", getExperts())) ||
+      failed(expectSameElementType(*this, getGrad(), getResult(), "result")))
+    return failure();
+  auto w = expectExpertWeights(*this, getWeights(), getGrad());
+  if (failed(w))
+    return failure();
+  auto g = shapeOf(getGrad());
+  if (g[3] != w->first)
+    return emitOpError() << "the gradient's rows have " << g[3] << " features, but the experts' "
+                         << "weights " << shapeStr({w->first, w->second}) << " give " << w->first;
+  return expectResultShape(*this, {g[0], g[1], g[2], w->second});
+}
+
+LogicalResult MoeLinearGradWeightOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectIndex(*this, getExperts(), "experts")) ||
+      failed(expectRank(*this, getExperts(), "experts", 3)) ||
+      failed(expectPacked(*this, getGrad(), "grad", getExperts())) ||
+      failed(expectPacked(*this, getInput(), "input", getExperts())) ||
+      failed(expectSameElementType(*this, getGrad(), getInput(), "input")))
+    return failure();
+  auto w = expectExpertWeights(*this, getResults(), getGrad());
+  if (failed(w))
+    return failure();
+  if (shapeOf(getGrad())[3] != w->first || shapeOf(getInput())[3] != w->second)
+    return emitOpError() << "the weights' gradients " << shapeStr({w->first, w->second})
+                         << " must be [grad's features, input's features]";
+  return success();
+}
+
+LogicalResult MoeCombineGradOp::verify() {
+  if (failed(verifyCombine(*this, getInput(), getWeights(), getSlots(), getGrad(), "grad")))
+    return failure();
+  if (getInputGrad().getType() != getInput().getType() ||
+      getWeightsGrad().getType() != getWeights().getType())
+    return emitOpError() << "the gradients must have the types of the input and the weights";
+  return success();
+}
+
+LogicalResult MoeAuxLossGradOp::verify() {
+  if (failed(verifyModuleAttr(*this)) || failed(expectLayersLogits(*this, getLogits(), getTopK())))
+    return failure();
+  if (getResults().size() != getLogits().size())
+    return emitOpError() << "must give one gradient per layer's logits";
+  for (auto [l, r] : llvm::zip(getLogits(), getResults()))
+    if (l.getType() != r.getType())
+      return emitOpError() << "each gradient must have its logits' type " << l.getType();
+  return expectCoef(*this, getCoef().convertToDouble());
+}
+
+CrossEntropyOp fsdp::nn::lossCrossEntropy(Value loss) {
+  if (auto aux = loss.getDefiningOp<MoeAuxLossOp>())
+    loss = aux.getLoss();
+  return loss.getDefiningOp<CrossEntropyOp>();
+}
+
+bool fsdp::nn::isLossOp(Operation *op) { return isa<CrossEntropyOp, MoeAuxLossOp>(op); }

@@ -433,6 +433,101 @@ def NN_CrossEntropyOp : NN_ComputeOp<"cross_entropy", [
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: routing, the packed buffer, the experts, the combine
+//===----------------------------------------------------------------------===//
+//
+// A sparse MLP over the T = B*S tokens of a micro-batch with E experts of
+// which each token uses k: moe_route picks each token's k experts and gives
+// each (token, choice) pair its row ("slot") in a packed buffer of exactly
+// k*T rows ordered by expert; moe_permute copies the tokens into it, the
+// experts' weights apply to their contiguous rows (moe_linear), and
+// moe_combine sums each token's k rows back, weighted. Every buffer's size is
+// fixed by B, S and k, whatever the routing: the plan's memory is exact.
+
+def NN_MoeRouteOp : NN_ComputeOp<"moe_route", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "each token's top-k experts of router logits[B,S,E]: weights, experts, slots [B,S,k]";
+  let description = [{
+    p = softmax(logits) in f32 per token; the k largest p, ties to the lower
+    expert index, in descending order; `weights` their p, divided by their
+    sum when `norm_topk_prob` is set (Mixtral always, Qwen3-MoE as its
+    config says), stored in the logits' dtype; `experts` their indices.
+    `slots[b, s, j]` is the row of the pair (token b*S+s, choice j) in the
+    packed buffer: the pairs sorted by expert, and within an expert by token,
+    so expert e's rows are the count of pairs before it onward.
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, I64Attr:$top_k,
+                       UnitAttr:$norm_topk_prob, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$weights, NN_IndexTensor:$experts,
+                      NN_IndexTensor:$slots);
+  let assemblyFormat = [{
+    $logits attr-dict `:` type($logits) `->` type(results)
+  }];
+}
+
+def NN_MoePermuteOp : NN_ComputeOp<"moe_permute", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "the packed buffer [B,S,k,D]: row slots[t, j] holds token t of x[B,S,D]";
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$slots,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $slots attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeLinearOp : NN_ComputeOp<"moe_linear", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "each expert's weight[out, in] over its rows of a packed buffer [B,S,k,in]";
+  let description = [{
+    The E weights are torch.nn.Linear's (out_in), one per expert in expert
+    order; expert e's rows are those after the pairs of experts 0..e-1, as
+    many as `experts` (moe_route's, [B,S,k]) names e. The row counts are
+    known only when it runs; the buffers' sizes are not changed by them.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$experts,
+                       Variadic<NN_FloatTensor>:$weights, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $experts `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeCombineOp : NN_ComputeOp<"moe_combine", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "y[t] = sum over j of weights[t, j] * rows[slots[t, j]]: [B,S,k,D] to [B,S,D]";
+  let description = [{
+    The k terms are summed in f32 in ascending expert order (HF's loop over
+    the experts), then stored in the result's dtype.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weights,
+                       NN_IndexTensor:$slots, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weights `,` $slots attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeAuxLossOp : NN_ComputeOp<"moe_aux_loss", [
+    DeclareOpInterfaceMethods<NN_GradientOpInterface>]> {
+  let summary = "the loss plus coef times HF's load-balancing loss over the router logits";
+  let description = [{
+    `loss` is the micro-batch's cross-entropy; `logits` the router logits
+    [B,S,E] of each sparse layer. Over the L*T rows of all of them, with p =
+    softmax in f32 and each row's top-k experts as moe_route picks them:
+    f[j, e] = the share of rows whose choice j is e, P[e] = the mean of p;
+    aux = E * sum over j, e of f[j, e] * P[e] (transformers'
+    `load_balancing_loss_func`). The result is loss + coef * aux, in f32.
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$loss, Variadic<NN_FloatTensor>:$logits,
+                       I64Attr:$top_k, F64Attr:$coef, OptionalAttr<StrAttr>:$module);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $loss `,` $logits attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Gradients: the ops the training step's backward pass is made of
 //===----------------------------------------------------------------------===//
 
@@ -595,6 +690,79 @@ def NN_FirstTokenGradOp : NN_ComputeOp<"first_token_grad"> {
   let arguments = (ins NN_FloatTensor:$grad, OptionalAttr<StrAttr>:$module);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$grad attr-dict `:` type($grad) `->` type($result)";
+}
+
+def NN_MoeRouteGradOp : NN_ComputeOp<"moe_route_grad"> {
+  let summary = "dlogits[B,S,E] of moe_route from dweights[B,S,k] (p recomputed from logits)";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$logits,
+                       NN_IndexTensor:$experts, UnitAttr:$norm_topk_prob,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $experts attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoePermuteGradOp : NN_ComputeOp<"moe_permute_grad"> {
+  let summary = "dx[t] = sum over j of dpacked[slots[t, j]]: [B,S,k,D] to [B,S,D]";
+  let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$slots,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $slots attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeLinearGradInputOp : NN_ComputeOp<"moe_linear_grad_input"> {
+  let summary = "dx = dy W_e over each expert's rows";
+  let arguments = (ins NN_FloatTensor:$grad, NN_IndexTensor:$experts,
+                       Variadic<NN_FloatTensor>:$weights, OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $experts `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeLinearGradWeightOp : NN_ComputeOp<"moe_linear_grad_weight"> {
+  let summary = "dW_e = dyᵀ x over expert e's rows (zeros for an expert no token chose)";
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_IndexTensor:$experts, OptionalAttr<StrAttr>:$module);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $experts attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeCombineGradOp : NN_ComputeOp<"moe_combine_grad"> {
+  let summary = "drows, dweights of moe_combine";
+  let description = [{
+    drows[slots[t, j]] = weights[t, j] * dy[t]; dweights[t, j] = the f32 dot
+    product of rows[slots[t, j]] and dy[t].
+  }];
+  let arguments = (ins NN_FloatTensor:$grad, NN_FloatTensor:$input,
+                       NN_FloatTensor:$weights, NN_IndexTensor:$slots,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs NN_FloatTensor:$input_grad, NN_FloatTensor:$weights_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weights `,` $slots attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def NN_MoeAuxLossGradOp : NN_ComputeOp<"moe_aux_loss_grad"> {
+  let summary = "d(coef * aux)/d(logits) of each sparse layer, times the micro-batch's loss weight";
+  let description = [{
+    The runtime supplies `loss_scale` as to cross_entropy_grad (one over the
+    step's counted targets); the micro-batch's share of the step's loss is
+    its T tokens times that, so each row's gradient is
+    coef * T * loss_scale * E / (L*T) * p * (f' - sum(p * f')), f'[e] the
+    share of rows choosing e summed over the choices.
+  }];
+  let arguments = (ins Variadic<NN_FloatTensor>:$logits, I64Attr:$top_k, F64Attr:$coef,
+                       OptionalAttr<StrAttr>:$module);
+  let results = (outs Variadic<NN_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $logits attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 #endif // FSDP_NN_OPS

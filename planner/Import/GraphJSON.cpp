@@ -13,6 +13,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <climits>
 #include <set>
 
 using namespace mlir;
@@ -22,9 +23,10 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// Approximate: GELU's form, "tanh" or "none" (exact), as torch names it.
+// Approximate: GELU's form, "tanh" or "none" (exact), as torch names it;
+// Flag: a unit attribute, `true` when set (absent or false: not);
 // RopeScaling: a rope's scaling kind (support/RopeScaling.h).
-enum class AttrKind { F64, I64, Bool, Layout, Approximate, RopeScaling };
+enum class AttrKind { F64, I64, Bool, Layout, Approximate, Flag, RopeScaling };
 struct AttrSpec {
   const char *name;
   AttrKind kind;
@@ -79,6 +81,19 @@ const std::vector<OpSpec> &opSpecs() {
       {"class_token", 3, 3, false, {}},
       {"first_token", 1, 1, false, {}},
       {"cross_entropy", 2, 2, false, {}},
+      {"moe_route",
+       1,
+       1,
+       true,
+       {{"top_k", AttrKind::I64, true}, {"norm_topk_prob", AttrKind::Flag, false}}},
+      {"moe_permute", 2, 2, false, {}},
+      {"moe_linear", 4, UINT_MAX, false, {}},
+      {"moe_combine", 3, 3, false, {}},
+      {"moe_aux_loss",
+       2,
+       UINT_MAX,
+       false,
+       {{"top_k", AttrKind::I64, true}, {"coef", AttrKind::F64, true}}},
   };
   return specs;
 }
@@ -231,8 +246,10 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
   if (!operands->is_array())
     return r.fail(opp, JsonReader::pathStr(opp) + " must be an array of value names");
   if (operands->size() < spec->minOperands || operands->size() > spec->maxOperands)
-    return r.fail(opp, "op '" + *name + "' takes " + std::to_string(spec->minOperands) +
-                           (spec->maxOperands != spec->minOperands
+    return r.fail(opp, "op '" + *name + "' takes " +
+                           (spec->maxOperands == UINT_MAX ? "at least " : "") +
+                           std::to_string(spec->minOperands) +
+                           (spec->maxOperands != spec->minOperands && spec->maxOperands != UINT_MAX
                                 ? " or " + std::to_string(spec->maxOperands)
                                 : std::string()) +
                            " operands, but " + std::to_string(operands->size()) + " are given");
@@ -287,6 +304,14 @@ bool Importer::buildOp(const JsonPath &path, Location loc) {
       if (!layout)
         return r.fail(ap, "layout must be 'in_out' or 'out_in', but is '" + *s + "'");
       state.addAttribute(a.name, nn::WeightLayoutAttr::get(ctx, *layout));
+      break;
+    }
+    case AttrKind::Flag: {
+      auto f = r.getBool(ap);
+      if (!f)
+        return false;
+      if (*f)
+        state.addAttribute(a.name, b.getUnitAttr());
       break;
     }
     case AttrKind::Approximate: {
@@ -599,6 +624,9 @@ void fsdp::exportGraphJSON(nn::GraphOp graph, raw_ostream &os) {
         break;
       case AttrKind::Layout:
         j[a.name] = nn::stringifyWeightLayout(cast<nn::WeightLayoutAttr>(attr).getValue()).str();
+        break;
+      case AttrKind::Flag:
+        j[a.name] = true;
         break;
       case AttrKind::Approximate: // tanh, the default, goes unwritten
         if (cast<StringAttr>(attr).getValue() != "tanh")

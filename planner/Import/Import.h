@@ -38,6 +38,22 @@ struct ImportOptions {
   std::vector<std::string> *dropoutNotes = nullptr;
 };
 
+/// A mixture-of-experts MLP (Mixtral, Qwen3-MoE): which layers have one, its
+/// experts, the routing and the load-balancing loss, and HF's names.
+struct MoeConfig {
+  int64_t numExperts = 0, topK = 0, expertIntermediateSize = 0;
+  bool normTopkProb = false; // the k weights divided by their sum
+  bool auxLoss = false;      // output_router_logits: the loss adds coef * aux
+  double auxLossCoef = 0;    // router_aux_loss_coef
+  std::vector<bool> sparse;  // per layer: the MoE block (else the dense MLP)
+  std::string module;        // the block's module: "block_sparse_moe" or "mlp"
+  /// The expert's linears in the state dict's order, and which of them is
+  /// the gate, the up and the down projection (indices into `linears`).
+  std::vector<std::string> linears;
+  int gate = 0, up = 1, down = 2;
+  int64_t sparseLayers() const;
+};
+
 /// A transformer's hyper-parameters, from an HF config.json: what every
 /// family has, then what one family adds (its ModelFamily reads and builds it).
 struct ModelConfig {
@@ -50,11 +66,12 @@ struct ModelConfig {
   bool tieWordEmbeddings = true;
   // rope_scaling, resolved as transformers resolves it (support/RopeScaling.h)
   std::optional<support::RopeScaling> ropeScaling;
-  bool qkvBias = false;      // qwen2: biases on q_proj, k_proj, v_proj
-  bool qkNorm = false;       // qwen3: RMSNorm over each head of q and k before RoPE
-  int64_t slidingWindow = 0; // mistral: a query sees itself and W-1 keys before it; 0: all
-  int64_t typeVocabSize = 0; // bert: the token-type table's rows (every sample's types are 0)
-  support::ImageSpec image;  // vit: the image, its patches and the classes
+  bool qkvBias = false;         // qwen2: biases on q_proj, k_proj, v_proj
+  bool qkNorm = false;          // qwen3: RMSNorm over each head of q and k before RoPE
+  int64_t slidingWindow = 0;    // mistral: a query sees itself and W-1 keys before it; 0: all
+  int64_t typeVocabSize = 0;    // bert: the token-type table's rows (every sample's types are 0)
+  support::ImageSpec image;     // vit: the image, its patches and the classes
+  std::optional<MoeConfig> moe; // mixtral, qwen3_moe: the sparse MLPs
   // The config itself (compact JSON, keys sorted as transformers writes
   // them) and, for a family that generates, its generation config: the
   // generation_config.json beside config.json, or what transformers'

@@ -46,7 +46,7 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
   int64_t vocab = 0; // the width of the logits of the loss the graph returns
   if (auto ret = dyn_cast<nn::ReturnOp>(body.getTerminator()))
     if (ret.getNumOperands() == 1)
-      if (auto loss = ret.getOperand(0).getDefiningOp<nn::CrossEntropyOp>()) {
+      if (auto loss = nn::lossCrossEntropy(ret.getOperand(0))) {
         ArrayRef<int64_t> logits = cast<RankedTensorType>(loss.getLogits().getType()).getShape();
         if (!logits.empty() && !ShapedType::isDynamic(logits.back()))
           vocab = logits.back();
@@ -79,13 +79,17 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
         weights = {1};
       else if (isa<nn::LinearOp, nn::LayerNormOp, nn::ClassTokenOp>(op))
         weights = {1, 2};
+      else if (isa<nn::MoeLinearOp>(op)) // the experts' weights
+        for (unsigned i = 2; i < op.getNumOperands(); ++i)
+          weights.push_back(i);
       for (OpOperand &use : op.getOpOperands()) {
         bool weight = llvm::is_contained(weights, use.getOperandNumber());
         auto param = use.get().getDefiningOp<nn::ParamOp>();
         if (param && !weight)
           return op.emitOpError() << "operand " << use.getOperandNumber() << " is the parameter '"
                                   << param.getName() << "', but an activation belongs there (a "
-                                  << "parameter is an embedding's table, a linear's weight or "
+                                  << "parameter is an embedding's table, a linear's or an "
+                                     "expert's weight or "
                                      "bias, a norm's weight or bias, or a class token and "
                                      "positions)";
         if (!param && weight)
@@ -114,19 +118,20 @@ LogicalResult fsdp::verifyModelGraph(nn::GraphOp graph) {
       if (!dtypeOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", whose dtype a model does not hold (" << supported << ")";
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp>(op) && !activationOk(r.getType()))
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp>(op) && !activationOk(r.getType()))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", but " << activation;
       // A fixed sequence comes from class_token or first_token, or from an
       // operand of one: elsewhere it would differ from the run's.
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp, nn::FirstTokenOp>(op) &&
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp, nn::ClassTokenOp,
+               nn::FirstTokenOp>(op) &&
           !ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
           llvm::none_of(op.getOperands(), fixedSequence))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()
                                 << ", whose sequence is fixed, but no operand fixes it (a fixed "
                                    "sequence comes from class_token or first_token)";
       // ... and stays fixed: a dynamic sequence is the run's.
-      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::ClassTokenOp>(op) &&
+      if (!isa<nn::ParamOp, nn::CrossEntropyOp, nn::MoeAuxLossOp, nn::ClassTokenOp>(op) &&
           ShapedType::isDynamic(cast<RankedTensorType>(r.getType()).getShape()[1]) &&
           llvm::any_of(op.getOperands(), fixedSequence))
         return op.emitOpError() << "result " << r.getResultNumber() << " is " << r.getType()

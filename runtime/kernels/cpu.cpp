@@ -582,4 +582,70 @@ void roundToBf16(const float *x, float *out, int64_t n) {
     out[i] = bf16ToFloat(floatToBf16(x[i]));
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+FSDP_HOT void moeRouteForward(const float *logits, float *weights, int64_t *experts, int64_t *slots,
+                              int64_t n, int64_t E, int64_t k, bool normalize, float *scratch) {
+  moeRouteForwardT(logits, weights, experts, slots, n, E, k, normalize, scratch);
+}
+
+FSDP_HOT void moeRouteBackward(const float *dweights, const float *logits, const int64_t *experts,
+                               float *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                               float *scratch) {
+  moeRouteBackwardT(dweights, logits, experts, dlogits, n, E, k, normalize, scratch);
+}
+
+void moePermuteForward(const float *x, const int64_t *slots, float *packed, int64_t n, int64_t k,
+                       int64_t D) {
+  moePermuteForwardT(x, slots, packed, n, k, D);
+}
+
+FSDP_HOT void moePermuteBackward(const float *dpacked, const int64_t *slots, float *dx, int64_t n,
+                                 int64_t k, int64_t D) {
+  moePermuteBackwardT(dpacked, slots, dx, n, k, D);
+}
+
+FSDP_HOT void moeCombineForward(const float *packed, const float *weights, const int64_t *slots,
+                                float *y, int64_t n, int64_t k, int64_t D) {
+  moeCombineForwardT(packed, weights, slots, y, n, k, D);
+}
+
+FSDP_HOT void moeCombineBackward(const float *dy, const float *packed, const float *weights,
+                                 const int64_t *slots, float *dpacked, float *dweights, int64_t n,
+                                 int64_t k, int64_t D) {
+  moeCombineBackwardT(dy, packed, weights, slots, dpacked, dweights, n, k, D);
+}
+
+FSDP_HOT void moeAuxLossForward(const float *loss, const float *const *logits, float *out,
+                                int64_t layers, int64_t n, int64_t E, int64_t k, double coef,
+                                float *scratch) {
+  moeAuxLossForwardT(loss, logits, out, layers, n, E, k, coef, scratch);
+}
+
+FSDP_HOT void moeAuxLossBackward(const float *const *logits, float *const *dlogits, int64_t layers,
+                                 int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                                 float *scratch) {
+  moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch);
+}
+
+// Each expert's rows through the linear kernels (cpu_impl.h).
+void moeLinearForward(const float *x, const int64_t *experts, const float *const *w, float *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
+  moeLinearForwardT(x, experts, w, y, n, k, E, in, out, scratch);
+}
+
+void moeLinearBackwardInput(const float *dy, const int64_t *experts, const float *const *w,
+                            float *dx, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch) {
+  moeLinearBackwardInputT(dy, experts, w, dx, n, k, E, in, out, scratch);
+}
+
+void moeLinearBackwardWeight(const float *dy, const float *x, const int64_t *experts,
+                             float *const *dw, int64_t n, int64_t k, int64_t E, int64_t in,
+                             int64_t out, float *scratch) {
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch);
+}
+
 } // namespace fsdp::kernels

@@ -147,6 +147,68 @@ float crossEntropyForward(const float *logits, const int64_t *targets, int64_t n
 void crossEntropyBackward(const float *logits, const int64_t *targets, float *dlogits, int64_t n,
                           int64_t V, float scale);
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts (the nn.moe_* ops; docs/program-format.md)
+//===----------------------------------------------------------------------===//
+//
+// n tokens, E experts, k choices per token; the packed buffer holds the k*n
+// (token, choice) pairs' rows sorted by expert, expert e's rows starting
+// after those of experts 0..e-1 (counted from `experts`). Index tensors are
+// int64. Scratch: moeScratchFloats.
+
+// The largest k the kernels take (their per-token order lives on the stack).
+inline constexpr int64_t kMaxTopK = 64;
+
+// Scratch floats of the MoE kernels: the router's softmax row and per-expert
+// counts (int64, two floats each), the aux loss's counts and sums (double),
+// moe_linear's row offsets (int64) followed, 64-byte aligned, by bf16's
+// linear scratch (bf16 storage only).
+inline int64_t moeRouteScratchFloats(int64_t E) { return E + 2 * (E + 1); }
+inline int64_t moeAuxLossScratchFloats(int64_t E, int64_t k) { return 2 * (k + 1) * E + E; }
+inline int64_t moeOffsetsFloats(int64_t E) { return (2 * (E + 1) + 15) / 16 * 16; }
+
+// logits[n, E] -> weights[n, k] (p = softmax in f32, the k largest, ties to
+// the lower expert, descending; divided by their sum when normalize),
+// experts[n, k], slots[n, k] (the pair's packed row: by expert, then token).
+void moeRouteForward(const float *logits, float *weights, int64_t *experts, int64_t *slots,
+                     int64_t n, int64_t E, int64_t k, bool normalize, float *scratch);
+// dlogits[n, E] from dweights[n, k], p recomputed from logits
+void moeRouteBackward(const float *dweights, const float *logits, const int64_t *experts,
+                      float *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      float *scratch);
+// packed[slots[t, j]] = x[t]; the gradient sums a token's k rows in
+// ascending slot order, in f32
+void moePermuteForward(const float *x, const int64_t *slots, float *packed, int64_t n, int64_t k,
+                       int64_t D);
+void moePermuteBackward(const float *dpacked, const int64_t *slots, float *dx, int64_t n, int64_t k,
+                        int64_t D);
+// y[rows of e, out] = x[rows of e, in] w[e]ᵀ, w[e] [out, in]; n tokens
+void moeLinearForward(const float *x, const int64_t *experts, const float *const *w, float *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch);
+void moeLinearBackwardInput(const float *dy, const int64_t *experts, const float *const *w,
+                            float *dx, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch);
+// dw[e] = dy[rows of e]ᵀ x[rows of e]; zeros for an expert with no rows
+void moeLinearBackwardWeight(const float *dy, const float *x, const int64_t *experts,
+                             float *const *dw, int64_t n, int64_t k, int64_t E, int64_t in,
+                             int64_t out, float *scratch);
+// y[t] = sum over j, ascending slot, of weights[t, j] * packed[slots[t, j]]
+// (in f32); the gradient: dpacked[slots[t, j]] = weights[t, j] * dy[t],
+// dweights[t, j] = packed[slots[t, j]] . dy[t]
+void moeCombineForward(const float *packed, const float *weights, const int64_t *slots, float *y,
+                       int64_t n, int64_t k, int64_t D);
+void moeCombineBackward(const float *dy, const float *packed, const float *weights,
+                        const int64_t *slots, float *dpacked, float *dweights, int64_t n, int64_t k,
+                        int64_t D);
+// out = loss + coef * aux over `layers` router logits [n, E] (HF's
+// load_balancing_loss_func); the gradient of coef * aux scaled by
+// n * lossScale (the micro-batch's share of the step's loss)
+void moeAuxLossForward(const float *loss, const float *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch);
+void moeAuxLossBackward(const float *const *logits, float *const *dlogits, int64_t layers,
+                        int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                        float *scratch);
+
 // AdamW as torch.optim.AdamW (decoupled decay p -= lr*wd*p, bias correction),
 // over n elements; decay[i] false skips the decay for element i (may be null:
 // decay everywhere). step is 1-based.
@@ -294,6 +356,36 @@ void firstTokenBackward(const bf16 *dy, bf16 *dx, int64_t B, int64_t S, int64_t 
 float crossEntropyForward(const bf16 *logits, const int64_t *targets, int64_t n, int64_t V);
 void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
                           int64_t V, float scale);
+
+// Mixture of experts over bf16 tensors: as above; routing and the aux loss
+// in f32, weights and gradients rounded once; moe_linear's scratch is
+// moeOffsetsFloats(E) + linearBf16ScratchFloats.
+void moeRouteForward(const bf16 *logits, bf16 *weights, int64_t *experts, int64_t *slots, int64_t n,
+                     int64_t E, int64_t k, bool normalize, float *scratch);
+void moeRouteBackward(const bf16 *dweights, const bf16 *logits, const int64_t *experts,
+                      bf16 *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      float *scratch);
+void moePermuteForward(const bf16 *x, const int64_t *slots, bf16 *packed, int64_t n, int64_t k,
+                       int64_t D);
+void moePermuteBackward(const bf16 *dpacked, const int64_t *slots, bf16 *dx, int64_t n, int64_t k,
+                        int64_t D);
+void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch);
+void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
+                            int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch);
+void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch);
+void moeCombineForward(const bf16 *packed, const bf16 *weights, const int64_t *slots, bf16 *y,
+                       int64_t n, int64_t k, int64_t D);
+void moeCombineBackward(const bf16 *dy, const bf16 *packed, const bf16 *weights,
+                        const int64_t *slots, bf16 *dpacked, bf16 *dweights, int64_t n, int64_t k,
+                        int64_t D);
+void moeAuxLossForward(const float *loss, const bf16 *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch);
+void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits, int64_t layers, int64_t n,
+                        int64_t E, int64_t k, double coef, float lossScale, float *scratch);
 
 // Casts between the dtypes: out[i] = bf16(x[i]) / float(h[i]).
 void toBf16(const float *x, bf16 *out, int64_t n);

@@ -324,4 +324,70 @@ void fromBf16(const bf16 *h, float *out, int64_t n) {
   fromBf16(reinterpret_cast<const uint16_t *>(h), out, n);
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+FSDP_HOT void moeRouteForward(const bf16 *logits, bf16 *weights, int64_t *experts, int64_t *slots,
+                              int64_t n, int64_t E, int64_t k, bool normalize, float *scratch) {
+  moeRouteForwardT(logits, weights, experts, slots, n, E, k, normalize, scratch);
+}
+
+FSDP_HOT void moeRouteBackward(const bf16 *dweights, const bf16 *logits, const int64_t *experts,
+                               bf16 *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                               float *scratch) {
+  moeRouteBackwardT(dweights, logits, experts, dlogits, n, E, k, normalize, scratch);
+}
+
+void moePermuteForward(const bf16 *x, const int64_t *slots, bf16 *packed, int64_t n, int64_t k,
+                       int64_t D) {
+  moePermuteForwardT(x, slots, packed, n, k, D);
+}
+
+FSDP_HOT void moePermuteBackward(const bf16 *dpacked, const int64_t *slots, bf16 *dx, int64_t n,
+                                 int64_t k, int64_t D) {
+  moePermuteBackwardT(dpacked, slots, dx, n, k, D);
+}
+
+FSDP_HOT void moeCombineForward(const bf16 *packed, const bf16 *weights, const int64_t *slots,
+                                bf16 *y, int64_t n, int64_t k, int64_t D) {
+  moeCombineForwardT(packed, weights, slots, y, n, k, D);
+}
+
+FSDP_HOT void moeCombineBackward(const bf16 *dy, const bf16 *packed, const bf16 *weights,
+                                 const int64_t *slots, bf16 *dpacked, bf16 *dweights, int64_t n,
+                                 int64_t k, int64_t D) {
+  moeCombineBackwardT(dy, packed, weights, slots, dpacked, dweights, n, k, D);
+}
+
+FSDP_HOT void moeAuxLossForward(const float *loss, const bf16 *const *logits, float *out,
+                                int64_t layers, int64_t n, int64_t E, int64_t k, double coef,
+                                float *scratch) {
+  moeAuxLossForwardT(loss, logits, out, layers, n, E, k, coef, scratch);
+}
+
+FSDP_HOT void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits, int64_t layers,
+                                 int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                                 float *scratch) {
+  moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch);
+}
+
+// Each expert's rows through the linear kernels (cpu_impl.h).
+void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
+  moeLinearForwardT(x, experts, w, y, n, k, E, in, out, scratch);
+}
+
+void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
+                            int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch) {
+  moeLinearBackwardInputT(dy, experts, w, dx, n, k, E, in, out, scratch);
+}
+
+void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch) {
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch);
+}
+
 } // namespace fsdp::kernels

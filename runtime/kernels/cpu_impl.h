@@ -608,6 +608,298 @@ FSDP_INLINE void crossEntropyBackwardT(const T *logits, const int64_t *targets, 
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+// p[E] = softmax(x[E]) in f32 (max subtracted, sum in double as rowLse).
+template <class T> FSDP_INLINE void softmaxRow(const T *x, float *p, int64_t E) {
+  float mx;
+  double sum;
+  rowLse(x, E, mx, sum);
+  const float inv = float(1.0 / sum);
+  for (int64_t e = 0; e < E; ++e)
+    p[e] = expf1(load(x[e]) - mx) * inv;
+}
+
+// The k largest of p[E], descending, ties to the lower index (the first
+// maximum wins), into chosen[k]; a NaN never wins over a number.
+FSDP_INLINE void topK(const float *p, int64_t E, int64_t k, int64_t *chosen) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < E; ++e) {
+      bool taken = false;
+      for (int64_t i = 0; i < j; ++i)
+        taken |= chosen[i] == e;
+      if (taken)
+        continue;
+      if (best < 0 || p[e] > p[best] || (std::isnan(p[best]) && !std::isnan(p[e])))
+        best = e;
+    }
+    chosen[j] = best;
+  }
+}
+
+// A token's k choices in ascending slot (= expert) order, into order[k].
+FSDP_INLINE void slotOrder(const int64_t *slots, int64_t k, int64_t *order) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t i = j;
+    for (; i > 0 && slots[order[i - 1]] > slots[j]; --i)
+      order[i] = order[i - 1];
+    order[i] = j;
+  }
+}
+
+template <class T>
+FSDP_INLINE void moeRouteForwardT(const T *logits, T *weights, int64_t *experts, int64_t *slots,
+                                  int64_t n, int64_t E, int64_t k, bool normalize, float *scratch) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch); // [E + 1]
+  float *p = scratch + 2 * (E + 1);                      // [E]
+  std::fill(start, start + E + 1, int64_t(0));
+  for (int64_t t = 0; t < n; ++t) {
+    softmaxRow(logits + t * E, p, E);
+    int64_t *c = experts + t * k;
+    topK(p, E, k, c);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j)
+      sum += p[c[j]];
+    for (int64_t j = 0; j < k; ++j) {
+      store(weights + t * k + j, normalize ? p[c[j]] / sum : p[c[j]]);
+      ++start[c[j] + 1];
+    }
+  }
+  for (int64_t e = 0; e < E; ++e)
+    start[e + 1] += start[e];
+  for (int64_t i = 0; i < n * k; ++i) // by expert, then token
+    slots[i] = start[experts[i]]++;
+}
+
+template <class T>
+FSDP_INLINE void moeRouteBackwardT(const T *dweights, const T *logits, const int64_t *experts,
+                                   T *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                                   float *scratch) {
+  float *p = scratch, *dp = scratch + E;
+  for (int64_t t = 0; t < n; ++t) {
+    softmaxRow(logits + t * E, p, E);
+    const int64_t *c = experts + t * k;
+    const T *dw = dweights + t * k;
+    std::fill(dp, dp + E, 0.0f);
+    if (normalize) { // w_j = p_j / s: dp_j = (dw_j - sum_i dw_i w_i) / s
+      float s = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        s += p[c[j]];
+      float dot = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        dot += load(dw[j]) * (p[c[j]] / s);
+      for (int64_t j = 0; j < k; ++j)
+        dp[c[j]] = (load(dw[j]) - dot) / s;
+    } else {
+      for (int64_t j = 0; j < k; ++j)
+        dp[c[j]] = load(dw[j]);
+    }
+    double pd = 0.0;
+    for (int64_t j = 0; j < k; ++j)
+      pd += double(p[c[j]]) * double(dp[c[j]]);
+    for (int64_t e = 0; e < E; ++e)
+      store(dlogits + t * E + e, p[e] * (dp[e] - float(pd)));
+  }
+}
+
+template <class T>
+FSDP_INLINE void moePermuteForwardT(const T *x, const int64_t *slots, T *packed, int64_t n,
+                                    int64_t k, int64_t D) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      std::memcpy(packed + slots[t * k + j] * D, x + t * D, sizeof(T) * size_t(D));
+}
+
+template <class T>
+FSDP_INLINE void moePermuteBackwardT(const T *dpacked, const int64_t *slots, T *dx, int64_t n,
+                                     int64_t k, int64_t D) {
+  int64_t order[kMaxTopK];
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t *s = slots + t * k;
+    slotOrder(s, k, order);
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        acc += load(dpacked[s[order[j]] * D + d]);
+      store(dx + t * D + d, acc);
+    }
+  }
+}
+
+template <class T>
+FSDP_INLINE void moeCombineForwardT(const T *packed, const T *weights, const int64_t *slots, T *y,
+                                    int64_t n, int64_t k, int64_t D) {
+  int64_t order[kMaxTopK];
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t *s = slots + t * k;
+    slotOrder(s, k, order);
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        acc += load(weights[t * k + order[j]]) * load(packed[s[order[j]] * D + d]);
+      store(y + t * D + d, acc);
+    }
+  }
+}
+
+template <class T>
+FSDP_INLINE void moeCombineBackwardT(const T *dy, const T *packed, const T *weights,
+                                     const int64_t *slots, T *dpacked, T *dweights, int64_t n,
+                                     int64_t k, int64_t D) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t r = slots[t * k + j];
+      const float w = load(weights[t * k + j]);
+      double acc = 0.0;
+      for (int64_t d = 0; d < D; ++d) {
+        const float g = load(dy[t * D + d]);
+        acc += double(load(packed[r * D + d])) * double(g);
+        store(dpacked + r * D + d, w * g);
+      }
+      store(dweights + t * k + j, float(acc));
+    }
+}
+
+// The aux loss's statistics over the layers' rows: cnt[j * E + e] the rows
+// whose choice j is e, P[e] the sum of p (doubles).
+template <class T>
+FSDP_INLINE void moeAuxStats(const T *const *logits, int64_t layers, int64_t n, int64_t E,
+                             int64_t k, double *cnt, double *P, float *p) {
+  int64_t chosen[kMaxTopK];
+  std::fill(cnt, cnt + k * E, 0.0);
+  std::fill(P, P + E, 0.0);
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t t = 0; t < n; ++t) {
+      softmaxRow(logits[l] + t * E, p, E);
+      topK(p, E, k, chosen);
+      for (int64_t j = 0; j < k; ++j)
+        cnt[j * E + chosen[j]] += 1.0;
+      for (int64_t e = 0; e < E; ++e)
+        P[e] += double(p[e]);
+    }
+}
+
+template <class T>
+FSDP_INLINE void moeAuxLossForwardT(const float *loss, const T *const *logits, float *out,
+                                    int64_t layers, int64_t n, int64_t E, int64_t k, double coef,
+                                    float *scratch) {
+  double *cnt = reinterpret_cast<double *>(scratch), *P = cnt + k * E;
+  moeAuxStats(logits, layers, n, E, k, cnt, P, reinterpret_cast<float *>(P + E));
+  const double R = double(layers) * double(n);
+  double aux = 0.0;
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t e = 0; e < E; ++e)
+      aux += (cnt[j * E + e] / R) * (P[e] / R);
+  *out = float(double(*loss) + coef * double(E) * aux);
+}
+
+template <class T>
+FSDP_INLINE void moeAuxLossBackwardT(const T *const *logits, T *const *dlogits, int64_t layers,
+                                     int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                                     float *scratch) {
+  double *cnt = reinterpret_cast<double *>(scratch), *P = cnt + k * E;
+  float *p = reinterpret_cast<float *>(P + E);
+  moeAuxStats(logits, layers, n, E, k, cnt, P, p);
+  // d(coef * aux)/dp[row, e] = coef * E * F[e] / R^2, F[e] = sum over j of
+  // cnt[j, e]; times the micro-batch's n * lossScale. P is reused for it.
+  const double R = double(layers) * double(n);
+  const double scale = coef * double(E) / (R * R) * double(n) * double(lossScale);
+  for (int64_t e = 0; e < E; ++e) {
+    double F = 0.0;
+    for (int64_t j = 0; j < k; ++j)
+      F += cnt[j * E + e];
+    P[e] = scale * F;
+  }
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t t = 0; t < n; ++t) {
+      softmaxRow(logits[l] + t * E, p, E);
+      double pg = 0.0;
+      for (int64_t e = 0; e < E; ++e)
+        pg += double(p[e]) * P[e];
+      for (int64_t e = 0; e < E; ++e)
+        store(dlogits[l] + t * E + e, float(double(p[e]) * (P[e] - pg)));
+    }
+}
+
+// Expert e's rows of the packed buffer: start[e] .. start[e + 1], counted
+// from the n*k choices, in the scratch's head; f(e, first row, rows) for
+// each expert.
+template <class F>
+FSDP_INLINE void forEachExpert(const int64_t *experts, int64_t nk, int64_t E, float *scratch, F f) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
+  std::fill(start, start + E + 1, int64_t(0));
+  for (int64_t i = 0; i < nk; ++i)
+    ++start[experts[i] + 1];
+  for (int64_t e = 0; e < E; ++e)
+    start[e + 1] += start[e];
+  for (int64_t e = 0; e < E; ++e)
+    f(e, start[e], start[e + 1] - start[e]);
+}
+
+// The storage type's linear kernels on an expert's rows (out_in weights);
+// bf16's take their scratch after the row starts.
+inline void expertRows(const float *x, const float *w, float *y, int64_t rows, int64_t in,
+                       int64_t out, float *) {
+  linearForward(x, w, nullptr, y, rows, in, out, Layout::OutIn);
+}
+inline void expertRows(const bf16 *x, const bf16 *w, bf16 *y, int64_t rows, int64_t in, int64_t out,
+                       float *s) {
+  linearForward(x, w, nullptr, y, rows, in, out, Layout::OutIn, s);
+}
+inline void expertRowsInput(const float *dy, const float *w, float *dx, int64_t rows, int64_t in,
+                            int64_t out, float *) {
+  linearBackwardInput(dy, w, dx, rows, in, out, Layout::OutIn);
+}
+inline void expertRowsInput(const bf16 *dy, const bf16 *w, bf16 *dx, int64_t rows, int64_t in,
+                            int64_t out, float *s) {
+  linearBackwardInput(dy, w, dx, rows, in, out, Layout::OutIn, s);
+}
+inline void expertRowsWeight(const float *dy, const float *x, float *dw, int64_t rows, int64_t in,
+                             int64_t out, float *) {
+  linearBackwardWeight(dy, x, dw, rows, in, out, Layout::OutIn);
+}
+inline void expertRowsWeight(const bf16 *dy, const bf16 *x, bf16 *dw, int64_t rows, int64_t in,
+                             int64_t out, float *s) {
+  linearBackwardWeight(dy, x, dw, rows, in, out, Layout::OutIn, s);
+}
+
+template <class T>
+void moeLinearForwardT(const T *x, const int64_t *experts, const T *const *w, T *y, int64_t n,
+                       int64_t k, int64_t E, int64_t in, int64_t out, float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows)
+      expertRows(x + r0 * in, w[e], y + r0 * out, rows, in, out, scratch + moeOffsetsFloats(E));
+  });
+}
+
+template <class T>
+void moeLinearBackwardInputT(const T *dy, const int64_t *experts, const T *const *w, T *dx,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows)
+      expertRowsInput(dy + r0 * out, w[e], dx + r0 * in, rows, in, out,
+                      scratch + moeOffsetsFloats(E));
+  });
+}
+
+// An expert no token chose gets a zero gradient.
+template <class T>
+void moeLinearBackwardWeightT(const T *dy, const T *x, const int64_t *experts, T *const *dw,
+                              int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                              float *scratch) {
+  forEachExpert(experts, n * k, E, scratch, [&](int64_t e, int64_t r0, int64_t rows) {
+    if (rows == 0)
+      std::memset(static_cast<void *>(dw[e]), 0, sizeof(T) * size_t(in * out));
+    else
+      expertRowsWeight(dy + r0 * out, x + r0 * in, dw[e], rows, in, out,
+                       scratch + moeOffsetsFloats(E));
+  });
+}
+
 } // namespace fsdp::kernels::detail
 
 #endif

@@ -1067,6 +1067,540 @@ __global__ void addBf16IntoKernel(float *dst, const uint16_t *src, int64_t n) {
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts (cpu_impl.h's moe*T: the same formulas and rounding
+// points; see cuda.h)
+//===----------------------------------------------------------------------===//
+
+// Up to kMoePointers device pointers (expert weights, layers' logits) in a
+// launch's parameters: 512 bytes, well inside CUDA's 4 KiB of them.
+template <class P> struct MoePointers {
+  P p[kMoePointers];
+};
+
+// The warps of a block of a warp-a-row MoE kernel: as many as fit in 48 KiB
+// of shared memory (no opt-in needed) at perWarp bytes each, 1 to 8. With E
+// <= kMoeMaxExperts, perWarp <= 16 E = 32 KiB: one always fits.
+inline int moeWarps(size_t perWarp) {
+  return int(std::min<size_t>(8, std::max<size_t>(1, size_t(48 * 1024) / perWarp)));
+}
+
+// p[e] = softmax(x[0..E))[e] for the lane's experts e = lane, lane + 32, ...:
+// cpu_impl.h's softmaxRow (the max, the sum of exp(x - max) in double,
+// p = exp(x - max) * float(1 / sum)). The butterfly's sums are the same on
+// every lane (each level adds the same two values, commuted).
+template <class T> __device__ void moeSoftmaxWarp(const T *x, int64_t E, float *p) {
+  const int lane = threadIdx.x & 31;
+  float m = -INFINITY;
+  for (int64_t e = lane; e < E; e += 32)
+    m = fmaxf(m, load(x[e]));
+  for (int o = 16; o > 0; o >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  double s = 0;
+  for (int64_t e = lane; e < E; e += 32)
+    s += double(expf(load(x[e]) - m));
+  for (int o = 16; o > 0; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float inv = float(1.0 / s);
+  for (int64_t e = lane; e < E; e += 32)
+    p[e] = __fmul_rn(expf(load(x[e]) - m), inv);
+}
+
+// Whether candidate (v, i) beats (bv, bi) in cpu_impl.h's topK order: a
+// number over a NaN, then the larger p, then (equal p, or both NaN) the lower
+// expert; i < 0 is no candidate. A strict total order on distinct experts, so
+// any reduction tree picks what the CPU's scan in expert order picks.
+__device__ inline bool moeBeats(float v, int i, float bv, int bi) {
+  if (i < 0)
+    return false;
+  if (bi < 0)
+    return true;
+  const bool nan = v != v, bnan = bv != bv;
+  if (nan != bnan)
+    return bnan;
+  if (!nan && v != bv)
+    return v > bv;
+  return i < bi;
+}
+
+// The best expert not yet taken (taken[e] != 0), on every lane.
+__device__ inline int moeArgmaxWarp(const float *p, const float *taken, int64_t E) {
+  const int lane = threadIdx.x & 31;
+  float bv = 0.0f;
+  int bi = -1;
+  for (int64_t e = lane; e < E; e += 32)
+    if (taken[e] == 0.0f && moeBeats(p[e], int(e), bv, bi)) {
+      bv = p[e];
+      bi = int(e);
+    }
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long mine =
+        (static_cast<unsigned long long>(__float_as_uint(bv)) << 32) | unsigned(bi);
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, mine, o);
+    const float ov = __uint_as_float(unsigned(other >> 32));
+    const int oi = int(unsigned(other & 0xffffffffu));
+    if (moeBeats(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  return bi;
+}
+
+// A warp a token: p, its k best experts in order, their weights (lane 0 sums
+// them in f32 in choice order, as the CPU). Shared: 2 E floats a warp (p and
+// the taken flags).
+template <class T>
+__global__ void moeRouteKernel(const T *logits, T *weights, int64_t *experts, int64_t n, int64_t E,
+                               int k, bool normalize) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float *p = smem + int64_t(warp) * 2 * E, *taken = p + E;
+  for (int64_t t = int64_t(blockIdx.x) * warps + warp; t < n; t += int64_t(gridDim.x) * warps) {
+    moeSoftmaxWarp(logits + t * E, E, p);
+    for (int64_t e = lane; e < E; e += 32)
+      taken[e] = 0.0f;
+    __syncwarp();
+    int64_t *c = experts + t * k;
+    for (int j = 0; j < k; ++j) {
+      const int best = moeArgmaxWarp(p, taken, E);
+      if (lane == 0) {
+        c[j] = best;
+        taken[best] = 1.0f;
+      }
+      __syncwarp();
+    }
+    if (lane == 0) {
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j)
+        sum = __fadd_rn(sum, p[c[j]]);
+      for (int j = 0; j < k; ++j)
+        store(weights[t * k + j], normalize ? __fdiv_rn(p[c[j]], sum) : p[c[j]]);
+    }
+    __syncwarp(); // p and taken are the next token's
+  }
+}
+
+// counts[c, e] = the pairs of chunk c (kMoeChunk pairs, a block) whose
+// expert is e (integer counts: the atomics' order changes nothing).
+__global__ void moeChunkCountKernel(const int64_t *experts, int64_t nk, int64_t E, int *counts) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  int *hist = reinterpret_cast<int *>(smem);
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    hist[e] = 0;
+  __syncthreads();
+  const int64_t i = int64_t(blockIdx.x) * kMoeChunk + threadIdx.x;
+  if (i < nk)
+    atomicAdd(hist + experts[i], 1);
+  __syncthreads();
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    counts[int64_t(blockIdx.x) * E + e] = hist[e];
+}
+
+// One block: counts[c, e] becomes the pairs of expert e in the chunks before
+// c (a scan over the chunks, a thread an expert), start[e] the pairs of the
+// experts before e (start[E] = every pair).
+__global__ void moeChunkScanKernel(int *counts, int64_t chunks, int64_t E, int64_t *start) {
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    int64_t run = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int v = counts[c * E + e];
+      counts[c * E + e] = int(run);
+      run += v;
+    }
+    start[e + 1] = run;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    start[0] = 0;
+    for (int64_t e = 0; e < E; ++e)
+      start[e + 1] += start[e];
+  }
+}
+
+// slots[i] = start[e] + the pairs of e before i: those of the chunks before
+// (before[c, e]) and those before i in its chunk: by expert, then token.
+__global__ void moeSlotKernel(const int64_t *experts, int64_t nk, int64_t E, const int *before,
+                              const int64_t *start, int64_t *slots) {
+  FSDP_SHARED(int64_t, ex, [kMoeChunk]);
+  const int64_t i = int64_t(blockIdx.x) * kMoeChunk + threadIdx.x;
+  ex[threadIdx.x] = i < nk ? experts[i] : -1;
+  __syncthreads();
+  if (i < nk) {
+    const int64_t e = ex[threadIdx.x];
+    int64_t rank = 0;
+    for (unsigned j = 0; j < threadIdx.x; ++j)
+      rank += ex[j] == e;
+    slots[i] = start[e] + before[int64_t(blockIdx.x) * E + e] + rank;
+  }
+}
+
+// moe_linear's tiles: 64 rows (or columns) by 64, 16 deep, 256 threads.
+constexpr int kMoeTile = 64, kMoeDepth = 16, kMoeGemmThreads = 256;
+
+// One block: start[e] (int64 [E + 1]), expert e's first packed row, counted
+// from the nk choices in shared counters; tiles[e] (int64 [E + 1]) the
+// 64-row tiles of the experts before e.
+__global__ void moeRowStartsKernel(const int64_t *experts, int64_t nk, int64_t E, int64_t *start,
+                                   int64_t *tiles) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  int *hist = reinterpret_cast<int *>(smem);
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
+    hist[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < nk; i += blockDim.x)
+    atomicAdd(hist + experts[i], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    start[0] = tiles[0] = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      start[e + 1] = start[e] + hist[e];
+      tiles[e + 1] = tiles[e] + (hist[e] + kMoeTile - 1) / kMoeTile;
+    }
+  }
+}
+
+template <class T>
+__global__ void moePermuteKernel(const T *x, const int64_t *slots, T *packed, int64_t n, int64_t k,
+                                 int64_t D) {
+  FSDP_GRID_LOOP(i, n * k * D) {
+    const int64_t pair = i / D, d = i - pair * D;
+    packed[slots[pair] * D + d] = x[(pair / k) * D + d];
+  }
+}
+
+// A token's k choices in ascending slot order (cpu_impl.h's slotOrder).
+__device__ inline void moeSlotOrder(const int64_t *s, int k, int *order) {
+  for (int j = 0; j < k; ++j) {
+    int i = j;
+    for (; i > 0 && s[order[i - 1]] > s[j]; --i)
+      order[i] = order[i - 1];
+    order[i] = j;
+  }
+}
+
+// A block a token: its k rows (and weights) in ascending slot order, found
+// by thread 0; then the threads over D, each summing k terms in f32 in that
+// order: the permute's gradient (w null) adds the rows, the combine adds
+// weight * row, each product and sum rounded.
+template <class T>
+__global__ void moeGatherKernel(const T *rows, const T *weights, const int64_t *slots, T *y,
+                                int64_t k, int64_t D) {
+  FSDP_SHARED(int64_t, src, [kernels::kMaxTopK]);
+  FSDP_SHARED(float, w, [kernels::kMaxTopK]);
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int order[kernels::kMaxTopK];
+    moeSlotOrder(slots + t * k, int(k), order);
+    for (int j = 0; j < k; ++j) {
+      src[j] = slots[t * k + order[j]];
+      w[j] = weights ? load(weights[t * k + order[j]]) : 1.0f;
+    }
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const float v = load(rows[src[j] * D + d]);
+      acc = __fadd_rn(acc, weights ? __fmul_rn(w[j], v) : v);
+    }
+    store(y[t * D + d], acc);
+  }
+}
+
+// A block a token: for each choice j, dpacked[slot] = w dy (one product)
+// and dweights[t, j] = the double dot product of the row and dy, one
+// block-tree sum, rounded once. The row is read before its gradient is
+// written, element by element: dpacked may be packed.
+template <class T>
+__global__ void moeCombineBackwardKernel(const T *dy, const T *packed, const T *weights,
+                                         const int64_t *slots, T *dpacked, T *dweights, int64_t k,
+                                         int64_t D) {
+  FSDP_SHARED(double, shm, [32]);
+  const int64_t t = blockIdx.x;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t r = slots[t * k + j];
+    const float w = load(weights[t * k + j]);
+    double acc = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      const float g = load(dy[t * D + d]);
+      acc += double(load(packed[r * D + d])) * double(g);
+      store(dpacked[r * D + d], __fmul_rn(w, g));
+    }
+    acc = blockSum(acc, shm);
+    if (threadIdx.x == 0)
+      store(dweights[t * k + j], float(acc));
+  }
+}
+
+// moe_linear's matmuls. A block's tile of C [M <= 64, N <= 64] (row stride
+// ldc) = A [M, K] B [K, N], with A(m, q) = A[m sA0 + q sA1] and B(q, c) =
+// B[q sB0 + c sB1]: 16-deep slices of both in shared memory as f32 (read
+// along whichever index is contiguous), f32 accumulation over q in
+// ascending order, each result stored (rounded) once. 256 threads: thread
+// (ty, tx) holds rows ty + 16 i and columns tx + 16 j, i, j < 4. K = 0
+// stores zeros.
+
+template <class T>
+__device__ void moeGemmTile(const T *A, int64_t sA0, int64_t sA1, const T *B, int64_t sB0,
+                            int64_t sB1, T *C, int64_t ldc, int64_t M, int64_t N, int64_t K) {
+  FSDP_SHARED(float, As, [kMoeDepth][kMoeTile + 1]);
+  FSDP_SHARED(float, Bs, [kMoeDepth][kMoeTile + 1]);
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  float acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      acc[i][j] = 0.0f;
+  for (int64_t q0 = 0; q0 < K; q0 += kMoeDepth) {
+    __syncthreads(); // the previous slice is read
+    for (int e = threadIdx.x; e < kMoeTile * kMoeDepth; e += blockDim.x) {
+      int m, q;
+      if (sA1 == 1) {
+        m = e / kMoeDepth;
+        q = e % kMoeDepth;
+      } else {
+        q = e / kMoeTile;
+        m = e % kMoeTile;
+      }
+      As[q][m] = m < M && q0 + q < K ? load(A[m * sA0 + (q0 + q) * sA1]) : 0.0f;
+      int c;
+      if (sB0 == 1) {
+        c = e / kMoeDepth;
+        q = e % kMoeDepth;
+      } else {
+        q = e / kMoeTile;
+        c = e % kMoeTile;
+      }
+      Bs[q][c] = c < N && q0 + q < K ? load(B[(q0 + q) * sB0 + c * sB1]) : 0.0f;
+    }
+    __syncthreads();
+    for (int q = 0; q < kMoeDepth; ++q) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = As[q][ty + 16 * i];
+        b[i] = Bs[q][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] += a[i] * b[j];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (ty + 16 * i < M && tx + 16 * j < N)
+        store(C[(ty + 16 * i) * ldc + tx + 16 * j], acc[i][j]);
+}
+
+// moe_linear forward (y = x w[e]ᵀ) and input gradient (dx = dy w[e]) over the
+// experts e0 .. e0 + count - 1, whose weights w carries. Why one fixed
+// launch: the rows of each expert are known only on the device, and cuBLAS
+// takes its sizes from the host (a grouped or per-expert GEMM would need
+// the counts copied back and the stream synchronized). So the grid's x is
+// the most 64-row tiles the experts can have, ceil(rows / 64) + count
+// (sum over e of ceil(r_e / 64) <= rows / 64 + count), and its y the
+// output's 64-column tiles; a block finds its tile's expert in the tile
+// starts by binary search (tiles[e] <= g < tiles[e + 1]: an expert without
+// rows has no tile) and its rows from the row starts, and a block past the
+// last tile returns at once. Every block is one expert's: its weight is
+// read whole, the rows' tile stays in shared memory, and no row's result
+// is split across blocks (no reduction: deterministic).
+template <class T>
+__global__ void __launch_bounds__(kMoeGemmThreads)
+    moeLinearRowsKernel(const T *a, MoePointers<const T *> w, T *c, const int64_t *start,
+                        const int64_t *tiles, int64_t e0, int64_t count, int64_t in, int64_t out,
+                        bool forward) {
+  const int64_t g = tiles[e0] + blockIdx.x;
+  if (g >= tiles[e0 + count])
+    return; // the whole block: g is the block's
+  int64_t lo = e0, hi = e0 + count - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (tiles[mid] <= g)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int64_t e = lo, r0 = start[e] + (g - tiles[e]) * kMoeTile;
+  const int64_t M = min(int64_t(kMoeTile), start[e + 1] - r0), c0 = int64_t(blockIdx.y) * kMoeTile;
+  const T *W = w.p[e - e0];
+  if (forward) // y[r, o] = sum over i of x[r, i] W[o, i]
+    moeGemmTile(a + r0 * in, in, int64_t(1), W + c0 * in, int64_t(1), in, c + r0 * out + c0, out, M,
+                min(int64_t(kMoeTile), out - c0), in);
+  else // dx[r, i] = sum over o of dy[r, o] W[o, i]
+    moeGemmTile(a + r0 * out, out, int64_t(1), W + c0, in, int64_t(1), c + r0 * in + c0, in, M,
+                min(int64_t(kMoeTile), in - c0), out);
+}
+
+// dw[e] = dy[rows of e]ᵀ x[rows of e]: blockIdx.y the expert e0 + y, x the
+// 64 x 64 tiles of [out, in]; the expert's rows summed in order by its
+// block (zeros without rows).
+template <class T>
+__global__ void __launch_bounds__(kMoeGemmThreads)
+    moeLinearWeightKernel(const T *dy, const T *x, MoePointers<T *> dw, const int64_t *start,
+                          int64_t e0, int64_t in, int64_t out) {
+  const int64_t tilesIn = (in + kMoeTile - 1) / kMoeTile;
+  const int64_t o0 = int64_t(blockIdx.x) / tilesIn * kMoeTile;
+  const int64_t i0 = int64_t(blockIdx.x) % tilesIn * kMoeTile;
+  const int64_t e = e0 + blockIdx.y, r0 = start[e];
+  // dW[o, i] = sum over r of dy[r, o] x[r, i]
+  moeGemmTile(dy + r0 * out + o0, int64_t(1), out, x + r0 * in + i0, in, int64_t(1),
+              dw.p[blockIdx.y] + o0 * in + i0, in, min(int64_t(kMoeTile), out - o0),
+              min(int64_t(kMoeTile), in - i0), start[e + 1] - r0);
+}
+
+// A warp a token: p recomputed, dp over the chosen experts (lane 0, in
+// choice order, as the CPU), dlogits = p (dp - float(sum p dp)). Shared: 2 E
+// floats a warp (p and dp). dlogits may be logits: every lane has read its
+// row before the warp's sync that precedes the writes.
+template <class T>
+__global__ void moeRouteBackwardKernel(const T *dweights, const T *logits, const int64_t *experts,
+                                       T *dlogits, int64_t n, int64_t E, int k, bool normalize) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float *p = smem + int64_t(warp) * 2 * E, *dp = p + E;
+  for (int64_t t = int64_t(blockIdx.x) * warps + warp; t < n; t += int64_t(gridDim.x) * warps) {
+    moeSoftmaxWarp(logits + t * E, E, p);
+    for (int64_t e = lane; e < E; e += 32)
+      dp[e] = 0.0f;
+    __syncwarp();
+    double pd = 0.0;
+    if (lane == 0) {
+      const int64_t *c = experts + t * k;
+      const T *dw = dweights + t * k;
+      if (normalize) { // w_j = p_j / s: dp_j = (dw_j - sum_i dw_i w_i) / s
+        float s = 0.0f, dot = 0.0f;
+        for (int j = 0; j < k; ++j)
+          s = __fadd_rn(s, p[c[j]]);
+        for (int j = 0; j < k; ++j)
+          dot = __fadd_rn(dot, __fmul_rn(load(dw[j]), __fdiv_rn(p[c[j]], s)));
+        for (int j = 0; j < k; ++j)
+          dp[c[j]] = __fdiv_rn(__fsub_rn(load(dw[j]), dot), s);
+      } else {
+        for (int j = 0; j < k; ++j)
+          dp[c[j]] = load(dw[j]);
+      }
+      for (int j = 0; j < k; ++j)
+        pd += double(p[c[j]]) * double(dp[c[j]]);
+    }
+    __syncwarp();
+    const float pdf = float(__shfl_sync(0xffffffffu, pd, 0));
+    for (int64_t e = lane; e < E; e += 32)
+      store(dlogits[t * E + e], __fmul_rn(p[e], __fsub_rn(dp[e], pdf)));
+    __syncwarp(); // p and dp are the next token's
+  }
+}
+
+// The aux loss's statistics over the layers l0 .. l0 + gridDim.y - 1, whose
+// logits the launch carries (blockIdx.y), rows [blockIdx.x kMoeAuxRows, +
+// kMoeAuxRows) of each, a warp a row: counts[j, e] += the rows whose choice
+// j is e (integers: exact whatever the order), and when partial is given,
+// the block's sum of p per expert (each warp's own in double, lane-owned,
+// then the warps' added in warp order) into partial[(l gridDim.x +
+// blockIdx.x) E + e]. Shared: E doubles (sums) and 2 E floats (p, taken) a
+// warp.
+template <class T>
+__global__ void moeAuxStatsKernel(MoePointers<const T *> logits, int64_t l0, int64_t n, int64_t E,
+                                  int k, int *counts, double *partial) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  double *sums = reinterpret_cast<double *>(smem);
+  double *mine = sums + int64_t(warp) * E;
+  float *p = reinterpret_cast<float *>(sums + int64_t(warps) * E) + int64_t(warp) * 2 * E;
+  float *taken = p + E;
+  for (int64_t e = lane; e < E; e += 32)
+    mine[e] = 0.0;
+  const T *x = logits.p[blockIdx.y];
+  const int64_t first = int64_t(blockIdx.x) * kMoeAuxRows, last = min(n, first + kMoeAuxRows);
+  for (int64_t t = first + warp; t < last; t += warps) {
+    moeSoftmaxWarp(x + t * E, E, p);
+    for (int64_t e = lane; e < E; e += 32) {
+      taken[e] = 0.0f;
+      mine[e] += double(p[e]);
+    }
+    __syncwarp();
+    for (int j = 0; j < k; ++j) {
+      const int best = moeArgmaxWarp(p, taken, E);
+      if (lane == 0) {
+        atomicAdd(counts + int64_t(j) * E + best, 1);
+        taken[best] = 1.0f;
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  if (!partial)
+    return;
+  const int64_t slot = (l0 + blockIdx.y) * gridDim.x + blockIdx.x;
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    double s = 0.0;
+    for (int w = 0; w < warps; ++w)
+      s += sums[int64_t(w) * E + e];
+    partial[slot * E + e] = s;
+  }
+}
+
+// One block: P[e] = the blocks' partial sums added in block order; then
+// thread 0 sums aux over j, e in the CPU's order and writes *out = loss +
+// coef E aux, rounded to f32 once.
+__global__ void moeAuxLossKernel(const float *loss, const int *counts, const double *partial,
+                                 int64_t slots, double *P, int64_t E, int k, double R, double coefE,
+                                 float *out) {
+  for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
+    double s = 0.0;
+    for (int64_t b = 0; b < slots; ++b)
+      s += partial[b * E + e];
+    P[e] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double aux = 0.0;
+    for (int j = 0; j < k; ++j)
+      for (int64_t e = 0; e < E; ++e)
+        aux += (double(counts[int64_t(j) * E + e]) / R) * (P[e] / R);
+    *out = float(double(*loss) + coefE * aux);
+  }
+}
+
+// G[e] = scale F[e], F[e] = the rows choosing e, over the choices (double).
+__global__ void moeAuxFactorKernel(const int *counts, int64_t E, int k, double scale, double *G) {
+  FSDP_GRID_LOOP(e, E) {
+    double F = 0.0;
+    for (int j = 0; j < k; ++j)
+      F += double(counts[int64_t(j) * E + e]);
+    G[e] = scale * F;
+  }
+}
+
+// A warp a row of each layer (blockIdx.y): p recomputed, pg = the double sum
+// of p G (the warp's tree), dlogits = float(p (G - pg)). Shared: E floats a
+// warp. dlogits may be logits (every read precedes the warp's reduction).
+template <class T>
+__global__ void moeAuxGradKernel(MoePointers<const T *> logits, MoePointers<T *> dlogits, int64_t n,
+                                 int64_t E, const double *G) {
+  FSDP_DYNAMIC_SHARED(float, smem);
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float *p = smem + int64_t(warp) * E;
+  const T *x = logits.p[blockIdx.y];
+  T *dx = dlogits.p[blockIdx.y];
+  for (int64_t t = int64_t(blockIdx.x) * warps + warp; t < n; t += int64_t(gridDim.x) * warps) {
+    moeSoftmaxWarp(x + t * E, E, p);
+    double pg = 0.0;
+    for (int64_t e = lane; e < E; e += 32)
+      pg += double(p[e]) * G[e];
+    for (int o = 16; o > 0; o >>= 1)
+      pg += __shfl_xor_sync(0xffffffffu, pg, o);
+    for (int64_t e = lane; e < E; e += 32)
+      store(dx[t * E + e], float(double(p[e]) * (G[e] - pg)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // cuBLAS, row-major
 //===----------------------------------------------------------------------===//
 
@@ -1375,6 +1909,233 @@ void crossEntropyBackwardT(const T *logits, const int64_t *targets, T *dlogits, 
   FSDP_LAUNCH_CHECK();
 }
 
+// The limits of the MoE kernels (cuda.h), checked before any launch: k
+// and the routed rows n k; with E (> 0), the experts too.
+void checkMoe(const char *call, int64_t n, int64_t k, int64_t E = 0) {
+  auto refuse = [&](const std::string &why) { throw Error(std::string(call) + ": " + why); };
+  if (k < 1 || k > kernels::kMaxTopK || (E > 0 && k > E))
+    refuse("top_k " + std::to_string(k) + ": the kernels take 1 to min(E, " +
+           std::to_string(kernels::kMaxTopK) + ")");
+  if (n < 0 || n > kMaxGridX / k)
+    refuse(std::to_string(n) + " tokens x top_k " + std::to_string(k) +
+           " routed rows: over the kernels' 2^31 - 1 (int32 counts)");
+  if (E != 0 && (E < 1 || E > kMoeMaxExperts))
+    refuse(std::to_string(E) + " experts: the CUDA kernels take 1 to " +
+           std::to_string(kMoeMaxExperts) + " (per-expert counters and each row's " +
+           "probabilities in shared memory)");
+}
+
+// Blocks of `warps` warps, a row a warp, grid-strided over n rows.
+inline unsigned moeRowBlocks(int64_t n, int warps) { return gridFor(n, warps); }
+
+template <class T>
+void moeRouteForwardT(const T *logits, T *weights, int64_t *experts, int64_t *slots, int64_t n,
+                      int64_t E, int64_t k, bool normalize, float *scratch, cudaStream_t stream) {
+  checkMoe("moeRouteForward", n, k, E);
+  if (n == 0)
+    return;
+  const size_t perWarp = 8 * size_t(E);
+  const int warps = moeWarps(perWarp);
+  FSDP_LAUNCH(moeRouteKernel<T>, moeRowBlocks(n, warps), 32 * warps, warps * perWarp, stream,
+              logits, weights, experts, n, E, int(k), normalize);
+  FSDP_LAUNCH_CHECK();
+  // The slots: chunks' counts, their scan, each pair's rank.
+  int64_t *start = reinterpret_cast<int64_t *>(scratch);
+  int *before = reinterpret_cast<int *>(start + E + 1);
+  const int64_t nk = n * k, chunks = (nk + kMoeChunk - 1) / kMoeChunk;
+  FSDP_LAUNCH(moeChunkCountKernel, unsigned(chunks), unsigned(kMoeChunk), sizeof(int) * size_t(E),
+              stream, experts, nk, E, before);
+  FSDP_LAUNCH_CHECK();
+  FSDP_LAUNCH(moeChunkScanKernel, 1, 1024, 0, stream, before, chunks, E, start);
+  FSDP_LAUNCH_CHECK();
+  FSDP_LAUNCH(moeSlotKernel, unsigned(chunks), unsigned(kMoeChunk), 0, stream, experts, nk, E,
+              before, start, slots);
+  FSDP_LAUNCH_CHECK();
+}
+
+template <class T>
+void moeRouteBackwardT(const T *dweights, const T *logits, const int64_t *experts, T *dlogits,
+                       int64_t n, int64_t E, int64_t k, bool normalize, cudaStream_t stream) {
+  checkMoe("moeRouteBackward", n, k, E);
+  if (n == 0)
+    return;
+  const size_t perWarp = 8 * size_t(E);
+  const int warps = moeWarps(perWarp);
+  FSDP_LAUNCH(moeRouteBackwardKernel<T>, moeRowBlocks(n, warps), 32 * warps, warps * perWarp,
+              stream, dweights, logits, experts, dlogits, n, E, int(k), normalize);
+  FSDP_LAUNCH_CHECK();
+}
+
+// The permute's gradient (weights null) and the combine: a block a token.
+template <class T>
+void moeGatherT(const T *rows, const T *weights, const int64_t *slots, T *y, int64_t n, int64_t k,
+                int64_t D, const char *call, cudaStream_t stream) {
+  checkMoe(call, n, k);
+  if (n == 0 || D <= 0)
+    return;
+  FSDP_LAUNCH(moeGatherKernel<T>, rowGrid(n, call), kThreads, 0, stream, rows, weights, slots, y, k,
+              D);
+  FSDP_LAUNCH_CHECK();
+}
+
+// moe_linear's row starts and tile starts (scratch), then `each(e0, count,
+// pointers)` for every kMoePointers experts.
+template <class F>
+void moeLinearLaunches(const int64_t *experts, int64_t nk, int64_t E, float *scratch,
+                       cudaStream_t stream, F each) {
+  int64_t *start = reinterpret_cast<int64_t *>(scratch), *tiles = start + E + 1;
+  FSDP_LAUNCH(moeRowStartsKernel, 1, 1024, sizeof(int) * size_t(E), stream, experts, nk, E, start,
+              tiles);
+  FSDP_LAUNCH_CHECK();
+  for (int64_t e0 = 0; e0 < E; e0 += kMoePointers)
+    each(e0, std::min(kMoePointers, E - e0), start, tiles);
+}
+
+template <class T>
+void moeLinearRowsT(const T *a, const int64_t *experts, const T *const *w, T *c, int64_t n,
+                    int64_t k, int64_t E, int64_t in, int64_t out, float *scratch, bool forward,
+                    cudaStream_t stream) {
+  const char *call = forward ? "moeLinearForward" : "moeLinearBackwardInput";
+  checkMoe(call, n, k, E);
+  const int64_t nk = n * k, cols = forward ? out : in;
+  if (nk == 0 || cols <= 0)
+    return;
+  if ((forward ? in : out) <= 0) { // an empty contraction
+    FSDP_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(T) * size_t(nk * cols), stream));
+    return;
+  }
+  const int64_t colTiles = (cols + kMoeTile - 1) / kMoeTile;
+  if (colTiles > kMaxGridY)
+    throw Error(std::string(call) + ": " + std::to_string(cols) +
+                " columns: over CUDA's 65535 blocks of 64 in grid.y");
+  moeLinearLaunches(experts, nk, E, scratch, stream,
+                    [&](int64_t e0, int64_t count, const int64_t *start, const int64_t *tiles) {
+                      MoePointers<const T *> ptrs{};
+                      for (int64_t i = 0; i < count; ++i)
+                        ptrs.p[i] = w[e0 + i];
+                      const dim3 grid(unsigned((nk + kMoeTile - 1) / kMoeTile + count),
+                                      unsigned(colTiles));
+                      FSDP_LAUNCH(moeLinearRowsKernel<T>, grid, kMoeGemmThreads, 0, stream, a, ptrs,
+                                  c, start, tiles, e0, count, in, out, forward);
+                      FSDP_LAUNCH_CHECK();
+                    });
+}
+
+template <class T>
+void moeLinearBackwardWeightT(const T *dy, const T *x, const int64_t *experts, T *const *dw,
+                              int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                              float *scratch, cudaStream_t stream) {
+  checkMoe("moeLinearBackwardWeight", n, k, E);
+  if (in <= 0 || out <= 0)
+    return;
+  const int64_t tiles = ((out + kMoeTile - 1) / kMoeTile) * ((in + kMoeTile - 1) / kMoeTile);
+  if (tiles > kMaxGridX)
+    throw Error("moeLinearBackwardWeight: [" + std::to_string(out) + ", " + std::to_string(in) +
+                "] weights: over CUDA's 2^31 - 1 blocks of 64 x 64");
+  moeLinearLaunches(experts, n * k, E, scratch, stream,
+                    [&](int64_t e0, int64_t count, const int64_t *start, const int64_t *) {
+                      MoePointers<T *> ptrs{};
+                      for (int64_t i = 0; i < count; ++i)
+                        ptrs.p[i] = dw[e0 + i];
+                      FSDP_LAUNCH(moeLinearWeightKernel<T>, dim3(unsigned(tiles), unsigned(count)),
+                                  kMoeGemmThreads, 0, stream, dy, x, ptrs, start, e0, in, out);
+                      FSDP_LAUNCH_CHECK();
+                    });
+}
+
+template <class T>
+void moeCombineBackwardT(const T *dy, const T *packed, const T *weights, const int64_t *slots,
+                         T *dpacked, T *dweights, int64_t n, int64_t k, int64_t D,
+                         cudaStream_t stream) {
+  checkMoe("moeCombineBackward", n, k);
+  if (n == 0)
+    return;
+  FSDP_LAUNCH(moeCombineBackwardKernel<T>, rowGrid(n, "moeCombineBackward"), kThreads, 0, stream,
+              dy, packed, weights, slots, dpacked, dweights, k, D);
+  FSDP_LAUNCH_CHECK();
+}
+
+// The aux loss's layout of scratch (cuda.h, moeAuxLossScratchFloats).
+struct MoeAuxScratch {
+  double *partial, *perExpert;
+  int *counts;
+  int64_t slots;
+};
+MoeAuxScratch moeAuxScratch(float *scratch, int64_t layers, int64_t n, int64_t E) {
+  MoeAuxScratch s;
+  s.slots = layers * ((n + kMoeAuxRows - 1) / kMoeAuxRows);
+  s.partial = reinterpret_cast<double *>(scratch);
+  s.perExpert = s.partial + s.slots * E;
+  s.counts = reinterpret_cast<int *>(s.perExpert + E);
+  return s;
+}
+
+// counts (zeroed first) and, with partial, the blocks' sums of p, over
+// every layer, kMoePointers layers a launch.
+template <class T>
+void moeAuxStatsT(const T *const *logits, int64_t layers, int64_t n, int64_t E, int64_t k,
+                  int *counts, double *partial, cudaStream_t stream) {
+  FSDP_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int) * size_t(k * E), stream));
+  const int64_t perLayer = (n + kMoeAuxRows - 1) / kMoeAuxRows;
+  if (perLayer == 0)
+    return;
+  const size_t perWarp = 16 * size_t(E);
+  const int warps = moeWarps(perWarp);
+  for (int64_t l0 = 0; l0 < layers; l0 += kMoePointers) {
+    const int64_t count = std::min(kMoePointers, layers - l0);
+    MoePointers<const T *> ptrs{};
+    for (int64_t i = 0; i < count; ++i)
+      ptrs.p[i] = logits[l0 + i];
+    FSDP_LAUNCH(moeAuxStatsKernel<T>, dim3(unsigned(perLayer), unsigned(count)), 32 * warps,
+                warps * perWarp, stream, ptrs, l0, n, E, int(k), counts, partial);
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
+template <class T>
+void moeAuxLossForwardT(const float *loss, const T *const *logits, float *out, int64_t layers,
+                        int64_t n, int64_t E, int64_t k, double coef, float *scratch,
+                        cudaStream_t stream) {
+  checkMoe("moeAuxLossForward", n, k, E);
+  const MoeAuxScratch s = moeAuxScratch(scratch, layers, n, E);
+  moeAuxStatsT(logits, layers, n, E, k, s.counts, s.partial, stream);
+  const double R = double(layers) * double(n);
+  FSDP_LAUNCH(moeAuxLossKernel, 1, kThreads, 0, stream, loss, s.counts, s.partial, s.slots,
+              s.perExpert, E, int(k), R, coef * double(E), out);
+  FSDP_LAUNCH_CHECK();
+}
+
+template <class T>
+void moeAuxLossBackwardT(const T *const *logits, T *const *dlogits, int64_t layers, int64_t n,
+                         int64_t E, int64_t k, double coef, float lossScale, float *scratch,
+                         cudaStream_t stream) {
+  checkMoe("moeAuxLossBackward", n, k, E);
+  if (n == 0 || layers <= 0)
+    return;
+  const MoeAuxScratch s = moeAuxScratch(scratch, layers, n, E);
+  moeAuxStatsT(logits, layers, n, E, k, s.counts, static_cast<double *>(nullptr), stream);
+  // The CPU's factor, the same double expression.
+  const double R = double(layers) * double(n);
+  const double scale = coef * double(E) / (R * R) * double(n) * double(lossScale);
+  FSDP_LAUNCH(moeAuxFactorKernel, gridFor(E), kThreads, 0, stream, s.counts, E, int(k), scale,
+              s.perExpert);
+  FSDP_LAUNCH_CHECK();
+  const size_t perWarp = 4 * size_t(E);
+  const int warps = moeWarps(perWarp);
+  for (int64_t l0 = 0; l0 < layers; l0 += kMoePointers) {
+    const int64_t count = std::min(kMoePointers, layers - l0);
+    MoePointers<const T *> in{};
+    MoePointers<T *> outs{};
+    for (int64_t i = 0; i < count; ++i) {
+      in.p[i] = logits[l0 + i];
+      outs.p[i] = dlogits[l0 + i];
+    }
+    FSDP_LAUNCH(moeAuxGradKernel<T>, dim3(moeRowBlocks(n, warps), unsigned(count)), 32 * warps,
+                warps * perWarp, stream, in, outs, n, E, static_cast<const double *>(s.perExpert));
+    FSDP_LAUNCH_CHECK();
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1642,6 +2403,131 @@ void crossEntropyBackward(const float *logits, const int64_t *targets, float *dl
 void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
                           int64_t V, float scale, cudaStream_t stream) {
   crossEntropyBackwardT(logits, targets, dlogits, n, V, scale, stream);
+}
+
+void moeRouteForward(const float *logits, float *weights, int64_t *experts, int64_t *slots,
+                     int64_t n, int64_t E, int64_t k, bool normalize, float *scratch,
+                     cudaStream_t stream) {
+  moeRouteForwardT(logits, weights, experts, slots, n, E, k, normalize, scratch, stream);
+}
+void moeRouteForward(const bf16 *logits, bf16 *weights, int64_t *experts, int64_t *slots, int64_t n,
+                     int64_t E, int64_t k, bool normalize, float *scratch, cudaStream_t stream) {
+  moeRouteForwardT(logits, weights, experts, slots, n, E, k, normalize, scratch, stream);
+}
+
+void moeRouteBackward(const float *dweights, const float *logits, const int64_t *experts,
+                      float *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      cudaStream_t stream) {
+  moeRouteBackwardT(dweights, logits, experts, dlogits, n, E, k, normalize, stream);
+}
+void moeRouteBackward(const bf16 *dweights, const bf16 *logits, const int64_t *experts,
+                      bf16 *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      cudaStream_t stream) {
+  moeRouteBackwardT(dweights, logits, experts, dlogits, n, E, k, normalize, stream);
+}
+
+namespace {
+template <class T>
+void moePermuteForwardT(const T *x, const int64_t *slots, T *packed, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream) {
+  checkMoe("moePermuteForward", n, k);
+  launchElementwise(moePermuteKernel<T>, n * k * D, stream, x, slots, packed, n, k, D);
+}
+} // namespace
+
+void moePermuteForward(const float *x, const int64_t *slots, float *packed, int64_t n, int64_t k,
+                       int64_t D, cudaStream_t stream) {
+  moePermuteForwardT(x, slots, packed, n, k, D, stream);
+}
+void moePermuteForward(const bf16 *x, const int64_t *slots, bf16 *packed, int64_t n, int64_t k,
+                       int64_t D, cudaStream_t stream) {
+  moePermuteForwardT(x, slots, packed, n, k, D, stream);
+}
+
+void moePermuteBackward(const float *dpacked, const int64_t *slots, float *dx, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream) {
+  moeGatherT(dpacked, static_cast<const float *>(nullptr), slots, dx, n, k, D, "moePermuteBackward",
+             stream);
+}
+void moePermuteBackward(const bf16 *dpacked, const int64_t *slots, bf16 *dx, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream) {
+  moeGatherT(dpacked, static_cast<const bf16 *>(nullptr), slots, dx, n, k, D, "moePermuteBackward",
+             stream);
+}
+
+void moeLinearForward(const float *x, const int64_t *experts, const float *const *w, float *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch,
+                      cudaStream_t stream) {
+  moeLinearRowsT(x, experts, w, y, n, k, E, in, out, scratch, true, stream);
+}
+void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch,
+                      cudaStream_t stream) {
+  moeLinearRowsT(x, experts, w, y, n, k, E, in, out, scratch, true, stream);
+}
+
+void moeLinearBackwardInput(const float *dy, const int64_t *experts, const float *const *w,
+                            float *dx, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch, cudaStream_t stream) {
+  moeLinearRowsT(dy, experts, w, dx, n, k, E, in, out, scratch, false, stream);
+}
+void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
+                            int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch, cudaStream_t stream) {
+  moeLinearRowsT(dy, experts, w, dx, n, k, E, in, out, scratch, false, stream);
+}
+
+void moeLinearBackwardWeight(const float *dy, const float *x, const int64_t *experts,
+                             float *const *dw, int64_t n, int64_t k, int64_t E, int64_t in,
+                             int64_t out, float *scratch, cudaStream_t stream) {
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch, stream);
+}
+void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch, cudaStream_t stream) {
+  moeLinearBackwardWeightT(dy, x, experts, dw, n, k, E, in, out, scratch, stream);
+}
+
+void moeCombineForward(const float *packed, const float *weights, const int64_t *slots, float *y,
+                       int64_t n, int64_t k, int64_t D, cudaStream_t stream) {
+  moeGatherT(packed, weights, slots, y, n, k, D, "moeCombineForward", stream);
+}
+void moeCombineForward(const bf16 *packed, const bf16 *weights, const int64_t *slots, bf16 *y,
+                       int64_t n, int64_t k, int64_t D, cudaStream_t stream) {
+  moeGatherT(packed, weights, slots, y, n, k, D, "moeCombineForward", stream);
+}
+
+void moeCombineBackward(const float *dy, const float *packed, const float *weights,
+                        const int64_t *slots, float *dpacked, float *dweights, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream) {
+  moeCombineBackwardT(dy, packed, weights, slots, dpacked, dweights, n, k, D, stream);
+}
+void moeCombineBackward(const bf16 *dy, const bf16 *packed, const bf16 *weights,
+                        const int64_t *slots, bf16 *dpacked, bf16 *dweights, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream) {
+  moeCombineBackwardT(dy, packed, weights, slots, dpacked, dweights, n, k, D, stream);
+}
+
+void moeAuxLossForward(const float *loss, const float *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch,
+                       cudaStream_t stream) {
+  moeAuxLossForwardT(loss, logits, out, layers, n, E, k, coef, scratch, stream);
+}
+void moeAuxLossForward(const float *loss, const bf16 *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch,
+                       cudaStream_t stream) {
+  moeAuxLossForwardT(loss, logits, out, layers, n, E, k, coef, scratch, stream);
+}
+
+void moeAuxLossBackward(const float *const *logits, float *const *dlogits, int64_t layers,
+                        int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                        float *scratch, cudaStream_t stream) {
+  moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch, stream);
+}
+void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits, int64_t layers, int64_t n,
+                        int64_t E, int64_t k, double coef, float lossScale, float *scratch,
+                        cudaStream_t stream) {
+  moeAuxLossBackwardT(logits, dlogits, layers, n, E, k, coef, lossScale, scratch, stream);
 }
 
 void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,

@@ -255,6 +255,139 @@ void crossEntropyBackward(const float *logits, const int64_t *targets, float *dl
 void crossEntropyBackward(const bf16 *logits, const int64_t *targets, bf16 *dlogits, int64_t n,
                           int64_t V, float scale, cudaStream_t stream);
 
+//===----------------------------------------------------------------------===//
+// Mixture of experts: cpu.h's "Mixture of experts" kernels, the same
+// semantics and rounding points (the softmax in f32 with its sum in double,
+// top-k ties to the lower expert, the packed rows by expert then token, the
+// k terms of a token summed in f32 in ascending slot order, the aux loss's
+// statistics in double), CUDA's expf for cpu.cpp's expf1.
+//
+// Every row count is known only on the device (the routing is), and nothing
+// here reads one on the host: the packed rows' per-expert starts are
+// counted into scratch by a kernel, and the kernels after it find their
+// rows there (moe_linear: see moeLinearForward).
+//
+// The arrays of expert weights (E) and of the layers' logits (L) are HOST
+// arrays of DEVICE pointers, as Dispatch builds them: each launch takes up to
+// kMoePointers of them by value in its parameters (no copy, nothing to order
+// against the stream), and more are taken by further launches, so neither E
+// nor L has a limit of its own. E is at most kMoeMaxExperts (the per-expert
+// counters and each token's probabilities live in shared memory), k at most
+// kernels::kMaxTopK as on the CPU, n * k below 2^31; past them a call throws
+// Error naming the limit.
+//===----------------------------------------------------------------------===//
+
+inline constexpr int64_t kMoePointers = 64;     // expert weights or layers a launch takes
+inline constexpr int64_t kMoeMaxExperts = 2048; // E
+inline constexpr int64_t kMoeChunk = 256;       // routing pairs a block counts (moe_route)
+inline constexpr int64_t kMoeAuxRows = 1024;    // a layer's rows a block sums (moe_aux_loss)
+
+// Scratch floats (4 bytes; the int64 and double parts first: 8-byte aligned
+// at a 64-byte aligned scratch). moe_route: each expert's first row (int64
+// [E + 1]), then the pairs of each expert before each chunk of kMoeChunk
+// pairs (int32 [chunks, E]). moe_linear and its gradients: the row starts
+// and the starts of each expert's 64-row tiles (int64 [E + 1] each).
+// moe_aux_loss and its gradient: each block's sum of p per expert (double
+// [layers * ceil(n / kMoeAuxRows), E]), their total or the gradient's
+// per-expert factor (double [E]), the choices' counts (int32 [k, E]).
+// moe_route_grad, moe_permute(_grad) and moe_combine(_grad) take none.
+inline int64_t moeRouteScratchFloats(int64_t n, int64_t k, int64_t E) {
+  const int64_t chunks = (n * k + kMoeChunk - 1) / kMoeChunk;
+  return 2 * (E + 1) + chunks * E;
+}
+inline int64_t moeLinearScratchFloats(int64_t E) { return 4 * (E + 1); }
+inline int64_t moeAuxLossScratchFloats(int64_t layers, int64_t n, int64_t E, int64_t k) {
+  const int64_t blocks = layers * ((n + kMoeAuxRows - 1) / kMoeAuxRows);
+  return 2 * (blocks * E + E) + k * E;
+}
+
+// logits [n, E] -> weights [n, k] (storage type), experts, slots [n, k]
+// (int64): a warp a token (softmax, top-k by warp reductions), then the
+// slots from per-chunk counts (no atomics on the order: the same slots as
+// the CPU's, by expert then token).
+void moeRouteForward(const float *logits, float *weights, int64_t *experts, int64_t *slots,
+                     int64_t n, int64_t E, int64_t k, bool normalize, float *scratch,
+                     cudaStream_t stream);
+void moeRouteForward(const bf16 *logits, bf16 *weights, int64_t *experts, int64_t *slots, int64_t n,
+                     int64_t E, int64_t k, bool normalize, float *scratch, cudaStream_t stream);
+// dlogits [n, E] from dweights [n, k]; p recomputed (no scratch: shared memory)
+void moeRouteBackward(const float *dweights, const float *logits, const int64_t *experts,
+                      float *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      cudaStream_t stream);
+void moeRouteBackward(const bf16 *dweights, const bf16 *logits, const int64_t *experts,
+                      bf16 *dlogits, int64_t n, int64_t E, int64_t k, bool normalize,
+                      cudaStream_t stream);
+// packed[slots[t, j]] = x[t] (copies); the gradient sums a token's k rows in
+// f32 in ascending slot order, as the CPU (the same bits)
+void moePermuteForward(const float *x, const int64_t *slots, float *packed, int64_t n, int64_t k,
+                       int64_t D, cudaStream_t stream);
+void moePermuteForward(const bf16 *x, const int64_t *slots, bf16 *packed, int64_t n, int64_t k,
+                       int64_t D, cudaStream_t stream);
+void moePermuteBackward(const float *dpacked, const int64_t *slots, float *dx, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream);
+void moePermuteBackward(const bf16 *dpacked, const int64_t *slots, bf16 *dx, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream);
+// y [n*k, out] = each expert's rows of x [n*k, in] times w[e]ᵀ (w[e] [out,
+// in], torch's out_in), w a host array of E device pointers. A grouped GEMM
+// of our own (f32 accumulation, tiles of 64 x 64; bf16 read into f32 and the
+// result rounded once): the starts are counted on the device and one fixed
+// launch covers every row (see cuda.cu). Scratch: moeLinearScratchFloats.
+void moeLinearForward(const float *x, const int64_t *experts, const float *const *w, float *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch,
+                      cudaStream_t stream);
+void moeLinearForward(const bf16 *x, const int64_t *experts, const bf16 *const *w, bf16 *y,
+                      int64_t n, int64_t k, int64_t E, int64_t in, int64_t out, float *scratch,
+                      cudaStream_t stream);
+// dx [n*k, in] = each expert's rows of dy [n*k, out] times w[e]
+void moeLinearBackwardInput(const float *dy, const int64_t *experts, const float *const *w,
+                            float *dx, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch, cudaStream_t stream);
+void moeLinearBackwardInput(const bf16 *dy, const int64_t *experts, const bf16 *const *w, bf16 *dx,
+                            int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                            float *scratch, cudaStream_t stream);
+// dw[e] = dy[rows of e]ᵀ x[rows of e] (zeros for an expert without rows), dw
+// a host array of E device pointers: a block per 64 x 64 tile of a dw[e],
+// summing the expert's rows in order (no split over the rows: deterministic).
+void moeLinearBackwardWeight(const float *dy, const float *x, const int64_t *experts,
+                             float *const *dw, int64_t n, int64_t k, int64_t E, int64_t in,
+                             int64_t out, float *scratch, cudaStream_t stream);
+void moeLinearBackwardWeight(const bf16 *dy, const bf16 *x, const int64_t *experts, bf16 *const *dw,
+                             int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                             float *scratch, cudaStream_t stream);
+// y[t] = the f32 sum over j, ascending slot, of weights[t, j] * packed[slots[t,
+// j]], each product and sum rounded as cpu_impl.h writes them (its x86-64-v3
+// build may fuse them: the same bits only where it does not); the gradient:
+// dpacked = weights * dy (one product: the CPU's bits), dweights = the
+// double dot product of the row and dy, rounded once (a block's tree).
+void moeCombineForward(const float *packed, const float *weights, const int64_t *slots, float *y,
+                       int64_t n, int64_t k, int64_t D, cudaStream_t stream);
+void moeCombineForward(const bf16 *packed, const bf16 *weights, const int64_t *slots, bf16 *y,
+                       int64_t n, int64_t k, int64_t D, cudaStream_t stream);
+void moeCombineBackward(const float *dy, const float *packed, const float *weights,
+                        const int64_t *slots, float *dpacked, float *dweights, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream);
+void moeCombineBackward(const bf16 *dy, const bf16 *packed, const bf16 *weights,
+                        const int64_t *slots, bf16 *dpacked, bf16 *dweights, int64_t n, int64_t k,
+                        int64_t D, cudaStream_t stream);
+// *out (device) = *loss (device) + coef * HF's load-balancing loss over
+// `layers` router logits [n, E] (logits: a host array of device pointers);
+// the counts are integers (atomics: exact), the sums of p fixed trees in
+// double. Scratch: moeAuxLossScratchFloats.
+void moeAuxLossForward(const float *loss, const float *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch,
+                       cudaStream_t stream);
+void moeAuxLossForward(const float *loss, const bf16 *const *logits, float *out, int64_t layers,
+                       int64_t n, int64_t E, int64_t k, double coef, float *scratch,
+                       cudaStream_t stream);
+// dlogits[l] (host array of device pointers) = the gradient of coef * aux,
+// scaled by n * lossScale, as the CPU
+void moeAuxLossBackward(const float *const *logits, float *const *dlogits, int64_t layers,
+                        int64_t n, int64_t E, int64_t k, double coef, float lossScale,
+                        float *scratch, cudaStream_t stream);
+void moeAuxLossBackward(const bf16 *const *logits, bf16 *const *dlogits, int64_t layers, int64_t n,
+                        int64_t E, int64_t k, double coef, float lossScale, float *scratch,
+                        cudaStream_t stream);
+
 // AdamW as cpu.h's adamw (torch.optim.AdamW, decoupled decay, bias
 // correction); decay is a device array (may be null: decay everywhere).
 void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay,

@@ -46,6 +46,8 @@ grad-accum):
   llama, qwen3, bert, vit: the model at world 1, 2 and 4 between them
             (qwen3-tiny at 2 and 4), every strategy at 4 among them, f32 and
             bf16 compute, block and selective checkpointing, grad-accum 2.
+  moe       mixtral-tiny and qwen3_moe-tiny (its aux loss on) at world 1 and
+            2, f32 and bf16 each, grad-accum 2 and block checkpointing once.
   resume    gpt2-tiny at world 2: a checkpoint saved after step 2 of 4 by
             an emulated run resumes on threads, and one saved by threads
             resumes on the emulated device; steps 1-2 of the one and 3-4 of
@@ -117,8 +119,19 @@ CASES = {
         ("vit-tiny", 2, "full-shard", "mpirun", [], 2),
         ("vit-tiny", 4, "hybrid-shard", "file", SELECTIVE, 1),
     ],
+    # The mixture-of-experts ops' CUDA kernels (routing, the packed rows, the
+    # grouped expert matmuls, the combine, every gradient): mixtral-tiny (4
+    # experts, top 2, renormalized) and qwen3_moe-tiny (8 experts, top 2, not
+    # renormalized, a dense layer between, the aux loss on), each in f32 and
+    # bf16.
+    "moe": [
+        ("mixtral-tiny", 1, "full-shard", "none", [], 1),
+        ("mixtral-tiny", 2, "shard-grad-op", "file", BF16, 1),
+        ("qwen3_moe-tiny", 2, "full-shard", "file", [], 2),
+        ("qwen3_moe-tiny", 1, "full-shard", "none", BF16 + BLOCKS, 1),
+    ],
 }
-GROUPS = ["switch", "llama", "qwen3", "bert", "vit", "resume", "faults"]
+GROUPS = ["switch", "llama", "qwen3", "bert", "vit", "moe", "resume", "faults"]
 TIMEOUT_S = 300  # a hang ends the test with the ranks' output, never blocks CI
 RUN_TIMEOUT = "120"  # fsdp-run --timeout of the emulated runs
 HINT = "set FSDP_CUDA_SYNC=1"

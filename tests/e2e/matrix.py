@@ -286,7 +286,7 @@ def bf16_alternates(worlds, ref_flags):
 
 
 def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_flags=(),
-                       label=None, run_flags=(), seq=SEQ, batch=GLOBAL_BATCH):
+                       label=None, run_flags=(), seq=SEQ, batch=GLOBAL_BATCH, worlds=None):
     """Plans and runs `model` for each case (world, strategy, shard size,
     "bf16" or "f32" compute, fsdp-plan flags) against the f32-accumulating
     bf16 reference, with bounds from its spread to the correct alternatives
@@ -299,14 +299,17 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
     label the name its files and lines go by (default: the model's),
     run_flags what both fsdp-run and reference.py need besides (--labels,
     --mask-token-id), seq the sequence length (None: the model's own), batch
-    the global batch (sequences a step)."""
+    the global batch (sequences a step), worlds the world sizes whose
+    per-rank partials are alternatives (default: the cases'; given, the
+    references can run without a case, as moe_e2e.py --reference-only)."""
     config = os.path.join(ROOT, "models", model, "config.json")
     label = label or model
     ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
                "--data", data, "--steps", str(args.steps), "--global-batch", str(batch),
                *seq_flags(seq), "--quiet"] + list(ref_flags) + list(run_flags)
     ref, alts = references(args, label + ".bf16c", ref_cmd + ["--bf16-compute"],
-                           bf16_alternates([c[0] for c in cases], ref_flags))
+                           bf16_alternates([c[0] for c in cases] if worlds is None else worlds,
+                                           ref_flags))
     spread, which = bf16_spread(ref, alts)
     tol = {q: bounds.bf16(spread[q]) for q in QUANTITIES}
     flip = read_metrics(ref)[0]["flip_sensitivity"]

@@ -1,6 +1,7 @@
 """Plain-torch GPT2LMHeadModel and LlamaForCausalLM, with the LLaMA variants
-MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (forward only;
-autograd does the rest).
+MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM and the mixtures of
+experts MixtralForCausalLM and Qwen3MoeForCausalLM (forward only; autograd
+does the rest).
 
 Parameters carry exactly the names, shapes and layouts of transformers' state dicts:
 
@@ -18,6 +19,13 @@ LLaMA (nn.Linear weights are [out, in], y = x @ W.T, no biases):
   qwen2 adds .self_attn.{q,k,v}_proj.bias; qwen3 adds .self_attn.{q,k}_norm.weight [head_dim]
   (an RMSNorm over each head of q and k before RoPE); mistral masks keys more than
   sliding_window - 1 positions before the query (HF's sliding-window causal mask).
+Mixtral (mistral's attention) and Qwen3-MoE (qwen3's) replace a layer's .mlp by a
+sparse MLP (SparseMoeBlock, "Mixture of experts" below):
+  mixtral:   model.layers.{i}.block_sparse_moe.gate.weight [E,D],
+             .block_sparse_moe.experts.{e}.{w1,w2,w3}.weight ([I,D], [D,I], [I,D]) in every layer;
+  qwen3_moe: model.layers.{i}.mlp.gate.weight [E,D], .mlp.experts.{e}.{gate,up,down}_proj.weight
+             in layer i iff i is not in mlp_only_layers and (i+1) % decoder_sparse_step == 0
+             (and num_experts > 0); the other layers keep the dense .mlp of intermediate_size.
 
 Config defaults follow transformers (and planner/Import/Families/).
 Everything is computed in the dtype the model is built with (f32 or f64); in f32
@@ -48,12 +56,15 @@ def _get(cfg, key, default):
     return default if v is None else v
 
 
+LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe")
+
+
 def dropout_keys(cfg):
     """(key, value) of every non-zero dropout probability the model would use."""
     mt = cfg.get("model_type")
     if mt == "gpt2":
         keys, dflt = ("resid_pdrop", "embd_pdrop", "attn_pdrop"), 0.1
-    elif mt in ("llama", "mistral", "qwen2", "qwen3"):
+    elif mt in LLAMA_TYPES:
         keys, dflt = ("attention_dropout",), 0.0
     else:
         return []
@@ -454,6 +465,12 @@ class LlamaAttention(nn.Module):
         return R(F.linear(y, R(self.o_proj.weight)))
 
 
+def swiglu(x, gate, up, down):
+    """down(silu(gate x) * up x): LLaMA's MLP, and each expert of a sparse one."""
+    h = R(F.silu(R(F.linear(U(x), R(gate.weight)))) * R(F.linear(U(x), R(up.weight))))
+    return R(F.linear(h, R(down.weight)))
+
+
 class LlamaMLP(nn.Module):
     def __init__(self, d, inter, dtype):
         super().__init__()
@@ -461,31 +478,39 @@ class LlamaMLP(nn.Module):
         self.up_proj = _Weight((inter, d), None, dtype)
         self.down_proj = _Weight((d, inter), None, dtype)
 
-    def forward(self, x):
-        h = R(F.silu(R(F.linear(U(x), R(self.gate_proj.weight)))) * R(F.linear(U(x), R(self.up_proj.weight))))
-        return R(F.linear(h, R(self.down_proj.weight)))
+    def forward(self, x, router=None):
+        return swiglu(x, self.gate_proj, self.up_proj, self.down_proj)
 
 
 class LlamaLayer(nn.Module):
-    def __init__(self, c, dtype):
+    """A decoder layer; `ffn` (default the dense LlamaMLP) is registered as
+    `ffn_name` (Mixtral's sparse MLP is `block_sparse_moe`), between the
+    attention and the norms as in HF's state dict."""
+
+    def __init__(self, c, dtype, ffn=None, ffn_name="mlp"):
         super().__init__()
         self.eps = c["eps"]
         self.self_attn = LlamaAttention(c, dtype)
-        self.mlp = LlamaMLP(c["d"], c["inter"], dtype)
+        self.ffn_name = ffn_name
+        setattr(self, ffn_name, ffn if ffn is not None else LlamaMLP(c["d"], c["inter"], dtype))
         self.input_layernorm = _Weight((c["d"],), None, dtype)
         self.post_attention_layernorm = _Weight((c["d"],), None, dtype)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, router=None):
+        ffn = getattr(self, self.ffn_name)
         x = R(x + self.self_attn(R(rms_norm(U(x), R(self.input_layernorm.weight), self.eps)), cos, sin))
-        x = R(x + self.mlp(R(rms_norm(U(x), R(self.post_attention_layernorm.weight), self.eps))))
+        x = R(x + ffn(R(rms_norm(U(x), R(self.post_attention_layernorm.weight), self.eps)), router))
         return x
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, c, dtype):
+    def __init__(self, c, dtype, moe=None):
         super().__init__()
         self.embed_tokens = _Weight((c["vocab"], c["d"]), None, dtype)
-        self.layers = nn.ModuleList(LlamaLayer(c, dtype) for _ in range(c["layers"]))
+        self.layers = nn.ModuleList(
+            LlamaLayer(c, dtype, SparseMoeBlock(c["d"], moe, dtype), moe["module"])
+            if moe and moe["sparse"][i] else LlamaLayer(c, dtype)
+            for i in range(c["layers"]))
         self.norm = _Weight((c["d"],), None, dtype)
 
 
@@ -510,19 +535,23 @@ class LlamaForCausalLM(nn.Module):
         for flag in ("attention_bias", "mlp_bias"):
             if _get(cfg, flag, False):
                 raise ConfigError(f"{flag} = true is not supported")
-        if mt in ("qwen2", "qwen3") and _get(cfg, "use_sliding_window", False):
+        if mt in ("qwen2", "qwen3", "qwen3_moe") and _get(cfg, "use_sliding_window", False):
             raise ConfigError("use_sliding_window = true is not supported")
         self.c = dict(vocab=int(cfg["vocab_size"]), d=d, heads=heads, kv=kv, hd=hd,
                       layers=int(cfg["num_hidden_layers"]),
                       inter=int(cfg["intermediate_size"]),
                       eps=float(_get(cfg, "rms_norm_eps", 1e-6)),
                       theta=float(_get(cfg, "rope_theta", 10000.0)),
-                      qkv_bias=mt == "qwen2", qk_norm=mt == "qwen3",
-                      window=int(_get(cfg, "sliding_window", 0)) if mt == "mistral" else 0)
+                      qkv_bias=mt == "qwen2", qk_norm=mt in ("qwen3", "qwen3_moe"),
+                      window=int(_get(cfg, "sliding_window", 0)) if mt in ("mistral", "mixtral")
+                      else 0)
         self.max_seq_len = int(_get(cfg, "max_position_embeddings", 2048))
         self.rope_scaling = parse_rope_scaling(cfg)
         self.tied = bool(_get(cfg, "tie_word_embeddings", False))
-        self.model = LlamaModel(self.c, dtype)
+        # The sparse MLPs (parse_moe); None: every layer dense (also a
+        # qwen3_moe config without a sparse layer, as fsdp imports it).
+        self.moe = parse_moe(cfg, self.c)
+        self.model = LlamaModel(self.c, dtype, self.moe)
         if not self.tied:
             self.lm_head = _Weight((self.c["vocab"], d), None, dtype)
 
@@ -542,15 +571,199 @@ class LlamaForCausalLM(nn.Module):
         sin = emb.sin() * attention_factor
         return cos.to(dtype), sin.to(dtype)
 
-    def forward(self, ids):
+    def forward(self, ids, router=None):
+        """Logits [B,S,V]. router: a list to which each sparse layer appends
+        its router logits [B,S,E] as the load-balancing loss uses them."""
         B, S = ids.shape
         m = self.model
         x = R(R(m.embed_tokens.weight)[ids])
         cos, sin = self.rope(S, x.dtype)
         for layer in m.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, router)
         x = R(rms_norm(x, R(m.norm.weight), self.c["eps"]))
         return R(F.linear(x, R(self.head_weight())))
+
+
+class MixtralForCausalLM(LlamaForCausalLM):
+    """Mixtral: Mistral's attention (a window iff sliding_window is set; HF's
+    default is none) and a sparse MLP of num_local_experts SwiGLU experts
+    (w1 gate, w3 up, w2 down, of intermediate_size) in every layer,
+    renormalised top-k routing."""
+
+
+class Qwen3MoeForCausalLM(LlamaForCausalLM):
+    """Qwen3-MoE: Qwen3's attention (head_dim, q_norm/k_norm) and a sparse
+    MLP of num_experts experts of moe_intermediate_size where parse_moe says,
+    the dense MLP of intermediate_size elsewhere."""
+
+
+# ---------------------------------------------------------------------------- mixture of experts
+#
+# A sparse MLP over the T = B*S tokens of a forward (docs/training-semantics.md,
+# "Mixture of experts"; fsdp's moe_route, moe_permute, moe_linear, moe_combine,
+# moe_aux_loss):
+#   logits = gate(x) [T,E], in the compute dtype (bf16: rounded, a linear's output);
+#   p = softmax(logits) in the model's dtype (f32: fsdp's f32; f64 to measure);
+#   each token's k largest p, ties to the LOWER expert index (topk_mask: an
+#   explicit rank, not torch.topk, whose order among ties is unspecified);
+#   w_j = p[e_j], divided by their sum when `normalize` (Mixtral always,
+#   Qwen3-MoE iff norm_topk_prob), then stored in the compute dtype (bf16: rounded);
+#   y[t] = sum over the chosen experts in ASCENDING expert index of
+#   w_j * expert_{e_j}(x[t]), accumulated in the model's dtype from the stored
+#   (bf16) values and stored once (bf16: rounded once).
+# Every expert runs, on its rows or on none, so each expert's gradient is a
+# tensor (zeros when no token chose it) as fsdp writes it: AdamW then decays
+# and steps that expert as fsdp does (torch skips a parameter whose .grad is None).
+# bf16 gradients, by the rounding points above (R's backward): d(weights) is
+# the f32 dot product of dy and the expert's output, rounded; d(logits) comes
+# through the f32 renormalisation and softmax and is rounded; with the
+# load-balancing loss the logits have two uses (routing, the loss), each use's
+# gradient rounded with --bf16-each-use (fsdp's moe_route_grad and
+# moe_aux_loss_grad each store theirs). An expert's rows are used twice (gate,
+# up: swiglu's U) and their summed gradient is one stored row per choice (U
+# on the gathered rows); the k rows of a token are summed back in f32
+# (moe_permute_grad) and rounded by the producer, as any activation gradient.
+
+
+def parse_moe(cfg, c):
+    """The sparse MLPs of a mixtral or qwen3_moe config as fsdp imports them
+    (planner/Import/Families/Llama.cpp), the keys read strictly (ConfigError
+    naming the key); None for another model_type or a config without a sparse
+    layer. c: the LLaMA sizes (LlamaForCausalLM.c)."""
+    mt = cfg.get("model_type")
+
+    def integer(key, default, lo):
+        v = _get(cfg, key, default)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ConfigError(f"{key} = {v!r} must be an integer >= {lo}")
+        return v
+
+    def boolean(key, default):
+        v = _get(cfg, key, default)
+        if not isinstance(v, bool):
+            raise ConfigError(f"{key} = {v!r} must be true or false")
+        return v
+
+    def number(key, default):
+        v = _get(cfg, key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"{key} = {v!r} must be a finite number")
+        return float(v)
+
+    L = c["layers"]
+    if mt == "mixtral":
+        jitter = number("router_jitter_noise", 0.0)
+        if jitter != 0:
+            raise ConfigError(f"router_jitter_noise = {jitter} is not supported (it multiplies the "
+                              "hidden states by random noise in training); set it to 0.0")
+        E = integer("num_local_experts", 8, 2)
+        moe = dict(E=E, inter=c["inter"], normalize=True, sparse=[True] * L,
+                   module="block_sparse_moe", expert=MixtralExpert,
+                   top_k=integer("num_experts_per_tok", 2, 1))
+    elif mt == "qwen3_moe":
+        E = integer("num_experts", 128, 0)
+        if E == 1:
+            raise ConfigError("num_experts must be 0 (no sparse layers) or at least 2")
+        inter = integer("moe_intermediate_size", 768, 1)
+        step = integer("decoder_sparse_step", 1, 1)
+        normalize = boolean("norm_topk_prob", False)
+        only = _get(cfg, "mlp_only_layers", [])
+        if not isinstance(only, list):
+            raise ConfigError(f"mlp_only_layers must be a list of layer indices, but is {only!r}")
+        for i, v in enumerate(only):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < L:
+                raise ConfigError(f"mlp_only_layers[{i}] = {v!r} is not a layer index in [0, {L})")
+        moe = dict(E=E, inter=inter, normalize=normalize,
+                   sparse=[i not in only and E > 0 and (i + 1) % step == 0 for i in range(L)],
+                   module="mlp", expert=LlamaMLP, top_k=integer("num_experts_per_tok", 8, 1))
+    else:
+        return None
+    if E > 0 and moe["top_k"] > E:
+        raise ConfigError(f"num_experts_per_tok = {moe['top_k']} exceeds the {E} experts")
+    moe["coef"] = number("router_aux_loss_coef", 0.001)
+    if moe["coef"] < 0:
+        raise ConfigError("router_aux_loss_coef must be finite and >= 0")
+    moe["aux"] = boolean("output_router_logits", False)
+    return moe if any(moe["sparse"]) else None
+
+
+def topk_mask(p, k):
+    """(chosen [T,E] bool, order [T,k]) of the rows of p [T,E]: each row's k
+    largest, ties to the lower index; order lists them by descending p (ties:
+    lower index first). Explicit: expert e's rank is the number of experts
+    with a larger p plus those of a lower index with an equal one."""
+    E = p.shape[-1]
+    idx = torch.arange(E)
+    above = p.unsqueeze(-2) > p.unsqueeze(-1)  # [t, e, i]: p[t, i] > p[t, e]
+    tied_before = (p.unsqueeze(-2) == p.unsqueeze(-1)) & (idx.view(1, E) < idx.view(E, 1))
+    rank = above.sum(-1) + tied_before.sum(-1)  # each row a permutation of 0..E-1
+    return rank < k, rank.argsort(-1)[..., :k]
+
+
+def route(logits, k, normalize):
+    """(p, chosen, weights) of router logits [T,E]: p = softmax in their
+    dtype, chosen = topk_mask(p), weights [T,E] = p on the chosen experts
+    (divided by their sum with `normalize`), 0 elsewhere."""
+    p = torch.softmax(logits, -1)
+    chosen, _ = topk_mask(p.detach(), k)
+    w = p * chosen.to(p.dtype)
+    if normalize:
+        w = w / w.sum(-1, keepdim=True)
+    return p, chosen, w
+
+
+def moe_aux_loss(logits, k):
+    """transformers' load_balancing_loss_func (no attention mask) over one
+    micro-batch: logits, each sparse layer's router logits [B,S,E]; over the
+    rows of all of them, p = softmax, f[e] = the share of rows that chose e
+    (among their k), P[e] = the mean of p: E * sum f[e] P[e] (HF sums
+    f[j,e] P[e] over each choice j: the same sum). The choice is a constant:
+    the gradient flows through P."""
+    rows = torch.cat([x.reshape(-1, x.shape[-1]) for x in logits])
+    E = rows.shape[-1]
+    p = torch.softmax(rows, -1)
+    chosen, _ = topk_mask(p.detach(), k)
+    return E * (chosen.to(p.dtype).mean(0) * p.mean(0)).sum()
+
+
+class MixtralExpert(nn.Module):
+    """MixtralBlockSparseTop2MLP: w2(silu(w1 x) * w3 x), in HF's order w1, w2, w3."""
+
+    def __init__(self, d, inter, dtype):
+        super().__init__()
+        self.w1 = _Weight((inter, d), None, dtype)
+        self.w2 = _Weight((d, inter), None, dtype)
+        self.w3 = _Weight((inter, d), None, dtype)
+
+    def forward(self, x):
+        return swiglu(x, self.w1, self.w3, self.w2)
+
+
+class SparseMoeBlock(nn.Module):
+    """HF's MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock (gate, experts)."""
+
+    def __init__(self, d, moe, dtype):
+        super().__init__()
+        self.top_k, self.normalize = moe["top_k"], moe["normalize"]
+        self.gate = _Weight((moe["E"], d), None, dtype)
+        self.experts = nn.ModuleList(moe["expert"](d, moe["inter"], dtype) for _ in range(moe["E"]))
+        self.last_chosen = None  # the last forward's choices [T,E] (tests, moe_e2e.py)
+
+    def forward(self, x, router=None):
+        B, S, D = x.shape
+        x_gate, x_experts = uses(x.reshape(B * S, D), 2)
+        logits = R(F.linear(x_gate, R(self.gate.weight)))
+        if router is not None:  # the load-balancing loss's use of the logits
+            logits, for_aux = uses(logits, 2)
+            router.append(for_aux.view(B, S, -1))
+        _, chosen, w = route(logits, self.top_k, self.normalize)
+        w = R(w)
+        self.last_chosen = chosen
+        y = torch.zeros_like(x_experts)
+        for e, expert in enumerate(self.experts):  # ascending e: each token's sum in that order
+            rows = chosen[:, e].nonzero().squeeze(1)
+            y = y.index_add(0, rows, w[rows, e:e + 1] * expert(U(x_experts[rows])))
+        return R(y).view(B, S, D)
 
 
 # ---------------------------------------------------------------------------- common
@@ -561,12 +774,42 @@ def build_model(cfg, dtype=torch.float32):
         return GPT2LMHeadModel(cfg, dtype)
     if mt in ("llama", "mistral", "qwen2", "qwen3"):
         return LlamaForCausalLM(cfg, dtype)
-    raise ConfigError(f"unknown model_type {mt!r}; supported: gpt2, llama, mistral, qwen2, qwen3")
+    if mt == "mixtral":
+        return MixtralForCausalLM(cfg, dtype)
+    if mt == "qwen3_moe":
+        return Qwen3MoeForCausalLM(cfg, dtype)
+    raise ConfigError(f"unknown model_type {mt!r}; supported: gpt2, {', '.join(LLAMA_TYPES)}")
 
 
 def lm_loss(logits, targets):
     """Mean cross-entropy over all tokens: logits [B,S,V], targets [B,S]."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def has_aux_loss(model):
+    """Whether the model's loss adds the load-balancing term (a sparse layer
+    and output_router_logits)."""
+    return getattr(model, "moe", None) is not None and model.moe["aux"]
+
+
+def causal_lm_loss(model, x, y, aux_chunk=None):
+    """The loss of one forward over the samples x [B,S] with targets y: the
+    mean cross-entropy, plus, when has_aux_loss(model), router_aux_loss_coef
+    times the mean over the consecutive chunks of aux_chunk samples (default
+    all B) of each chunk's load-balancing loss (moe_aux_loss): fsdp computes
+    the term per micro-batch of one rank, whose chunks these are
+    (docs/training-semantics.md, "Mixture of experts")."""
+    if not has_aux_loss(model):
+        return lm_loss(model(x), y)
+    router = []
+    logits = model(x, router)
+    B = x.shape[0]
+    M = B if aux_chunk is None else aux_chunk
+    if M < 1 or B % M:
+        raise ValueError(f"{B} samples do not split into chunks of {M}")
+    aux = sum(moe_aux_loss([r[c * M:(c + 1) * M] for r in router], model.moe["top_k"])
+              for c in range(B // M)) / (B // M)
+    return lm_loss(logits, y) + model.moe["coef"] * aux
 
 
 def init_weights(model, seed, std=0.02):

@@ -11,6 +11,7 @@ usage: reference.py --config CONFIG --weights W.safetensors --data FILE --steps 
                     [--lr-schedule constant|linear|cosine] [--warmup-steps W] [--min-lr X]
                     [--eval-data FILE] [--eval-every N] [--eval-batches K]
                     [--mask-token-id ID] [--labels L.npy] [--eval-labels L.npy]
+                    [--aux-micro-batch M]
 
 A bert or vit config is trained by encoder_reference.py (its semantics there):
 bert's --data is a token file (masked-LM, --mask-token-id, default 103); vit's
@@ -23,6 +24,13 @@ Semantics (docs/training-semantics.md):
   The step's loss is the mean cross-entropy over all G*S tokens and its gradient that
   of this mean: with --grad-accum A, micro-step a covers samples [a*G/A, (a+1)*G/A)
   and its mean loss is scaled by 1/A before backward.
+  Mixture of experts (mixtral, qwen3_moe) with output_router_logits: a forward's
+  loss adds router_aux_loss_coef x the mean, over its consecutive chunks of
+  --aux-micro-batch M samples, of each chunk's load-balancing loss
+  (models.causal_lm_loss): fsdp computes it per micro-batch of one rank, which
+  holds M = micro_batch consecutive samples, so a run at micro_batch M is
+  compared with --aux-micro-batch M (default G/A: one rank). G/A must be a
+  multiple of M. The loss reported, eval_loss included, holds the term.
   AdamW (torch.optim.AdamW, foreach=False) with weight decay only on parameters of
   >= 2 dims. --clip-grad-norm X > 0 clips with clip_grad_norm_; grad_norm in the
   metrics is the total norm before clipping, always.
@@ -245,6 +253,10 @@ def main(argv=None):
                                      "images .npy (uint8 [N, H, W, C])")
     ap.add_argument("--eval-labels", help="vit: the labels of --eval-data")
     ap.add_argument("--mask-token-id", type=int, default=103, help="bert: the mask token")
+    ap.add_argument("--aux-micro-batch", type=int, metavar="M",
+                    help="mixtral, qwen3_moe with output_router_logits: the load-balancing loss "
+                         "per chunk of M consecutive samples (fsdp's micro_batch; default: "
+                         "global batch / grad accum)")
     a = ap.parse_args(argv)
 
     try:
@@ -286,6 +298,15 @@ def main(argv=None):
     if S > model.max_seq_len and isinstance(model, models.GPT2LMHeadModel):
         die(f"--seq-len {S} exceeds n_positions = {model.max_seq_len}")
     tensors, mapping = load_weights(model, a.weights)
+    aux_chunk = None
+    if models.has_aux_loss(model):
+        aux_chunk = G // A if a.aux_micro_batch is None else a.aux_micro_batch
+        if aux_chunk < 1 or (G // A) % aux_chunk:
+            die(f"--aux-micro-batch {aux_chunk} does not divide the {G // A} samples of a "
+                "micro-step (--global-batch / --grad-accum)")
+    elif a.aux_micro_batch is not None:
+        die(f"--aux-micro-batch: {a.config} has no load-balancing loss (a mixtral or qwen3_moe "
+            "config with output_router_logits true)")
 
     data = load_tokens(a.data, model.c["vocab"], a.data_dtype)
     if data.numel() < S + 2:
@@ -307,8 +328,8 @@ def main(argv=None):
             for b in range(a.eval_batches):
                 x, y = batch(eval_data, b, G, S)
                 # The micro-batches' mean losses, averaged: what fsdp-run computes.
-                losses.append(sum(models.lm_loss(model(x[m * mb:(m + 1) * mb]),
-                                                 y[m * mb:(m + 1) * mb]).item()
+                losses.append(sum(models.causal_lm_loss(model, x[m * mb:(m + 1) * mb],
+                                                        y[m * mb:(m + 1) * mb], aux_chunk).item()
                                   for m in range(A)) / A)
             for p, w in zip(params, masters):
                 p.data = w
@@ -332,7 +353,7 @@ def main(argv=None):
         models.FLIP_SENSITIVITY = [] if t == 0 and a.bf16_compute else None
         for m in range(A):
             xs, ys = x[m * mb:(m + 1) * mb], y[m * mb:(m + 1) * mb]
-            loss = models.lm_loss(model(xs), ys)
+            loss = models.causal_lm_loss(model, xs, ys, aux_chunk)
             (loss / A if A > 1 else loss).backward()
             loss_sum += loss.item()
         if masters is not None:

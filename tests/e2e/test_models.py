@@ -207,6 +207,346 @@ def check_families():
     assert not torch.allclose(a[:, 6], b[:, 6])
 
 
+# ---------------------------------------------------------------------------- mixture of experts
+
+MIXTRAL = models.load_config(os.path.join(ROOT, "models/mixtral-tiny/config.json"))
+QWEN3_MOE = models.load_config(os.path.join(ROOT, "models/qwen3_moe-tiny/config.json"))
+
+
+def check_moe_names():
+    # HF's names, shapes and order, and the parameter counts summed (the
+    # totals fsdp-plan prints for these configs).
+    m = models.build_model(MIXTRAL)
+    names = [(n, tuple(p.shape)) for n, p in m.named_parameters()]
+    layer0 = [(n[len("model.layers.0."):], s) for n, s in names if n.startswith("model.layers.0.")]
+    want = [("self_attn.q_proj.weight", (64, 64)), ("self_attn.k_proj.weight", (32, 64)),
+            ("self_attn.v_proj.weight", (32, 64)), ("self_attn.o_proj.weight", (64, 64)),
+            ("block_sparse_moe.gate.weight", (4, 64))]
+    for e in range(4):
+        want += [(f"block_sparse_moe.experts.{e}.w1.weight", (96, 64)),
+                 (f"block_sparse_moe.experts.{e}.w2.weight", (64, 96)),
+                 (f"block_sparse_moe.experts.{e}.w3.weight", (96, 64))]
+    want += [("input_layernorm.weight", (64,)), ("post_attention_layernorm.weight", (64,))]
+    assert layer0 == want, layer0
+    assert names[0] == ("model.embed_tokens.weight", (503, 64))
+    assert names[-2:] == [("model.norm.weight", (64,)), ("lm_head.weight", (503, 64))]
+    n = sum(p.numel() for p in m.parameters())
+    assert n == 237248, n
+    q = models.build_model(QWEN3_MOE)
+    shapes = {n: tuple(p.shape) for n, p in q.named_parameters()}
+    for i in (0, 2):  # sparse; layer 1 is in mlp_only_layers
+        p = f"model.layers.{i}.mlp."
+        assert shapes[p + "gate.weight"] == (8, 64)
+        for e in range(8):
+            assert shapes[p + f"experts.{e}.gate_proj.weight"] == (32, 64)
+            assert shapes[p + f"experts.{e}.up_proj.weight"] == (32, 64)
+            assert shapes[p + f"experts.{e}.down_proj.weight"] == (64, 32)
+        assert p + "gate_proj.weight" not in shapes
+    assert shapes["model.layers.1.mlp.gate_proj.weight"] == (128, 64)
+    assert shapes["model.layers.1.mlp.down_proj.weight"] == (64, 128)
+    assert not any(n.startswith("model.layers.1.mlp.experts") for n in shapes)
+    assert shapes["model.layers.2.self_attn.q_proj.weight"] == (96, 64)
+    assert shapes["model.layers.2.self_attn.k_norm.weight"] == (24,)
+    keys = [n for n in shapes if n.startswith("model.layers.0.")]
+    assert keys.index("model.layers.0.self_attn.k_norm.weight") + 1 == keys.index("model.layers.0.mlp.gate.weight")
+    assert keys[keys.index("model.layers.0.mlp.gate.weight") + 1:][:3] == [
+        "model.layers.0.mlp.experts.0." + w + ".weight" for w in ("gate_proj", "up_proj", "down_proj")]
+    n = sum(p.numel() for p in q.parameters())
+    assert n == 244176, n
+    # Which layers are sparse: (i+1) % decoder_sparse_step == 0, not in mlp_only_layers.
+    sparse = lambda cfg: [hasattr(l.mlp, "gate") and not hasattr(l.mlp, "gate_proj")
+                          for l in models.build_model(cfg).model.layers]
+    assert sparse(QWEN3_MOE) == [True, False, True]
+    assert sparse(dict(QWEN3_MOE, decoder_sparse_step=3, mlp_only_layers=None)) == [False, False, True]
+    assert sparse(dict(QWEN3_MOE, decoder_sparse_step=2, mlp_only_layers=[])) == [False, True, False]
+    assert models.build_model(dict(QWEN3_MOE, num_experts=0)).moe is None
+    assert models.build_model(dict(MIXTRAL, sliding_window=16)).c["window"] == 16
+    assert models.build_model(MIXTRAL).c["window"] == 0
+
+
+def check_moe_config_errors():
+    bad = [(MIXTRAL, "router_jitter_noise", 0.01), (MIXTRAL, "num_local_experts", 1),
+           (MIXTRAL, "num_experts_per_tok", 5), (MIXTRAL, "num_experts_per_tok", 0),
+           (MIXTRAL, "router_aux_loss_coef", -0.1), (MIXTRAL, "output_router_logits", "true"),
+           (MIXTRAL, "num_local_experts", 4.0),
+           (QWEN3_MOE, "num_experts", 1), (QWEN3_MOE, "num_experts", -2),
+           (QWEN3_MOE, "num_experts_per_tok", 9), (QWEN3_MOE, "norm_topk_prob", 1),
+           (QWEN3_MOE, "mlp_only_layers", [3]), (QWEN3_MOE, "mlp_only_layers", 1),
+           (QWEN3_MOE, "decoder_sparse_step", 0), (QWEN3_MOE, "moe_intermediate_size", 0),
+           (QWEN3_MOE, "use_sliding_window", True), (QWEN3_MOE, "attention_bias", True)]
+    for cfg, key, value in bad:
+        try:
+            models.build_model(dict(cfg, **{key: value}))
+        except models.ConfigError as e:
+            assert key in str(e) or key == "use_sliding_window" or key == "attention_bias", (key, e)
+            continue
+        raise AssertionError(f"{cfg['model_type']} {key} = {value!r} was accepted")
+    assert models.dropout_keys(dict(MIXTRAL, attention_dropout=0.1)) == [("attention_dropout", 0.1)]
+    assert models.dropout_keys(dict(QWEN3_MOE, attention_dropout=0.1)) == [("attention_dropout", 0.1)]
+
+
+def moe_block(normalize, expert, seed, d=6, E=4, k=2, inter=5, std=0.5):
+    """A SparseMoeBlock in f64 with random weights."""
+    blk = models.SparseMoeBlock(d, dict(top_k=k, normalize=normalize, E=E, inter=inter,
+                                        expert=expert), D64)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in blk.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=D64) * std)
+    return blk
+
+
+def moe_loop(blk, x):
+    """HF's loop form (MixtralSparseMoeBlock.forward, written again): the top
+    k of each token by a Python sort on (-p, expert), then for each expert the
+    tokens routed to it, weighted, index_add-ed into the output."""
+    B, S, D = x.shape
+    h = x.reshape(-1, D)
+    p = torch.softmax(h @ blk.gate.weight.t(), dim=-1)
+    E, k = p.shape[1], blk.top_k
+    sel = torch.tensor([sorted(range(E), key=lambda e: (-float(p[t, e]), e))[:k]
+                        for t in range(h.shape[0])])
+    w = p.gather(1, sel)
+    if blk.normalize:
+        w = w / w.sum(-1, keepdim=True)
+    out = torch.zeros_like(h)
+    mask = F.one_hot(sel, E).permute(2, 1, 0)  # [E, k, T]
+    for e in range(E):
+        j, tok = torch.where(mask[e])
+        if tok.numel():
+            out = out.index_add(0, tok, blk.experts[e](h[tok]) * w[tok, j, None])
+    return out.view(B, S, D), sel
+
+
+def check_moe_routing():
+    # The block against HF's loop form, forward and autograd gradients, for
+    # both expert kinds, both normalisations and k = 1, 2, 3 (f64; 1e-12
+    # covers sums of a few terms in another grouping).
+    for normalize in (False, True):
+        for expert, k in ((models.MixtralExpert, 2), (models.LlamaMLP, 1), (models.LlamaMLP, 3)):
+            blk = moe_block(normalize, expert, 10 + k, k=k)
+            x = torch.randn(2, 9, 6, dtype=D64, generator=torch.Generator().manual_seed(k),
+                            requires_grad=True)
+            y = blk(x)
+            want, sel = moe_loop(blk, x)
+            assert torch.allclose(y, want, rtol=0, atol=1e-12), (y - want).abs().max()
+            chosen = torch.zeros(18, 4, dtype=torch.bool)
+            chosen[torch.arange(18).unsqueeze(1), sel] = True
+            assert torch.equal(blk.last_chosen, chosen)
+            r = torch.randn(2, 9, 6, dtype=D64, generator=torch.Generator().manual_seed(5))
+            g1 = torch.autograd.grad((y * r).sum(), [x] + list(blk.parameters()))
+            g2 = torch.autograd.grad((want * r).sum(), [x] + list(blk.parameters()))
+            for a, b in zip(g1, g2):
+                assert torch.allclose(a, b, rtol=0, atol=1e-12)
+    # k = E with renormalisation: the dense mixture sum_e p_e expert_e(x).
+    blk = moe_block(True, models.LlamaMLP, 3, k=4)
+    x = torch.randn(1, 5, 6, dtype=D64, generator=torch.Generator().manual_seed(2))
+    p = torch.softmax(x @ blk.gate.weight.t(), -1)
+    want = sum(p[..., e:e + 1] * blk.experts[e](x) for e in range(4))
+    assert torch.allclose(blk(x), want, rtol=0, atol=1e-12)
+
+
+def check_moe_ties():
+    # Ties go to the lower expert index, and order lists the choices by
+    # descending p, ties lower index first.
+    p = torch.tensor([[0.3, 0.3, 0.2, 0.2], [0.1, 0.3, 0.3, 0.3], [0.25] * 4, [0.1, 0.2, 0.3, 0.4]])
+    chosen, order = models.topk_mask(p, 3)
+    assert order.tolist() == [[0, 1, 2], [1, 2, 3], [0, 1, 2], [3, 2, 1]], order
+    assert chosen.tolist() == [[True, True, True, False], [False, True, True, True],
+                               [True, True, True, False], [False, True, True, True]]
+    # All gate weights zero: every logit is 0, every p equal, and every token
+    # picks experts 0..k-1, in the block and in the load-balancing loss; the
+    # unchosen experts' gradients are zero tensors, not None (fsdp writes zeros,
+    # which AdamW then decays and steps).
+    for cfg in (MIXTRAL, QWEN3_MOE):
+        m = models.init_weights(models.build_model(cfg), 3)
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                if name.endswith(("block_sparse_moe.gate.weight", "mlp.gate.weight")):
+                    p.zero_()
+        ids = torch.randint(0, 503, (2, 16), generator=torch.Generator().manual_seed(4))
+        loss = models.causal_lm_loss(m, ids, ids)
+        loss.backward()
+        k = m.moe["top_k"]
+        blocks = [l.mlp if cfg is QWEN3_MOE else l.block_sparse_moe for l in m.model.layers
+                  if not hasattr(l, "mlp") or isinstance(l.mlp, models.SparseMoeBlock)]
+        assert len(blocks) == 2
+        for blk in blocks:
+            want = torch.zeros(32, m.moe["E"], dtype=torch.bool)
+            want[:, :k] = True
+            assert torch.equal(blk.last_chosen, want)
+            for e, ex in enumerate(blk.experts):
+                for p in ex.parameters():
+                    assert p.grad is not None and (e < k) == bool(p.grad.abs().max() > 0)
+        router = []
+        with torch.no_grad():
+            m(ids, router)
+        chosen, _ = models.topk_mask(torch.softmax(torch.cat([r.reshape(-1, r.shape[-1])
+                                                               for r in router]), -1), k)
+        assert chosen[:, :k].all() and not chosen[:, k:].any()
+
+
+def hf_aux_loss(logits, E, k):
+    """transformers' load_balancing_loss_func (no attention mask), written
+    from its definition: a tuple of per-layer [T, E] logits concatenated,
+    softmax, torch.topk, one_hot [rows, k, E], tokens_per_expert the mean of
+    it over rows [k, E], router_prob_per_expert the mean of p [E], E * the
+    sum of their product."""
+    cat = torch.cat(logits, dim=0)
+    p = torch.softmax(cat, dim=-1)
+    _, selected = torch.topk(p, k, dim=-1)
+    mask = F.one_hot(selected, E)
+    tokens_per_expert = torch.mean(mask.to(p.dtype), dim=0)
+    router_prob_per_expert = torch.mean(p, dim=0)
+    return torch.sum(tokens_per_expert * router_prob_per_expert.unsqueeze(0)) * E
+
+
+def check_moe_aux():
+    g = torch.Generator().manual_seed(8)
+    for E, k in ((4, 2), (8, 2), (8, 3)):
+        logits = [torch.randn(2, 7, E, dtype=D64, generator=g) for _ in range(3)]
+        ours = models.moe_aux_loss(logits, k)
+        want = hf_aux_loss([x.reshape(-1, E) for x in logits], E, k)
+        assert abs(float(ours - want)) <= 1e-14 * abs(float(want)), (ours, want)
+    # A forward's loss: the mean over its chunks of the chunk's cross-entropy
+    # plus coef x the chunk's aux loss (each sample's forward is independent
+    # of the others', so a chunk run alone has the same router logits).
+    m = models.init_weights(models.build_model(QWEN3_MOE, D64), 5, 0.2)
+    ids = torch.randint(0, 503, (6, 8), generator=torch.Generator().manual_seed(6))
+    tg = torch.randint(0, 503, (6, 8), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        for M in (1, 2, 3, 6):
+            whole = float(models.causal_lm_loss(m, ids, tg, M))
+            parts = []
+            for c in range(6 // M):
+                router = []
+                logits = m(ids[c * M:(c + 1) * M], router)
+                aux = hf_aux_loss([r.reshape(-1, 8) for r in router], 8, 2)
+                parts.append(float(models.lm_loss(logits, tg[c * M:(c + 1) * M])) + 0.01 * float(aux))
+            assert abs(whole - sum(parts) / len(parts)) <= 1e-12, (M, whole, parts)
+        plain = models.build_model(dict(QWEN3_MOE, output_router_logits=False), D64)
+        plain.load_state_dict(m.state_dict())
+        ce = float(models.lm_loss(plain(ids), tg))
+        assert float(models.causal_lm_loss(plain, ids, tg, 2)) == ce
+        assert float(models.causal_lm_loss(m, ids, tg, 6)) > ce  # the term is there
+
+
+def finite_difference_check(f, params, label, h=1e-5):
+    """Autograd's gradient of the scalar f() against central differences,
+    every element: |D(h) - g| <= |D(2h) - D(h)| (the truncation, O(h^2),
+    estimated as Richardson does) + 8 u |f| / h (the rounding of f's values,
+    u = 2^-53) + 1e-10 |g|."""
+    grads = torch.autograd.grad(f(), params, allow_unused=True)
+    for p, g in zip(params, grads):
+        g = torch.zeros_like(p) if g is None else g
+        flat, gflat = p.data.view(-1), g.reshape(-1)
+        for i in range(flat.numel()):
+            v = flat[i].item()
+            vals = {}
+            with torch.no_grad():
+                for s in (-2, -1, 1, 2):
+                    flat[i] = v + s * h
+                    vals[s] = float(f())
+                flat[i] = v
+            d1 = (vals[1] - vals[-1]) / (2 * h)
+            d2 = (vals[2] - vals[-2]) / (4 * h)
+            scale = max(abs(x) for x in vals.values())
+            tol = abs(d2 - d1) + 8 * 2.0 ** -53 * scale / h + 1e-10 * abs(float(gflat[i]))
+            assert abs(d1 - float(gflat[i])) <= tol, (label, i, d1, float(gflat[i]), tol)
+
+
+def check_moe_gradients():
+    # f64 finite differences: the router (softmax, top-k weights, the
+    # renormalisation or none) through the block's output, for the gate
+    # weights and the input; and the load-balancing loss for its logits. The
+    # choices must stay as they are within +-2h (asserted: no near-tie).
+    for normalize in (False, True):
+        blk = moe_block(normalize, models.LlamaMLP, 21)
+        x = torch.randn(1, 6, 6, dtype=D64, generator=torch.Generator().manual_seed(9),
+                        requires_grad=True)
+        r = torch.randn(1, 6, 6, dtype=D64, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            blk(x)
+        base = blk.last_chosen.clone()
+
+        def f():
+            y = (blk(x) * r).sum()
+            assert torch.equal(blk.last_chosen, base), "a choice moved within the step"
+            return y
+        finite_difference_check(f, [blk.gate.weight, x], "router, normalize=%s" % normalize)
+    logits = torch.randn(2, 5, 4, dtype=D64, generator=torch.Generator().manual_seed(3),
+                         requires_grad=True)
+    other = torch.randn(2, 5, 4, dtype=D64, generator=torch.Generator().manual_seed(4),
+                        requires_grad=True)
+    base = models.topk_mask(torch.softmax(torch.cat([logits, other]).view(-1, 4), -1), 2)[0]
+
+    def aux():
+        rows = torch.cat([logits, other]).view(-1, 4)
+        assert torch.equal(models.topk_mask(torch.softmax(rows, -1), 2)[0], base)
+        return models.moe_aux_loss([logits, other], 2)
+    finite_difference_check(aux, [logits, other], "aux loss")
+
+
+def check_moe_as_dense():
+    # Mixtral whose experts are all one SwiGLU MLP (renormalised weights sum
+    # to 1) is that dense model: a LLaMA with the same attention, norms and
+    # MLP; Qwen3-MoE without experts is Qwen3. Checks the wiring around the
+    # block (attention reused, residuals, norms, head).
+    mix = models.init_weights(models.build_model(MIXTRAL, D64), 6, 0.2)
+    dense_cfg = {k: v for k, v in MIXTRAL.items() if k not in (
+        "num_local_experts", "num_experts_per_tok", "router_aux_loss_coef",
+        "output_router_logits", "router_jitter_noise")}
+    dense = models.build_model(dict(dense_cfg, model_type="mistral"), D64)
+    mp = dict(mix.named_parameters())
+    with torch.no_grad():
+        for name, p in dense.named_parameters():
+            for ours, theirs in (("mlp.gate_proj", "w1"), ("mlp.up_proj", "w3"), ("mlp.down_proj", "w2")):
+                if ours in name:
+                    src = mp[name.replace(ours, "block_sparse_moe.experts.0." + theirs)]
+                    p.copy_(src)
+                    for e in range(1, 4):
+                        mp[name.replace(ours, f"block_sparse_moe.experts.{e}.{theirs}")].copy_(src)
+                    break
+            else:
+                p.copy_(mp[name])
+        ids = torch.randint(0, 503, (2, 12), generator=torch.Generator().manual_seed(2))
+        assert torch.allclose(mix(ids), dense(ids), rtol=0, atol=1e-12)
+        q = models.init_weights(models.build_model(dict(QWEN3_MOE, num_experts=0), D64), 4, 0.2)
+        q3 = models.build_model(dict(QWEN3_MOE, model_type="qwen3"), D64)
+        q3.load_state_dict(q.state_dict())
+        assert torch.equal(q(ids), q3(ids))
+
+
+def check_moe_bf16():
+    # bf16 compute: the block's output, routing weights and the gate's
+    # gradient are bf16 values; the output is the weighted sum of the bf16
+    # expert outputs in ascending expert order in f32, rounded once.
+    models.BF16_COMPUTE = True
+    try:
+        blk = moe_block(True, models.MixtralExpert, 31, d=16, E=4, k=2, inter=8, std=0.3)
+        for p in blk.parameters():
+            p.data = p.data.float()
+        x = torch.randn(1, 10, 16, generator=torch.Generator().manual_seed(3))
+        x = x.to(torch.bfloat16).float().requires_grad_()
+        y = blk(x)
+        bf = lambda t: t.to(torch.bfloat16).float()
+        assert torch.equal(y, bf(y))
+        h = x.view(10, 16)
+        logits = bf(h @ bf(blk.gate.weight).t())
+        _, chosen, w = models.route(logits, 2, True)
+        w = bf(w)
+        want = torch.zeros(10, 16)
+        for e in range(4):
+            out = blk.experts[e](h)
+            want = want + torch.where(chosen[:, e:e + 1], w[:, e:e + 1] * out, torch.zeros(()))
+        assert torch.equal(y.view(10, 16), bf(want))
+        y.sum().backward()
+        g = blk.gate.weight.grad
+        assert torch.equal(g, bf(g)) and g.abs().max() > 0
+    finally:
+        models.BF16_COMPUTE = False
+
+
 def check_batches():
     data = torch.arange(100)
     G, S, n = 3, 8, 100
@@ -227,11 +567,24 @@ def main():
     check_attention_gpt2()
     check_families()
     check_batches()
+    check_moe_names()
+    check_moe_config_errors()
+    check_moe_routing()
+    check_moe_ties()
+    check_moe_aux()
+    check_moe_gradients()
+    check_moe_as_dense()
+    check_moe_bf16()
     print("models: HF names/shapes, gelu_new, RMSNorm, rotate_half, RoPE inv_freq (default, llama3, "
           "linear, dynamic, yarn), "
           "causality (gpt2, llama), GQA == repeated-kv MHA, GPT-2 attention vs per-head loop, "
           "qwen2 biases, qwen3 per-head q/k norms, mistral's window, "
           "sample offsets: OK")
+    print("models, MoE: mixtral/qwen3_moe names, order, counts (237,248, 244,176), sparse layers, "
+          "config errors; routing vs HF's loop (k 1-3, renormalised or not); ties to the lower "
+          "expert, zero gates pick 0..k-1, unchosen experts' zero gradients; aux loss vs HF's "
+          "formula and per chunk; router and aux gradients vs f64 finite differences; identical "
+          "experts == dense mistral, no experts == qwen3; bf16 rounding points: OK")
 
 
 if __name__ == "__main__":

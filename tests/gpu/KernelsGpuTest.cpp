@@ -1055,3 +1055,598 @@ TEST(KernelsGpuBf16, Casts) {
   std::vector<float> got = dBack.get();
   EXPECT_EQ(0, std::memcmp(got.data(), back.data(), sizeof(float) * n));
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts: each CUDA kernel against cpu.h's, f32 and bf16.
+//===----------------------------------------------------------------------===//
+//
+// The integer outputs (experts, slots) and the copies and f32 sums in the
+// same order (moe_permute and its gradient, moe_combine's dpacked, one
+// product) must match bit for bit. The rest is bounded as above: each side
+// within e of the exact result on the same inputs, |gpu - cpu| <= 2 e (plus
+// bf16's rounding). The router's p on each side: exp(x - m) * float(1 /
+// sum) with the sum in double (m exact), so relative to the exact softmax
+// (|x - m| + 2 L) u (the subtraction, exp at L ulps), 2 u (1 / sum and the
+// product) and the sum's share, sum_c p_c (|x_c - m| + 2 L) u + gamma64_E.
+// Top-k is compared as integers only where that is decided: the test
+// checks that in the exact p each of the first k + 1 gaps exceeds both
+// sides' errors (or is an exact tie of the logits, which each side breaks
+// to the lower expert), and stops otherwise (a draw, not the kernels, at
+// fault).
+
+namespace {
+
+template <class T> std::vector<T> fromF32(const std::vector<float> &v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return toBf16(v);
+}
+template <class T> std::vector<float> asF32(const std::vector<T> &v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return toF32(v);
+}
+template <class T> const char *dtypeName() { return std::is_same_v<T, float> ? "f32" : "bf16"; }
+
+// |gpu - cpu| <= 2 e, plus both bf16 roundings for bf16 storage.
+template <class T>
+void expectNear(const std::vector<T> &got, const std::vector<T> &ref, const VecD &e,
+                const std::string &what) {
+  if constexpr (std::is_same_v<T, float>)
+    expectClose(got, ref, e, what.c_str());
+  else
+    expectCloseBf16(got, ref, e, what.c_str());
+}
+template <class T>
+void expectSameBits(const std::vector<T> &got, const std::vector<T> &ref, const std::string &what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), sizeof(T) * ref.size())) << what;
+}
+
+// Device copies of E tensors and the host array of their pointers.
+template <class T> struct DevList {
+  std::vector<std::unique_ptr<Dev<T>>> d;
+  std::vector<T *> p;
+  explicit DevList(const std::vector<std::vector<T>> &h) {
+    for (const auto &v : h) {
+      d.push_back(std::make_unique<Dev<T>>(v));
+      p.push_back(d.back()->p);
+    }
+  }
+  DevList(size_t count, size_t n) {
+    for (size_t i = 0; i < count; ++i) {
+      d.push_back(std::make_unique<Dev<T>>(n));
+      p.push_back(d.back()->p);
+    }
+  }
+};
+
+// The exact softmax of a row and each side's relative error bound on it.
+struct SoftmaxRow {
+  VecD p, rel;
+};
+SoftmaxRow softmaxRow(const float *x, int64_t E) {
+  const double m = *std::max_element(x, x + E);
+  SoftmaxRow r{VecD(E), VecD(E)};
+  double sum = 0, relSum = gammaK(double(E), kU64);
+  for (int64_t e = 0; e < E; ++e)
+    sum += std::exp(double(x[e]) - m);
+  for (int64_t e = 0; e < E; ++e) {
+    r.p[e] = std::exp(double(x[e]) - m) / sum;
+    relSum += r.p[e] * (std::fabs(double(x[e]) - m) + 2 * kLibmUlps) * kU;
+  }
+  for (int64_t e = 0; e < E; ++e)
+    r.rel[e] = (std::fabs(double(x[e]) - m) + 2 * kLibmUlps + 2) * kU + relSum;
+  return r;
+}
+
+// Stops the test unless both sides must choose the same k experts in the
+// same order for row x (see above): the draw's fault, not the kernels'.
+void requireClearTopK(const float *x, const SoftmaxRow &s, int64_t E, int64_t k,
+                      const std::string &where) {
+  std::vector<int64_t> ord(E);
+  for (int64_t e = 0; e < E; ++e)
+    ord[e] = e;
+  std::stable_sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return s.p[a] > s.p[b]; });
+  for (int64_t i = 0; i < k && i + 1 < E; ++i) {
+    const int64_t a = ord[i], b = ord[i + 1];
+    if (x[a] == x[b])
+      continue; // an exact tie: equal p on each side, the lower expert first
+    ASSERT_GT(s.p[a] - s.p[b], s.p[a] * s.rel[a] + s.p[b] * s.rel[b])
+        << where << ": experts " << a << " and " << b
+        << " are too close to be ordered alike by both sides: another draw";
+  }
+}
+
+// Router logits [n, E] as stored (T), and as floats.
+template <class T> std::vector<float> routerLogits(int64_t n, int64_t E, uint32_t seed) {
+  return asF32(fromF32<T>(randn(n * E, seed, 1.5f)));
+}
+
+// The CPU's routing of logits (float values of T storage).
+template <class T> struct Routing {
+  std::vector<T> weights;
+  std::vector<int64_t> experts, slots;
+};
+template <class T>
+Routing<T> cpuRoute(const std::vector<float> &logits, int64_t n, int64_t E, int64_t k,
+                    bool normalize) {
+  Routing<T> r{std::vector<T>(n * k), std::vector<int64_t>(n * k), std::vector<int64_t>(n * k)};
+  const std::vector<T> l = fromF32<T>(logits);
+  std::vector<float> s(cpu::moeRouteScratchFloats(E));
+  cpu::moeRouteForward(l.data(), r.weights.data(), r.experts.data(), r.slots.data(), n, E, k,
+                       normalize, s.data());
+  return r;
+}
+
+struct RouteCase {
+  int64_t n, E, k;
+  bool normalize;
+  uint32_t seed;
+};
+
+// moe_route and moe_route_grad on `logits` (float values of T).
+template <class T>
+void routeCase(const RouteCase &c, const std::vector<float> &logits, const std::string &tag) {
+  const int64_t n = c.n, E = c.E, k = c.k;
+  const std::string what = std::string("moe_route ") + dtypeName<T>() + " " + tag +
+                           " n=" + std::to_string(n) + " E=" + std::to_string(E) +
+                           " k=" + std::to_string(k) + (c.normalize ? " normalized" : "");
+  std::vector<SoftmaxRow> rows;
+  for (int64_t t = 0; t < n; ++t) {
+    rows.push_back(softmaxRow(logits.data() + t * E, E));
+    requireClearTopK(logits.data() + t * E, rows.back(), E, k,
+                     what + " token " + std::to_string(t));
+  }
+  const Routing<T> ref = cpuRoute<T>(logits, n, E, k, c.normalize);
+  const std::vector<T> l = fromF32<T>(logits);
+  Dev<T> dL(l), dW(n * k);
+  Dev<int64_t> dE(n * k), dS(n * k);
+  Dev<float> scratch(gpu::moeRouteScratchFloats(n, k, E));
+  gpu::moeRouteForward(dL.p, dW.p, dE.p, dS.p, n, E, k, c.normalize, scratch.p, nullptr);
+  EXPECT_EQ(dE.get(), ref.experts) << what << ": experts";
+  EXPECT_EQ(dS.get(), ref.slots) << what << ": slots";
+  // weights: p_j, or p_j / s with s the f32 sum of the k (gamma_{k-1} of
+  // it and the p's errors), the division rounded.
+  VecD eW(n * k);
+  for (int64_t t = 0; t < n; ++t) {
+    const SoftmaxRow &s = rows[t];
+    const int64_t *ch = ref.experts.data() + t * k;
+    double sum = 0, eSum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      sum += s.p[ch[j]];
+      eSum += s.p[ch[j]] * s.rel[ch[j]];
+    }
+    eSum += gammaK(double(k - 1)) * sum;
+    for (int64_t j = 0; j < k; ++j) {
+      const double p = s.p[ch[j]], ep = p * s.rel[ch[j]], w = p / sum;
+      eW[t * k + j] = c.normalize ? (ep + w * eSum) / sum + kU * w : ep;
+    }
+  }
+  expectNear(dW.get(), ref.weights, eW, what + ": weights");
+
+  // The gradient, from random dweights and the CPU's experts.
+  const std::vector<T> dw = fromF32<T>(randn(n * k, c.seed + 1));
+  const std::vector<float> dwF = asF32(dw);
+  std::vector<T> dl(n * E);
+  std::vector<float> cs(cpu::moeRouteScratchFloats(E));
+  cpu::moeRouteBackward(dw.data(), l.data(), ref.experts.data(), dl.data(), n, E, k, c.normalize,
+                        cs.data());
+  Dev<T> dDW(dw), dDL(n * E);
+  Dev<int64_t> dRefE(ref.experts);
+  gpu::moeRouteBackward(dDW.p, dL.p, dRefE.p, dDL.p, n, E, k, c.normalize, nullptr);
+  // Step by step, first order, each f32 operation u of its result, the f32
+  // sums of k terms gamma_k of their absolute terms: s, w_j = p_j / s, dot =
+  // sum dw_j w_j, dp_j = (dw_j - dot) / s (normalized; else dp_j = dw_j), pd
+  // = sum p_j dp_j in double rounded to f32, dlogits = p (dp - pd).
+  VecD eL(n * E);
+  for (int64_t t = 0; t < n; ++t) {
+    const SoftmaxRow &s = rows[t];
+    const int64_t *ch = ref.experts.data() + t * k;
+    VecD dp(E, 0.0), edp(E, 0.0);
+    if (c.normalize) {
+      double sum = 0, eSum = 0, dot = 0, dotAbs = 0, eDot = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        sum += s.p[ch[j]];
+        eSum += s.p[ch[j]] * s.rel[ch[j]];
+      }
+      eSum += gammaK(double(k - 1)) * sum;
+      for (int64_t j = 0; j < k; ++j) {
+        const double p = s.p[ch[j]], w = p / sum;
+        const double ew = (p * s.rel[ch[j]] + w * eSum) / sum + kU * w;
+        dot += dwF[t * k + j] * w;
+        dotAbs += std::fabs(dwF[t * k + j] * w);
+        eDot += std::fabs(dwF[t * k + j]) * ew;
+      }
+      eDot += gammaK(double(k)) * dotAbs;
+      for (int64_t j = 0; j < k; ++j) {
+        const double num = dwF[t * k + j] - dot, d = num / sum;
+        dp[ch[j]] = d;
+        edp[ch[j]] = (eDot + kU * std::fabs(num) + std::fabs(d) * eSum) / sum + kU * std::fabs(d);
+      }
+    } else {
+      for (int64_t j = 0; j < k; ++j)
+        dp[ch[j]] = dwF[t * k + j];
+    }
+    double pd = 0, pdAbs = 0, ePd = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t e = ch[j];
+      pd += s.p[e] * dp[e];
+      pdAbs += std::fabs(s.p[e] * dp[e]);
+      ePd += s.p[e] * s.rel[e] * std::fabs(dp[e]) + s.p[e] * edp[e];
+    }
+    ePd += gammaK(double(k), kU64) * pdAbs + kU * std::fabs(pd);
+    for (int64_t e = 0; e < E; ++e) {
+      const double diff = dp[e] - pd, eDiff = edp[e] + ePd + kU * std::fabs(diff);
+      const double g = s.p[e] * diff;
+      eL[t * E + e] = s.p[e] * s.rel[e] * std::fabs(diff) + s.p[e] * eDiff + kU * std::fabs(g);
+    }
+  }
+  expectNear(dDL.get(), dl, eL, what + ": moe_route_grad dlogits");
+}
+
+template <class T> void routeTests() {
+  // E = 8, k = 2 (Mixtral, normalized; Qwen3-MoE's norm_topk_prob false);
+  // E = 4, k = 4 (every expert, in p's order); E = 70 (several experts a
+  // lane); n k over kMoeChunk (the slots' per-chunk counts).
+  const RouteCase cases[] = {{37, 8, 2, true, 200},  {300, 8, 2, false, 201},
+                             {29, 4, 4, true, 202},  {53, 4, 4, false, 203},
+                             {41, 70, 3, true, 204}, {1, 5, 1, false, 205}};
+  for (const RouteCase &c : cases)
+    routeCase<T>(c, routerLogits<T>(c.n, c.E, c.seed), "random");
+  // One expert (2) first for every token, three (5, 6, 7) for none; and
+  // rows of equal logits (exact ties: experts 0, 1 in that order).
+  const int64_t n = 33, E = 8, k = 2;
+  std::vector<float> logits = routerLogits<T>(n, E, 206);
+  for (int64_t t = 0; t < n; ++t) {
+    logits[t * E + 2] = 8.0f;
+    for (int64_t e = 5; e < E; ++e)
+      logits[t * E + e] = -8.0f;
+  }
+  for (int64_t t = 0; t < n; t += 8)
+    for (int64_t e = 0; e < E; ++e)
+      logits[t * E + e] = 0.25f;
+  for (bool normalize : {true, false})
+    routeCase<T>({n, E, k, normalize, 207}, logits, "one expert every token, ties");
+  const Routing<T> r = cpuRoute<T>(logits, n, E, k, true);
+  EXPECT_EQ(r.experts[0], 0); // the tie to the lower expert, on the CPU too
+  EXPECT_EQ(r.experts[1], 1);
+  EXPECT_EQ(r.experts[2], 2);
+}
+
+} // namespace
+
+TEST(KernelsGpuMoe, Route) {
+  REQUIRE_GPU();
+  routeTests<float>();
+}
+TEST(KernelsGpuMoe, RouteBf16) {
+  REQUIRE_GPU();
+  routeTests<bf16>();
+}
+
+namespace {
+
+// moe_permute (copies) and its gradient (k rows summed in f32 in ascending
+// slot order on both sides): bit for bit.
+template <class T> void permuteTests() {
+  struct Case {
+    int64_t n, E, k, D;
+  } cases[] = {{37, 8, 2, 65}, {29, 4, 4, 33}, {150, 8, 2, 7}};
+  for (const Case &c : cases) {
+    const std::string what = std::string("moe_permute ") + dtypeName<T>() +
+                             " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+    const Routing<T> r = cpuRoute<T>(routerLogits<T>(c.n, c.E, 300), c.n, c.E, c.k, true);
+    const std::vector<T> x = fromF32<T>(randn(c.n * c.D, 301)),
+                         dp = fromF32<T>(randn(c.n * c.k * c.D, 302));
+    std::vector<T> packed(c.n * c.k * c.D), dx(c.n * c.D);
+    cpu::moePermuteForward(x.data(), r.slots.data(), packed.data(), c.n, c.k, c.D);
+    cpu::moePermuteBackward(dp.data(), r.slots.data(), dx.data(), c.n, c.k, c.D);
+    Dev<T> dX(x), dP(packed.size()), dDP(dp), dDX(dx.size());
+    Dev<int64_t> dS(r.slots);
+    gpu::moePermuteForward(dX.p, dS.p, dP.p, c.n, c.k, c.D, nullptr);
+    gpu::moePermuteBackward(dDP.p, dS.p, dDX.p, c.n, c.k, c.D, nullptr);
+    expectSameBits(dP.get(), packed, what);
+    expectSameBits(dDX.get(), dx, what + " grad");
+  }
+}
+
+// moe_combine: y = the f32 sum of k products, gamma_k sum |w row| on each
+// side (any order, fused or not); dpacked = w dy, one product: bit for bit;
+// dweights = the double dot product of D terms rounded to f32: u |dw| +
+// gamma64_D sum |row dy|.
+template <class T> void combineTests() {
+  struct Case {
+    int64_t n, E, k, D;
+  } cases[] = {{37, 8, 2, 65}, {29, 4, 4, 300}, {23, 70, 3, 17}};
+  for (const Case &c : cases) {
+    const std::string what = std::string("moe_combine ") + dtypeName<T>() +
+                             " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k);
+    const Routing<T> r = cpuRoute<T>(routerLogits<T>(c.n, c.E, 310), c.n, c.E, c.k, false);
+    const std::vector<T> packed = fromF32<T>(randn(c.n * c.k * c.D, 311)),
+                         dy = fromF32<T>(randn(c.n * c.D, 312));
+    std::vector<T> y(c.n * c.D), dpacked(packed.size()), dw(c.n * c.k);
+    cpu::moeCombineForward(packed.data(), r.weights.data(), r.slots.data(), y.data(), c.n, c.k,
+                           c.D);
+    cpu::moeCombineBackward(dy.data(), packed.data(), r.weights.data(), r.slots.data(),
+                            dpacked.data(), dw.data(), c.n, c.k, c.D);
+    Dev<T> dP(packed), dW(r.weights), dY(y.size()), dDY(dy), dDP(packed.size()), dDW(dw.size());
+    Dev<int64_t> dS(r.slots);
+    gpu::moeCombineForward(dP.p, dW.p, dS.p, dY.p, c.n, c.k, c.D, nullptr);
+    gpu::moeCombineBackward(dDY.p, dP.p, dW.p, dS.p, dDP.p, dDW.p, c.n, c.k, c.D, nullptr);
+    const std::vector<float> pF = asF32(packed), wF = asF32(r.weights), gF = asF32(dy);
+    VecD eY(y.size()), eW(dw.size());
+    for (int64_t t = 0; t < c.n; ++t) {
+      for (int64_t d = 0; d < c.D; ++d) {
+        double a = 0;
+        for (int64_t j = 0; j < c.k; ++j)
+          a += std::fabs(double(wF[t * c.k + j]) * pF[r.slots[t * c.k + j] * c.D + d]);
+        eY[t * c.D + d] = gammaK(double(c.k)) * a;
+      }
+      for (int64_t j = 0; j < c.k; ++j) {
+        double s = 0, a = 0;
+        for (int64_t d = 0; d < c.D; ++d) {
+          const double v = double(pF[r.slots[t * c.k + j] * c.D + d]) * gF[t * c.D + d];
+          s += v;
+          a += std::fabs(v);
+        }
+        eW[t * c.k + j] = kU * std::fabs(s) + gammaK(double(c.D), kU64) * a;
+      }
+    }
+    expectNear(dY.get(), y, eY, what);
+    expectSameBits(dDP.get(), dpacked, what + " grad dpacked");
+    expectNear(dDW.get(), dw, eW, what + " grad dweights");
+  }
+}
+
+// moe_linear and its gradients: each expert's rows against linearBounds of
+// that expert's slice (gamma_{K+2} of the absolute products: any order,
+// blocked or fused, both sides), assembled; an expert without rows has a
+// zero bound for its dW: zeros exactly.
+template <class T>
+void linearCase(const std::string &tag, int64_t n, int64_t k, int64_t E, int64_t in, int64_t out,
+                const std::vector<int64_t> &experts, uint32_t seed) {
+  const std::string what = std::string("moe_linear ") + dtypeName<T>() + " " + tag;
+  const int64_t rows = n * k;
+  const std::vector<T> x = fromF32<T>(randn(rows * in, seed)),
+                       dy = fromF32<T>(randn(rows * out, seed + 1));
+  std::vector<std::vector<T>> w;
+  for (int64_t e = 0; e < E; ++e)
+    w.push_back(fromF32<T>(randn(out * in, seed + 2 + uint32_t(e))));
+  std::vector<const T *> wPtr;
+  for (const auto &v : w)
+    wPtr.push_back(v.data());
+  std::vector<T> y(rows * out), dx(rows * in);
+  std::vector<std::vector<T>> dw(E, std::vector<T>(out * in));
+  std::vector<T *> dwPtr;
+  for (auto &v : dw)
+    dwPtr.push_back(v.data());
+  std::vector<float> cs(
+      cpu::moeOffsetsFloats(E) +
+      (std::is_same_v<T, float> ? 0 : cpu::linearBf16ScratchFloats(rows, in, out)));
+  cpu::moeLinearForward(x.data(), experts.data(), wPtr.data(), y.data(), n, k, E, in, out,
+                        cs.data());
+  cpu::moeLinearBackwardInput(dy.data(), experts.data(), wPtr.data(), dx.data(), n, k, E, in, out,
+                              cs.data());
+  cpu::moeLinearBackwardWeight(dy.data(), x.data(), experts.data(), dwPtr.data(), n, k, E, in, out,
+                               cs.data());
+
+  Dev<T> dX(x), dDY(dy), dY(y.size()), dDX(dx.size());
+  Dev<int64_t> dE(experts);
+  DevList<T> dW(w), dDW(size_t(E), size_t(out * in));
+  Dev<float> scratch(gpu::moeLinearScratchFloats(E));
+  const std::vector<const T *> wDev(dW.p.begin(), dW.p.end());
+  gpu::moeLinearForward(dX.p, dE.p, wDev.data(), dY.p, n, k, E, in, out, scratch.p, nullptr);
+  gpu::moeLinearBackwardInput(dDY.p, dE.p, wDev.data(), dDX.p, n, k, E, in, out, scratch.p,
+                              nullptr);
+  gpu::moeLinearBackwardWeight(dDY.p, dX.p, dE.p, dDW.p.data(), n, k, E, in, out, scratch.p,
+                               nullptr);
+
+  // Expert e's rows: after those of the experts before it.
+  std::vector<int64_t> start(E + 1, 0);
+  for (int64_t e : experts)
+    ++start[e + 1];
+  for (int64_t e = 0; e < E; ++e)
+    start[e + 1] += start[e];
+  const std::vector<float> xF = asF32(x), dyF = asF32(dy);
+  VecD eY(y.size()), eDX(dx.size());
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = start[e], m = start[e + 1] - r0;
+    VecD eDW(out * in, 0.0);
+    if (m > 0) {
+      const LinearBounds b =
+          linearBounds(VecD(xF.begin() + r0 * in, xF.begin() + (r0 + m) * in), toD(asF32(w[e])),
+                       nullptr, VecD(dyF.begin() + r0 * out, dyF.begin() + (r0 + m) * out), m, in,
+                       out, cpu::Layout::OutIn);
+      std::copy(b.y.begin(), b.y.end(), eY.begin() + r0 * out);
+      std::copy(b.dx.begin(), b.dx.end(), eDX.begin() + r0 * in);
+      eDW = b.dw;
+    }
+    const std::string ex = what + " dW[" + std::to_string(e) + "] (" + std::to_string(m) + " rows)";
+    const std::vector<T> got = dDW.d[e]->get();
+    expectNear(got, dw[e], eDW, ex);
+    if (m == 0) {
+      for (const T &v : got)
+        ASSERT_EQ(asF32(std::vector<T>{v})[0], 0.0f) << ex << ": not zeros";
+    }
+  }
+  expectNear(dY.get(), y, eY, what + " forward");
+  expectNear(dDX.get(), dx, eDX, what + " input grad");
+}
+
+template <class T> void linearTests() {
+  // E = 8, k = 2 as the router chose (rows over 64 for some experts);
+  // E = 4, k = 4 (every expert, every token); one expert with every row
+  // (150 over three tiles) and the others none; two experts sharing every
+  // row, six without; E = 70 (two launches of kMoePointers experts).
+  linearCase<T>("E=8 k=2 routed", 97, 2, 8, 67, 45,
+                cpuRoute<T>(routerLogits<T>(97, 8, 400), 97, 8, 2, true).experts, 401);
+  linearCase<T>("E=4 k=4", 21, 4, 4, 33, 70,
+                cpuRoute<T>(routerLogits<T>(21, 4, 402), 21, 4, 4, false).experts, 403);
+  linearCase<T>("E=4 k=1 all rows to expert 3", 150, 1, 4, 19, 66, std::vector<int64_t>(150, 3),
+                404);
+  std::vector<int64_t> two(2 * 41);
+  for (int64_t t = 0; t < 41; ++t) {
+    two[2 * t] = t % 2 ? 5 : 2;
+    two[2 * t + 1] = t % 2 ? 2 : 5;
+  }
+  linearCase<T>("E=8 k=2 experts 2 and 5 only", 41, 2, 8, 24, 17, two, 405);
+  linearCase<T>("E=70 k=2 routed", 45, 2, 70, 9, 7,
+                cpuRoute<T>(routerLogits<T>(45, 70, 406), 45, 70, 2, true).experts, 407);
+}
+
+// moe_aux_loss and its gradient over L layers' logits. The counts are the
+// same integers on both sides (requireClearTopK on every row); P[e] = the
+// sum of the rows' p: the p's errors and gamma64 of the double sum; aux in
+// double; out = loss + coef E aux rounded to f32 once. The gradient: G[e] =
+// scale F[e] the same double on both sides, pg = sum p G in double, dlogits
+// = p (G - pg) rounded once.
+template <class T>
+void auxCase(int64_t L, int64_t n, int64_t E, int64_t k, double coef, uint32_t seed) {
+  const std::string what = std::string("moe_aux_loss ") + dtypeName<T>() +
+                           " L=" + std::to_string(L) + " n=" + std::to_string(n) +
+                           " E=" + std::to_string(E) + " k=" + std::to_string(k);
+  std::vector<std::vector<float>> lf;
+  std::vector<std::vector<T>> l;
+  for (int64_t i = 0; i < L; ++i) {
+    lf.push_back(routerLogits<T>(n, E, seed + uint32_t(i)));
+    l.push_back(fromF32<T>(lf.back()));
+  }
+  std::vector<const T *> lPtr;
+  for (const auto &v : l)
+    lPtr.push_back(v.data());
+  const float loss = 2.5f, lossScale = 1.0f / float(3 * n);
+  float out = 0;
+  std::vector<float> cs(cpu::moeAuxLossScratchFloats(E, k));
+  cpu::moeAuxLossForward(&loss, lPtr.data(), &out, L, n, E, k, coef, cs.data());
+  std::vector<std::vector<T>> dl(L, std::vector<T>(n * E));
+  std::vector<T *> dlPtr;
+  for (auto &v : dl)
+    dlPtr.push_back(v.data());
+  cpu::moeAuxLossBackward(lPtr.data(), dlPtr.data(), L, n, E, k, coef, lossScale, cs.data());
+
+  DevList<T> dL(l), dDL(size_t(L), size_t(n * E));
+  const std::vector<const T *> lDev(dL.p.begin(), dL.p.end());
+  Dev<float> dLoss(std::vector<float>{loss}), dOut(1),
+      scratch(gpu::moeAuxLossScratchFloats(L, n, E, k));
+  gpu::moeAuxLossForward(dLoss.p, lDev.data(), dOut.p, L, n, E, k, coef, scratch.p, nullptr);
+  gpu::moeAuxLossBackward(lDev.data(), dDL.p.data(), L, n, E, k, coef, lossScale, scratch.p,
+                          nullptr);
+
+  // The statistics, exactly (the CPU's choices: the same on both sides).
+  const double R = double(L) * double(n);
+  VecD P(E, 0.0), eP(E, 0.0), F(E, 0.0);
+  std::vector<std::vector<SoftmaxRow>> rows(L);
+  std::vector<int64_t> chosen(k);
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t t = 0; t < n; ++t) {
+      const float *x = lf[i].data() + t * E;
+      rows[i].push_back(softmaxRow(x, E));
+      const SoftmaxRow &s = rows[i].back();
+      requireClearTopK(x, s, E, k,
+                       what + " layer " + std::to_string(i) + " row " + std::to_string(t));
+      for (int64_t e = 0; e < E; ++e) {
+        P[e] += s.p[e];
+        eP[e] += s.p[e] * s.rel[e];
+      }
+      std::vector<int64_t> ord(E);
+      for (int64_t e = 0; e < E; ++e)
+        ord[e] = e;
+      std::stable_sort(ord.begin(), ord.end(),
+                       [&](int64_t a, int64_t b) { return s.p[a] > s.p[b]; });
+      for (int64_t j = 0; j < k; ++j)
+        F[ord[j]] += 1;
+    }
+  double aux = 0, eAux = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    eP[e] += gammaK(R, kU64) * P[e];
+    aux += F[e] / R * (P[e] / R);
+    eAux += F[e] / R * (eP[e] / R);
+  }
+  eAux += gammaK(double(2 * k * E + 4), kU64) * aux;
+  const double exact = double(loss) + coef * double(E) * aux;
+  const double eOut =
+      coef * double(E) * eAux + gammaK(3, kU64) * std::fabs(exact) + kU * std::fabs(exact);
+  expectClose(dOut.get(), {out}, {eOut}, (what + " forward").c_str());
+  // A wrong statistic moves the loss by far more than eOut: the check has
+  // teeth (coef E aux is the term the kernels compute).
+  EXPECT_GT(coef * double(E) * aux, 1000 * eOut) << what;
+
+  const double scale = coef * double(E) / (R * R) * double(n) * double(lossScale);
+  for (int64_t i = 0; i < L; ++i) {
+    VecD e(n * E);
+    for (int64_t t = 0; t < n; ++t) {
+      const SoftmaxRow &s = rows[i][t];
+      double pg = 0, pgAbs = 0, ePg = 0;
+      for (int64_t c = 0; c < E; ++c) {
+        const double G = scale * F[c];
+        pg += s.p[c] * G;
+        pgAbs += s.p[c] * std::fabs(G);
+        ePg += s.p[c] * s.rel[c] * std::fabs(G);
+      }
+      ePg += gammaK(double(E), kU64) * pgAbs;
+      for (int64_t c = 0; c < E; ++c) {
+        const double diff = scale * F[c] - pg, g = s.p[c] * diff;
+        e[t * E + c] = s.p[c] * s.rel[c] * std::fabs(diff) +
+                       s.p[c] * (ePg + kU64 * std::fabs(diff)) + kU * std::fabs(g);
+      }
+    }
+    expectNear(dDL.d[i]->get(), dl[i], e, what + " grad layer " + std::to_string(i));
+  }
+}
+
+template <class T> void auxTests() {
+  auxCase<T>(3, 41, 8, 2, 0.02, 500);   // Mixtral-like
+  auxCase<T>(2, 29, 4, 4, 0.01, 510);   // every expert chosen
+  auxCase<T>(66, 5, 4, 1, 0.01, 520);   // two launches of kMoePointers layers
+  auxCase<T>(1, 1100, 6, 2, 0.05, 600); // two blocks of kMoeAuxRows rows
+}
+
+} // namespace
+
+TEST(KernelsGpuMoe, Permute) {
+  REQUIRE_GPU();
+  permuteTests<float>();
+  permuteTests<bf16>();
+}
+
+TEST(KernelsGpuMoe, Combine) {
+  REQUIRE_GPU();
+  combineTests<float>();
+  combineTests<bf16>();
+}
+
+TEST(KernelsGpuMoe, Linear) {
+  REQUIRE_GPU();
+  linearTests<float>();
+}
+TEST(KernelsGpuMoe, LinearBf16) {
+  REQUIRE_GPU();
+  linearTests<bf16>();
+}
+
+TEST(KernelsGpuMoe, AuxLoss) {
+  REQUIRE_GPU();
+  auxTests<float>();
+}
+TEST(KernelsGpuMoe, AuxLossBf16) {
+  REQUIRE_GPU();
+  auxTests<bf16>();
+}
+
+// Past the limits (cuda.h): refused by name before any launch.
+TEST(KernelsGpuMoe, Limits) {
+  REQUIRE_GPU();
+  float *none = nullptr;
+  int64_t *ids = nullptr;
+  const int64_t E = gpu::kMoeMaxExperts + 1;
+  EXPECT_THROW(gpu::moeRouteForward(none, none, ids, ids, 4, E, 2, true, none, nullptr),
+               gpu::Error);
+  EXPECT_THROW(gpu::moeRouteBackward(none, none, ids, none, 4, 8, 9, true, nullptr), gpu::Error);
+  EXPECT_THROW(gpu::moePermuteForward(none, ids, none, int64_t(1) << 30, 4, 8, nullptr),
+               gpu::Error);
+  const float *const *w = nullptr;
+  EXPECT_THROW(gpu::moeLinearForward(none, ids, w, none, 4, 2, E, 8, 8, none, nullptr), gpu::Error);
+}

@@ -100,6 +100,8 @@ INSTANTIATE_TEST_SUITE_P(HFConfig, PublishedModel,
                                            Published{"Qwen2.5-0.5B", 494032768, false},
                                            Published{"Qwen3-0.6B", 596049920, false}, // tied
                                            Published{"Qwen3-8B", 8190735360, false},
+                                           Published{"Mixtral-8x7B-v0.1", 46702792704, false},
+                                           Published{"Qwen3-30B-A3B", 30532122624, false},
                                            // BertForMaskedLM: no pooler, the decoder tied.
                                            Published{"bert-base-uncased", 109514298, true},
                                            Published{"bert-large-uncased", 335174458, true},
@@ -157,6 +159,20 @@ TEST(HFConfig, TinyModelParameterCounts) {
   auto llama = load("llama-tiny", ctx, false);
   ASSERT_TRUE(llama);
   EXPECT_EQ(summarize(getGraph(*llama)).parameters, V * D + 2 * llamaBlock + D + V * D);
+  // mixtral-tiny: llama-tiny's attention, 4 experts of I=96, a router [4, D].
+  int64_t mixtralBlock = D * D + 2 * kv * D + D * D + 4 * D + 4 * 3 * 96 * D + 2 * D;
+  auto mixtral = load("mixtral-tiny", ctx, false);
+  ASSERT_TRUE(mixtral);
+  ModelSummary ms = summarize(getGraph(*mixtral));
+  EXPECT_EQ(ms.parameters, V * D + 2 * mixtralBlock + D + V * D);
+  EXPECT_EQ(ms.parameters - ms.activeParameters, 2 * 2 * 3 * 96 * D); // 2 of 4 experts unused
+  // qwen3_moe-tiny: head_dim 24 (q 96, kv 48 wide), q/k norms; layers 0
+  // and 2 sparse (8 experts of 32), layer 1 dense (I=128).
+  int64_t attn = 2 * 96 * D + 2 * 48 * D + 2 * 24 + 2 * D;
+  auto qm = load("qwen3_moe-tiny", ctx, false);
+  ASSERT_TRUE(qm);
+  EXPECT_EQ(summarize(getGraph(*qm)).parameters,
+            V * D + 2 * (attn + 8 * D + 8 * 3 * 32 * D) + (attn + 3 * 128 * D) + D + V * D);
 }
 
 TEST(HFConfig, GPT2HeadIsTiedToWte) {
@@ -342,8 +358,9 @@ TEST(HFConfigErrors, ValidInlineConfigs) {
 TEST(HFConfigErrors, UnknownModelType) {
   auto p = parse("{\n  \"vocab_size\": 10,\n  \"model_type\": \"t5\"\n}\n");
   EXPECT_IMPORT_ERROR(p, 3u, 17u, "unknown model_type 't5'",
-                      "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
-  EXPECT_EQ(supportedModelTypes().str(), "gpt2, llama, mistral, qwen2, qwen3, bert, vit");
+                      "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, bert, vit");
+  EXPECT_EQ(supportedModelTypes().str(),
+            "gpt2, llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, bert, vit");
 }
 
 TEST(HFConfigErrors, MissingModelType) {
@@ -941,4 +958,43 @@ TEST(HFConfigErrors, EncoderRefusals) {
                     "  \"num_hidden_layers\": 2, \"num_attention_heads\": 4\n}\n";
   EXPECT_IMPORT_ERROR(parse(bad), 2u, 38u,
                       "image_size must be a positive integer or [height, width]");
+}
+
+TEST(HFConfigErrors, MixtureOfExpertsKeys) {
+  std::string mixtral = "{\n  \"model_type\": \"mixtral\",\n"
+                        "  \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                        "  \"num_hidden_layers\": 2, \"num_attention_heads\": 8,\n";
+  auto jitter = parse(mixtral + "  \"router_jitter_noise\": 0.1\n}\n");
+  EXPECT_IMPORT_ERROR(jitter, 5u, 26u, "router_jitter_noise = 0.100000 is not supported");
+  auto tooMany = parse(mixtral + "  \"num_local_experts\": 4, \"num_experts_per_tok\": 5\n}\n");
+  EXPECT_IMPORT_ERROR(tooMany, 5u, 50u, "num_experts_per_tok = 5 exceeds the 4 experts");
+  auto one = parse(mixtral + "  \"num_local_experts\": 1\n}\n");
+  EXPECT_IMPORT_ERROR(one, 5u, 24u, "num_local_experts must be at least 2");
+  auto coef = parse(mixtral + "  \"router_aux_loss_coef\": -1\n}\n");
+  EXPECT_IMPORT_ERROR(coef, 5u, 27u, "router_aux_loss_coef must be finite and >= 0");
+  auto ok = parse(mixtral + "  \"output_router_logits\": true\n}\n");
+  ASSERT_TRUE(ok.config) << ok.error.str();
+  ASSERT_TRUE(ok.config->moe);
+  EXPECT_EQ(ok.config->moe->numExperts, 8); // transformers' defaults
+  EXPECT_EQ(ok.config->moe->topK, 2);
+  EXPECT_TRUE(ok.config->moe->normTopkProb);
+  EXPECT_TRUE(ok.config->moe->auxLoss);
+  EXPECT_EQ(ok.config->moe->auxLossCoef, 0.001);
+
+  std::string qwen = "{\n  \"model_type\": \"qwen3_moe\",\n"
+                     "  \"vocab_size\": 100, \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+                     "  \"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"head_dim\": 16,\n";
+  auto only = parse(qwen + "  \"mlp_only_layers\": [0, 4]\n}\n");
+  EXPECT_IMPORT_ERROR(only, 5u, 22u, "mlp_only_layers[1] = 4 is not a layer index in [0, 4)");
+  auto notList = parse(qwen + "  \"mlp_only_layers\": 2\n}\n");
+  EXPECT_IMPORT_ERROR(notList, 5u, 22u, "mlp_only_layers must be a list of layer indices");
+  auto step = parse(qwen + "  \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                           "\"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]\n}\n");
+  ASSERT_TRUE(step.config) << step.error.str();
+  ASSERT_TRUE(step.config->moe);
+  EXPECT_EQ(step.config->moe->sparse, (std::vector<bool>{false, true, false, false}));
+  EXPECT_FALSE(step.config->moe->normTopkProb);
+  auto none = parse(qwen + "  \"num_experts\": 0\n}\n"); // every layer dense
+  ASSERT_TRUE(none.config) << none.error.str();
+  EXPECT_FALSE(none.config->moe);
 }

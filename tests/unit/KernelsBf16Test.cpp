@@ -810,3 +810,141 @@ TEST(KernelsBf16, ScratchBounds) {
   }
   EXPECT_EQ(biasBackwardBf16ScratchFloats(10, 300), 0); // sums on the stack
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts: the f32 arithmetic on the bf16 values, rounded once
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Every element of `got` is the f32 kernel's result rounded to bf16.
+void expectRounded(const char *what, const VecB &got, const VecF &f32) {
+  ASSERT_EQ(got.size(), f32.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i].bits, floatToBf16(f32[i])) << what << " element " << i;
+}
+} // namespace
+
+// Routing, the permutation, the combine and the aux loss compute in f32 from
+// the bf16 values exactly as the f32 kernels do on their widened copies:
+// the bf16 kernels' results are those rounded, bit for bit.
+TEST(KernelsBf16, MoeRoutingPermuteCombineAux) {
+  std::mt19937 rng(130);
+  const int64_t n = 9, E = 6, k = 2, D = 13, L = 2;
+  for (bool normalize : {false, true}) {
+    Tensor logits = randomT(n * E, rng, -3, 3), dw = randomT(n * k, rng);
+    VecB w(n * k), dl(n * E);
+    VecF wf(n * k), dlf(n * E), scratch(moeRouteScratchFloats(E));
+    std::vector<int64_t> ex(n * k), sl(n * k), exf(n * k), slf(n * k);
+    moeRouteForward(logits.b.data(), w.data(), ex.data(), sl.data(), n, E, k, normalize,
+                    scratch.data());
+    moeRouteForward(logits.f.data(), wf.data(), exf.data(), slf.data(), n, E, k, normalize,
+                    scratch.data());
+    EXPECT_EQ(ex, exf);
+    EXPECT_EQ(sl, slf);
+    expectRounded("moe_route weights", w, wf);
+    moeRouteBackward(dw.b.data(), logits.b.data(), ex.data(), dl.data(), n, E, k, normalize,
+                     scratch.data());
+    moeRouteBackward(dw.f.data(), logits.f.data(), ex.data(), dlf.data(), n, E, k, normalize,
+                     scratch.data());
+    expectRounded("moe_route dlogits", dl, dlf);
+
+    Tensor x = randomT(n * D, rng), dp = randomT(n * k * D, rng), dy = randomT(n * D, rng);
+    VecB packed(n * k * D), dx(n * D), y(n * D), drows(n * k * D), dws(n * k);
+    VecF packedf(n * k * D), dxf(n * D), yf(n * D), drowsf(n * k * D), dwsf(n * k);
+    moePermuteForward(x.b.data(), sl.data(), packed.data(), n, k, D);
+    moePermuteForward(x.f.data(), sl.data(), packedf.data(), n, k, D);
+    expectRounded("moe_permute rows", packed, packedf);
+    moePermuteBackward(dp.b.data(), sl.data(), dx.data(), n, k, D);
+    moePermuteBackward(dp.f.data(), sl.data(), dxf.data(), n, k, D);
+    expectRounded("moe_permute dx", dx, dxf);
+    VecF wUp = up(w);
+    moeCombineForward(dp.b.data(), w.data(), sl.data(), y.data(), n, k, D);
+    moeCombineForward(dp.f.data(), wUp.data(), sl.data(), yf.data(), n, k, D);
+    expectRounded("moe_combine y", y, yf);
+    moeCombineBackward(dy.b.data(), dp.b.data(), w.data(), sl.data(), drows.data(), dws.data(), n,
+                       k, D);
+    moeCombineBackward(dy.f.data(), dp.f.data(), wUp.data(), sl.data(), drowsf.data(), dwsf.data(),
+                       n, k, D);
+    expectRounded("moe_combine drows", drows, drowsf);
+    expectRounded("moe_combine dweights", dws, dwsf);
+  }
+  // The aux loss over L layers: the loss in f32 (equal), the gradients rounded.
+  std::vector<Tensor> logits;
+  std::vector<const bf16 *> lb;
+  std::vector<const float *> lf;
+  for (int64_t l = 0; l < L; ++l)
+    logits.push_back(randomT(n * E, rng, -3, 3));
+  for (const Tensor &t : logits)
+    lb.push_back(t.b.data()), lf.push_back(t.f.data());
+  VecF scratch(moeAuxLossScratchFloats(E, k));
+  const float ce = 4.25f;
+  float out = 0, outf = 1;
+  moeAuxLossForward(&ce, lb.data(), &out, L, n, E, k, 0.01, scratch.data());
+  moeAuxLossForward(&ce, lf.data(), &outf, L, n, E, k, 0.01, scratch.data());
+  EXPECT_EQ(out, outf);
+  EXPECT_NE(out, ce); // the aux term is there
+  std::vector<VecB> g(L, VecB(n * E));
+  std::vector<VecF> gf(L, VecF(n * E));
+  std::vector<bf16 *> gb;
+  std::vector<float *> gfp;
+  for (int64_t l = 0; l < L; ++l)
+    gb.push_back(g[l].data()), gfp.push_back(gf[l].data());
+  moeAuxLossBackward(lb.data(), gb.data(), L, n, E, k, 0.01, 1.0f / 64, scratch.data());
+  moeAuxLossBackward(lf.data(), gfp.data(), L, n, E, k, 0.01, 1.0f / 64, scratch.data());
+  for (int64_t l = 0; l < L; ++l)
+    expectRounded("moe_aux_loss dlogits", g[l], gf[l]);
+}
+
+// moe_linear over bf16 is the bf16 linear kernels over each expert's rows,
+// bit for bit (with the row starts ahead of their scratch); an expert with
+// no rows gets a zero gradient.
+TEST(KernelsBf16, MoeLinearIsTheLinearPerExpert) {
+  std::mt19937 rng(131);
+  const int64_t n = 8, E = 4, k = 2, in = 9, out = 5;
+  std::vector<int64_t> c;
+  for (int64_t t = 0; t < n; ++t) // experts 0..2 only: expert 3 gets no rows
+    c.insert(c.end(), {int64_t(t % 3), int64_t((t + 1) % 3)});
+  std::vector<int64_t> start(E + 1, 0);
+  for (int64_t e : c)
+    ++start[e + 1];
+  for (int64_t e = 0; e < E; ++e)
+    start[e + 1] += start[e];
+  const int64_t rows = n * k;
+  Tensor x = randomT(rows * in, rng), dy = randomT(rows * out, rng);
+  std::vector<Tensor> w;
+  std::vector<const bf16 *> wp;
+  for (int64_t e = 0; e < E; ++e)
+    w.push_back(randomT(out * in, rng));
+  for (const Tensor &t : w)
+    wp.push_back(t.b.data());
+  VecF scratch(moeOffsetsFloats(E) + linearBf16ScratchFloats(rows, in, out));
+  VecB y(rows * out), dx(rows * in);
+  std::vector<VecB> dw(E, VecB(out * in, bf16{0x4000}));
+  std::vector<bf16 *> dwp;
+  for (VecB &v : dw)
+    dwp.push_back(v.data());
+  moeLinearForward(x.b.data(), c.data(), wp.data(), y.data(), n, k, E, in, out, scratch.data());
+  moeLinearBackwardInput(dy.b.data(), c.data(), wp.data(), dx.data(), n, k, E, in, out,
+                         scratch.data());
+  moeLinearBackwardWeight(dy.b.data(), x.b.data(), c.data(), dwp.data(), n, k, E, in, out,
+                          scratch.data());
+  VecF lin(linearBf16ScratchFloats(rows, in, out));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = start[e], m = start[e + 1] - start[e];
+    VecB ye(m * out), dxe(m * in), dwe(out * in);
+    if (m > 0) {
+      linearForward(x.b.data() + r0 * in, wp[e], nullptr, ye.data(), m, in, out, Layout::OutIn,
+                    lin.data());
+      linearBackwardInput(dy.b.data() + r0 * out, wp[e], dxe.data(), m, in, out, Layout::OutIn,
+                          lin.data());
+      linearBackwardWeight(dy.b.data() + r0 * out, x.b.data() + r0 * in, dwe.data(), m, in, out,
+                           Layout::OutIn, lin.data());
+    }
+    for (int64_t i = 0; i < m * out; ++i)
+      ASSERT_EQ(y[r0 * out + i].bits, ye[i].bits) << "expert " << e << " y " << i;
+    for (int64_t i = 0; i < m * in; ++i)
+      ASSERT_EQ(dx[r0 * in + i].bits, dxe[i].bits) << "expert " << e << " dx " << i;
+    for (int64_t i = 0; i < out * in; ++i)
+      ASSERT_EQ(dw[e][i].bits, m > 0 ? dwe[i].bits : uint16_t(0)) << "expert " << e << " dw " << i;
+  }
+}

@@ -1302,3 +1302,376 @@ TEST(Kernels, ManyThreadsMultiplyAtOnce) {
         EXPECT_NEAR(y[t][r * n + c], want, 1e-4 * (1 + std::fabs(want)));
       }
 }
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+namespace {
+// The double reference of moe_route's weights for the given choices c[n, k]
+// (the top-k themselves are checked apart: a selection is not differentiable).
+VecD refRouteWeights(const VecD &logits, const std::vector<int64_t> &c, int64_t n, int64_t E,
+                     int64_t k, bool normalize) {
+  VecD w(n * k);
+  for (int64_t t = 0; t < n; ++t) {
+    double mx = -INFINITY, sum = 0, sel = 0;
+    for (int64_t e = 0; e < E; ++e)
+      mx = std::max(mx, logits[t * E + e]);
+    for (int64_t e = 0; e < E; ++e)
+      sum += std::exp(logits[t * E + e] - mx);
+    for (int64_t j = 0; j < k; ++j)
+      sel += std::exp(logits[t * E + c[t * k + j]] - mx) / sum;
+    for (int64_t j = 0; j < k; ++j) {
+      double p = std::exp(logits[t * E + c[t * k + j]] - mx) / sum;
+      w[t * k + j] = normalize ? p / sel : p;
+    }
+  }
+  return w;
+}
+
+// Each token's top k of the exact probabilities, descending, ties to the
+// lower index, and the smallest gap between a chosen and an unchosen one.
+std::vector<int64_t> refTopK(const VecD &logits, int64_t n, int64_t E, int64_t k, double &gap) {
+  std::vector<int64_t> c(n * k);
+  gap = INFINITY;
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<int64_t> order(E);
+    for (int64_t e = 0; e < E; ++e)
+      order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return logits[t * E + a] > logits[t * E + b]; });
+    std::copy(order.begin(), order.begin() + k, c.begin() + t * k);
+    if (k < E)
+      gap = std::min(gap, logits[t * E + order[k - 1]] - logits[t * E + order[k]]);
+  }
+  return c;
+}
+
+// The packed rows of the choices c[n, k]: by expert, then by token.
+std::vector<int64_t> refSlots(const std::vector<int64_t> &c, int64_t E) {
+  std::vector<int64_t> slots(c.size());
+  int64_t next = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (size_t i = 0; i < c.size(); ++i)
+      if (c[i] == e)
+        slots[i] = next++;
+  return slots;
+}
+
+void checkMoeRoute(int64_t n, int64_t E, int64_t k, bool normalize, unsigned seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "n=" << n << " E=" << E << " k=" << k << " normalize=" << normalize);
+  std::mt19937 rng(seed);
+  VecF logits = randomF(n * E, rng, -3.0f, 3.0f), dw = randomF(n * k, rng);
+  VecD ld = toD(logits), dwd = toD(dw);
+  double gap;
+  std::vector<int64_t> want = refTopK(ld, n, E, k, gap);
+  // The float softmax is a few ulps off: a choice closer than that could flip.
+  ASSERT_GT(gap, 1e-4) << "a seed whose choices are clear";
+  VecF w(n * k), scratch(moeRouteScratchFloats(E));
+  std::vector<int64_t> experts(n * k, -1), slots(n * k, -1);
+  moeRouteForward(logits.data(), w.data(), experts.data(), slots.data(), n, E, k, normalize,
+                  scratch.data());
+  EXPECT_EQ(experts, want);
+  EXPECT_EQ(slots, refSlots(want, E));
+  // p: exp (kLibmUlps ulps), the float reciprocal of the double sum and the
+  // product (1 u each), and x - max rounded (|x - max| u, through exp);
+  // renormalised: the sum of k floats (k - 1 u), the division (1 u), and the
+  // selected p's own errors again through the sum.
+  const VecD wRef = refRouteWeights(ld, want, n, E, k, normalize);
+  VecD eW(n * k);
+  for (int64_t t = 0; t < n; ++t) {
+    double mx = *std::max_element(ld.begin() + t * E, ld.begin() + (t + 1) * E);
+    for (int64_t j = 0; j < k; ++j) {
+      double rel = 2 * kLibmUlps + 2 + std::fabs(ld[t * E + want[t * k + j]] - mx) + 6;
+      if (normalize)
+        rel = 2 * rel + (k - 1) + 1;
+      eW[t * k + j] = gammaK(rel) * std::fabs(wRef[t * k + j]);
+    }
+  }
+  EXPECT_TRUE(within("moe_route weights", w, wRef, eW));
+
+  // dlogits = d(sum dw * w)/dlogits with the choices held: its terms are
+  // p_c (|dp_c| + sum_j p_j |dp_j|), |dp_j| <= (|dw_j| + sum_i |dw_i| w_i) / s,
+  // each made in at most E + 2k + 8 float operations after p (off by rel).
+  VecF dl(n * E, 99.0f);
+  moeRouteBackward(dw.data(), logits.data(), experts.data(), dl.data(), n, E, k, normalize,
+                   scratch.data());
+  auto fwd = [&] { return refRouteWeights(ld, want, n, E, k, normalize); };
+  VecD eL(n * E);
+  for (int64_t t = 0; t < n; ++t) {
+    double mx = -INFINITY, sum = 0, s = 0, dot = 0, pd = 0;
+    VecD p(E), adp(E, 0.0);
+    for (int64_t e = 0; e < E; ++e)
+      mx = std::max(mx, ld[t * E + e]);
+    for (int64_t e = 0; e < E; ++e)
+      sum += std::exp(ld[t * E + e] - mx);
+    for (int64_t e = 0; e < E; ++e)
+      p[e] = std::exp(ld[t * E + e] - mx) / sum;
+    for (int64_t j = 0; j < k; ++j)
+      s += p[want[t * k + j]];
+    for (int64_t j = 0; j < k; ++j)
+      dot += std::fabs(dwd[t * k + j]) * p[want[t * k + j]] / s;
+    for (int64_t j = 0; j < k; ++j)
+      adp[want[t * k + j]] =
+          normalize ? (std::fabs(dwd[t * k + j]) + dot) / s : std::fabs(dwd[t * k + j]);
+    for (int64_t e = 0; e < E; ++e)
+      pd += p[e] * adp[e];
+    for (int64_t e = 0; e < E; ++e) {
+      double rel = 2 * (2 * kLibmUlps + 8 + std::fabs(ld[t * E + e] - mx)) + E + 2 * k + 8;
+      eL[t * E + e] = gammaK(rel) * p[e] * (adp[e] + pd);
+    }
+  }
+  EXPECT_TRUE(withinFd("moe_route dlogits", dl, numGrad(ld, dwd, fwd), eL));
+}
+
+// moe_permute, moe_linear and moe_combine over a routing `c` [n, k] of E
+// experts: each against its double reference and finite differences.
+void checkMoeExperts(int64_t n, int64_t E, int64_t k, int64_t D, int64_t I,
+                     const std::vector<int64_t> &c, unsigned seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "n=" << n << " E=" << E << " k=" << k << " D=" << D << " I=" << I);
+  std::mt19937 rng(seed);
+  const int64_t rows = n * k;
+  const std::vector<int64_t> slots = refSlots(c, E);
+  std::vector<int64_t> start(E + 1, 0);
+  for (int64_t e : c)
+    ++start[e + 1];
+  for (int64_t e = 0; e < E; ++e)
+    start[e + 1] += start[e];
+
+  // Permute: a copy, exactly; its gradient sums a token's k rows (gamma_k).
+  VecF x = randomF(n * D, rng), packed(rows * D, 99.0f);
+  moePermuteForward(x.data(), slots.data(), packed.data(), n, k, D);
+  VecD packedRef(rows * D);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t d = 0; d < D; ++d)
+        packedRef[slots[t * k + j] * D + d] = x[t * D + d];
+  EXPECT_TRUE(within("moe_permute rows", packed, packedRef, VecD(rows * D, 0.0)));
+  VecF dpacked = randomF(rows * D, rng), dx(n * D, 99.0f);
+  moePermuteBackward(dpacked.data(), slots.data(), dx.data(), n, k, D);
+  VecD xd = toD(x), dpd = toD(dpacked), eDx(n * D);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      double a = 0;
+      for (int64_t j = 0; j < k; ++j)
+        a += std::fabs(dpd[slots[t * k + j] * D + d]);
+      eDx[t * D + d] = gammaK(k) * a;
+    }
+  auto permuted = [&] {
+    VecD r(rows * D);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t d = 0; d < D; ++d)
+          r[slots[t * k + j] * D + d] = xd[t * D + d];
+    return r;
+  };
+  EXPECT_TRUE(withinFd("moe_permute dx", dx, numGrad(xd, dpd, permuted), eDx));
+
+  // Linear: each expert's rows against the linear reference and bounds.
+  std::vector<VecF> w(E);
+  std::vector<VecD> wd(E);
+  std::vector<const float *> wp(E);
+  for (int64_t e = 0; e < E; ++e) {
+    w[e] = randomF(I * D, rng), wd[e] = toD(w[e]), wp[e] = w[e].data();
+  }
+  VecF y(rows * I, 99.0f), dy = randomF(rows * I, rng), dxl(rows * D, 99.0f);
+  VecF scratch(moeOffsetsFloats(E));
+  std::vector<VecF> dw(E, VecF(I * D, 99.0f));
+  std::vector<float *> dwp(E);
+  for (int64_t e = 0; e < E; ++e)
+    dwp[e] = dw[e].data();
+  moeLinearForward(packed.data(), c.data(), wp.data(), y.data(), n, k, E, D, I, scratch.data());
+  moeLinearBackwardInput(dy.data(), c.data(), wp.data(), dxl.data(), n, k, E, D, I, scratch.data());
+  moeLinearBackwardWeight(dy.data(), packed.data(), c.data(), dwp.data(), n, k, E, D, I,
+                          scratch.data());
+  for (int64_t e = 0; e < E; ++e) {
+    SCOPED_TRACE(::testing::Message() << "expert " << e << " rows " << start[e + 1] - start[e]);
+    const int64_t r0 = start[e], m = start[e + 1] - start[e];
+    VecD xe(packedRef.begin() + r0 * D, packedRef.begin() + (r0 + m) * D);
+    VecD dye(dy.begin() + r0 * I, dy.begin() + (r0 + m) * I);
+    const LinearBounds b = linearBounds(xe, wd[e], nullptr, dye, m, D, I, Layout::OutIn);
+    VecF ye(y.begin() + r0 * I, y.begin() + (r0 + m) * I);
+    EXPECT_TRUE(
+        within("moe_linear y", ye, refLinear(xe, wd[e], nullptr, m, D, I, Layout::OutIn), b.y));
+    auto fx = [&] { return refLinear(xe, wd[e], nullptr, m, D, I, Layout::OutIn); };
+    VecF dxe(dxl.begin() + r0 * D, dxl.begin() + (r0 + m) * D);
+    EXPECT_TRUE(withinFd("moe_linear dx", dxe, numGrad(xe, dye, fx), b.dx));
+    // An expert no token chose has a zero gradient, written.
+    EXPECT_TRUE(withinFd("moe_linear dw", dw[e], numGrad(wd[e], dye, fx), b.dw));
+  }
+
+  // Combine: k products summed in f32 (gamma_2k of the |terms|); drows one
+  // product (u); dweights a double dot rounded once (u, and gamma64_D).
+  VecF rw = randomF(n * k, rng, 0.0f, 1.0f), out(n * D, 99.0f), dyc = randomF(n * D, rng);
+  moeCombineForward(packed.data(), rw.data(), slots.data(), out.data(), n, k, D);
+  VecD rwd = toD(rw), dycd = toD(dyc);
+  auto combined = [&] {
+    VecD r(n * D, 0.0);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t d = 0; d < D; ++d)
+          r[t * D + d] += rwd[t * k + j] * packedRef[slots[t * k + j] * D + d];
+    return r;
+  };
+  VecD eOut(n * D);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      double a = 0;
+      for (int64_t j = 0; j < k; ++j)
+        a += std::fabs(rwd[t * k + j] * packedRef[slots[t * k + j] * D + d]);
+      eOut[t * D + d] = gammaK(2 * k) * a;
+    }
+  EXPECT_TRUE(within("moe_combine y", out, combined(), eOut));
+  VecF drows(rows * D, 99.0f), dweights(n * k, 99.0f);
+  moeCombineBackward(dyc.data(), packed.data(), rw.data(), slots.data(), drows.data(),
+                     dweights.data(), n, k, D);
+  VecD eRows(rows * D), eWeights(n * k);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      double a = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const double g = dycd[t * D + d], r = packedRef[slots[t * k + j] * D + d];
+        eRows[slots[t * k + j] * D + d] = kU * std::fabs(rwd[t * k + j] * g);
+        a += std::fabs(r * g);
+      }
+      eWeights[t * k + j] = (kU + gammaK(D, kU64)) * a;
+    }
+  EXPECT_TRUE(withinFd("moe_combine drows", drows, numGrad(packedRef, dycd, combined), eRows));
+  EXPECT_TRUE(withinFd("moe_combine dweights", dweights, numGrad(rwd, dycd, combined), eWeights));
+}
+
+// transformers' load_balancing_loss_func over `layers` logits [n, E], in
+// double, the choices c[l] held.
+double refAuxLoss(const std::vector<VecD> &logits, const std::vector<std::vector<int64_t>> &c,
+                  int64_t n, int64_t E, int64_t k) {
+  const double R = double(logits.size()) * n;
+  VecD P(E, 0.0), f(k * E, 0.0);
+  for (size_t l = 0; l < logits.size(); ++l)
+    for (int64_t t = 0; t < n; ++t) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t e = 0; e < E; ++e)
+        mx = std::max(mx, logits[l][t * E + e]);
+      for (int64_t e = 0; e < E; ++e)
+        sum += std::exp(logits[l][t * E + e] - mx);
+      for (int64_t e = 0; e < E; ++e)
+        P[e] += std::exp(logits[l][t * E + e] - mx) / sum / R;
+      for (int64_t j = 0; j < k; ++j)
+        f[j * E + c[l][t * k + j]] += 1 / R;
+    }
+  double aux = 0;
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t e = 0; e < E; ++e)
+      aux += f[j * E + e] * P[e];
+  return E * aux;
+}
+
+void checkMoeAuxLoss(int64_t layers, int64_t n, int64_t E, int64_t k, unsigned seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "layers=" << layers << " n=" << n << " E=" << E << " k=" << k);
+  std::mt19937 rng(seed);
+  const double coef = 0.02;
+  const float lossScale = 1.0f / 96, ce = 5.5f;
+  std::vector<VecF> logits(layers);
+  std::vector<VecD> ld(layers);
+  std::vector<std::vector<int64_t>> c(layers);
+  std::vector<const float *> lp(layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    logits[l] = randomF(n * E, rng, -3.0f, 3.0f), ld[l] = toD(logits[l]);
+    lp[l] = logits[l].data();
+    double gap;
+    c[l] = refTopK(ld[l], n, E, k, gap);
+    ASSERT_GT(gap, 1e-4) << "a seed whose choices are clear";
+  }
+  VecF scratch(moeAuxLossScratchFloats(E, k));
+  float out = 0;
+  moeAuxLossForward(&ce, lp.data(), &out, layers, n, E, k, coef, scratch.data());
+  // P's terms each off by the float softmax's rel (as moe_route's p), summed
+  // in double; the result rounded to float with the loss (u |out|).
+  const double aux = refAuxLoss(ld, c, n, E, k);
+  const double rel = 2 * kLibmUlps + 2 + 6 + 2;
+  EXPECT_TRUE(within("moe_aux_loss", &out, std::vector<double>{ce + coef * aux}.data(),
+                     std::vector<double>{kU * (ce + coef * aux) + gammaK(rel) * coef * aux}.data(),
+                     1));
+
+  // The gradient of coef * aux, times n * lossScale (the micro-batch's share).
+  std::vector<VecF> dl(layers, VecF(n * E, 99.0f));
+  std::vector<float *> dlp(layers);
+  for (int64_t l = 0; l < layers; ++l)
+    dlp[l] = dl[l].data();
+  moeAuxLossBackward(lp.data(), dlp.data(), layers, n, E, k, coef, lossScale, scratch.data());
+  const double scale = coef * n * double(lossScale);
+  for (int64_t l = 0; l < layers; ++l) {
+    SCOPED_TRACE(::testing::Message() << "layer " << l);
+    auto fwd = [&] { return VecD{scale * refAuxLoss(ld, c, n, E, k)}; };
+    // Each element: p (|g| + sum p |g|) with g = scale E F / R^2, made from
+    // the float p (rel) in double, rounded once (u).
+    const double R = double(layers) * n;
+    VecD F(E, 0.0);
+    for (int64_t m = 0; m < layers; ++m)
+      for (int64_t i = 0; i < n * k; ++i)
+        F[c[m][i]] += 1;
+    VecD e(n * E);
+    for (int64_t t = 0; t < n; ++t) {
+      double mx = -INFINITY, sum = 0, pg = 0;
+      for (int64_t x = 0; x < E; ++x)
+        mx = std::max(mx, ld[l][t * E + x]);
+      for (int64_t x = 0; x < E; ++x)
+        sum += std::exp(ld[l][t * E + x] - mx);
+      for (int64_t x = 0; x < E; ++x)
+        pg += std::exp(ld[l][t * E + x] - mx) / sum * scale * E * F[x] / (R * R);
+      for (int64_t x = 0; x < E; ++x) {
+        double p = std::exp(ld[l][t * E + x] - mx) / sum;
+        e[t * E + x] = (kU + gammaK(2 * (rel + std::fabs(ld[l][t * E + x] - mx)))) * p *
+                       (scale * E * F[x] / (R * R) + pg);
+      }
+    }
+    EXPECT_TRUE(withinFd("moe_aux_loss dlogits", dl[l], numGrad(ld[l], VecD{1.0}, fwd), e));
+  }
+}
+} // namespace
+
+TEST(Kernels, MoeRoute) {
+  checkMoeRoute(7, 5, 2, true, 101);
+  checkMoeRoute(7, 5, 2, false, 102);
+  checkMoeRoute(9, 8, 8, true, 103); // k = E: every expert, renormalised to p
+  checkMoeRoute(6, 4, 1, false, 104);
+}
+
+TEST(Kernels, MoeRouteTiesToTheLowerExpert) {
+  // Equal logits: the first maximum wins, so every token picks 0..k-1.
+  const int64_t n = 3, E = 6, k = 3;
+  VecF logits(n * E, 0.25f), w(n * k), scratch(moeRouteScratchFloats(E));
+  logits[1 * E + 4] = 1.0f; // token 1: expert 4, then 0, 1
+  std::vector<int64_t> experts(n * k), slots(n * k);
+  moeRouteForward(logits.data(), w.data(), experts.data(), slots.data(), n, E, k, false,
+                  scratch.data());
+  EXPECT_EQ(experts, (std::vector<int64_t>{0, 1, 2, 4, 0, 1, 0, 1, 2}));
+  EXPECT_EQ(slots, refSlots(experts, E));
+}
+
+TEST(Kernels, MoeExperts) {
+  std::mt19937 rng(110);
+  const int64_t n = 9, E = 5, k = 2, D = 7, I = 11;
+  std::vector<int64_t> c(n * k);
+  for (int64_t t = 0; t < n; ++t) { // two distinct experts of 0..3: expert 4 gets no rows
+    c[t * k] = rng() % 4;
+    c[t * k + 1] = (c[t * k] + 1 + rng() % 3) % 4;
+  }
+  checkMoeExperts(n, E, k, D, I, c, 111);
+}
+
+TEST(Kernels, MoeExpertsAllOnOne) {
+  // Every token's choices are experts 2 and 0: experts 1 and 3 get no rows.
+  const int64_t n = 6, E = 4, k = 2;
+  std::vector<int64_t> c;
+  for (int64_t t = 0; t < n; ++t)
+    c.insert(c.end(), {2, 0});
+  checkMoeExperts(n, E, k, 5, 3, c, 112);
+}
+
+TEST(Kernels, MoeAuxLoss) {
+  checkMoeAuxLoss(1, 7, 4, 2, 120);
+  checkMoeAuxLoss(3, 5, 6, 2, 121);
+}

@@ -140,9 +140,63 @@ Value GraphBuilder::geluMLP(nn::WeightLayout layout, Value x, const LinearParams
   return linear(layout, h, down, downPath);
 }
 
+int64_t MoeConfig::sparseLayers() const { return llvm::count(sparse, true); }
+
+MoeParams GraphBuilder::moeParams(const std::string &path) {
+  const MoeConfig &m = *c.moe;
+  const auto out_in = nn::WeightLayout::out_in;
+  MoeParams p;
+  p.router = linearParams(path + ".gate", out_in, c.hiddenSize, m.numExperts, false);
+  for (int64_t e = 0; e < m.numExperts; ++e) {
+    std::vector<LinearParams> expert;
+    for (size_t i = 0; i < m.linears.size(); ++i) {
+      bool down = (int)i == m.down;
+      int64_t in = down ? m.expertIntermediateSize : c.hiddenSize;
+      int64_t out = down ? c.hiddenSize : m.expertIntermediateSize;
+      expert.push_back(linearParams(path + ".experts." + std::to_string(e) + "." + m.linears[i],
+                                    out_in, in, out, false));
+    }
+    p.experts.push_back(expert);
+  }
+  return p;
+}
+
+Value GraphBuilder::moeMLP(Value x, const MoeParams &p, const std::string &path) {
+  const MoeConfig &m = *c.moe;
+  const int64_t k = m.topK, D = c.hiddenSize, I = m.expertIntermediateSize;
+  const int64_t dyn = ShapedType::kDynamic;
+  auto routing = [&](Type elem) { return RankedTensorType::get({dyn, dyn, k}, elem); };
+  auto packed = [&](int64_t w) { return RankedTensorType::get({dyn, dyn, k, w}, b.getF32Type()); };
+  auto weights = [&](int which) {
+    SmallVector<Value> ws;
+    for (const auto &expert : p.experts)
+      ws.push_back(expert[which].weight);
+    return ws;
+  };
+  Value logits = linear(nn::WeightLayout::out_in, x, p.router, path + ".gate");
+  routerLogits.push_back(logits);
+  auto route = b.create<nn::MoeRouteOp>(
+      loc, TypeRange{routing(b.getF32Type()), routing(b.getI64Type()), routing(b.getI64Type())},
+      logits, b.getI64IntegerAttr(k), m.normTopkProb ? b.getUnitAttr() : UnitAttr(), mod(path));
+  StringAttr experts = mod(path + ".experts");
+  Value rows = b.create<nn::MoePermuteOp>(loc, packed(D), x, route.getSlots(), experts);
+  Value gate =
+      b.create<nn::MoeLinearOp>(loc, packed(I), rows, route.getExperts(), weights(m.gate), experts);
+  Value up =
+      b.create<nn::MoeLinearOp>(loc, packed(I), rows, route.getExperts(), weights(m.up), experts);
+  Value h = b.create<nn::SiluMulOp>(loc, packed(I), gate, up, experts);
+  Value down =
+      b.create<nn::MoeLinearOp>(loc, packed(D), h, route.getExperts(), weights(m.down), experts);
+  return b.create<nn::MoeCombineOp>(loc, act(D), down, route.getWeights(), route.getSlots(),
+                                    mod(path));
+}
+
 void GraphBuilder::crossEntropyLoss(Value logits, Value targets) {
   auto loss = RankedTensorType::get({}, b.getF32Type());
   Value l = b.create<nn::CrossEntropyOp>(loc, loss, logits, targets, StringAttr());
+  if (c.moe && c.moe->auxLoss && !routerLogits.empty())
+    l = b.create<nn::MoeAuxLossOp>(loc, loss, l, routerLogits, b.getI64IntegerAttr(c.moe->topK),
+                                   b.getF64FloatAttr(c.moe->auxLossCoef), StringAttr());
   b.create<nn::ReturnOp>(loc, ValueRange{l});
 }
 

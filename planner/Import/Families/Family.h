@@ -39,6 +39,13 @@ struct NormParams {
   mlir::Value weight, bias;
 };
 
+/// A sparse MLP's parameters: the router, and each expert's linears in
+/// MoeConfig::linears' order.
+struct MoeParams {
+  LinearParams router;
+  std::vector<std::vector<LinearParams>> experts;
+};
+
 /// Builds a graph's ops with HF module paths, keeping each family's code
 /// close to transformers' modules. Every activation is f32 [?, ?, width].
 class GraphBuilder {
@@ -75,12 +82,22 @@ public:
   mlir::Value geluMLP(nn::WeightLayout layout, mlir::Value x, const LinearParams &up,
                       const LinearParams &down, bool exactGelu, const std::string &upPath,
                       const std::string &actPath, const std::string &downPath);
-  /// Ends the graph: the cross-entropy of `logits` against `targets`, returned.
+  /// The config's sparse MLP's parameters at `path` (`model.layers.3.mlp`):
+  /// `path.gate.weight` [E, D], then `path.experts.<e>.<linear>.weight`.
+  MoeParams moeParams(const std::string &path);
+  /// A sparse MLP over x (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock):
+  /// the router's logits, each token's k experts over the packed buffer,
+  /// their weighted sum. The logits are kept for the load-balancing loss.
+  mlir::Value moeMLP(mlir::Value x, const MoeParams &p, const std::string &path);
+  /// Ends the graph: the cross-entropy of `logits` against `targets`,
+  /// returned; with the config's load-balancing loss (MoeConfig::auxLoss),
+  /// the cross-entropy plus it.
   void crossEntropyLoss(mlir::Value logits, mlir::Value targets);
 
   mlir::OpBuilder &b;
   mlir::Location loc;
   const ModelConfig &c;
+  std::vector<mlir::Value> routerLogits; // of the sparse MLPs built so far
 };
 
 /// The values checkModelSize weighs, each given by one config key.

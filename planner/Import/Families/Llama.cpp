@@ -26,8 +26,9 @@ namespace {
 /// their weights (LinearParams), Qwen3's norms follow o_proj.
 struct LlamaBlock {
   LinearParams q, k, v, o;
-  NormParams qNorm, kNorm; // qwen3
-  LinearParams gate, up, down;
+  NormParams qNorm, kNorm;      // qwen3
+  LinearParams gate, up, down;  // the dense MLP
+  std::optional<MoeParams> moe; // mixtral, qwen3_moe: a sparse layer's MLP
   NormParams inputNorm, postAttentionNorm;
 };
 
@@ -60,10 +61,16 @@ public:
   double parameterBound(const ModelConfig &c) const override {
     double V = c.vocabSize, D = c.hiddenSize, I = c.intermediateSize, L = c.numLayers;
     double qW = (double)c.numHeads * c.headDim, kvW = (double)c.numKvHeads * c.headDim;
+    double mlp = 3 * I * D * L;
+    if (c.moe) { // the sparse layers' routers and experts instead of the dense MLP
+      double sparse = c.moe->sparseLayers();
+      mlp +=
+          sparse * (c.moe->numExperts * (D + 3.0 * c.moe->expertIntermediateSize * D) - 3 * I * D);
+    }
     return V * D +
-           L * (2 * qW * D + 2 * kvW * D + 3 * I * D + 2 * D + (c.qkvBias ? qW + 2 * kvW : 0) +
+           L * (2 * qW * D + 2 * kvW * D + 2 * D + (c.qkvBias ? qW + 2 * kvW : 0) +
                 (c.qkNorm ? 2.0 * c.headDim : 0)) +
-           D;
+           mlp + D;
   }
 
   std::vector<SizeKey> sizeKeys(const ModelConfig &c) const override {
@@ -87,6 +94,8 @@ protected:
   }
   /// Reads the variant's own keys into `c`, after the bias flags.
   virtual bool parseVariant(JsonReader &r, ModelConfig &c) const { return true; }
+  /// Reads what depends on the sizes (a sparse MLP's), once `c` holds them.
+  virtual bool finishVariant(JsonReader &r, ModelConfig &c) const { return true; }
   /// The model the bias flags' message names.
   virtual const char *displayName() const { return "LLaMA"; }
 };
@@ -153,6 +162,140 @@ protected:
     return refuseQwenSlidingWindow(r);
   }
   const char *displayName() const override { return "Qwen3"; }
+};
+
+/// A sparse MLP's routing and load-balancing keys, which Mixtral and
+/// Qwen3-MoE share: num_experts_per_tok, router_aux_loss_coef,
+/// output_router_logits. `m` holds the experts and the names already.
+bool parseRouting(JsonReader &r, ModelConfig &c, MoeConfig m, int64_t defaultTopK) {
+  auto k = r.getInt({"num_experts_per_tok"}, defaultTopK);
+  if (!k)
+    return false;
+  if (m.numExperts > 0 && *k > m.numExperts)
+    return r.fail({"num_experts_per_tok"}, "num_experts_per_tok = " + std::to_string(*k) +
+                                               " exceeds the " + std::to_string(m.numExperts) +
+                                               " experts");
+  auto coef = r.getNumber({"router_aux_loss_coef"}, 0.001);
+  if (!coef)
+    return false;
+  if (!std::isfinite(*coef) || *coef < 0)
+    return r.fail({"router_aux_loss_coef"}, "router_aux_loss_coef must be finite and >= 0");
+  auto aux = r.getBool({"output_router_logits"}, false);
+  if (!aux)
+    return false;
+  m.topK = *k;
+  m.auxLossCoef = *coef;
+  m.auxLoss = *aux;
+  if (llvm::count(m.sparse, true))
+    c.moe = std::move(m);
+  return true;
+}
+
+/// Mixtral: Mistral's attention (a window when sliding_window is set; off
+/// by default) and in every layer a sparse MLP of num_local_experts SwiGLU
+/// experts (w1 gate, w3 up, w2 down), each token's top k weighted by their
+/// renormalised router probabilities.
+class Mixtral final : public Llama {
+public:
+  StringRef modelType() const override { return "mixtral"; }
+
+protected:
+  std::vector<const char *> variantKeys() const override {
+    return {"sliding_window",       "num_local_experts",    "num_experts_per_tok",
+            "router_aux_loss_coef", "output_router_logits", "router_jitter_noise"};
+  }
+  bool parseVariant(JsonReader &r, ModelConfig &c) const override {
+    const json *w = r.get({"sliding_window"}, false);
+    if (w && !w->is_null()) {
+      auto v = r.getInt({"sliding_window"});
+      if (!v)
+        return false;
+      c.slidingWindow = *v;
+    }
+    auto jitter = r.getNumber({"router_jitter_noise"}, 0.0);
+    if (!jitter)
+      return false;
+    if (*jitter != 0)
+      return r.fail({"router_jitter_noise"},
+                    "router_jitter_noise = " + std::to_string(*jitter) +
+                        " is not supported (it multiplies the hidden states by random noise "
+                        "in training); set it to 0.0");
+    return true;
+  }
+  bool finishVariant(JsonReader &r, ModelConfig &c) const override {
+    auto E = r.getInt({"num_local_experts"}, int64_t(8));
+    if (!E)
+      return false;
+    if (*E < 2)
+      return r.fail({"num_local_experts"}, "num_local_experts must be at least 2");
+    MoeConfig m;
+    m.numExperts = *E;
+    m.expertIntermediateSize = c.intermediateSize;
+    m.normTopkProb = true;
+    m.sparse.assign(c.numLayers, true);
+    m.module = "block_sparse_moe";
+    m.linears = {"w1", "w2", "w3"};
+    m.gate = 0, m.down = 1, m.up = 2;
+    return parseRouting(r, c, std::move(m), 2);
+  }
+  const char *displayName() const override { return "Mixtral"; }
+};
+
+/// Qwen3-MoE: Qwen3's attention, and a sparse MLP (num_experts experts of
+/// moe_intermediate_size) in layer i unless i is in mlp_only_layers or
+/// (i + 1) is not a multiple of decoder_sparse_step; the other layers keep
+/// the dense MLP of intermediate_size.
+class Qwen3Moe final : public Llama {
+public:
+  StringRef modelType() const override { return "qwen3_moe"; }
+
+protected:
+  std::vector<const char *> variantKeys() const override {
+    return {"attention_bias",        "use_sliding_window",   "sliding_window",
+            "max_window_layers",     "num_experts",          "num_experts_per_tok",
+            "moe_intermediate_size", "norm_topk_prob",       "decoder_sparse_step",
+            "mlp_only_layers",       "router_aux_loss_coef", "output_router_logits"};
+  }
+  bool parseVariant(JsonReader &r, ModelConfig &c) const override {
+    c.qkNorm = true;
+    return refuseQwenSlidingWindow(r);
+  }
+  bool finishVariant(JsonReader &r, ModelConfig &c) const override {
+    auto E = r.getInt({"num_experts"}, int64_t(128), 0);
+    auto I = E ? r.getInt({"moe_intermediate_size"}, int64_t(768)) : std::nullopt;
+    auto step = I ? r.getInt({"decoder_sparse_step"}, int64_t(1)) : std::nullopt;
+    auto norm = step ? r.getBool({"norm_topk_prob"}, false) : std::nullopt;
+    if (!norm)
+      return false;
+    if (*E == 1)
+      return r.fail({"num_experts"}, "num_experts must be 0 (no sparse layers) or at least 2");
+    std::vector<bool> dense(c.numLayers, false);
+    if (const json *only = r.get({"mlp_only_layers"}, false)) {
+      if (!only->is_array())
+        return r.fail({"mlp_only_layers"},
+                      "mlp_only_layers must be a list of layer indices, but is " +
+                          JsonReader::describe(*only));
+      for (size_t i = 0; i < only->size(); ++i) {
+        const json &v = (*only)[i];
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.numLayers)
+          return r.fail({"mlp_only_layers"},
+                        "mlp_only_layers[" + std::to_string(i) + "] = " + v.dump() +
+                            " is not a layer index in [0, " + std::to_string(c.numLayers) + ")");
+        dense[v.get<int64_t>()] = true;
+      }
+    }
+    MoeConfig m;
+    m.numExperts = *E;
+    m.expertIntermediateSize = *I;
+    m.normTopkProb = *norm;
+    for (int64_t i = 0; i < c.numLayers; ++i)
+      m.sparse.push_back(!dense[i] && *E > 0 && (i + 1) % *step == 0);
+    m.module = "mlp";
+    m.linears = {"gate_proj", "up_proj", "down_proj"};
+    m.gate = 0, m.up = 1, m.down = 2;
+    return parseRouting(r, c, std::move(m), 8);
+  }
+  const char *displayName() const override { return "Qwen3-MoE"; }
 };
 
 /// The keys rope_scaling may hold besides its kind (`rope_type`, or `type`,
@@ -401,7 +544,7 @@ bool Llama::parse(JsonReader &r, const ImportOptions &opts, ModelConfig &c) cons
   c.normEps = *eps;
   c.ropeTheta = *theta;
   c.tieWordEmbeddings = *tie;
-  return true;
+  return finishVariant(r, c);
 }
 
 void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
@@ -424,9 +567,13 @@ void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
       w.qNorm = g.normParams(p + "self_attn.q_norm", c.headDim, false);
       w.kNorm = g.normParams(p + "self_attn.k_norm", c.headDim, false);
     }
-    w.gate = g.linearParams(p + "mlp.gate_proj", out_in, D, I, false);
-    w.up = g.linearParams(p + "mlp.up_proj", out_in, D, I, false);
-    w.down = g.linearParams(p + "mlp.down_proj", out_in, I, D, false);
+    if (c.moe && c.moe->sparse[i]) {
+      w.moe = g.moeParams(p + c.moe->module);
+    } else {
+      w.gate = g.linearParams(p + "mlp.gate_proj", out_in, D, I, false);
+      w.up = g.linearParams(p + "mlp.up_proj", out_in, D, I, false);
+      w.down = g.linearParams(p + "mlp.down_proj", out_in, I, D, false);
+    }
     w.inputNorm = g.normParams(p + "input_layernorm", D, false);
     w.postAttentionNorm = g.normParams(p + "post_attention_layernorm", D, false);
     blocks.push_back(w);
@@ -485,6 +632,10 @@ void Llama::build(GraphBuilder &g, Value tokens, Value targets) const {
     Value o = g.attention(q, k, v, /*causal=*/true, c.slidingWindow, p + ".self_attn");
     h = g.add(h, g.linear(out_in, o, w.o, p + ".self_attn.o_proj"), p);
     Value m = g.norm(h, w.postAttentionNorm, p + ".post_attention_layernorm");
+    if (w.moe) {
+      h = g.add(h, g.moeMLP(m, *w.moe, p + "." + c.moe->module), p);
+      continue;
+    }
     Value gate = g.linear(out_in, m, w.gate, p + ".mlp.gate_proj");
     Value up = g.linear(out_in, m, w.up, p + ".mlp.up_proj");
     Value s = b.create<nn::SiluMulOp>(g.loc, g.act(I), gate, up, g.mod(p + ".mlp.act_fn"));
@@ -500,3 +651,5 @@ const ModelFamily &fsdp::llamaFamily() { return instance<Llama>(); }
 const ModelFamily &fsdp::mistralFamily() { return instance<Mistral>(); }
 const ModelFamily &fsdp::qwen2Family() { return instance<Qwen2>(); }
 const ModelFamily &fsdp::qwen3Family() { return instance<Qwen3>(); }
+const ModelFamily &fsdp::mixtralFamily() { return instance<Mixtral>(); }
+const ModelFamily &fsdp::qwen3MoeFamily() { return instance<Qwen3Moe>(); }

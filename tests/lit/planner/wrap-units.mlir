@@ -51,4 +51,4 @@ module {
 // NONE-LABEL: fsdp.unit @all {index = 0 : i64, module = "", numel = 384 : i64, offsets = array<i64: 0, 128, 192, 256>, padded_numel = 385 : i64, params = ["emb.weight", "blocks.0.fc.weight", "blocks.1.fc.weight", "head.weight"], shard_size = 7 : i64, sizes = array<i64: 128, 64, 64, 128>}
 // NONE-NEXT: fsdp.step @train_step(
 
-// BAD: error: unknown wrap policy 'layers'; expected block, size:N or none
+// BAD: error: unknown wrap policy 'layers'; expected block, experts, size:N or none

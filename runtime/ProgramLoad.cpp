@@ -493,6 +493,14 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
 void Loader::loadRopeScaling(const json &j, const std::string &where, Instruction &inst) {
   using fsdp::support::RopeScalingField;
   const char *key = fsdp::support::kRopeScalingKey;
+  // A program written before scaling had kinds: read as it stands, its
+  // llama3_* keys would be ignored and Llama 3.1's rope run unscaled.
+  for (const char *old : {"llama3_factor", "llama3_low_freq_factor", "llama3_high_freq_factor",
+                          "llama3_original_max_position"})
+    if (j.contains(old))
+      fail(where, std::string("'") + old +
+                      "' is the key Llama 3.1's rope scaling had before scaling kinds "
+                      "(docs/program-format.md); plan the model again");
   if (!j.contains(key)) {
     for (const RopeScalingField &f : fsdp::support::ropeScalingFields())
       if (j.contains(f.name))

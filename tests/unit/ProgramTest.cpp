@@ -342,6 +342,12 @@ TEST(LoadProgram, RopeScaling) {
       "attention_factor": 1.0)"),
                          "p.json", p),
             where + "'truncate' has the wrong type: 1");
+  // A program of before scaling had kinds is refused, not run unscaled.
+  EXPECT_EQ(parseProgram(ropeProgram(R"("llama3_factor": 8.0, "llama3_low_freq_factor": 1.0,
+      "llama3_high_freq_factor": 4.0, "llama3_original_max_position": 8192)"),
+                         "p.json", p),
+            where + "'llama3_factor' is the key Llama 3.1's rope scaling had before scaling kinds "
+                    "(docs/program-format.md); plan the model again");
   // Dynamic NTK holds transformers' frequencies for sequences up to its
   // original_max_position (max_position_embeddings): 4 here, and 5 is
   // refused.

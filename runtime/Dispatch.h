@@ -24,7 +24,12 @@
 //   siluMulForward, siluMulBackward, add, classTokenForward, classTokenBackward,
 //   firstTokenForward, firstTokenBackward, crossEntropyForward (writing the
 //   loss to its output tensor), crossEntropyBackward (with the loss scale),
-//   fromBf16, toBf16, roundToBf16.
+//   fromBf16, toBf16, roundToBf16; and the mixture of experts' (dispatchMoe,
+//   with their scratch): moeRouteForward, moeRouteBackward, moePermuteForward,
+//   moePermuteBackward, moeLinearForward, moeLinearBackwardInput,
+//   moeLinearBackwardWeight, moeCombineForward, moeCombineBackward,
+//   moeAuxLossForward (the loss in and out f32), moeAuxLossBackward (with the
+//   loss scale).
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_DISPATCH_H

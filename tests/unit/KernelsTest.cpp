@@ -1329,6 +1329,35 @@ VecD refRouteWeights(const VecD &logits, const std::vector<int64_t> &c, int64_t 
   return w;
 }
 
+// The relative error, in units of u, of the kernels' float softmax of row t
+// of x [., E] (softmaxRow in cpu_impl.h), per element: exp_e is off by
+// kLibmUlps ulps (2 kLibmUlps u) and by the rounding of x_e - max (|x_e -
+// max| u, through exp), a_e in all; their double sum (positive terms) by at
+// most max a_c, its float reciprocal and the product by 1 u each:
+// a_e + max_c a_c + 2.
+VecD softmaxRel(const VecD &x, int64_t t, int64_t E) {
+  const double mx = *std::max_element(x.begin() + t * E, x.begin() + (t + 1) * E);
+  VecD a(E);
+  for (int64_t e = 0; e < E; ++e)
+    a[e] = 2 * kLibmUlps + std::fabs(x[t * E + e] - mx);
+  const double amax = *std::max_element(a.begin(), a.end());
+  for (double &r : a)
+    r += amax + 2;
+  return a;
+}
+
+// The smallest logit gap the kernel's choices cannot flip across: two float
+// p are each off by at most gammaK(relP) relative, and p_a / p_b = exp(x_a -
+// x_b) ~ 1 + the gap, so a gap over twice that keeps their order.
+double clearChoiceGap(const VecD &x, int64_t n, int64_t E) {
+  double rel = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const VecD r = softmaxRel(x, t, E);
+    rel = std::max(rel, *std::max_element(r.begin(), r.end()));
+  }
+  return 2 * gammaK(rel);
+}
+
 // Each token's top k of the exact probabilities, descending, ties to the
 // lower index, and the smallest gap between a chosen and an unchosen one.
 std::vector<int64_t> refTopK(const VecD &logits, int64_t n, int64_t E, int64_t k, double &gap) {
@@ -1366,34 +1395,37 @@ void checkMoeRoute(int64_t n, int64_t E, int64_t k, bool normalize, unsigned see
   VecD ld = toD(logits), dwd = toD(dw);
   double gap;
   std::vector<int64_t> want = refTopK(ld, n, E, k, gap);
-  // The float softmax is a few ulps off: a choice closer than that could flip.
-  ASSERT_GT(gap, 1e-4) << "a seed whose choices are clear";
+  ASSERT_GT(gap, clearChoiceGap(ld, n, E)) << "a seed whose choices are clear";
   VecF w(n * k), scratch(moeRouteScratchFloats(E));
   std::vector<int64_t> experts(n * k, -1), slots(n * k, -1);
   moeRouteForward(logits.data(), w.data(), experts.data(), slots.data(), n, E, k, normalize,
                   scratch.data());
   EXPECT_EQ(experts, want);
   EXPECT_EQ(slots, refSlots(want, E));
-  // p: exp (kLibmUlps ulps), the float reciprocal of the double sum and the
-  // product (1 u each), and x - max rounded (|x - max| u, through exp);
-  // renormalised: the sum of k floats (k - 1 u), the division (1 u), and the
-  // selected p's own errors again through the sum.
+  // p_e: softmaxRel's; renormalised, w_j = p_j / s with s the float sum of
+  // the k chosen (off by their largest error and k - 1 roundings) and the
+  // division (1 u): relP_j + max_chosen relP + k.
   const VecD wRef = refRouteWeights(ld, want, n, E, k, normalize);
   VecD eW(n * k);
   for (int64_t t = 0; t < n; ++t) {
-    double mx = *std::max_element(ld.begin() + t * E, ld.begin() + (t + 1) * E);
+    const VecD relP = softmaxRel(ld, t, E);
+    double chosenMax = 0;
+    for (int64_t j = 0; j < k; ++j)
+      chosenMax = std::max(chosenMax, relP[want[t * k + j]]);
     for (int64_t j = 0; j < k; ++j) {
-      double rel = 2 * kLibmUlps + 2 + std::fabs(ld[t * E + want[t * k + j]] - mx) + 6;
-      if (normalize)
-        rel = 2 * rel + (k - 1) + 1;
-      eW[t * k + j] = gammaK(rel) * std::fabs(wRef[t * k + j]);
+      const double r = relP[want[t * k + j]];
+      eW[t * k + j] = gammaK(normalize ? r + chosenMax + k : r) * std::fabs(wRef[t * k + j]);
     }
   }
   EXPECT_TRUE(within("moe_route weights", w, wRef, eW));
 
   // dlogits = d(sum dw * w)/dlogits with the choices held: its terms are
-  // p_c (|dp_c| + sum_j p_j |dp_j|), |dp_j| <= (|dw_j| + sum_i |dw_i| w_i) / s,
-  // each made in at most E + 2k + 8 float operations after p (off by rel).
+  // p_c (|dp_c| + sum_j p_j |dp_j|), |dp_j| <= (|dw_j| + sum_i |dw_i| w_i) / s.
+  // The kernel's roundings along them, with P = the row's largest relP: s,
+  // P + k - 1; the dot of dw and p / s, P + (k - 1) + k - 1 + 2; dp = (dw -
+  // dot) / s, the two and 2 more; pd, P and its float rounding; then p_c's
+  // own relP_c and the subtraction and product (2):
+  // relP_c + 3 P + 2k + 5 (a bound for the unnormalised form too).
   VecF dl(n * E, 99.0f);
   moeRouteBackward(dw.data(), logits.data(), experts.data(), dl.data(), n, E, k, normalize,
                    scratch.data());
@@ -1417,10 +1449,10 @@ void checkMoeRoute(int64_t n, int64_t E, int64_t k, bool normalize, unsigned see
           normalize ? (std::fabs(dwd[t * k + j]) + dot) / s : std::fabs(dwd[t * k + j]);
     for (int64_t e = 0; e < E; ++e)
       pd += p[e] * adp[e];
-    for (int64_t e = 0; e < E; ++e) {
-      double rel = 2 * (2 * kLibmUlps + 8 + std::fabs(ld[t * E + e] - mx)) + E + 2 * k + 8;
-      eL[t * E + e] = gammaK(rel) * p[e] * (adp[e] + pd);
-    }
+    const VecD relP = softmaxRel(ld, t, E);
+    const double P = *std::max_element(relP.begin(), relP.end());
+    for (int64_t e = 0; e < E; ++e)
+      eL[t * E + e] = gammaK(relP[e] + 3 * P + 2 * k + 5) * p[e] * (adp[e] + pd);
   }
   EXPECT_TRUE(withinFd("moe_route dlogits", dl, numGrad(ld, dwd, fwd), eL));
 }
@@ -1582,15 +1614,21 @@ void checkMoeAuxLoss(int64_t layers, int64_t n, int64_t E, int64_t k, unsigned s
     lp[l] = logits[l].data();
     double gap;
     c[l] = refTopK(ld[l], n, E, k, gap);
-    ASSERT_GT(gap, 1e-4) << "a seed whose choices are clear";
+    ASSERT_GT(gap, clearChoiceGap(ld[l], n, E)) << "a seed whose choices are clear";
   }
   VecF scratch(moeAuxLossScratchFloats(E, k));
   float out = 0;
   moeAuxLossForward(&ce, lp.data(), &out, layers, n, E, k, coef, scratch.data());
-  // P's terms each off by the float softmax's rel (as moe_route's p), summed
-  // in double; the result rounded to float with the loss (u |out|).
+  // P's terms each off by their softmaxRel (positive terms summed in double:
+  // by the largest of them, rel); the counts exact; the result rounded to
+  // float with the loss (u |out|).
   const double aux = refAuxLoss(ld, c, n, E, k);
-  const double rel = 2 * kLibmUlps + 2 + 6 + 2;
+  double rel = 0;
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t t = 0; t < n; ++t) {
+      const VecD r = softmaxRel(ld[l], t, E);
+      rel = std::max(rel, *std::max_element(r.begin(), r.end()));
+    }
   EXPECT_TRUE(within("moe_aux_loss", &out, std::vector<double>{ce + coef * aux}.data(),
                      std::vector<double>{kU * (ce + coef * aux) + gammaK(rel) * coef * aux}.data(),
                      1));
@@ -1605,8 +1643,9 @@ void checkMoeAuxLoss(int64_t layers, int64_t n, int64_t E, int64_t k, unsigned s
   for (int64_t l = 0; l < layers; ++l) {
     SCOPED_TRACE(::testing::Message() << "layer " << l);
     auto fwd = [&] { return VecD{scale * refAuxLoss(ld, c, n, E, k)}; };
-    // Each element: p (|g| + sum p |g|) with g = scale E F / R^2, made from
-    // the float p (rel) in double, rounded once (u).
+    // Each element: p (|g| + sum p |g|) with g = scale E F / R^2 (exact
+    // counts), made in double from the float p (p_e off by its softmaxRel,
+    // the sum by at most rel), rounded once (u).
     const double R = double(layers) * n;
     VecD F(E, 0.0);
     for (int64_t m = 0; m < layers; ++m)
@@ -1615,6 +1654,7 @@ void checkMoeAuxLoss(int64_t layers, int64_t n, int64_t E, int64_t k, unsigned s
     VecD e(n * E);
     for (int64_t t = 0; t < n; ++t) {
       double mx = -INFINITY, sum = 0, pg = 0;
+      const VecD relP = softmaxRel(ld[l], t, E);
       for (int64_t x = 0; x < E; ++x)
         mx = std::max(mx, ld[l][t * E + x]);
       for (int64_t x = 0; x < E; ++x)
@@ -1623,8 +1663,7 @@ void checkMoeAuxLoss(int64_t layers, int64_t n, int64_t E, int64_t k, unsigned s
         pg += std::exp(ld[l][t * E + x] - mx) / sum * scale * E * F[x] / (R * R);
       for (int64_t x = 0; x < E; ++x) {
         double p = std::exp(ld[l][t * E + x] - mx) / sum;
-        e[t * E + x] = (kU + gammaK(2 * (rel + std::fabs(ld[l][t * E + x] - mx)))) * p *
-                       (scale * E * F[x] / (R * R) + pg);
+        e[t * E + x] = (kU + gammaK(relP[x] + rel)) * p * (scale * E * F[x] / (R * R) + pg);
       }
     }
     EXPECT_TRUE(withinFd("moe_aux_loss dlogits", dl[l], numGrad(ld[l], VecD{1.0}, fwd), e));

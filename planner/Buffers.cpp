@@ -16,6 +16,8 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
     return cast<plan::UnitOp>(b.owner).getExpAvgOffset();
   case BufferRole::UnitExpAvgSq:
     return cast<plan::UnitOp>(b.owner).getExpAvgSqOffset();
+  case BufferRole::UnitAccumulated:
+    return cast<plan::UnitOp>(b.owner).getAccumulatedOffset();
   case BufferRole::Gathered:
     return cast<plan::AllGatherOp>(b.owner).getOffset();
   case BufferRole::GradsFull:
@@ -106,12 +108,22 @@ bool fsdp::castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitO
 int64_t fsdp::reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u) {
   auto step = rs->getParentOfType<plan::StepOp>();
   return program::reduceScatterScratchBytes(
-      kernelTarget(step), u.getPaddedNumel(), u.getShardNumel(), gradElementBytes(step) == 2,
+      kernelTarget(step), u.getPaddedNumel(), u.getShardNumel(), reducedElementBytes(step) == 2,
       rs.getDtype().value_or(plan::Dtype::F32) == plan::Dtype::BF16);
 }
 
 int64_t fsdp::gradElementBytes(plan::StepOp step) {
   return step.getComputeDtypeOrF32() == plan::Dtype::BF16 ? 2 : 4;
+}
+
+int64_t fsdp::reducedElementBytes(plan::StepOp step) {
+  return step.syncsAtLastMicroStep() ? 4 : gradElementBytes(step);
+}
+
+bool fsdp::isPersistent(BufferRole role) {
+  return role == BufferRole::UnitShard || role == BufferRole::UnitGradShard ||
+         role == BufferRole::UnitExpAvg || role == BufferRole::UnitExpAvgSq ||
+         role == BufferRole::UnitAccumulated;
 }
 
 namespace {
@@ -156,6 +168,23 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
         {n + ".exp_avg", BufferCategory::Optimizer, BufferRole::UnitExpAvg, bytes, 0, last, u, 0});
     model.buffers.push_back({n + ".exp_avg_sq", BufferCategory::Optimizer, BufferRole::UnitExpAvgSq,
                              bytes, 0, last, u, 0});
+  }
+
+  // grad_sync = last: each unit that accumulates has its f32 accumulation
+  // buffer for the whole step (it carries the sum across micro-steps).
+  {
+    auto byName = unitsByName(module);
+    for (auto a : step.getBody().getOps<plan::AccumulateOp>()) {
+      plan::UnitOp u = unitOfOp(a, byName);
+      if (!u)
+        return a.emitOpError() << "names unknown unit " << a->getAttr("unit");
+      if (llvm::any_of(model.buffers, [&](const Buffer &b) {
+            return b.role == BufferRole::UnitAccumulated && b.owner == u.getOperation();
+          }))
+        continue;
+      model.buffers.push_back({(u.getSymName() + ".accumulated").str(), BufferCategory::Grads,
+                               BufferRole::UnitAccumulated, u.getPaddedNumel() * 4, 0, last, u, 0});
+    }
   }
 
   auto lastUse = [&](Value v, int64_t def) {

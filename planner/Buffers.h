@@ -18,7 +18,8 @@ namespace fsdp {
 
 enum class BufferCategory {
   Params,      // parameter shards
-  Grads,       // gradient shards (accumulated over micro-steps)
+  Grads,       // gradient shards (accumulated over micro-steps) and, under
+               // grad_sync = last, the unsharded accumulation buffers
   Optimizer,   // Adam's two moments
   Unsharded,   // gathered parameters and unsharded gradients
   Activations, // inputs, activations saved for backward, temporaries, scratch
@@ -29,12 +30,13 @@ enum class BufferRole {
   UnitShard,
   UnitGradShard,
   UnitExpAvg,
-  UnitExpAvgSq, // owner: the unit
-  Gathered,     // owner: the all_gather
-  GradsFull,    // owner: the alloc
-  Input,        // owner: null; index: argument
-  Value,        // owner: op; index: result
-  Scratch,      // owner: op
+  UnitExpAvgSq,    // owner: the unit
+  UnitAccumulated, // owner: the unit (grad_sync = last)
+  Gathered,        // owner: the all_gather
+  GradsFull,       // owner: the alloc
+  Input,           // owner: null; index: argument
+  Value,           // owner: op; index: result
+  Scratch,         // owner: op
 };
 
 struct Buffer {
@@ -86,6 +88,12 @@ bool castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitOp> &by
 
 /// Bytes of an element of the unsharded gradient buffers: the compute dtype's.
 int64_t gradElementBytes(plan::StepOp step);
+/// Bytes of an element of what a reduce_scatter reads: the unsharded
+/// gradients', or under grad_sync = last the f32 accumulation buffer's.
+int64_t reducedElementBytes(plan::StepOp step);
+/// Whether a buffer of this role lives for the whole step (and across its
+/// micro-steps): the units' shards, moments and accumulation buffers.
+bool isPersistent(BufferRole role);
 
 /// Bytes of staging a reduce_scatter needs on its step's target
 /// (runtime/Scratch.h: the reduced part on cuda, the widened bf16 gradients

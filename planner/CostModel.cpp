@@ -528,7 +528,11 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
 
 } // namespace
 
-Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
+namespace {
+/// One micro-step and the optimizer of a planned module, as predict()
+/// describes; with `reduce` false, the micro-step without its reductions
+/// and their waits (a micro-step before the last under grad_sync = last).
+Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool reduce) {
   Prediction p;
   plan::StepOp step = getStep(module);
   int64_t B = step.getMicroBatch().value_or(1), S = step.getSeqLen().value_or(1);
@@ -624,6 +628,15 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       p.events.push_back(e);
     };
 
+    if (!reduce && !inOptimizer) {
+      if (isa<plan::ReduceScatterOp, plan::AllReduceOp>(op))
+        continue;
+      if (auto w = dyn_cast<plan::WaitOp>(op);
+          w && w.getEvent().getDefiningOp<plan::ReduceScatterOp>())
+        continue;
+      if (auto w = dyn_cast<plan::WaitOp>(op); w && w.getEvent().getDefiningOp<plan::AllReduceOp>())
+        continue;
+    }
     if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::GradNormOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
       double seconds = 0;
@@ -676,6 +689,12 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
       seconds = u.getPaddedNumel() * (double)gradElementBytes(step) /
                 (c.memoryBandwidth * c.memoryEfficiency) * share;
       addEvent("alloc", 0, tc, seconds);
+    } else if (isa<plan::AccumulateOp>(op)) {
+      // Reads the gradients and the f32 sum, writes the sum.
+      plan::UnitOp u = unitOfOp(&op, byName);
+      seconds = c.opOverheadS + u.getPaddedNumel() * (gradElementBytes(step) + 8.0) /
+                                    (c.memoryBandwidth * c.memoryEfficiency) * share;
+      addEvent("accumulate", 0, tc, seconds);
     } else if (auto cast = dyn_cast<plan::CastOp>(op); cast && castIsGatheredValue(cast, byParam)) {
       continue; // the gathered value is what compute reads: no instruction
     } else if (producesTensors(&op)) {
@@ -709,6 +728,28 @@ Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
   double peak = (bf16 ? c.bf16Flops : c.f32Flops) * world;
   p.mfu = p.stepTimeS > 0 ? p.modelFlopsPerStep / p.stepTimeS / peak : 0;
 
+  return p;
+}
+} // namespace
+
+Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
+  Prediction p = simulate(module, c, gradAccum, /*reduce=*/true);
+  plan::StepOp step = getStep(module);
+  if (!step.syncsAtLastMicroStep() || gradAccum < 2)
+    return p;
+  // grad_sync = last: gradAccum - 1 micro-steps without reductions, then
+  // the last with them (p's trace). The per-micro-step figures are the
+  // step's means, so that gradAccum of them and the optimizer are the step.
+  Prediction q = simulate(module, c, gradAccum, /*reduce=*/false);
+  double a = (double)gradAccum;
+  auto mean = [&](double last, double other) { return (last + (a - 1) * other) / a; };
+  p.microStepTimeS = mean(p.microStepTimeS, q.microStepTimeS);
+  p.computeS = mean(p.computeS, q.computeS);
+  p.commS = mean(p.commS, q.commS);
+  p.exposedCommS = mean(p.exposedCommS, q.exposedCommS);
+  p.stepTimeS = a * p.microStepTimeS + p.optimizerTimeS;
+  p.tokensPerS = p.stepTimeS > 0 ? q.tokensPerS * q.stepTimeS / p.stepTimeS : 0;
+  p.mfu = p.stepTimeS > 0 ? q.mfu * q.stepTimeS / p.stepTimeS : 0;
   return p;
 }
 

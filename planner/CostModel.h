@@ -104,9 +104,11 @@ struct TraceEvent {
 
 struct Prediction {
   double stepTimeS = 0, microStepTimeS = 0, optimizerTimeS = 0;
-  double computeS = 0, commS = 0, exposedCommS = 0; // per micro-step
+  // per micro-step; under grad_sync = last, the means over a step's
+  // micro-steps (the last one reduces, the others do not)
+  double computeS = 0, commS = 0, exposedCommS = 0;
   double tokensPerS = 0, mfu = 0, modelFlopsPerStep = 0;
-  std::vector<TraceEvent> events;                    // one micro-step, then the optimizer
+  std::vector<TraceEvent> events; // one micro-step (the last of a step), then the optimizer
   std::vector<std::pair<double, int64_t>> liveBytes; // (time, bytes)
 };
 

@@ -167,12 +167,19 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
       b.setInsertionPoint(before);
       for (Value e : pendingEvents)
         b.create<plan::WaitOp>(loc, e);
-      b.create<plan::FreeOp>(loc,
-                             plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
-                             ref(pendingUnit));
+      if (gradSync != plan::GradSync::Last)
+        b.create<plan::FreeOp>(loc,
+                               plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
+                               ref(pendingUnit));
       pendingEvents.clear();
       pendingUnit = {};
     };
+    // grad-sync=last: the gradients go into the unit's accumulation buffer
+    // at once and their buffer is freed; the reductions (last micro-step
+    // only) read the accumulation buffer, so only their waits are pending.
+    bool accumulate = gradSync == plan::GradSync::Last;
+    if (accumulate)
+      step.setGradSync(plan::GradSync::Last);
     for (plan::UnitOp u : reduced) {
       UnitUses &s = uses[u];
       b.setInsertionPoint(s.firstGradDef);
@@ -180,6 +187,11 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
                               plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads),
                               ref(u), IntegerAttr());
       b.setInsertionPointAfter(s.lastGrad);
+      if (accumulate) {
+        b.create<plan::AccumulateOp>(loc, ref(u));
+        b.create<plan::FreeOp>(
+            loc, plan::BufferKindAttr::get(b.getContext(), plan::BufferKind::grads), ref(u));
+      }
       auto rs = b.create<plan::ReduceScatterOp>(loc, ev, ref(u), plan::DtypeAttr(), IntegerAttr());
       ++numCollectives;
       SmallVector<Value> events = {rs.getEvent()};

@@ -17,6 +17,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace fsdp;
@@ -373,6 +374,8 @@ LogicalResult Lowering::run(raw_ostream &os) {
     pu.gradShardOffset = *u.getGradShardOffset();
     pu.expAvgOffset = *u.getExpAvgOffset();
     pu.expAvgSqOffset = *u.getExpAvgSqOffset();
+    if (std::optional<int64_t> acc = u.getAccumulatedOffset())
+      pu.accumulatedOffset = *acc;
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
       program::Param prm;
@@ -441,6 +444,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   for (auto g : block.getOps<plan::GradOp>())
     if (plan::UnitOp u = byParam.lookup(g.getParam()))
       ++gradsPerUnit[u];
+  bool syncLast = step.syncsAtLastMicroStep();
   Operation *bwdStart = backwardStart(step);
   for (Operation &op : block) {
     if (&op == bwdStart)
@@ -467,7 +471,14 @@ LogicalResult Lowering::run(raw_ostream &os) {
     } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
       plan::UnitOp u = unitOf(rs);
       Instruction inst = forUnit(POp::ReduceScatter, u);
-      inst.src = gradOffset[u];
+      if (syncLast) { // the sum of the step's micro-steps
+        if (!u.getAccumulatedOffset())
+          return rs.emitOpError() << "reduces unit @" << u.getSymName()
+                                  << ", which has no accumulation buffer (run fsdp-memory-plan)";
+        inst.src = *u.getAccumulatedOffset();
+      } else {
+        inst.src = gradOffset[u];
+      }
       inst.bf16 = rs.getDtype() == plan::Dtype::BF16;
       if (int64_t bytes = reduceScatterStagingBytes(rs, u)) {
         if (!rs.getScratchOffset())
@@ -501,6 +512,19 @@ LogicalResult Lowering::run(raw_ostream &os) {
       // Every gradient op writes its whole gradient: when every parameter of
       // the unit has one, only the padding needs zeros.
       inst.zeroFrom = gradsPerUnit[u] == (int64_t)u.getParams().size() ? u.getNumel() : 0;
+      inst.phase = phaseName();
+      compute.push_back(inst);
+    } else if (auto a = dyn_cast<plan::AccumulateOp>(op)) {
+      plan::UnitOp u = unitOf(a);
+      if (!gradOffset.count(u))
+        return a.emitOpError() << "accumulates unit @" << u.getSymName()
+                               << ", which has no gradient buffer here";
+      if (!u.getAccumulatedOffset())
+        return a.emitOpError() << "accumulates into unit @" << u.getSymName()
+                               << ", which has no accumulation buffer (run fsdp-memory-plan)";
+      Instruction inst = forUnit(POp::Accumulate, u);
+      inst.src = gradOffset[u];
+      inst.dst = *u.getAccumulatedOffset();
       inst.phase = phaseName();
       compute.push_back(inst);
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
@@ -602,6 +626,29 @@ LogicalResult Lowering::run(raw_ostream &os) {
   if (auto f = step.getPeakFlops())
     prog.peakFlops = f->convertToDouble();
   plan::MemoryAttr memory = step.getMemoryAttr();
+  // grad_sync last: the micro-step lowered above is the step's last, which
+  // reduces; the others are it without the reductions, their events and
+  // the waits for them.
+  if (syncLast) {
+    prog.gradSync = "last";
+    prog.lastMicroStep = prog.microStep;
+    std::set<int64_t> dropped;
+    for (size_t k = 0; k < prog.microStep.comm.size(); ++k) {
+      const Instruction &i = prog.microStep.comm[k];
+      if (i.op != POp::ReduceScatter && i.op != POp::AllReduce)
+        continue;
+      // issue() put the collective between a wait for its ready event and
+      // the record of its end.
+      dropped.insert(prog.microStep.comm[k - 1].event);
+      dropped.insert(prog.microStep.comm[k + 1].event);
+    }
+    auto reduction = [&](const Instruction &i) {
+      return i.op == POp::ReduceScatter || i.op == POp::AllReduce ||
+             ((i.op == POp::Record || i.op == POp::Wait) && dropped.count(i.event));
+    };
+    for (auto *list : {&prog.microStep.compute, &prog.microStep.comm})
+      llvm::erase_if(*list, reduction);
+  }
   prog.memory = {{"activations_bytes", memory.getActivationsBytes()},
                  {"fragmentation_bytes", memory.getFragmentationBytes()},
                  {"grads_bytes", memory.getGradsBytes()},
@@ -615,18 +662,22 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.tokens = valueTensor[block.getArgument(0)];
   prog.targets = valueTensor[block.getArgument(1)];
   prog.loss = valueTensor.lookup(loss);
-  for (program::Phase *s : phases)
+  std::vector<std::pair<program::Phase *, const char *>> lowered = {{&prog.microStep, "micro_step"},
+                                                                    {&prog.optimizer, "optimizer"}};
+  if (syncLast)
+    lowered.push_back({&prog.lastMicroStep, "last_micro_step"});
+  for (auto [s, name] : lowered)
     for (auto *list : {&s->compute, &s->comm})
       for (auto [k, inst] : llvm::enumerate(*list))
         inst.index = k;
   // The plan's waits order what each collective reads and writes against
   // compute; with the phases joined, some order nothing else: each wait the
   // program keeps is needed (runtime/StreamOrder.h).
-  for (int k : {0, 1}) {
-    if (std::string why = program::checkStreamOrder(prog, *phases[k]); !why.empty())
-      return step.emitOpError() << "lowers to a program whose " << (k ? "optimizer" : "micro_step")
+  for (auto [s, name] : lowered) {
+    if (std::string why = program::checkStreamOrder(prog, *s); !why.empty())
+      return step.emitOpError() << "lowers to a program whose " << name
                                 << " does not order its streams: " << why;
-    program::dropRedundantWaits(prog, *phases[k]);
+    program::dropRedundantWaits(prog, *s);
   }
   os << program::writeProgram(prog);
   return success();

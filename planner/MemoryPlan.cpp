@@ -25,9 +25,7 @@ namespace {
 int64_t assignOffsets(BufferModel &model) {
   std::vector<Buffer *> persistent, transient;
   for (Buffer &b : model.buffers) {
-    bool always = b.role == BufferRole::UnitShard || b.role == BufferRole::UnitGradShard ||
-                  b.role == BufferRole::UnitExpAvg || b.role == BufferRole::UnitExpAvgSq;
-    (always ? persistent : transient).push_back(&b);
+    (isPersistent(b.role) ? persistent : transient).push_back(&b);
   }
   int64_t base = 0;
   for (Buffer *b : persistent) {
@@ -205,6 +203,9 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
         break;
       case BufferRole::UnitExpAvgSq:
         cast<plan::UnitOp>(buf.owner).setExpAvgSqOffset(buf.offset);
+        break;
+      case BufferRole::UnitAccumulated:
+        cast<plan::UnitOp>(buf.owner).setAccumulatedOffset(buf.offset);
         break;
       case BufferRole::Gathered:
         cast<plan::AllGatherOp>(buf.owner).setOffset(buf.offset);

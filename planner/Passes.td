@@ -88,6 +88,13 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     the unit's backward is done), `no-shard` (DDP: replicated parameters,
     all-reduced gradients), `hybrid-shard` (full-shard within groups of
     `shard-size`, all-reduce across them).
+
+    `grad-sync=last` (FSDP's no-sync accumulation, for gradient
+    accumulation): each unit's gradients, once complete, are added by an
+    `fsdp.accumulate` into the unit's f32 accumulation buffer and their
+    buffer is freed at once; the reduce-scatter (and all-reduce) reads the
+    accumulation buffer and runs at the last micro-step of the optimizer
+    step only, waited for at the next unit's reduction as with `every`.
   }];
   let options = [
     Option<"strategy", "strategy", "::fsdp::plan::Strategy",
@@ -105,6 +112,13 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "ranks">,
     Option<"shardSize", "shard-size", "int64_t", /*default=*/"0",
            "the shard group's size under hybrid-shard (0: the world); the other strategies fix it">,
+    Option<"gradSync", "grad-sync", "::fsdp::plan::GradSync",
+           /*default=*/"::fsdp::plan::GradSync::Every", "every or last",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::GradSync::Every, "every",
+                          "each micro-step reduces its gradients"),
+               clEnumValN(::fsdp::plan::GradSync::Last, "last",
+                          "micro-steps accumulate unsharded gradients; the last reduces them"))}]>,
   ];
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }

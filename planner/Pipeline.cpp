@@ -45,11 +45,15 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
                                                  : o.resolvedComputeDtype())
                               << "'";
 
+  std::optional<plan::GradSync> gradSync = plan::symbolizeGradSync(o.gradSync);
+  if (!gradSync)
+    return module.emitError() << "grad-sync must be every or last, not '" << o.gradSync << "'";
+
   PassManager pm(module.getContext());
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
-  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize()}));
+  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize(), *gradSync}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan(
@@ -120,6 +124,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["param_dtype"] = o.paramDtype;
   r["reduce_dtype"] = o.reduceDtype;
   r["compute_dtype"] = o.resolvedComputeDtype();
+  r["grad_sync"] = o.gradSync;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name},
@@ -186,7 +191,11 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
      << o.activationCheckpointing << "; parameters " << o.paramDtype << ", compute "
      << o.resolvedComputeDtype() << ", reductions " << o.reduceDtype
-     << " (master weights and optimizer f32)\n\n";
+     << " (master weights and optimizer f32)\n";
+  if (o.gradSync == "last")
+    os << "gradient sync: last (each micro-step adds its unsharded gradients to an f32 sum "
+          "kept across the step; the last micro-step reduces it)\n";
+  os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,
   // none) by its first and last parameter, not every module it holds.
@@ -222,7 +231,8 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
        << llvm::right_justify(humanBytes(bytes), 10) << "\n";
   };
   row("parameter shards", f.paramsBytes);
-  row("gradient shards", f.gradsBytes);
+  row(o.gradSync == "last" ? "gradient shards and f32 sums (no-sync)" : "gradient shards",
+      f.gradsBytes);
   row("optimizer state (Adam m, v)", f.optimizerBytes);
   row("unsharded parameters and grads", f.unshardedBytes);
   row("activations and temporaries", f.activationsBytes);
@@ -242,9 +252,11 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
                                                               : memoryBudgetLabel(headroom);
     row(from + (f.peakBytes <= *budget ? " (fits)" : " (does NOT fit)"), *budget);
   }
+  // grad_sync last: the reductions run once a step, at its last micro-step.
+  const char *reductions = o.gradSync == "last" ? " (the last micro-step's only)" : "";
   os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
-     << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << ", all_reduce "
-     << humanBytes(f.allReduceBytes) << "\n";
+     << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
+     << humanBytes(f.allReduceBytes) << reductions << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;
     os << llvm::format(

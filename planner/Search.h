@@ -25,6 +25,9 @@ struct SearchFixed {
   bool shardSize = false;
   bool forwardPrefetch = false, backwardPrefetch = false;
   bool activationCheckpointing = false;
+  /// --grad-sync given, or nothing to accumulate (--grad-accum 1): not
+  /// searched.
+  bool gradSync = true;
   /// false with --micro-batch max: each setting gets the largest micro-batch
   /// that fits, and the search ranks them by tokens/s.
   bool microBatch = true;
@@ -41,7 +44,8 @@ struct SearchSetting {
 /// every strategy (hybrid-shard with a node's ranks as the group, where the
 /// world spans whole nodes), unit boundaries (a block, several blocks,
 /// everything), forward prefetch 0 to 2 and backward prefetch pre, post and
-/// none; each setting in `fixed` only as `base` has it. With `experts` (a
+/// none, and gradient sync every and last micro-step (where it is not
+/// fixed); each setting in `fixed` only as `base` has it. With `experts` (a
 /// model with sparse MLPs) also each block's experts a unit of their own.
 std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                           const Cluster &cluster, int64_t numBlocks,

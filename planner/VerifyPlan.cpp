@@ -26,6 +26,7 @@ struct UnitState {
   Operation *freedAt = nullptr;
   plan::AllocOp alloc;
   bool reduced = false, allReduced = false;
+  bool accumulated = false; // grad_sync = last: this micro-step's gradients added
   Value reduceEvent, allReduceEvent;
   int64_t reductions = 0, allReductions = 0, optimizerSteps = 0;
   bool hasGrads = false;
@@ -64,6 +65,9 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
     auto byName = unitsByName(module);
     auto unitOf = [&](Operation *op) { return unitOfOp(op, byName); };
     Value normEvent;
+    // grad_sync = last: gradients are accumulated, then freed; the
+    // reductions read the accumulation buffer.
+    bool last = step.syncsAtLastMicroStep();
 
     for (Operation &op : step.getBody().front()) {
       if (auto w = dyn_cast<plan::WaitOp>(op)) {
@@ -76,9 +80,21 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         continue;
       }
       if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,
-              plan::FreeOp, plan::OptimizerStepOp>(op) &&
+              plan::FreeOp, plan::OptimizerStepOp, plan::AccumulateOp>(op) &&
           op.hasAttr("unit") && !unitOf(&op))
         return op.emitOpError() << "names an unknown unit " << op.getAttr("unit");
+
+      if (auto a = dyn_cast<plan::AccumulateOp>(op)) {
+        UnitState &s = state[unitOf(a)];
+        if (!s.alloc)
+          return a.emitOpError() << "accumulates unit @" << a.getUnit()
+                                 << ", which has no gradient buffer here";
+        if (s.accumulated)
+          return a.emitOpError() << "accumulates unit @" << a.getUnit()
+                                 << "'s gradients a second time in the micro-step";
+        s.accumulated = true;
+        continue;
+      }
 
       if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
         UnitState &s = state[unitOf(g)];
@@ -103,6 +119,13 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         if (!s.alloc)
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << ", which are not allocated";
+        if (last) {
+          if (!s.accumulated)
+            return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
+                                   << " without accumulating them: they would be lost";
+          s.alloc = {};
+          continue;
+        }
         if (!s.reduced)
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << " without reducing them: they would be lost";
@@ -119,7 +142,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
           return a.emitOpError() << "allocates the gradients of unit @" << a.getUnit()
                                  << " while they are still allocated";
         s.alloc = a;
-        s.reduced = false;
+        s.reduced = s.accumulated = false;
         s.reduceEvent = s.allReduceEvent = Value();
         continue;
       }
@@ -132,10 +155,11 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         if (!s.alloc)
           return g.emitOpError() << "completes the gradient of '" << g.getParam() << "', but unit @"
                                  << it->second.getSymName() << " has no gradient buffer here";
-        if (s.reduced)
+        if (s.reduced || s.accumulated)
           return g.emitOpError() << "completes the gradient of '" << g.getParam()
-                                 << "' after unit @" << it->second.getSymName()
-                                 << " was reduced: it would be lost";
+                                 << "' after unit @" << it->second.getSymName() << " was "
+                                 << (s.accumulated ? "accumulated" : "reduced")
+                                 << ": it would be lost";
         Operation *def = g.getGrad().getDefiningOp();
         if (def && def->isBeforeInBlock(s.alloc))
           return def->emitOpError()
@@ -145,7 +169,11 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       }
       if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
         UnitState &s = state[unitOf(rs)];
-        if (!s.alloc)
+        if (last && !s.accumulated)
+          return rs.emitOpError() << "reduces unit @" << rs.getUnit()
+                                  << "'s accumulation buffer before this micro-step's "
+                                     "gradients are added to it";
+        if (!last && !s.alloc)
           return rs.emitOpError() << "reduces unit @" << rs.getUnit()
                                   << ", which has no gradient buffer here";
         if (s.reduced)

@@ -136,6 +136,12 @@ public:
       cuda(cudaMemsetAsync(dst, 0, size_t(bytes), compute),
            why ? (std::string("cudaMemsetAsync (") + why + ")").c_str() : "cudaMemsetAsync");
   }
+  void accumulate(float *acc, const void *grads, int64_t n, bool bf16) override {
+    if (bf16)
+      ck::addBf16Into(acc, static_cast<const uint16_t *>(grads), n, compute);
+    else
+      ck::add(acc, static_cast<const float *>(grads), acc, n, compute);
+  }
   void adamw(const AdamWSlice &a) override {
     ck::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
               a.beta2, a.eps, a.weightDecay, a.gradScale, compute);
@@ -216,7 +222,7 @@ private:
   cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, computeDone = nullptr,
               commDone = nullptr;
   // What joins a micro-step to the next, and to the optimizer.
-  PhaseJoin toMicroStep, toOptimizer;
+  PhaseJoin toMicroStep, toLastMicroStep, toOptimizer;
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
   char *inputHost[2] = {nullptr, nullptr}; // pinned: the input (tokens), then the targets
   float *lossHost = nullptr;               // pinned: one a micro-step
@@ -318,7 +324,12 @@ void DeviceRank::setUp() {
                          &inputCopied[0], &inputCopied[1]})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
   toMicroStep = phaseJoin(program, program.microStep, program.microStep);
-  toOptimizer = phaseJoin(program, program.microStep, program.optimizer);
+  // grad_sync last: a step's last micro-step has its own lists, and it is
+  // the one the optimizer follows.
+  toLastMicroStep = phaseJoin(program, program.microStep, program.lastMicroStep);
+  toOptimizer =
+      phaseJoin(program, program.syncsAtLastMicroStep() ? program.lastMicroStep : program.microStep,
+                program.optimizer);
   for (auto &h : inputHost)
     cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(inputBytes() + targetBytes())),
          "cudaMallocHost (inputs)");
@@ -407,9 +418,10 @@ void DeviceRank::runPhase(const PhaseRun &run) {
   for (const Slot &slot : order)
     enqueue((slot.stream ? s.comm : s.compute)[slot.index], slot.stream, run);
   curInst = nullptr;
-  const PhaseJoin *next = run.next == NextPhase::MicroStep   ? &toMicroStep
-                          : run.next == NextPhase::Optimizer ? &toOptimizer
-                                                             : nullptr;
+  const PhaseJoin *next = run.next == NextPhase::MicroStep       ? &toMicroStep
+                          : run.next == NextPhase::LastMicroStep ? &toLastMicroStep
+                          : run.next == NextPhase::Optimizer     ? &toOptimizer
+                                                                 : nullptr;
   if (next && next->computeWaits) {
     cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
     cuda(cudaStreamWaitEvent(compute, joinComm, 0), "cudaStreamWaitEvent (phase end)");

@@ -14,6 +14,9 @@
 //                                                  alloc: zero bytes [from,
 //                                                  bytes) of the buffer at dst
 //   void optimizerStep(const Unit &)               AdamW over the unit's shard
+//   void accumulate(const Program &, const Instruction &)
+//                                                  grad_sync last: the unit's
+//                                                  gradients added to its sum
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
 // for float and for kernels::bf16 storage; the linear, bias,
 // embedding and norm gradient kernels also take the op's scratch last:
@@ -69,6 +72,13 @@ template <typename R> struct ArenaMemory {
     rank.zero(rank.template at<char>(dst) + from, bytes - from, nullptr);
   }
   void optimizerStep(const program::Unit &u) { rank.optimizerStep(u); }
+  void accumulate(const program::Program &p, const program::Instruction &i) {
+    const program::Unit &u = p.units[i.unit];
+    int64_t elem = p.gradElementBytes();
+    rank.touch(i.src, u.paddedNumel * elem);
+    rank.touch(i.dst, u.paddedNumel * 4);
+    rank.accumulate(rank.at(i.dst), rank.template at<char>(i.src), u.paddedNumel, elem == 2);
+  }
 };
 
 /// f(a...) without the last argument: a kernel set's wrapper for a kernel
@@ -289,6 +299,9 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     k.optimizerStep(p.units[i.unit]);
     return true;
   case Op::Free: // the plan reuses the memory; nothing runs
+    return true;
+  case Op::Accumulate: // grad_sync last: the unit's gradients into its f32 sum
+    k.accumulate(p, i);
     return true;
   case Op::MoeRoute:
   case Op::MoeRouteGrad:

@@ -93,6 +93,12 @@ public:
     if (bytes > 0)
       std::memset(dst, 0, size_t(bytes));
   }
+  void accumulate(float *acc, const void *grads, int64_t n, bool bf16) override {
+    if (bf16)
+      kernels::addBf16Into(acc, static_cast<const uint16_t *>(grads), n);
+    else
+      kernels::add(acc, static_cast<const float *>(grads), acc, n);
+  }
   void adamw(const AdamWSlice &a) override {
     kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
                    a.beta2, a.eps, a.weightDecay, a.gradScale);

@@ -499,11 +499,20 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
   case Op::AllGather:
     checkRange(inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
     return;
-  case Op::ReduceScatter: {
+  case Op::Accumulate:
+    // The unit's gradients (compute dtype) into its f32 accumulation buffer.
+    if (!p.syncsAtLastMicroStep())
+      fail("accumulates across micro-steps, which only a program with grad_sync last does");
     checkRange(inst.src, (i128)unit().paddedNumel * p.gradElementBytes());
+    if (inst.dst < 0 || inst.dst != unit().accumulatedOffset)
+      fail("must write its unit's accumulation buffer (accumulated_offset " +
+           std::to_string(unit().accumulatedOffset) + "), not " + std::to_string(inst.dst));
+    return;
+  case Op::ReduceScatter: {
+    checkRange(inst.src, (i128)unit().paddedNumel * p.reducedElementBytes());
     // The comm stream's staging (runtime/Scratch.h).
     if (int64_t need = reduceScatterScratchBytes(p.target, unit().paddedNumel, unit().shardNumel,
-                                                 p.gradElementBytes() == 2, inst.bf16))
+                                                 p.reducedElementBytes() == 2, inst.bf16))
       scratch(need);
     return;
   }

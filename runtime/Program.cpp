@@ -409,6 +409,8 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["predicted_optimizer_s"] = p.predictedOptimizerS;
   if (p.gradAccum > 0)
     top["grad_accum"] = p.gradAccum;
+  if (p.syncsAtLastMicroStep()) // every, the default, is written without
+    top["grad_sync"] = p.gradSync;
   if (p.modelFlopsPerMicroStep > 0)
     top["model_flops_per_micro_step"] = p.modelFlopsPerMicroStep;
   if (p.peakFlops > 0)
@@ -451,6 +453,8 @@ std::string fsdp::program::writeProgram(const Program &p) {
                      {"exp_avg_offset", u.expAvgOffset},
                      {"exp_avg_sq_offset", u.expAvgSqOffset},
                      {"params", params}});
+    if (u.accumulatedOffset >= 0)
+      units.back()["accumulated_offset"] = u.accumulatedOffset;
   }
   for (size_t k = 0; k < p.tensors.size(); ++k)
     tensors.push_back({{"id", k},
@@ -462,9 +466,11 @@ std::string fsdp::program::writeProgram(const Program &p) {
     out += "  \"" + k + "\": " + v.dump() + ",\n";
   out += "  \"units\": " + lines(units, "  ") + ",\n";
   out += "  \"tensors\": " + lines(tensors, "  ") + ",\n";
-  const std::pair<const char *, const Phase *> phases[2] = {{"micro_step", &p.microStep},
-                                                            {"optimizer", &p.optimizer}};
-  for (int k = 0; k < 2; ++k) {
+  std::vector<std::pair<const char *, const Phase *>> phases = {{"micro_step", &p.microStep}};
+  if (p.syncsAtLastMicroStep())
+    phases.push_back({"last_micro_step", &p.lastMicroStep});
+  phases.push_back({"optimizer", &p.optimizer});
+  for (size_t k = 0; k < phases.size(); ++k) {
     std::vector<ojson> compute, comm;
     for (const Instruction &i : phases[k].second->compute)
       compute.push_back(instructionJson(i));
@@ -473,7 +479,7 @@ std::string fsdp::program::writeProgram(const Program &p) {
     out += std::string("  \"") + phases[k].first + "\": {\n";
     out += "    \"compute\": " + lines(compute, "    ") + ",\n";
     out += "    \"comm\": " + lines(comm, "    ") + "\n";
-    out += k == 0 ? "  },\n" : "  }\n";
+    out += k + 1 < phases.size() ? "  },\n" : "  }\n";
   }
   return out + "}\n";
 }
@@ -490,7 +496,8 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
          a.paddedNumel == b.paddedNumel && a.shardSize == b.shardSize &&
          a.shardNumel == b.shardNumel && a.shardOffset == b.shardOffset &&
          a.gradShardOffset == b.gradShardOffset && a.expAvgOffset == b.expAvgOffset &&
-         a.expAvgSqOffset == b.expAvgSqOffset && a.params == b.params;
+         a.expAvgSqOffset == b.expAvgSqOffset && a.accumulatedOffset == b.accumulatedOffset &&
+         a.params == b.params;
 }
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
   return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&
@@ -520,5 +527,6 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.modelFlopsPerMicroStep == b.modelFlopsPerMicroStep && a.peakFlops == b.peakFlops &&
          a.tokens == b.tokens && a.targets == b.targets && a.loss == b.loss &&
          a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
-         a.tensors == b.tensors && a.microStep == b.microStep && a.optimizer == b.optimizer;
+         a.tensors == b.tensors && a.gradSync == b.gradSync && a.microStep == b.microStep &&
+         a.lastMicroStep == b.lastMicroStep && a.optimizer == b.optimizer;
 }

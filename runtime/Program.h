@@ -66,6 +66,9 @@ struct Unit {
   std::string name, module;
   int64_t numel = 0, paddedNumel = 0, shardSize = 1, shardNumel = 0;
   int64_t shardOffset = 0, gradShardOffset = 0, expAvgOffset = 0, expAvgSqOffset = 0;
+  // grad_sync last: the unit's f32 accumulation buffer of paddedNumel
+  // elements, alive across a step's micro-steps (-1: none).
+  int64_t accumulatedOffset = -1;
   std::vector<Param> params;
 };
 
@@ -182,11 +185,19 @@ struct Program {
   ImageSpec image; // inputKind == Images
   std::vector<Unit> units;
   std::vector<Tensor> tensors;
-  Phase microStep, optimizer;
+  // When gradients are reduced: "every" micro-step, or at the "last" of a
+  // step (fsdp-plan --grad-sync), whose lists are lastMicroStep's; the
+  // others (and eval's) run microStep, which accumulates instead.
+  std::string gradSync = "every";
+  Phase microStep, lastMicroStep, optimizer;
 
   int64_t replicas() const { return worldSize / shardSize; }
+  bool syncsAtLastMicroStep() const { return gradSync == "last"; }
   /// Bytes of an element of the unsharded gradient buffers (compute dtype).
   int64_t gradElementBytes() const { return computeDtype == "bf16" ? 2 : 4; }
+  /// Bytes of an element of what a reduce_scatter reads: the gradient
+  /// buffer's, or under grad_sync last the f32 accumulation buffer's.
+  int64_t reducedElementBytes() const { return syncsAtLastMicroStep() ? 4 : gradElementBytes(); }
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
 };
 

@@ -209,6 +209,11 @@ void Loader::run(const std::string &text) {
     p.predictedMicroStepS = get<double>(j, "predicted_micro_step_s", "top level");
   if (j.contains("predicted_optimizer_s"))
     p.predictedOptimizerS = get<double>(j, "predicted_optimizer_s", "top level");
+  if (j.contains("grad_sync")) {
+    p.gradSync = get<std::string>(j, "grad_sync", "top level");
+    if (p.gradSync != "every" && p.gradSync != "last")
+      fail("grad_sync", "'" + p.gradSync + "' is not every or last");
+  }
   if (j.contains("grad_accum")) {
     p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
     if (p.gradAccum < 1 || p.gradAccum > kMaxGradAccum)
@@ -278,6 +283,13 @@ void Loader::run(const std::string &text) {
                       ")");
     for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
       checkRange(where, off, (i128)u.shardNumel * 4);
+    // grad_sync last: the f32 accumulation buffer, the whole unit's.
+    if (uj.contains("accumulated_offset")) {
+      if (!p.syncsAtLastMicroStep())
+        fail(where, "has an accumulated_offset, which only a program with grad_sync last has");
+      u.accumulatedOffset = get<int64_t>(uj, "accumulated_offset", where);
+      checkRange(where, u.accumulatedOffset, (i128)u.paddedNumel * 4);
+    }
     int64_t next = 0;
     for (const json &pj : list(uj, "params", where)) {
       Param prm;
@@ -309,9 +321,16 @@ void Loader::run(const std::string &text) {
     fail("loss", "the loss must be a scalar");
 
   loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
+  // grad_sync last: the last micro-step of a step has lists of its own.
+  if (p.syncsAtLastMicroStep())
+    loadPhase(at(j, "last_micro_step", "top level"), "last_micro_step", p.lastMicroStep);
+  else if (j.contains("last_micro_step"))
+    fail("last_micro_step", "only a program with grad_sync last has one");
   loadPhase(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
   // What the two lists touch must be ordered wherever they conflict.
-  for (auto [s, name] : {std::pair{&p.microStep, "micro_step"}, {&p.optimizer, "optimizer"}})
+  for (auto [s, name] : {std::pair{&p.microStep, "micro_step"},
+                         {&p.lastMicroStep, "last_micro_step"},
+                         {&p.optimizer, "optimizer"}})
     if (std::string why = checkStreamOrder(p, *s); !why.empty())
       fail(name, why);
 }

@@ -41,16 +41,23 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
   case Op::OptimizerStep:
     for (int64_t off : {u->shardOffset, u->gradShardOffset, u->expAvgOffset, u->expAvgSqOffset})
       bytes(off, u->shardNumel * 4, true);
+    bytes(u->accumulatedOffset, u->paddedNumel * 4, true); // zeroed (grad_sync last)
+    break;
+  case Op::Accumulate:
+    bytes(i.src, u->paddedNumel * grad, false);
+    bytes(i.dst, u->paddedNumel * 4, true);
     break;
   case Op::AllGather:
     bytes(u->shardOffset, u->shardNumel * 4, false);
     bytes(i.dst, u->paddedNumel * (i.bf16 ? 2 : 4), true);
     break;
-  case Op::ReduceScatter:
-    bytes(i.src, u->paddedNumel * grad, grad == 4 && i.bf16);
+  case Op::ReduceScatter: {
+    const int64_t reduced = p.reducedElementBytes();
+    bytes(i.src, u->paddedNumel * reduced, reduced == 4 && i.bf16);
     bytes(i.scratch, i.scratchBytes, true);
     bytes(u->gradShardOffset, u->shardNumel * 4, true);
     break;
+  }
   case Op::AllReduce:
     bytes(u->gradShardOffset, u->shardNumel * 4, true);
     break;

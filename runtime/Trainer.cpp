@@ -81,9 +81,11 @@ std::string RankDevice::runCollective(const Instruction &inst, const std::string
     touch(inst.scratch, inst.scratchBytes);
     void *staging = inst.scratch >= 0 ? at<char>(inst.scratch) : nullptr;
     float *shard = at(u.gradShardOffset);
-    if (p.gradElementBytes() == 2 && inst.bf16) // bf16 gradients (bf16 compute), as they are
+    // What is reduced: the gradient buffer (compute dtype) or, under
+    // grad_sync last, the f32 accumulation buffer.
+    if (p.reducedElementBytes() == 2 && inst.bf16) // bf16 gradients (bf16 compute), as they are
       return reduceScatterAdd(at<uint16_t>(inst.src), shard, u.shardNumel, DType::BF16, staging);
-    if (p.gradElementBytes() == 2) {
+    if (p.reducedElementBytes() == 2) {
       // bf16 gradients reduced in f32: widened into the plan's staging
       // (after the device's part of it, runtime/Scratch.h).
       float *wide = at(inst.scratch + reduceScatterWidenOffset(p.target, u.shardNumel, false));
@@ -128,6 +130,10 @@ void RankDevice::optimizerStep(const Unit &u) {
            o.eps, prm.decay ? o.weightDecay : 0.0, scale});
   }
   zero(grad, u.shardNumel * 4, nullptr); // the next step accumulates afresh
+  if (u.accumulatedOffset >= 0) {        // grad_sync last: so does the unsharded sum
+    touch(u.accumulatedOffset, u.paddedNumel * 4);
+    zero(at(u.accumulatedOffset), u.paddedNumel * 4, nullptr);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -234,6 +240,13 @@ int64_t Trainer::loadShards() {
       std::memset(image + off, 0, u.shardNumel * 4);
       device.touch(off, u.shardNumel * 4);
     }
+  // grad_sync last: the accumulation buffers start each step at zero (the
+  // optimizer step and eval zero them after).
+  for (const Unit &u : program.units)
+    if (u.accumulatedOffset >= 0) {
+      device.touch(u.accumulatedOffset, u.paddedNumel * 4);
+      device.zero(device.at(u.accumulatedOffset), u.paddedNumel * 4, "the accumulation buffers");
+    }
   int64_t first = 0;
   std::string err;
   if (!options.resume.empty()) {
@@ -276,7 +289,11 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
   // An image classifier's eval: the labels beside the logits kept.
   if (eval && device.logitsTensor())
     evalLabels[size_t(micro)].assign(in.targets, in.targets + program.microBatch);
-  device.run({program.microStep, kind, next, place, lossScale, step, traceStep, traced, micro});
+  // grad_sync last: a step's last micro-step reduces what the others
+  // accumulated (eval runs the accumulating lists throughout).
+  bool last = !eval && program.syncsAtLastMicroStep() && micro + 1 == options.gradAccum;
+  device.run({last ? program.lastMicroStep : program.microStep, kind, next, place, lossScale, step,
+              traceStep, traced, micro});
   device.keepLoss(micro);
 }
 
@@ -335,8 +352,11 @@ void Trainer::evaluate(StepReport &r) {
       total += double(options.gradAccum * program.microBatch);
     }
   }
-  for (const Unit &u : program.units)
+  for (const Unit &u : program.units) {
     device.zero(device.at(u.gradShardOffset), u.shardNumel * 4, "after eval");
+    if (u.accumulatedOffset >= 0)
+      device.zero(device.at(u.accumulatedOffset), u.paddedNumel * 4, "after eval");
+  }
   // The next step's comm work writes the gradient shards too.
   device.synchronize("eval's end");
   traced = true;
@@ -376,7 +396,10 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   auto start = std::chrono::steady_clock::now();
   for (int64_t a = 0; a < options.gradAccum; ++a)
     microStep(PhaseKind::MicroStep, t, a,
-              a + 1 < options.gradAccum ? NextPhase::MicroStep : NextPhase::Optimizer);
+              a + 1 == options.gradAccum ? NextPhase::Optimizer
+              : a + 2 == options.gradAccum && program.syncsAtLastMicroStep()
+                  ? NextPhase::LastMicroStep
+                  : NextPhase::MicroStep);
   ++step;
   device.run({program.optimizer, PhaseKind::Optimizer, NextPhase::Host,
               "step " + std::to_string(t + 1) + " optimizer", lossScale, step, traceStep, traced});

@@ -86,10 +86,10 @@ struct RankFailure {
 enum class PhaseKind { MicroStep, Eval, Optimizer };
 /// "micro_step", "eval", "optimizer": how errors and traces name it.
 const char *phaseName(PhaseKind kind);
-/// What runs after a phase: the next micro-step, the optimizer step, or the
-/// host, which synchronizes with the device first (a step's end, an eval
-/// batch's).
-enum class NextPhase { MicroStep, Optimizer, Host };
+/// What runs after a phase: the next micro-step, a step's last micro-step
+/// under grad_sync last (its own lists), the optimizer step, or the host,
+/// which synchronizes with the device first (a step's end, an eval batch's).
+enum class NextPhase { MicroStep, LastMicroStep, Optimizer, Host };
 
 /// One execution of a phase, as the trainer asks the device for it.
 struct PhaseRun {
@@ -183,6 +183,9 @@ public:
   /// (`why`, or null: what for, in the device's errors).
   virtual void zero(void *dst, int64_t bytes, const char *why) = 0;
   virtual void adamw(const AdamWSlice &slice) = 0;
+  /// accumulate (grad_sync last), in order with the compute list:
+  /// acc[k] += grads[k] for k < n, the gradients f32 or bf16 (widened).
+  virtual void accumulate(float *acc, const void *grads, int64_t n, bool bf16) = 0;
 
   /// The comm list's part of runCollective, in order on the comm stream:
   /// the name of the collective next made (Communicator::at), the two

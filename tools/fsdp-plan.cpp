@@ -114,6 +114,12 @@ static cl::opt<int64_t>
               cl::desc("micro-steps per optimizer step, for the prediction; 1 to 1048576 "
                        "(default 1)"),
               cl::init(1), cl::cat(category));
+static cl::opt<std::string>
+    gradSync("grad-sync",
+             cl::desc("every | last: reduce the gradients every micro-step, or keep their "
+                      "unsharded f32 sum across the step's micro-steps and reduce it at the "
+                      "last (FSDP's no-sync); last needs --grad-accum above 1 (default every)"),
+             cl::init("every"), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -149,6 +155,8 @@ static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
     kept.push_back("--backward-prefetch " + backwardPrefetch);
   if (fixed.activationCheckpointing)
     kept.push_back("--activation-checkpointing " + activationCheckpointing);
+  if (gradSync.getNumOccurrences())
+    kept.push_back("--grad-sync " + gradSync);
   // Never searched; named where given, since they are kept too.
   if (paramDtype.getNumOccurrences())
     kept.push_back("--param-dtype " + paramDtype);
@@ -258,6 +266,8 @@ static std::string checkWordFlags() {
     return notOneOf("compute-dtype", {"f32", "bf16"}, computeDtype);
   if (!oneOf(reduceDtype, {"f32", "bf16"}))
     return notOneOf("reduce-dtype", {"f32", "bf16"}, reduceDtype);
+  if (!oneOf(gradSync, {"every", "last"}))
+    return notOneOf("grad-sync", {"every", "last"}, gradSync);
   if (microBatch != "max") {
     int64_t b = 0;
     if (llvm::StringRef(microBatch).getAsInteger(10, b) || b < 1)
@@ -297,6 +307,12 @@ int main(int argc, char **argv) {
                 std::to_string(seqLen) + "; leave it out for the model's maximum");
   if (gradAccum < 1 || gradAccum > kMaxGradAccum)
     return fail(outOfRange("grad-accum", 1, kMaxGradAccum, gradAccum));
+  // With one micro-step there is nothing to accumulate: last would only
+  // cost the accumulation buffers.
+  if (gradSync == "last" && gradAccum < 2)
+    return fail("--grad-sync last accumulates over a step's micro-steps: it needs --grad-accum "
+                "2 or more, not " +
+                std::to_string(gradAccum));
   if (forwardPrefetch < 0 || forwardPrefetch > kMaxPrefetch)
     return fail(outOfRange("forward-prefetch", 0, kMaxPrefetch, forwardPrefetch));
   if (maxInflight < 1 || maxInflight > kMaxPrefetch)
@@ -394,6 +410,7 @@ int main(int argc, char **argv) {
   o.paramDtype = paramDtype;
   o.reduceDtype = reduceDtype;
   o.computeDtype = computeDtype;
+  o.gradSync = gradSync;
   // --wrap auto searches what was not given: what was given stays as given.
   bool autoWrap = o.wrap == "auto";
   SearchFixed fixed;
@@ -403,6 +420,8 @@ int main(int argc, char **argv) {
   fixed.backwardPrefetch = backwardPrefetch.getNumOccurrences() > 0;
   fixed.activationCheckpointing = activationCheckpointing.getNumOccurrences() > 0;
   fixed.microBatch = !searchMicroBatch;
+  // Searched only where there is something to accumulate.
+  fixed.gradSync = gradSync.getNumOccurrences() > 0 || gradAccum < 2;
   if (autoWrap && !fixed.strategy) {
     // The strategy is searched; a shard size given limits it to the
     // strategies that shard over that many ranks.
@@ -595,6 +614,7 @@ int main(int argc, char **argv) {
                         {"wrap", c.options.wrap},
                         {"forward_prefetch", c.options.forwardPrefetch},
                         {"backward_prefetch", c.options.backwardPrefetch},
+                        {"grad_sync", c.options.gradSync},
                         {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
@@ -629,7 +649,7 @@ int main(int argc, char **argv) {
     llvm::outs() << ":\n";
     // "prefetch" is forward's; backward's and the micro-batch follow the peak.
     llvm::outs() << llvm::format(
-        "  %-14s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
+        "  %-26s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
         (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
         (const char *)"step s", (const char *)"peak", (const char *)"backward",
         (const char *)"micro-batch", (const char *)"tokens/s/rank", (const char *)"tokens/s total");
@@ -638,13 +658,15 @@ int main(int argc, char **argv) {
       std::string name = c.options.strategy;
       if (c.options.strategy == "hybrid-shard")
         name += ":" + std::to_string(c.options.resolvedShardSize());
+      if (c.options.gradSync == "last") // no-sync accumulation
+        name += " (sync last)";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".
       int64_t n = checkpointedBlocks(c.options, model.numBlocks);
       std::string checkpointed = std::to_string(n);
       if (n)
         checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-14s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
+          "  %-26s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
           c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
           c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
           c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,

@@ -239,5 +239,16 @@ LogicalResult AllocOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// AccumulateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AccumulateOp::verify() {
+  if (!(*this)->getParentOfType<StepOp>().syncsAtLastMicroStep())
+    return emitOpError() << "accumulates gradients across micro-steps, which only a step with "
+                            "grad_sync = last does (with every, each micro-step reduces them)";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialect/FSDP/FSDPOps.cpp.inc"

@@ -70,6 +70,18 @@ def FSDP_StrategyEnum : I32EnumAttr<"Strategy", "how parameters are sharded", [
 }
 def FSDP_StrategyAttr : EnumAttr<FSDP_Dialect, FSDP_StrategyEnum, "strategy">;
 
+def FSDP_GradSyncEnum : I32EnumAttr<"GradSync",
+    "when gradients are reduced under gradient accumulation", [
+    I32EnumAttrCase<"Every", 0, "every">, // each micro-step reduce-scatters its gradients
+    // each micro-step adds its gradients into the unit's unsharded
+    // accumulation buffer; the last one reduce-scatters that (FSDP's no-sync)
+    I32EnumAttrCase<"Last", 1, "last">
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_GradSyncAttr : EnumAttr<FSDP_Dialect, FSDP_GradSyncEnum, "grad_sync">;
+
 def FSDP_DtypeEnum : I32EnumAttr<"Dtype", "a precision of parameters or reductions", [
     I32EnumAttrCase<"F32", 0, "f32">,
     I32EnumAttrCase<"BF16", 1, "bf16">
@@ -167,7 +179,9 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     elements `[r * shard_numel, (r + 1) * shard_numel)`. The memory plan adds
     the arena offsets of the rank's persistent buffers: its parameter shard
     (`shard_offset`), gradient shard (`grad_shard_offset`) and Adam's moments
-    (`exp_avg_offset`, `exp_avg_sq_offset`).
+    (`exp_avg_offset`, `exp_avg_sq_offset`) and, under `grad_sync = last`,
+    its f32 gradient accumulation buffer of `padded_numel` elements
+    (`accumulated_offset`), which lives across the micro-steps of a step.
     ```mlir
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
@@ -182,7 +196,8 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
                        OptionalAttr<FSDP_NonNegativeI64>:$shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$grad_shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_offset,
-                       OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_sq_offset);
+                       OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_sq_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$accumulated_offset);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -210,7 +225,12 @@ def FSDP_StepOp : FSDP_Op<"step", [
     - `fsdp-activation-checkpointing`: `activation_checkpointing`,
       `checkpointed_blocks`;
     - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
-      shard group; replica groups have `world_size / shard_size` ranks);
+      shard group; replica groups have `world_size / shard_size` ranks),
+      `grad_sync` (absent: `every`; `last`: the step's `reduce_scatter`,
+      `all_reduce` and the waits for them run at the last micro-step of an
+      optimizer step only, and `reduce_scatter` reads the unit's
+      accumulation buffer, which each micro-step's `fsdp.accumulate` adds
+      to);
     - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`, `compute_dtype`;
     - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
       `max_inflight_gathers`;
@@ -245,6 +265,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_StrategyAttr>:$strategy,
                        OptionalAttr<FSDP_PositiveI64>:$world_size,
                        OptionalAttr<FSDP_PositiveI64>:$shard_size,
+                       OptionalAttr<FSDP_GradSyncAttr>:$grad_sync,
                        OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$compute_dtype,
@@ -293,6 +314,11 @@ def FSDP_StepOp : FSDP_Op<"step", [
     }
     ::fsdp::plan::Target getTargetOrCpu() {
       return getTarget().value_or(::fsdp::plan::Target::Cpu);
+    }
+    /// Whether reductions wait for the last micro-step (grad_sync = last).
+    bool syncsAtLastMicroStep() {
+      return getGradSync().value_or(::fsdp::plan::GradSync::Every) ==
+             ::fsdp::plan::GradSync::Last;
     }
     ::fsdp::plan::Dtype getComputeDtypeOrF32() {
       return getComputeDtype().value_or(::fsdp::plan::Dtype::F32);
@@ -401,6 +427,24 @@ def FSDP_FreeOp : FSDP_Op<"free", [HasParent<"StepOp">]> {
   let assemblyFormat = "$kind $unit attr-dict";
 }
 
+def FSDP_AccumulateOp : FSDP_Op<"accumulate", [HasParent<"StepOp">]> {
+  let summary = "adds a unit's unsharded gradients into its accumulation buffer";
+  let description = [{
+    Under `grad_sync = last` (FSDP's no-sync accumulation): on the compute
+    stream, once the unit's gradients of this micro-step are complete, each
+    element of its unsharded gradient buffer (in the compute dtype, widened
+    from bf16) is added in f32 to the unit's accumulation buffer
+    (`accumulated_offset`), which the last micro-step's `reduce_scatter`
+    reduces and the optimizer step zeroes.
+    ```mlir
+    fsdp.accumulate @block0
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let assemblyFormat = "$unit attr-dict";
+  let hasVerifier = 1;
+}
+
 def FSDP_GradNormOp : FSDP_Op<"grad_norm", [HasParent<"StepOp">]> {
   let summary = "the global gradient norm: local sums of squares, summed over the shard group";
   let description = [{
@@ -417,7 +461,8 @@ def FSDP_OptimizerStepOp : FSDP_Op<"optimizer_step", [HasParent<"StepOp">]> {
   let description = [{
     Updates the parameter shard from the gradient shard and the two moments,
     after clipping by the global norm when asked; then zeroes the gradient
-    shard for the next step's accumulation.
+    shard (and, under `grad_sync = last`, the unit's accumulation buffer)
+    for the next step's accumulation.
   }];
   let arguments = (ins OptionalAttr<FlatSymbolRefAttr>:$unit);
   let assemblyFormat = "($unit^)? attr-dict";

@@ -577,6 +577,11 @@ void fromBf16(const uint16_t *h, float *out, int64_t n) {
     out[i] = bf16ToFloat(h[i]);
 }
 
+void addBf16Into(float *dst, const uint16_t *h, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += bf16ToFloat(h[i]);
+}
+
 void roundToBf16(const float *x, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = bf16ToFloat(floatToBf16(x[i]));

@@ -237,6 +237,9 @@ void toBf16(const float *x, uint16_t *out, int64_t n);
 void fromBf16(const uint16_t *h, float *out, int64_t n);
 // out[i] = float(bf16(x[i])): what a bf16 copy of x would hold
 void roundToBf16(const float *x, float *out, int64_t n);
+// dst[i] += float(h[i]): bf16 gradients added to an f32 sum (cuda.h's
+// addBf16Into)
+void addBf16Into(float *dst, const uint16_t *h, int64_t n);
 
 //===----------------------------------------------------------------------===//
 // bf16 storage (--compute-dtype bf16): the same ops over bf16 tensors

@@ -322,6 +322,9 @@ void Loader::run(const std::string &text) {
 
   loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
   // grad_sync last: the last micro-step of a step has lists of its own.
+  if (p.syncsAtLastMicroStep() && !j.contains("last_micro_step"))
+    fail("last_micro_step", "missing: grad_sync last reduces in a step's last micro-step, whose "
+                            "lists these are");
   if (p.syncsAtLastMicroStep())
     loadPhase(at(j, "last_micro_step", "top level"), "last_micro_step", p.lastMicroStep);
   else if (j.contains("last_micro_step"))

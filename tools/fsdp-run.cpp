@@ -198,15 +198,16 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
     std::string kernels = nccl ? std::string("CUDA kernels")
                                : "OpenBLAS " + std::string(openblas_get_corename()) + " kernels";
     std::printf("fsdp-run: %s, %s over %lld ranks (%s), arena %s per rank; "
-                "%lld x %lld tokens per rank per micro-step, %lld micro-steps, "
+                "%lld x %lld tokens per rank per micro-step, %lld micro-steps%s, "
                 "global batch %lld sequences; %s%s\n",
                 p.modelName.c_str(), p.strategy.c_str(), (long long)p.worldSize,
                 s.backend == runtime::BackendKind::Mpi ? "MPI processes"
                 : nccl                                 ? "GPUs, NCCL"
                                                        : "threads",
                 support::describeBytes(p.arenaBytes).c_str(), (long long)p.microBatch,
-                (long long)p.seqLen, (long long)s.options->gradAccum, (long long)s.globalBatch,
-                kernels.c_str(),
+                (long long)p.seqLen, (long long)s.options->gradAccum,
+                p.syncsAtLastMicroStep() ? " (gradients reduced at the last)" : "",
+                (long long)s.globalBatch, kernels.c_str(),
                 s.options->syntheticData ? "; random tokens (--synthetic-data)" : "");
   };
   events.step = [=](const runtime::StepReport &r) {

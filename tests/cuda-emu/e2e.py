@@ -37,7 +37,9 @@ a token file and a mask token for bert-tiny, labelled images for vit-tiny):
 
 The groups (CASES: model, world, strategy, launch, plan settings,
 grad-accum):
-  switch    gpt2-tiny at world 1 and 2 (file and mpirun); before them the
+  switch    gpt2-tiny at world 1 and 2 (file and mpirun), and with
+            --grad-sync last gpt2-tiny (f32, grad-accum 2) and llama-tiny
+            (bf16 compute, no-shard, grad-accum 3) at world 2; before them the
             switch's refusals, each with exit 1, one error naming the
             variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
             file, or naming a library that is not an fsdp NCCL backend;
@@ -87,6 +89,7 @@ STEPS = 2
 BF16 = ["--compute-dtype", "bf16"]
 BLOCKS = ["--activation-checkpointing", "blocks"]
 SELECTIVE = ["--activation-checkpointing", "selective"]
+LAST = ["--grad-sync", "last"]  # no-sync accumulation: a last_micro_step phase
 # (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
 # (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
 CASES = {
@@ -94,6 +97,12 @@ CASES = {
         ("gpt2-tiny", 1, "full-shard", "none", [], 1),
         ("gpt2-tiny", 2, "full-shard", "file", [], 1),
         ("gpt2-tiny", 2, "full-shard", "mpirun", [], 1),
+        # --grad-sync last: the accumulate kernels (f32 and bf16 gradients
+        # into the f32 sums), the last micro-step's own lists and its joins
+        # to the micro-step before it and to the optimizer; no-shard reduces
+        # with a local reduce-scatter and an all-reduce.
+        ("gpt2-tiny", 2, "full-shard", "file", LAST, 2),
+        ("llama-tiny", 2, "no-shard", "mpirun", BF16 + LAST, 3),
     ],
     "llama": [
         ("llama-tiny", 1, "full-shard", "none", BF16, 1),
@@ -375,7 +384,9 @@ def wait_ranks(procs):
 def matrix_group(ctx, group):
     runs, lines = 0, []
     for model, world, strategy, launch, settings, accum in CASES[group]:
-        tag = "%s-w%d-%s-%s" % (model, world, strategy, launch)
+        # Unique within the group: the memory reports are found by name.
+        tag = "%s-w%d-%s-%s%s" % (model, world, strategy, launch,
+                                  "-sync-last" if "last" in settings else "")
         what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
                                                          " ".join(settings), accum)
         cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings, accum)

@@ -286,7 +286,8 @@ def bf16_alternates(worlds, ref_flags):
 
 
 def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_flags=(),
-                       label=None, run_flags=(), seq=SEQ, batch=GLOBAL_BATCH, worlds=None):
+                       label=None, run_flags=(), seq=SEQ, batch=GLOBAL_BATCH, worlds=None,
+                       accum=1):
     """Plans and runs `model` for each case (world, strategy, shard size,
     "bf16" or "f32" compute, fsdp-plan flags) against the f32-accumulating
     bf16 reference, with bounds from its spread to the correct alternatives
@@ -301,7 +302,9 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
     --mask-token-id), seq the sequence length (None: the model's own), batch
     the global batch (sequences a step), worlds the world sizes whose
     per-rank partials are alternatives (default: the cases'; given, the
-    references can run without a case, as moe_e2e.py --reference-only)."""
+    references can run without a case, as moe_e2e.py --reference-only),
+    accum the micro-steps of a step (the plans' --grad-accum; ref_flags must
+    give the reference the same)."""
     config = os.path.join(ROOT, "models", model, "config.json")
     label = label or model
     ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
@@ -330,7 +333,8 @@ def check_bf16_compute(args, data, model, weights, cases, plan_input=None, ref_f
         tag = "%s.w%d.%s.c%s" % (label, world, strategy, compute)
         plan = os.path.join(args.work, tag + ".plan.json")
         cmd = [os.path.join(args.bin, "fsdp-plan"), plan_input or config, "--world-size", str(world),
-               "--micro-batch", str(batch // world), *seq_flags(seq),
+               "--micro-batch", str(batch // world // accum), "--grad-accum", str(accum),
+               *seq_flags(seq),
                "--strategy", strategy, "-o", plan] + flags
         if shard:
             cmd += ["--shard-size", str(shard)]

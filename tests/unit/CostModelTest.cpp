@@ -283,6 +283,41 @@ TEST(CostModel, PredictionIsConsistent) {
   EXPECT_GT(wide.figures.predicted->commS, pr.commS);
 }
 
+// --grad-sync last: a step is A - 1 micro-steps without their reductions
+// and one with them. Collectives are priced by their bytes alone, so the
+// step's communication is every's less A - 1 micro-steps' reductions,
+// exactly; the optimizer is unchanged; the figures stay consistent.
+TEST(CostModel, GradSyncLastPricesOneReductionAStep) {
+  for (auto [accum, seq] : {std::pair<int64_t, int64_t>{2, 1024}, {4, 1024}, {4, 4096}}) {
+    PlanOptions o = bf16Options(64, seq);
+    Planned every = plan("Meta-Llama-3-8B", o, "H100-SXM");
+    o.gradSync = "last";
+    Planned last = plan("Meta-Llama-3-8B", o, "H100-SXM");
+    Cluster c;
+    ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+    Prediction e = predict(*every.module, c, accum), l = predict(*last.module, c, accum);
+    double reductions = 0;
+    for (const TraceEvent &ev : e.events)
+      if (ev.stream == 1 && (ev.name == "reduce_scatter" || ev.name == "all_reduce") &&
+          ev.phase != "optimizer")
+        reductions += ev.duration;
+    ASSERT_GT(reductions, 0);
+    double a = (double)accum;
+    EXPECT_NEAR(a * l.commS, a * e.commS - (a - 1) * reductions, 1e-9 * a * e.commS) << accum;
+    EXPECT_NEAR(l.optimizerTimeS, e.optimizerTimeS, 1e-12) << accum;
+    EXPECT_NEAR(l.stepTimeS, a * l.microStepTimeS + l.optimizerTimeS, 1e-12) << accum;
+    EXPECT_NEAR(l.tokensPerS, 64.0 * seq * a / l.stepTimeS, 1e-9 * l.tokensPerS) << accum;
+    // The trade: at 1024 tokens the reductions across 8 nodes are exposed
+    // and skipping them pays; at 4096 compute hides them, and each
+    // micro-step's accumulate (its gradients and the f32 sum through
+    // memory) costs more than they did.
+    if (seq == 1024)
+      EXPECT_LT(l.stepTimeS, e.stepTimeS) << accum;
+    else
+      EXPECT_GT(l.stepTimeS, e.stepTimeS) << accum;
+  }
+}
+
 // Per-op efficiencies (issue 20, point 2): each kind of op is priced at its
 // own fraction, and only that kind moves; a collective in flight slows the
 // compute it overlaps by compute.comm_interference; a parameter cast that

@@ -110,6 +110,46 @@ TEST(MemoryPlan, PrefetchCostsUnshardedMemory) {
             b.figures.unshardedBytes + b.figures.activationsBytes);
 }
 
+// --grad-sync last: each unit's f32 sum of its padded size is persistent
+// gradient memory; the unsharded gradient buffers it replaces in every's
+// plan die no later than there (at the accumulate, not after the
+// reduction's wait), and the staging of a reduction reads f32 either way,
+// so at every point of the step last's live bytes are at most every's plus
+// the sums: so is its live peak.
+TEST(MemoryPlan, GradSyncLastAddsTheSumsAndNothingElse) {
+  for (const char *name : {"gpt2-tiny", "llama-tiny"})
+    for (const char *strategy : {"full-shard", "shard-grad-op", "no-shard", "hybrid-shard"})
+      for (int64_t n : {1, 2, 4, 8}) {
+        PlanOptions o = options(n, strategy);
+        if (std::string(strategy) == "hybrid-shard") {
+          if (n < 4)
+            continue;
+          o.shardSize = 2;
+        }
+        for (const char *compute : {"f32", "bf16"}) {
+          o.paramDtype = compute;
+          Planned every = plan(name, o);
+          o.gradSync = "last";
+          Planned last = plan(name, o);
+          o.gradSync = "every";
+          ASSERT_TRUE(every.module && last.module);
+          int64_t sums = 0;
+          for (const auto &u : last.figures.units)
+            sums += u.paddedNumel * 4;
+          std::string what = std::string(name) + " " + strategy + " at " + std::to_string(n) +
+                             " ranks, " + compute;
+          EXPECT_EQ(last.figures.gradsBytes, every.figures.gradsBytes + sums) << what;
+          EXPECT_EQ(last.figures.paramsBytes, every.figures.paramsBytes) << what;
+          EXPECT_EQ(last.figures.optimizerBytes, every.figures.optimizerBytes) << what;
+          EXPECT_LE(last.figures.livePeakBytes, every.figures.livePeakBytes + sums) << what;
+          EXPECT_GT(last.figures.livePeakBytes, every.figures.livePeakBytes) << what;
+          // What is reduced is the same per step.
+          EXPECT_EQ(last.figures.reduceScatterBytes, every.figures.reduceScatterBytes) << what;
+          EXPECT_EQ(last.figures.allReduceBytes, every.figures.allReduceBytes) << what;
+        }
+      }
+}
+
 TEST(MemoryPlan, SizeParsing) {
   EXPECT_EQ(parseSize("80GiB"), 80LL << 30);
   EXPECT_EQ(parseSize("1.5 MiB"), 1572864);
@@ -151,6 +191,25 @@ TEST(Search, NothingFixedSearchesEveryStrategyAndPrefetch) {
   EXPECT_EQ(forward, (std::set<int64_t>{0, 1, 2}));
   EXPECT_EQ(backward, (std::set<std::string>{"pre", "post", "none"}));
   EXPECT_EQ(wraps, (std::set<std::string>{"block", "none", "size:2000", "size:4000"}));
+}
+
+TEST(Search, GradSyncIsSearchedOnlyWhenNotGiven) {
+  PlanOptions base = options(64);
+  SearchFixed fixed;
+  fixed.gradSync = false; // --grad-accum above 1, --grad-sync not given
+  std::set<std::string> syncs;
+  size_t searched = 0;
+  for (const SearchSetting &s : searchSettings(base, fixed, eightPerNode(), 32, 1000)) {
+    syncs.insert(s.options.gradSync);
+    ++searched;
+  }
+  EXPECT_EQ(syncs, (std::set<std::string>{"every", "last"}));
+  fixed.gradSync = true; // given, or nothing to accumulate
+  base.gradSync = "last";
+  std::vector<SearchSetting> kept = searchSettings(base, fixed, eightPerNode(), 32, 1000);
+  EXPECT_EQ(2 * kept.size(), searched);
+  for (const SearchSetting &s : kept)
+    EXPECT_EQ(s.options.gradSync, "last");
 }
 
 TEST(Search, GivenSettingsStayAsGiven) {

@@ -132,6 +132,21 @@ TEST(LoadProgram, PlannedProgramsHaveAnIssueOrder) {
     }
     std::remove(out.c_str());
   }
+  // With --grad-sync last, the last micro-step's own lists too.
+  std::string out = ::testing::TempDir() + "/program-" + std::to_string(::getpid()) + "-last.json";
+  std::string cmd = bin + " " FSDP_SOURCE_DIR "/models/llama-tiny/config.json --world-size 4 " +
+                    "--micro-batch 2 --seq-len 16 --grad-accum 2 --grad-sync last -o " + out +
+                    " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  Program p;
+  ASSERT_EQ(loadProgram(out, p), "");
+  ASSERT_TRUE(p.syncsAtLastMicroStep());
+  for (const Phase *s : {&p.microStep, &p.lastMicroStep, &p.optimizer}) {
+    std::vector<Slot> order;
+    ASSERT_EQ(issueOrder(*s, order), "");
+    expectValid(*s, order);
+  }
+  std::remove(out.c_str());
 }
 
 // One owner of the format: what lowering writes is writeProgram's text, and
@@ -158,6 +173,10 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"llama-tiny-linear", "--world-size 2 --micro-batch 2"},
       {"llama-tiny-dynamic", "--world-size 1 --micro-batch 2 --param-dtype bf16"},
       {"llama-tiny-yarn", "--world-size 2 --micro-batch 2 --strategy shard-grad-op"},
+      // no-sync accumulation: grad_sync, the sums' offsets, last_micro_step
+      {"gpt2-tiny", "--world-size 2 --micro-batch 2 --grad-accum 2 --grad-sync last"},
+      {"llama-tiny", "--world-size 4 --micro-batch 1 --grad-accum 3 --grad-sync last --strategy "
+                     "hybrid-shard --shard-size 2 --param-dtype bf16"},
   };
   for (const Case &c : cases) {
     std::string out = ::testing::TempDir() + "/roundtrip-" + std::to_string(::getpid()) + ".json";
@@ -379,6 +398,12 @@ TEST(WriteProgram, EqualityNoticesOneField) {
   EXPECT_FALSE(p == q);
   q = p;
   q.memory.push_back({"peak_bytes", 1});
+  EXPECT_FALSE(p == q);
+  q = p;
+  q.lastMicroStep.comm.push_back(Instruction{});
+  EXPECT_FALSE(p == q);
+  q = p;
+  q.gradSync = "last";
   EXPECT_FALSE(p == q);
 }
 

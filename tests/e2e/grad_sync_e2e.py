@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation):
+fsdp-plan + fsdp-run against single-process PyTorch accumulating over the
+same micro-steps (reference.py --grad-accum), GLOBAL_BATCH 12 sequences of
+SEQ 32 tokens a step in 3 micro-steps, 10 steps.
+
+With grad-sync last each rank sums its three micro-steps' unsharded
+gradients in f32 and the ranks' sums are reduced once, where with every
+each micro-step's gradients are reduced and added to the gradient shard:
+the same sum in another order, so every f32 bound is matrix.py's (4x the
+f32 reference's spread to its f64 run and to itself under other BLAS
+kernels, bounds.py); every run's measured peak must equal the plan's, byte
+for byte.
+
+Covered, per model (gpt2-tiny, llama-tiny):
+  * f32: world 1 full-shard, 2 full-shard, 2 no-shard (DDP's no_sync), 4
+    shard-grad-op and 4 hybrid-shard (shard size 2); losses and weights;
+  * the same plan with every at world 2, for its peak: last's is larger by
+    what the plan says (the sums);
+  * a checkpoint saved at world 2 (last) after 5 steps, resumed at world 4
+    (last) to step 10: both legs against the uninterrupted reference (the
+    sums are zero at a step's end, so a checkpoint holds none);
+  * bf16 compute (--param-dtype bf16) at world 2 full-shard and world 4
+    hybrid-shard against the bf16 reference with the same accumulation
+    (matrix.check_bf16_compute), with the f32-compute control.
+
+usage: grad_sync_e2e.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny]
+"""
+import argparse
+import os
+import shutil
+import sys
+
+import matrix
+from matrix import GLOBAL_BATCH, HERE, PY, ROOT, SEQ, compare, gap_text, read_metrics, run
+
+ACCUM = 3
+RUNS = [(1, "full-shard", 0), (2, "full-shard", 0), (2, "no-shard", 0), (4, "shard-grad-op", 0),
+        (4, "hybrid-shard", 2)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("work")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--models", default="gpt2-tiny,llama-tiny")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    data = os.path.join(args.work, "gpl3.bin")
+    run([PY, os.path.join(HERE, "make_data.py"), data, "--text", "/usr/share/common-licenses/GPL-3"])
+    total = failures = 0
+    print("%-11s %5s %-22s %14s %14s %10s %s" % ("model", "world", "strategy", "loss rel/bound",
+                                              "weight abs/bd", "peak", "result"))
+
+    def report(model, world, what, loss, weight, bounds, peak, ok, problem=None):
+        nonlocal total, failures
+        total += 1
+        failures += not ok
+        print("%-11s %5d %-22s %14s %14s %10s %s" % (
+            model, world, what, gap_text(loss, bounds.loss) if loss is not None else "",
+            gap_text(weight, bounds.weight) if weight is not None else "", peak,
+            "ok" if ok else "FAILED " + (problem or "")))
+
+    for model in args.models.split(","):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
+        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
+        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
+        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+                   "--seq-len", str(SEQ), "--grad-accum", str(ACCUM), "--metrics", ref_metrics,
+                   "--save-weights", ref_weights, "--quiet"]
+        run(ref_cmd)
+        tol = matrix.f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        print("%-11s %5s %s" % (model, "-", tol.describe()))
+
+        peaks = {}
+        for world, strategy, shard in RUNS:
+            tag = "%s.w%d.%s.last" % (model, world, strategy)
+            metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights,
+                                                  data, extra=["--grad-sync", "last"], accum=ACCUM)
+            loss, weight, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
+            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+            peaks[(world, strategy, "last")] = m[-1]["peak_bytes"]
+            report(model, world, strategy + " last", loss, weight, tol,
+                   "exact" if exact else "DIFFERENT",
+                   exact and problem is None and len(m) == args.steps, problem)
+
+        # every at world 2: the same losses within the same bounds, and a
+        # peak smaller by the sums the plan adds for last.
+        tag = "%s.w2.full-shard.every" % model
+        metrics, final, m = matrix.train_plan(args, config, tag, 2, "full-shard", 0, weights, data,
+                                              accum=ACCUM)
+        loss, weight, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
+        exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+        report(model, 2, "full-shard every", loss, weight, tol, "exact" if exact else "DIFFERENT",
+               exact and problem is None, problem)
+        every_peak = m[-1]["peak_bytes"]
+        import json
+        plan = json.load(open(os.path.join(args.work, "%s.w2.full-shard.last.plan.json" % model)))
+        sums = sum(4 * u["padded_numel"] for u in plan["units"])
+        grew = peaks[(2, "full-shard", "last")] - every_peak
+        # The sums are persistent; the gradient buffers they replace in the
+        # every plan lived only from a unit's first gradient to its
+        # reduction, so the peak grows by at most the sums.
+        ok = 0 < grew <= sums
+        report(model, 2, "last's peak - every's", None, None, tol,
+               "+%d B" % grew, ok, "the peak grew by %d, the sums are %d bytes" % (grew, sums))
+
+        # Resume across world sizes with last.
+        tag = "%s.resume.last" % model
+        ckpt = os.path.join(args.work, tag + ".ckpt")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        plans = {}
+        for world in (2, 4):
+            plans[world] = os.path.join(args.work, "%s.w%d.plan.json" % (tag, world))
+            run([os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
+                 "--micro-batch", str(GLOBAL_BATCH // world // ACCUM), "--seq-len", str(SEQ),
+                 "--grad-accum", str(ACCUM), "--grad-sync", "last", "-o", plans[world]])
+        first = os.path.join(args.work, tag + ".first.jsonl")
+        second = os.path.join(args.work, tag + ".second.jsonl")
+        final = os.path.join(args.work, tag + ".safetensors")
+        run([os.path.join(args.bin, "fsdp-run"), plans[2], "--weights", weights, "--data", data,
+             "--steps", str(args.steps // 2), "--metrics", first, "--save", ckpt, "--quiet"])
+        run([os.path.join(args.bin, "fsdp-run"), plans[4], "--data", data, "--steps", str(args.steps),
+             "--resume", ckpt, "--metrics", second, "--save-weights", final, "--quiet"])
+        both = os.path.join(args.work, tag + ".both.jsonl")
+        with open(both, "w") as f:
+            f.write(open(first).read() + open(second).read())
+        loss, weight, problem = compare(ref_metrics, both, ref_weights, final, tol)
+        m = read_metrics(both)
+        exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+        report(model, 4, "resumed from w2, last", loss, weight, tol,
+               "exact" if exact else "DIFFERENT",
+               exact and problem is None and len(m) == args.steps, problem)
+
+        # bf16 compute with the same accumulation.
+        cases = [(2, "full-shard", 0, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
+                 (4, "hybrid-shard", 2, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
+                 (2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32",
+                                              "--grad-sync", "last"])]
+        checks, failed = matrix.check_bf16_compute(args, data, model, weights, cases,
+                                                   ref_flags=["--grad-accum", str(ACCUM)],
+                                                   label=model + "-accum", accum=ACCUM)
+        total += checks
+        failures += failed
+    print("%d passed, %d failed" % (total - failures, failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

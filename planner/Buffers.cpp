@@ -242,6 +242,14 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       // Gathered parameters are bf16 under mixed precision; gradients are
       // in the compute dtype.
       int64_t elem = gather ? collectiveElementBytes(&op) : gradElementBytes(step);
+      // reshard_after_backward = false: gathered at the first micro-step and
+      // kept across the step's micro-steps, so alive for all of the step.
+      if (gather && step.keepsGatheredAcrossMicroSteps()) {
+        model.buffers.push_back(
+            {(u.getSymName() + ".params").str(), BufferCategory::Unsharded, BufferRole::Gathered,
+             u.getPaddedNumel() * collectiveElementBytes(&op), 0, last, &op, 0});
+        continue;
+      }
       (gather ? openParams : openGrads)[u.getSymName()] = model.buffers.size();
       model.buffers.push_back({(u.getSymName() + (gather ? ".params" : ".grads")).str(),
                                BufferCategory::Unsharded,

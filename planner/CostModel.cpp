@@ -1,9 +1,11 @@
 //===- CostModel.cpp ------------------------------------------------------===//
 #include "planner/CostModel.h"
+
 #include "planner/Buffers.h"
 #include "planner/Import/JsonReader.h"
 #include "runtime/TraceFormat.h"
 #include "support/InputFile.h"
+#include <map>
 
 #include <cmath>
 #include <fstream>
@@ -530,9 +532,12 @@ double matmulSeconds(Operation *op, const Cluster &c, int64_t B, int64_t S, bool
 
 namespace {
 /// One micro-step and the optimizer of a planned module, as predict()
-/// describes; with `reduce` false, the micro-step without its reductions
-/// and their waits (a micro-step before the last under grad_sync = last).
-Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool reduce) {
+/// describes; with `last` false, a micro-step before a step's last: without
+/// the replica groups' all-reduces (which sum the step's shards once) and,
+/// under grad_sync = last, without its reduce-scatters, each with the waits
+/// for it; with `gather` false without its gathers and their waits (one
+/// after the first under reshard_after_backward = false).
+Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool last, bool gather) {
   Prediction p;
   plan::StepOp step = getStep(module);
   int64_t B = step.getMicroBatch().value_or(1), S = step.getSeqLen().value_or(1);
@@ -628,13 +633,15 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool r
       p.events.push_back(e);
     };
 
-    if (!reduce && !inOptimizer) {
-      if (isa<plan::ReduceScatterOp, plan::AllReduceOp>(op))
-        continue;
-      if (auto w = dyn_cast<plan::WaitOp>(op);
-          w && w.getEvent().getDefiningOp<plan::ReduceScatterOp>())
-        continue;
-      if (auto w = dyn_cast<plan::WaitOp>(op); w && w.getEvent().getDefiningOp<plan::AllReduceOp>())
+    if (!inOptimizer) {
+      // A collective this micro-step does not make, or a wait for one.
+      Operation *made = &op;
+      if (auto w = dyn_cast<plan::WaitOp>(op))
+        made = w.getEvent().getDefiningOp();
+      bool syncLast = step.syncsAtLastMicroStep();
+      if (made && ((!last && isa<plan::AllReduceOp>(made)) ||
+                   (!last && syncLast && isa<plan::ReduceScatterOp>(made)) ||
+                   (!gather && isa<plan::AllGatherOp>(made))))
         continue;
     }
     if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::GradNormOp>(op)) {
@@ -733,23 +740,48 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool r
 } // namespace
 
 Prediction fsdp::predict(ModuleOp module, const Cluster &c, int64_t gradAccum) {
-  Prediction p = simulate(module, c, gradAccum, /*reduce=*/true);
+  Prediction p = simulate(module, c, gradAccum, /*last=*/true, /*gather=*/true);
   plan::StepOp step = getStep(module);
-  if (!step.syncsAtLastMicroStep() || gradAccum < 2)
+  bool syncLast = step.syncsAtLastMicroStep(), keep = step.keepsGatheredAcrossMicroSteps();
+  bool replicas = step.getWorldSizeOr1() > step.getShardSizeOr1();
+  if ((!syncLast && !keep && !replicas) || gradAccum < 2)
     return p;
-  // grad_sync = last: gradAccum - 1 micro-steps without reductions, then
-  // the last with them (p's trace). The per-micro-step figures are the
-  // step's means, so that gradAccum of them and the optimizer are the step.
-  Prediction q = simulate(module, c, gradAccum, /*reduce=*/false);
-  double a = (double)gradAccum;
-  auto mean = [&](double last, double other) { return (last + (a - 1) * other) / a; };
-  p.microStepTimeS = mean(p.microStepTimeS, q.microStepTimeS);
-  p.computeS = mean(p.computeS, q.computeS);
-  p.commS = mean(p.commS, q.commS);
-  p.exposedCommS = mean(p.exposedCommS, q.exposedCommS);
-  p.stepTimeS = a * p.microStepTimeS + p.optimizerTimeS;
-  p.tokensPerS = p.stepTimeS > 0 ? q.tokensPerS * q.stepTimeS / p.stepTimeS : 0;
-  p.mfu = p.stepTimeS > 0 ? q.mfu * q.stepTimeS / p.stepTimeS : 0;
+  // Micro-step m of a step gathers unless gathered parameters are kept and
+  // m is not the first; only the last all-reduces across replica groups,
+  // and under grad_sync = last only it reduce-scatters. The per-micro-step figures are the step's
+  // means, so that gradAccum of them and the optimizer are the step; the trace is the whole
+  // micro-step's (p's).
+  std::map<std::pair<bool, bool>, Prediction> variant;
+  auto of = [&](int64_t m) -> const Prediction & {
+    bool gather = !keep || m == 0, last = m + 1 == gradAccum;
+    auto it = variant.find({last, gather});
+    if (it == variant.end())
+      it = variant
+               .emplace(std::make_pair(last, gather), simulate(module, c, gradAccum, last, gather))
+               .first;
+    return it->second;
+  };
+  // The first, the last, and the gradAccum - 2 alike between them.
+  double micro = 0, compute = 0, comm = 0, exposed = 0;
+  for (auto [m, times] :
+       {std::pair<int64_t, double>{0, 1.0}, {1, (double)(gradAccum - 2)}, {gradAccum - 1, 1.0}}) {
+    if (times <= 0)
+      continue;
+    const Prediction &v = of(m);
+    micro += times * v.microStepTimeS;
+    compute += times * v.computeS;
+    comm += times * v.commS;
+    exposed += times * v.exposedCommS;
+  }
+  double a = (double)gradAccum, before = p.stepTimeS;
+  p.microStepTimeS = micro / a;
+  p.computeS = compute / a;
+  p.commS = comm / a;
+  p.exposedCommS = exposed / a;
+  p.stepTimeS = micro + p.optimizerTimeS;
+  // The same tokens and FLOPs in another time.
+  p.tokensPerS = p.stepTimeS > 0 ? p.tokensPerS * before / p.stepTimeS : 0;
+  p.mfu = p.stepTimeS > 0 ? p.mfu * before / p.stepTimeS : 0;
   return p;
 }
 

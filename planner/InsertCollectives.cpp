@@ -46,6 +46,15 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
         return signalPassFailure();
       }
     Builder attrs(module.getContext());
+    if (!reshardAfterBackward) {
+      if (group == 1) {
+        module.emitError() << "reshard-after-backward=false keeps gathered parameters across "
+                              "micro-steps, but strategy "
+                           << name << " gathers none";
+        return signalPassFailure();
+      }
+      step.setReshardAfterBackwardAttr(attrs.getBoolAttr(false));
+    }
     step.setStrategy(strategy);
     step.setWorldSize(worldSize);
     step.setShardSize(group);
@@ -127,7 +136,8 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
           keep = u;
         }
       }
-      bool zero2 = strategy == plan::Strategy::ShardGradOp;
+      // Kept across micro-steps, a unit is kept within one too.
+      bool zero2 = strategy == plan::Strategy::ShardGradOp || !reshardAfterBackward;
       for (plan::UnitOp u : units) {
         UnitUses &s = uses[u];
         Operation *first = s.firstFwd ? s.firstFwd : s.firstBwd;

@@ -626,29 +626,44 @@ LogicalResult Lowering::run(raw_ostream &os) {
   if (auto f = step.getPeakFlops())
     prog.peakFlops = f->convertToDouble();
   plan::MemoryAttr memory = step.getMemoryAttr();
-  // grad_sync last: the micro-step lowered above is the step's last, which
-  // reduces; the others are it without the reductions, their events and
-  // the waits for them.
-  if (syncLast) {
-    prog.gradSync = "last";
-    prog.lastMicroStep = prog.microStep;
-    std::set<int64_t> dropped;
-    for (size_t k = 0; k < prog.microStep.comm.size(); ++k) {
-      const Instruction &i = prog.microStep.comm[k];
-      if (i.op != POp::ReduceScatter && i.op != POp::AllReduce)
-        continue;
-      // issue() put the collective between a wait for its ready event and
-      // the record of its end.
-      dropped.insert(prog.microStep.comm[k - 1].event);
-      dropped.insert(prog.microStep.comm[k + 1].event);
-    }
-    auto reduction = [&](const Instruction &i) {
-      return i.op == POp::ReduceScatter || i.op == POp::AllReduce ||
-             ((i.op == POp::Record || i.op == POp::Wait) && dropped.count(i.event));
+  // The micro-step lowered above has every collective. Under grad_sync
+  // last only a step's last micro-step reduces; under reshard_after_backward
+  // false only its first gathers. Each of the step's lists is the lowered
+  // one without the collectives it does not make, their records and the
+  // waits for them (issue() put each collective between a wait for its
+  // ready event and the record of its end).
+  // The all-reduce across replica groups sums each gradient shard whole, so
+  // it runs once a step, at the last micro-step, whatever grad_sync says.
+  auto without = [](program::Phase phase, bool gathers, bool reduceScatters, bool allReduces) {
+    auto dropped = [&](const Instruction &i) {
+      return (gathers && i.op == POp::AllGather) ||
+             (reduceScatters && i.op == POp::ReduceScatter) ||
+             (allReduces && i.op == POp::AllReduce);
     };
-    for (auto *list : {&prog.microStep.compute, &prog.microStep.comm})
-      llvm::erase_if(*list, reduction);
+    std::set<int64_t> events;
+    for (size_t k = 0; k < phase.comm.size(); ++k)
+      if (dropped(phase.comm[k])) {
+        events.insert(phase.comm[k - 1].event);
+        events.insert(phase.comm[k + 1].event);
+      }
+    for (auto *list : {&phase.compute, &phase.comm})
+      llvm::erase_if(*list, [&](const Instruction &i) {
+        return dropped(i) || ((i.op == POp::Record || i.op == POp::Wait) && events.count(i.event));
+      });
+    return phase;
+  };
+  bool keepGathered = step.keepsGatheredAcrossMicroSteps();
+  bool lastOwn = syncLast || step.getWorldSizeOr1() > step.getShardSizeOr1();
+  program::Phase whole = prog.microStep;
+  if (keepGathered) {
+    prog.reshardAfterBackward = false;
+    prog.firstMicroStep = without(whole, false, syncLast, lastOwn);
   }
+  if (syncLast)
+    prog.gradSync = "last";
+  if (lastOwn)
+    prog.lastMicroStep = without(whole, keepGathered, false, false);
+  prog.microStep = without(whole, keepGathered, syncLast, lastOwn);
   prog.memory = {{"activations_bytes", memory.getActivationsBytes()},
                  {"fragmentation_bytes", memory.getFragmentationBytes()},
                  {"grads_bytes", memory.getGradsBytes()},
@@ -664,8 +679,10 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.loss = valueTensor.lookup(loss);
   std::vector<std::pair<program::Phase *, const char *>> lowered = {{&prog.microStep, "micro_step"},
                                                                     {&prog.optimizer, "optimizer"}};
-  if (syncLast)
+  if (lastOwn)
     lowered.push_back({&prog.lastMicroStep, "last_micro_step"});
+  if (keepGathered)
+    lowered.push_back({&prog.firstMicroStep, "first_micro_step"});
   for (auto [s, name] : lowered)
     for (auto *list : {&s->compute, &s->comm})
       for (auto [k, inst] : llvm::enumerate(*list))

@@ -95,6 +95,12 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     buffer is freed at once; the reduce-scatter (and all-reduce) reads the
     accumulation buffer and runs at the last micro-step of the optimizer
     step only, waited for at the next unit's reduction as with `every`.
+
+    `reshard-after-backward=false` (FSDP2's set_reshard_after_backward,
+    for gradient accumulation): each sharded unit is gathered once, before
+    its first use, and kept until its last (as shard-grad-op keeps it); its
+    gather runs at the first micro-step of an optimizer step only, and its
+    gathered parameters stay for all of the step's micro-steps.
   }];
   let options = [
     Option<"strategy", "strategy", "::fsdp::plan::Strategy",
@@ -119,6 +125,8 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
                           "each micro-step reduces its gradients"),
                clEnumValN(::fsdp::plan::GradSync::Last, "last",
                           "micro-steps accumulate unsharded gradients; the last reduces them"))}]>,
+    Option<"reshardAfterBackward", "reshard-after-backward", "bool", /*default=*/"true",
+           "false: gathered parameters stay across the step's micro-steps">,
   ];
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }

@@ -53,7 +53,8 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
-  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize(), *gradSync}));
+  pm.addPass(createInsertCollectives(
+      {*strategy, o.worldSize, o.resolvedShardSize(), *gradSync, o.reshardAfterBackward}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan(
@@ -125,6 +126,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["reduce_dtype"] = o.reduceDtype;
   r["compute_dtype"] = o.resolvedComputeDtype();
   r["grad_sync"] = o.gradSync;
+  r["reshard_after_backward"] = o.reshardAfterBackward;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name},
@@ -195,6 +197,9 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   if (o.gradSync == "last")
     os << "gradient sync: last (each micro-step adds its unsharded gradients to an f32 sum "
           "kept across the step; the last micro-step reduces it)\n";
+  if (!o.reshardAfterBackward)
+    os << "reshard after backward: false (each unit gathered at the step's first micro-step "
+          "and kept for all of them)\n";
   os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,
@@ -255,7 +260,8 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   // grad_sync last: the reductions run once a step, at its last micro-step.
   const char *reductions = o.gradSync == "last" ? " (the last micro-step's only)" : "";
   os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
-     << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
+     << (o.reshardAfterBackward ? "" : " (the first micro-step's only)") << ", reduce_scatter "
+     << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
      << humanBytes(f.allReduceBytes) << reductions << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;

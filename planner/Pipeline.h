@@ -25,9 +25,10 @@ struct PlanOptions {
   std::string activationCheckpointing = "none";
   int64_t checkpointedBlocks = -1; // with blocks or selective: the first N (-1: all)
   std::string paramDtype = "f32", reduceDtype = "f32";
-  std::string computeDtype;       // "": paramDtype's
-  std::string target = "cpu";     // cpu or cuda: whose kernels (from --cluster)
-  std::string gradSync = "every"; // every or last: when gradients are reduced
+  std::string computeDtype;         // "": paramDtype's
+  std::string target = "cpu";       // cpu or cuda: whose kernels (from --cluster)
+  std::string gradSync = "every";   // every or last: when gradients are reduced
+  bool reshardAfterBackward = true; // false: gathered parameters kept across micro-steps
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;

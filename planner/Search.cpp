@@ -142,28 +142,39 @@ std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const S
   std::vector<std::string> syncs = {"every", "last"};
   if (fixed.gradSync)
     syncs = {base.gradSync};
+  // Kept across micro-steps, a unit is kept within them: full-shard kept
+  // is shard-grad-op kept, which the search tries instead.
+  auto keeps = [&](const std::string &strategy) -> std::vector<bool> {
+    if (fixed.reshardAfterBackward)
+      return {base.reshardAfterBackward};
+    if (strategy == "shard-grad-op" || strategy == "hybrid-shard")
+      return {true, false};
+    return {true};
+  };
 
   std::vector<SearchSetting> out;
   for (const std::string &sync : syncs)
     for (auto &[strategy, shardSize] : strategies)
-      for (const std::string &wrap : wraps)
-        for (const std::string &bwd : backward)
-          for (int64_t fwd : forward) {
-            SearchSetting s{base, !fixed.activationCheckpointing && numBlocks > 0};
-            PlanOptions &o = s.options;
-            o.strategy = strategy;
-            o.shardSize = shardSize;
-            o.shardSize = o.resolvedShardSize();
-            o.wrap = wrap;
-            o.forwardPrefetch = fwd;
-            o.backwardPrefetch = bwd;
-            o.gradSync = sync;
-            if (!fixed.activationCheckpointing) {
-              o.activationCheckpointing = "none";
-              o.checkpointedBlocks = -1;
+      for (bool reshard : keeps(strategy))
+        for (const std::string &wrap : wraps)
+          for (const std::string &bwd : backward)
+            for (int64_t fwd : forward) {
+              SearchSetting s{base, !fixed.activationCheckpointing && numBlocks > 0};
+              PlanOptions &o = s.options;
+              o.strategy = strategy;
+              o.shardSize = shardSize;
+              o.shardSize = o.resolvedShardSize();
+              o.wrap = wrap;
+              o.forwardPrefetch = fwd;
+              o.backwardPrefetch = bwd;
+              o.gradSync = sync;
+              o.reshardAfterBackward = reshard;
+              if (!fixed.activationCheckpointing) {
+                o.activationCheckpointing = "none";
+                o.checkpointedBlocks = -1;
+              }
+              out.push_back(s);
             }
-            out.push_back(s);
-          }
   return out;
 }
 
@@ -257,8 +268,8 @@ bool sameFigures(const Candidate &a, const Candidate &b) {
   const PlanOptions &x = a.options, &y = b.options;
   const PlanFigures &f = a.figures, &g = b.figures;
   return x.strategy == y.strategy && x.shardSize == y.shardSize && x.wrap == y.wrap &&
-         x.gradSync == y.gradSync && x.microBatch == y.microBatch &&
-         x.activationCheckpointing == y.activationCheckpointing &&
+         x.gradSync == y.gradSync && x.reshardAfterBackward == y.reshardAfterBackward &&
+         x.microBatch == y.microBatch && x.activationCheckpointing == y.activationCheckpointing &&
          x.checkpointedBlocks == y.checkpointedBlocks && f.peakBytes == g.peakBytes &&
          f.livePeakBytes == g.livePeakBytes && f.unshardedBytes == g.unshardedBytes &&
          f.activationsBytes == g.activationsBytes && f.allGatherBytes == g.allGatherBytes &&

@@ -28,6 +28,8 @@ struct SearchFixed {
   /// --grad-sync given, or nothing to accumulate (--grad-accum 1): not
   /// searched.
   bool gradSync = true;
+  /// --reshard-after-backward given, or --grad-accum 1: not searched.
+  bool reshardAfterBackward = true;
   /// false with --micro-batch max: each setting gets the largest micro-batch
   /// that fits, and the search ranks them by tokens/s.
   bool microBatch = true;
@@ -44,8 +46,10 @@ struct SearchSetting {
 /// every strategy (hybrid-shard with a node's ranks as the group, where the
 /// world spans whole nodes), unit boundaries (a block, several blocks,
 /// everything), forward prefetch 0 to 2 and backward prefetch pre, post and
-/// none, and gradient sync every and last micro-step (where it is not
-/// fixed); each setting in `fixed` only as `base` has it. With `experts` (a
+/// none, and gradient sync every and last micro-step and, for shard-grad-op
+/// and hybrid-shard, gathered parameters kept across micro-steps (where
+/// they are not fixed; full-shard kept so is shard-grad-op kept so); each
+/// setting in `fixed` only as `base` has it. With `experts` (a
 /// model with sparse MLPs) also each block's experts a unit of their own.
 std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                           const Cluster &cluster, int64_t numBlocks,

@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <sys/mman.h>
 
 using namespace fsdp;
@@ -221,8 +222,16 @@ private:
   std::vector<cudaEvent_t> events;
   cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, computeDone = nullptr,
               commDone = nullptr;
-  // What joins a micro-step to the next, and to the optimizer.
-  PhaseJoin toMicroStep, toLastMicroStep, toOptimizer;
+  // What joins a phase to the one after it on the device, by the pair
+  // (a step's first, last and other micro-steps may have lists of their
+  // own: grad_sync last, reshard_after_backward false).
+  std::map<std::pair<const Phase *, const Phase *>, PhaseJoin> joins;
+  const PhaseJoin &joinOf(const Phase &before, const Phase &after) {
+    auto it = joins.find({&before, &after});
+    if (it == joins.end())
+      it = joins.emplace(std::make_pair(&before, &after), phaseJoin(program, before, after)).first;
+    return it->second;
+  }
   cudaEvent_t inputCopied[2] = {nullptr, nullptr};
   char *inputHost[2] = {nullptr, nullptr}; // pinned: the input (tokens), then the targets
   float *lossHost = nullptr;               // pinned: one a micro-step
@@ -282,7 +291,8 @@ void DeviceRank::setUp() {
   const char *sync = std::getenv("FSDP_CUDA_SYNC");
   syncEach = sync && *sync && std::strcmp(sync, "0") != 0;
   // Head dims the attention kernels take, checked before anything runs.
-  for (const Phase *s : {&program.microStep, &program.optimizer})
+  for (const Phase *s :
+       {&program.firstMicroStep, &program.microStep, &program.lastMicroStep, &program.optimizer})
     for (const Instruction &i : s->compute)
       if (i.op == Op::CausalAttention || i.op == Op::CausalAttentionGrad || i.op == Op::Attention ||
           i.op == Op::AttentionGrad) {
@@ -291,7 +301,10 @@ void DeviceRank::setUp() {
         int64_t Dh = program.tensors[q].shape[2] / i.numHeads;
         if (Dh > 256) {
           curInst = &i;
-          curPhase = s == &program.microStep ? "micro_step" : "optimizer";
+          curPhase = s == &program.firstMicroStep  ? "first_micro_step"
+                     : s == &program.microStep     ? "micro_step"
+                     : s == &program.lastMicroStep ? "last_micro_step"
+                                                   : "optimizer";
           curStream = 0;
           fail(place() + ": head dim " + std::to_string(Dh) +
                " is over the CUDA attention kernels' 256");
@@ -323,13 +336,6 @@ void DeviceRank::setUp() {
   for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &computeDone, &commDone,
                          &inputCopied[0], &inputCopied[1]})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
-  toMicroStep = phaseJoin(program, program.microStep, program.microStep);
-  // grad_sync last: a step's last micro-step has its own lists, and it is
-  // the one the optimizer follows.
-  toLastMicroStep = phaseJoin(program, program.microStep, program.lastMicroStep);
-  toOptimizer =
-      phaseJoin(program, program.syncsAtLastMicroStep() ? program.lastMicroStep : program.microStep,
-                program.optimizer);
   for (auto &h : inputHost)
     cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(inputBytes() + targetBytes())),
          "cudaMallocHost (inputs)");
@@ -403,7 +409,7 @@ void DeviceRank::inputsIn() {
 // the device; none where the host synchronizes with both streams next.
 void DeviceRank::runPhase(const PhaseRun &run) {
   const Phase &s = run.phase;
-  curPhase = phaseName(run.kind);
+  curPhase = phaseName(program, run);
   normEnqueued = normFetched = false;
   phaseHasNorm = std::any_of(s.comm.begin(), s.comm.end(),
                              [](const Instruction &i) { return i.op == Op::GradNorm; });
@@ -418,10 +424,11 @@ void DeviceRank::runPhase(const PhaseRun &run) {
   for (const Slot &slot : order)
     enqueue((slot.stream ? s.comm : s.compute)[slot.index], slot.stream, run);
   curInst = nullptr;
-  const PhaseJoin *next = run.next == NextPhase::MicroStep       ? &toMicroStep
-                          : run.next == NextPhase::LastMicroStep ? &toLastMicroStep
-                          : run.next == NextPhase::Optimizer     ? &toOptimizer
-                                                                 : nullptr;
+  const Phase *after = run.next == NextPhase::MicroStep       ? &program.microStep
+                       : run.next == NextPhase::LastMicroStep ? &program.lastMicroStep
+                       : run.next == NextPhase::Optimizer     ? &program.optimizer
+                                                              : nullptr;
+  const PhaseJoin *next = after ? &joinOf(s, *after) : nullptr;
   if (next && next->computeWaits) {
     cuda(cudaEventRecord(joinComm, comm), "cudaEventRecord (phase end)");
     cuda(cudaStreamWaitEvent(compute, joinComm, 0), "cudaStreamWaitEvent (phase end)");

@@ -288,7 +288,7 @@ std::string CpuRank::reduceGradNorm(const Instruction &, const std::string &site
 }
 
 void CpuRank::runCompute(const PhaseRun &run, int64_t epoch) {
-  const char *phase = phaseName(run.kind);
+  const char *phase = phaseName(program, run);
   bool tracing = !options.trace.empty() && run.traced;
   for (const Instruction &inst : run.phase.compute) {
     double start = tracing ? now() : 0;
@@ -321,7 +321,7 @@ void CpuRank::runComm(const PhaseRun &run, int64_t epoch) {
     if (tracing && inst.op != Op::Record && inst.op != Op::Wait)
       records[1].push_back({&inst, 1, run.optimizer(), run.traceStep, start, now()});
     if (!err.empty()) {
-      commError = instructionPlace(phaseName(run.kind), 1, inst) + ": " + err;
+      commError = instructionPlace(phaseName(program, run), 1, inst) + ": " + err;
       abort("rank " + std::to_string(comm.rank()) + ": " + commError);
       return;
     }

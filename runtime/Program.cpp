@@ -411,6 +411,8 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["grad_accum"] = p.gradAccum;
   if (p.syncsAtLastMicroStep()) // every, the default, is written without
     top["grad_sync"] = p.gradSync;
+  if (!p.reshardAfterBackward) // as is true
+    top["reshard_after_backward"] = false;
   if (p.modelFlopsPerMicroStep > 0)
     top["model_flops_per_micro_step"] = p.modelFlopsPerMicroStep;
   if (p.peakFlops > 0)
@@ -466,8 +468,11 @@ std::string fsdp::program::writeProgram(const Program &p) {
     out += "  \"" + k + "\": " + v.dump() + ",\n";
   out += "  \"units\": " + lines(units, "  ") + ",\n";
   out += "  \"tensors\": " + lines(tensors, "  ") + ",\n";
-  std::vector<std::pair<const char *, const Phase *>> phases = {{"micro_step", &p.microStep}};
-  if (p.syncsAtLastMicroStep())
+  std::vector<std::pair<const char *, const Phase *>> phases;
+  if (p.keepsGatheredAcrossMicroSteps())
+    phases.push_back({"first_micro_step", &p.firstMicroStep});
+  phases.push_back({"micro_step", &p.microStep});
+  if (p.hasLastMicroStep())
     phases.push_back({"last_micro_step", &p.lastMicroStep});
   phases.push_back({"optimizer", &p.optimizer});
   for (size_t k = 0; k < phases.size(); ++k) {
@@ -527,6 +532,8 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.modelFlopsPerMicroStep == b.modelFlopsPerMicroStep && a.peakFlops == b.peakFlops &&
          a.tokens == b.tokens && a.targets == b.targets && a.loss == b.loss &&
          a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
-         a.tensors == b.tensors && a.gradSync == b.gradSync && a.microStep == b.microStep &&
-         a.lastMicroStep == b.lastMicroStep && a.optimizer == b.optimizer;
+         a.tensors == b.tensors && a.gradSync == b.gradSync &&
+         a.reshardAfterBackward == b.reshardAfterBackward && a.firstMicroStep == b.firstMicroStep &&
+         a.microStep == b.microStep && a.lastMicroStep == b.lastMicroStep &&
+         a.optimizer == b.optimizer;
 }

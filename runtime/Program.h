@@ -187,12 +187,33 @@ struct Program {
   std::vector<Tensor> tensors;
   // When gradients are reduced: "every" micro-step, or at the "last" of a
   // step (fsdp-plan --grad-sync), whose lists are lastMicroStep's; the
-  // others (and eval's) run microStep, which accumulates instead.
+  // others (and eval's) run microStep, which accumulates instead. With
+  // replica groups the all-reduce is lastMicroStep's either way.
   std::string gradSync = "every";
-  Phase microStep, lastMicroStep, optimizer;
+  // false (fsdp-plan --reshard-after-backward false): the gathers run at a
+  // step's first micro-step only, whose lists are firstMicroStep's, and the
+  // gathered parameters stay for the step's micro-steps; the others run
+  // microStep (and lastMicroStep), which gather nothing.
+  bool reshardAfterBackward = true;
+  Phase firstMicroStep, microStep, lastMicroStep, optimizer;
 
   int64_t replicas() const { return worldSize / shardSize; }
   bool syncsAtLastMicroStep() const { return gradSync == "last"; }
+  /// Whether a step's last micro-step runs lists of its own
+  /// (lastMicroStep): under grad_sync last, and wherever the gradient
+  /// shards are all-reduced across replica groups, which sums each shard
+  /// whole and so runs once a step, when it holds the step's sum.
+  bool hasLastMicroStep() const { return syncsAtLastMicroStep() || replicas() > 1; }
+  bool keepsGatheredAcrossMicroSteps() const { return !reshardAfterBackward; }
+  /// The lists micro-step `micro` of `count` runs (eval: an eval batch's,
+  /// which reduces nothing under grad_sync last).
+  const Phase &microStepPhase(int64_t micro, int64_t count, bool eval) const {
+    if (micro == 0 && keepsGatheredAcrossMicroSteps())
+      return firstMicroStep;
+    if (!eval && micro + 1 == count && hasLastMicroStep())
+      return lastMicroStep;
+    return microStep;
+  }
   /// Bytes of an element of the unsharded gradient buffers (compute dtype).
   int64_t gradElementBytes() const { return computeDtype == "bf16" ? 2 : 4; }
   /// Bytes of an element of what a reduce_scatter reads: the gradient

@@ -214,6 +214,8 @@ void Loader::run(const std::string &text) {
     if (p.gradSync != "every" && p.gradSync != "last")
       fail("grad_sync", "'" + p.gradSync + "' is not every or last");
   }
+  if (j.contains("reshard_after_backward"))
+    p.reshardAfterBackward = get<bool>(j, "reshard_after_backward", "top level");
   if (j.contains("grad_accum")) {
     p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
     if (p.gradAccum < 1 || p.gradAccum > kMaxGradAccum)
@@ -321,17 +323,41 @@ void Loader::run(const std::string &text) {
     fail("loss", "the loss must be a scalar");
 
   loadPhase(at(j, "micro_step", "top level"), "micro_step", p.microStep);
+  // reshard_after_backward false: the first micro-step of a step gathers
+  // (read after micro_step, whose cross_entropy gives the vocabulary).
+  if (p.keepsGatheredAcrossMicroSteps() && !j.contains("first_micro_step"))
+    fail("first_micro_step", "missing: reshard_after_backward false gathers in a step's first "
+                             "micro-step, whose lists these are");
+  if (p.keepsGatheredAcrossMicroSteps())
+    loadPhase(at(j, "first_micro_step", "top level"), "first_micro_step", p.firstMicroStep);
+  else if (j.contains("first_micro_step"))
+    fail("first_micro_step", "only a program with reshard_after_backward false has one");
   // grad_sync last: the last micro-step of a step has lists of its own.
-  if (p.syncsAtLastMicroStep() && !j.contains("last_micro_step"))
-    fail("last_micro_step", "missing: grad_sync last reduces in a step's last micro-step, whose "
-                            "lists these are");
-  if (p.syncsAtLastMicroStep())
+  if (p.hasLastMicroStep() && !j.contains("last_micro_step"))
+    fail("last_micro_step",
+         std::string("missing: ") +
+             (p.syncsAtLastMicroStep()
+                  ? "grad_sync last reduces in a step's last micro-step, whose lists these are"
+                  : "the replica groups' all-reduce runs in a step's last micro-step, whose lists "
+                    "these are (a program written before it did must be planned again)"));
+  if (p.hasLastMicroStep())
     loadPhase(at(j, "last_micro_step", "top level"), "last_micro_step", p.lastMicroStep);
   else if (j.contains("last_micro_step"))
-    fail("last_micro_step", "only a program with grad_sync last has one");
+    fail("last_micro_step", "only a program with grad_sync last or replica groups has one");
+  // The all-reduce sums each gradient shard whole: in a micro-step before
+  // the last it would add the step's earlier micro-steps again.
+  for (auto [s, name] :
+       {std::pair{&p.firstMicroStep, "first_micro_step"}, {&p.microStep, "micro_step"}})
+    for (const Instruction &i : s->comm)
+      if (i.op == Op::AllReduce)
+        fail(std::string(name) + ".comm[" + std::to_string(i.index) + "] (all_reduce)",
+             "all-reduces a gradient shard before the step's last micro-step, where it holds "
+             "the micro-steps so far and their sum would be added again: it belongs in "
+             "last_micro_step (plan again)");
   loadPhase(at(j, "optimizer", "top level"), "optimizer", p.optimizer);
   // What the two lists touch must be ordered wherever they conflict.
-  for (auto [s, name] : {std::pair{&p.microStep, "micro_step"},
+  for (auto [s, name] : {std::pair{&p.firstMicroStep, "first_micro_step"},
+                         {&p.microStep, "micro_step"},
                          {&p.lastMicroStep, "last_micro_step"},
                          {&p.optimizer, "optimizer"}})
     if (std::string why = checkStreamOrder(p, *s); !why.empty())

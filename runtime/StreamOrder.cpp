@@ -283,7 +283,7 @@ PhaseJoin fsdp::program::phaseJoin(const Program &p, const Phase &before, const 
   add(kCompute, event(Op::Record, computeEnd), {});
   add(kComm, event(Op::Wait, computeEnd), {});
   const int64_t commJoin = int64_t(v.comm.size()) - 1;
-  if (&after == &p.microStep)
+  if (&after != &p.optimizer) // a micro-step's inputs
     add(kCompute, event(Op::Record, -1), {bytesOf(p.tokens, true), bytesOf(p.targets, true)});
   for (int l : {kCompute, kComm})
     for (Instruction i : l == kComm ? after.comm : after.compute) {

@@ -33,6 +33,14 @@ const char *fsdp::runtime::phaseName(PhaseKind kind) {
   return names[int(kind)];
 }
 
+const char *fsdp::runtime::phaseName(const Program &p, const PhaseRun &run) {
+  if (run.kind == PhaseKind::MicroStep && &run.phase == &p.firstMicroStep)
+    return "first_micro_step";
+  if (run.kind == PhaseKind::MicroStep && &run.phase == &p.lastMicroStep)
+    return "last_micro_step";
+  return phaseName(run.kind);
+}
+
 std::string fsdp::runtime::instructionPlace(const std::string &phase, int stream,
                                             const Instruction &inst) {
   return phase + "." + (stream ? "comm" : "compute") + "[" + std::to_string(inst.index) + "] (" +
@@ -280,8 +288,15 @@ int64_t Trainer::loadShards() {
 
 void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase next) {
   bool eval = kind == PhaseKind::Eval;
+  // The lists it runs: a step's first and last micro-steps may have their
+  // own (reshard_after_backward false; grad_sync last, replica groups),
+  // which the place names, as its instructions' indices are theirs.
+  const Phase &lists = program.microStepPhase(micro, options.gradAccum, eval);
+  const char *name = &lists == &program.firstMicroStep  ? " first_micro_step "
+                     : &lists == &program.lastMicroStep ? " last_micro_step "
+                                                        : " micro_step ";
   std::string place = (eval ? "eval after step " + std::to_string(step) + " batch " : "step ") +
-                      std::to_string(index + 1) + " micro_step " + std::to_string(micro + 1) + "/" +
+                      std::to_string(index + 1) + name + std::to_string(micro + 1) + "/" +
                       std::to_string(options.gradAccum);
   RankDevice::InputBuffers in = device.inputBuffers(kind, index);
   data::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
@@ -290,10 +305,9 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
   if (eval && device.logitsTensor())
     evalLabels[size_t(micro)].assign(in.targets, in.targets + program.microBatch);
   // grad_sync last: a step's last micro-step reduces what the others
-  // accumulated (eval runs the accumulating lists throughout).
-  bool last = !eval && program.syncsAtLastMicroStep() && micro + 1 == options.gradAccum;
-  device.run({last ? program.lastMicroStep : program.microStep, kind, next, place, lossScale, step,
-              traceStep, traced, micro});
+  // accumulated (eval runs the accumulating lists throughout);
+  // reshard_after_backward false: its first gathers for all of them.
+  device.run({lists, kind, next, place, lossScale, step, traceStep, traced, micro});
   device.keepLoss(micro);
 }
 
@@ -396,10 +410,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
   auto start = std::chrono::steady_clock::now();
   for (int64_t a = 0; a < options.gradAccum; ++a)
     microStep(PhaseKind::MicroStep, t, a,
-              a + 1 == options.gradAccum ? NextPhase::Optimizer
-              : a + 2 == options.gradAccum && program.syncsAtLastMicroStep()
-                  ? NextPhase::LastMicroStep
-                  : NextPhase::MicroStep);
+              a + 1 == options.gradAccum                                 ? NextPhase::Optimizer
+              : a + 2 == options.gradAccum && program.hasLastMicroStep() ? NextPhase::LastMicroStep
+                                                                         : NextPhase::MicroStep);
   ++step;
   device.run({program.optimizer, PhaseKind::Optimizer, NextPhase::Host,
               "step " + std::to_string(t + 1) + " optimizer", lossScale, step, traceStep, traced});

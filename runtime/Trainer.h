@@ -86,6 +86,11 @@ struct RankFailure {
 enum class PhaseKind { MicroStep, Eval, Optimizer };
 /// "micro_step", "eval", "optimizer": how errors and traces name it.
 const char *phaseName(PhaseKind kind);
+struct PhaseRun;
+/// The lists `run` runs, as errors and traces name them: phaseName's, or a
+/// step's "first_micro_step" or "last_micro_step" where the program has
+/// lists of its own for them.
+const char *phaseName(const program::Program &p, const PhaseRun &run);
 /// What runs after a phase: the next micro-step, a step's last micro-step
 /// under grad_sync last (its own lists), the optimizer step, or the host,
 /// which synchronizes with the device first (a step's end, an eval batch's).

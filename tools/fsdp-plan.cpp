@@ -120,6 +120,13 @@ static cl::opt<std::string>
                       "unsharded f32 sum across the step's micro-steps and reduce it at the "
                       "last (FSDP's no-sync); last needs --grad-accum above 1 (default every)"),
              cl::init("every"), cl::cat(category));
+static cl::opt<std::string> reshardAfterBackward(
+    "reshard-after-backward",
+    cl::desc("true | false: free each unit's gathered parameters after its backward, or keep "
+             "them from the step's first micro-step to its last, gathering once a step "
+             "(FSDP2's set_reshard_after_backward); false needs --grad-accum above 1 and a "
+             "strategy that shards (default true)"),
+    cl::init("true"), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -157,6 +164,8 @@ static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
     kept.push_back("--activation-checkpointing " + activationCheckpointing);
   if (gradSync.getNumOccurrences())
     kept.push_back("--grad-sync " + gradSync);
+  if (reshardAfterBackward.getNumOccurrences())
+    kept.push_back("--reshard-after-backward " + reshardAfterBackward);
   // Never searched; named where given, since they are kept too.
   if (paramDtype.getNumOccurrences())
     kept.push_back("--param-dtype " + paramDtype);
@@ -268,6 +277,8 @@ static std::string checkWordFlags() {
     return notOneOf("reduce-dtype", {"f32", "bf16"}, reduceDtype);
   if (!oneOf(gradSync, {"every", "last"}))
     return notOneOf("grad-sync", {"every", "last"}, gradSync);
+  if (!oneOf(reshardAfterBackward, {"true", "false"}))
+    return notOneOf("reshard-after-backward", {"true", "false"}, reshardAfterBackward);
   if (microBatch != "max") {
     int64_t b = 0;
     if (llvm::StringRef(microBatch).getAsInteger(10, b) || b < 1)
@@ -309,6 +320,10 @@ int main(int argc, char **argv) {
     return fail(outOfRange("grad-accum", 1, kMaxGradAccum, gradAccum));
   // With one micro-step there is nothing to accumulate: last would only
   // cost the accumulation buffers.
+  if (reshardAfterBackward == "false" && gradAccum < 2)
+    return fail("--reshard-after-backward false keeps the gathered parameters across a step's "
+                "micro-steps: it needs --grad-accum 2 or more, not " +
+                std::to_string(gradAccum));
   if (gradSync == "last" && gradAccum < 2)
     return fail("--grad-sync last accumulates over a step's micro-steps: it needs --grad-accum "
                 "2 or more, not " +
@@ -411,6 +426,10 @@ int main(int argc, char **argv) {
   o.reduceDtype = reduceDtype;
   o.computeDtype = computeDtype;
   o.gradSync = gradSync;
+  o.reshardAfterBackward = reshardAfterBackward == "true";
+  if (!o.reshardAfterBackward && strategy == "no-shard" && strategy.getNumOccurrences())
+    return fail("--reshard-after-backward false keeps gathered parameters across micro-steps, "
+                "but --strategy no-shard gathers none");
   // --wrap auto searches what was not given: what was given stays as given.
   bool autoWrap = o.wrap == "auto";
   SearchFixed fixed;
@@ -422,6 +441,7 @@ int main(int argc, char **argv) {
   fixed.microBatch = !searchMicroBatch;
   // Searched only where there is something to accumulate.
   fixed.gradSync = gradSync.getNumOccurrences() > 0 || gradAccum < 2;
+  fixed.reshardAfterBackward = reshardAfterBackward.getNumOccurrences() > 0 || gradAccum < 2;
   if (autoWrap && !fixed.strategy) {
     // The strategy is searched; a shard size given limits it to the
     // strategies that shard over that many ranks.
@@ -615,6 +635,7 @@ int main(int argc, char **argv) {
                         {"forward_prefetch", c.options.forwardPrefetch},
                         {"backward_prefetch", c.options.backwardPrefetch},
                         {"grad_sync", c.options.gradSync},
+                        {"reshard_after_backward", c.options.reshardAfterBackward},
                         {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
@@ -660,6 +681,8 @@ int main(int argc, char **argv) {
         name += ":" + std::to_string(c.options.resolvedShardSize());
       if (c.options.gradSync == "last") // no-sync accumulation
         name += " (sync last)";
+      if (!c.options.reshardAfterBackward) // gathered once a step
+        name += " (kept)";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".
       int64_t n = checkpointedBlocks(c.options, model.numBlocks);
       std::string checkpointed = std::to_string(n);

@@ -230,7 +230,9 @@ def FSDP_StepOp : FSDP_Op<"step", [
       `all_reduce` and the waits for them run at the last micro-step of an
       optimizer step only, and `reduce_scatter` reads the unit's
       accumulation buffer, which each micro-step's `fsdp.accumulate` adds
-      to);
+      to), `reshard_after_backward` (absent: true; false: each unit's
+      `all_gather` runs at the first micro-step of an optimizer step only
+      and its gathered parameters stay for the step's micro-steps);
     - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`, `compute_dtype`;
     - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
       `max_inflight_gathers`;
@@ -266,6 +268,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_PositiveI64>:$world_size,
                        OptionalAttr<FSDP_PositiveI64>:$shard_size,
                        OptionalAttr<FSDP_GradSyncAttr>:$grad_sync,
+                       OptionalAttr<BoolAttr>:$reshard_after_backward,
                        OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$compute_dtype,
@@ -314,6 +317,11 @@ def FSDP_StepOp : FSDP_Op<"step", [
     }
     ::fsdp::plan::Target getTargetOrCpu() {
       return getTarget().value_or(::fsdp::plan::Target::Cpu);
+    }
+    /// Whether gathered parameters stay across the step's micro-steps
+    /// (reshard_after_backward = false): gathers run at the first only.
+    bool keepsGatheredAcrossMicroSteps() {
+      return getReshardAfterBackward() && !*getReshardAfterBackward();
     }
     /// Whether reductions wait for the last micro-step (grad_sync = last).
     bool syncsAtLastMicroStep() {
@@ -384,6 +392,11 @@ def FSDP_ReduceScatterOp : FSDP_Op<"reduce_scatter", [HasParent<"StepOp">]> {
 
 def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {
   let summary = "sums a unit's gradient shards over the replica group, in place";
+  let description = [{
+    Each shard is summed whole, so the all-reduce runs once an optimizer
+    step, at its last micro-step, when the shard holds the step's sum (at
+    an earlier one it would add the micro-steps before it again).
+  }];
   let arguments = (ins FlatSymbolRefAttr:$unit);
   let results = (outs FSDP_EventType:$event);
   let assemblyFormat = "$unit attr-dict";

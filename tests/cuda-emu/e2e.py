@@ -38,7 +38,8 @@ a token file and a mask token for bert-tiny, labelled images for vit-tiny):
 The groups (CASES: model, world, strategy, launch, plan settings,
 grad-accum):
   switch    gpt2-tiny at world 1 and 2 (file and mpirun), and with
-            --grad-sync last gpt2-tiny (f32, grad-accum 2) and llama-tiny
+            --grad-sync last gpt2-tiny (f32, --reshard-after-backward false,
+            grad-accum 3) and llama-tiny
             (bf16 compute, no-shard, grad-accum 3) at world 2; before them the
             switch's refusals, each with exit 1, one error naming the
             variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
@@ -90,6 +91,7 @@ BF16 = ["--compute-dtype", "bf16"]
 BLOCKS = ["--activation-checkpointing", "blocks"]
 SELECTIVE = ["--activation-checkpointing", "selective"]
 LAST = ["--grad-sync", "last"]  # no-sync accumulation: a last_micro_step phase
+KEPT = ["--reshard-after-backward", "false"]  # gathered once a step: first_micro_step
 # (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
 # (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
 CASES = {
@@ -100,8 +102,10 @@ CASES = {
         # --grad-sync last: the accumulate kernels (f32 and bf16 gradients
         # into the f32 sums), the last micro-step's own lists and its joins
         # to the micro-step before it and to the optimizer; no-shard reduces
-        # with a local reduce-scatter and an all-reduce.
-        ("gpt2-tiny", 2, "full-shard", "file", LAST, 2),
+        # with a local reduce-scatter and an all-reduce. With
+        # --reshard-after-backward false, the first micro-step's lists (the
+        # only gathers) and its join to the next.
+        ("gpt2-tiny", 2, "full-shard", "file", LAST + KEPT, 3),
         ("llama-tiny", 2, "no-shard", "mpirun", BF16 + LAST, 3),
     ],
     "llama": [
@@ -386,7 +390,7 @@ def matrix_group(ctx, group):
     for model, world, strategy, launch, settings, accum in CASES[group]:
         # Unique within the group: the memory reports are found by name.
         tag = "%s-w%d-%s-%s%s" % (model, world, strategy, launch,
-                                  "-sync-last" if "last" in settings else "")
+                                  "-" + "-".join(settings[1::2]) if LAST[0] in settings else "")
         what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
                                                          " ".join(settings), accum)
         cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings, accum)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation):
+"""End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation)
+and --reshard-after-backward false (FSDP2's, gathering once a step):
 fsdp-plan + fsdp-run against single-process PyTorch accumulating over the
 same micro-steps (reference.py --grad-accum), GLOBAL_BATCH 12 sequences of
 SEQ 32 tokens a step in 3 micro-steps, 10 steps.
@@ -15,6 +16,10 @@ for byte.
 Covered, per model (gpt2-tiny, llama-tiny):
   * f32: world 1 full-shard, 2 full-shard, 2 no-shard (DDP's no_sync), 4
     shard-grad-op and 4 hybrid-shard (shard size 2); losses and weights;
+    and with --reshard-after-backward false (each unit gathered at a step's
+    first micro-step and kept), world 2 full-shard with sync last and world
+    4 hybrid-shard with every; and with every, world 2 no-shard and world 4
+    hybrid-shard (the replica groups' all-reduce, once a step);
   * the same plan with every at world 2, for its peak: last's is larger by
     what the plan says (the sums);
   * a checkpoint saved at world 2 (last) after 5 steps, resumed at world 4
@@ -35,8 +40,17 @@ import matrix
 from matrix import GLOBAL_BATCH, HERE, PY, ROOT, SEQ, compare, gap_text, read_metrics, run
 
 ACCUM = 3
-RUNS = [(1, "full-shard", 0), (2, "full-shard", 0), (2, "no-shard", 0), (4, "shard-grad-op", 0),
-        (4, "hybrid-shard", 2)]
+# (world, strategy, shard size, fsdp-plan flags)
+LAST = ["--grad-sync", "last"]
+KEPT = ["--reshard-after-backward", "false"]
+RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 0, LAST),
+        (4, "shard-grad-op", 0, LAST), (4, "hybrid-shard", 2, LAST),
+        # gathered once a step: with no-sync, and with every micro-step reducing
+        (2, "full-shard", 0, LAST + KEPT), (4, "hybrid-shard", 2, KEPT),
+        # every micro-step reducing, with replica groups: their all-reduce
+        # sums each gradient shard whole, once a step (at each micro-step it
+        # added the earlier ones again: grad norms 2.6x PyTorch's)
+        (2, "no-shard", 0, []), (4, "hybrid-shard", 2, [])]
 
 
 def main():
@@ -77,14 +91,16 @@ def main():
         print("%-11s %5s %s" % (model, "-", tol.describe()))
 
         peaks = {}
-        for world, strategy, shard in RUNS:
-            tag = "%s.w%d.%s.last" % (model, world, strategy)
+        for world, strategy, shard, flags in RUNS:
+            what = strategy + (" last" if "last" in flags else " every") + (
+                " kept" if "false" in flags else "")
+            tag = "%s.w%d.%s" % (model, world, what.replace(" ", "."))
             metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights,
-                                                  data, extra=["--grad-sync", "last"], accum=ACCUM)
+                                                  data, extra=flags, accum=ACCUM)
             loss, weight, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
             exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
-            peaks[(world, strategy, "last")] = m[-1]["peak_bytes"]
-            report(model, world, strategy + " last", loss, weight, tol,
+            peaks[(world, what)] = m[-1]["peak_bytes"]
+            report(model, world, what, loss, weight, tol,
                    "exact" if exact else "DIFFERENT",
                    exact and problem is None and len(m) == args.steps, problem)
 
@@ -101,7 +117,7 @@ def main():
         import json
         plan = json.load(open(os.path.join(args.work, "%s.w2.full-shard.last.plan.json" % model)))
         sums = sum(4 * u["padded_numel"] for u in plan["units"])
-        grew = peaks[(2, "full-shard", "last")] - every_peak
+        grew = peaks[(2, "full-shard last")] - every_peak
         # The sums are persistent; the gradient buffers they replace in the
         # every plan lived only from a unit's first gradient to its
         # reduction, so the peak grows by at most the sums.

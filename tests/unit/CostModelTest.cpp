@@ -318,6 +318,32 @@ TEST(CostModel, GradSyncLastPricesOneReductionAStep) {
   }
 }
 
+// --reshard-after-backward false: the micro-steps after the first gather
+// nothing, so the step's communication is the resharding plan's less
+// A - 1 micro-steps' gathers, where the plans gather alike (shard-grad-op
+// gathers each unit once a micro-step, as kept does once a step).
+TEST(CostModel, KeptGatheredParametersPriceOneGatherAStep) {
+  for (int64_t accum : {2, 3, 5}) {
+    PlanOptions o = bf16Options(64, 1024);
+    o.strategy = "shard-grad-op";
+    Planned each = plan("Meta-Llama-3-8B", o, "H100-SXM");
+    o.reshardAfterBackward = false;
+    Planned kept = plan("Meta-Llama-3-8B", o, "H100-SXM");
+    Cluster c;
+    ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+    Prediction e = predict(*each.module, c, accum), k = predict(*kept.module, c, accum);
+    double gathers = 0;
+    for (const TraceEvent &ev : e.events)
+      if (ev.stream == 1 && ev.name == "all_gather")
+        gathers += ev.duration;
+    ASSERT_GT(gathers, 0);
+    double a = (double)accum;
+    EXPECT_NEAR(a * k.commS, a * e.commS - (a - 1) * gathers, 1e-9 * a * e.commS) << accum;
+    EXPECT_NEAR(k.stepTimeS, a * k.microStepTimeS + k.optimizerTimeS, 1e-12) << accum;
+    EXPECT_LE(k.stepTimeS, e.stepTimeS) << accum;
+  }
+}
+
 // Per-op efficiencies (issue 20, point 2): each kind of op is priced at its
 // own fraction, and only that kind moves; a collective in flight slows the
 // compute it overlaps by compute.comm_interference; a parameter cast that

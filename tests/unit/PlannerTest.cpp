@@ -150,6 +150,30 @@ TEST(MemoryPlan, GradSyncLastAddsTheSumsAndNothingElse) {
       }
 }
 
+// --reshard-after-backward false: every sharded unit's gathered buffer is
+// alive for the whole step, so at the peak the unsharded bytes hold all of
+// them; the shards are unchanged.
+TEST(MemoryPlan, KeptGatheredParametersLiveAllStep) {
+  for (const char *name : {"gpt2-tiny", "llama-tiny"})
+    for (const char *strategy : {"full-shard", "shard-grad-op"})
+      for (const char *param : {"f32", "bf16"}) {
+        PlanOptions o = options(4, strategy);
+        o.paramDtype = param;
+        Planned resharded = plan(name, o);
+        o.reshardAfterBackward = false;
+        Planned kept = plan(name, o);
+        ASSERT_TRUE(resharded.module && kept.module);
+        int64_t gathered = 0;
+        for (const auto &u : kept.figures.units)
+          gathered += u.paddedNumel * (std::string(param) == "bf16" ? 2 : 4);
+        std::string what = std::string(name) + " " + strategy + " " + param;
+        EXPECT_GE(kept.figures.unshardedBytes, gathered) << what;
+        EXPECT_EQ(kept.figures.paramsBytes, resharded.figures.paramsBytes) << what;
+        EXPECT_EQ(kept.figures.gradsBytes, resharded.figures.gradsBytes) << what;
+        EXPECT_GE(kept.figures.livePeakBytes, resharded.figures.livePeakBytes) << what;
+      }
+}
+
 TEST(MemoryPlan, SizeParsing) {
   EXPECT_EQ(parseSize("80GiB"), 80LL << 30);
   EXPECT_EQ(parseSize("1.5 MiB"), 1572864);
@@ -210,6 +234,21 @@ TEST(Search, GradSyncIsSearchedOnlyWhenNotGiven) {
   EXPECT_EQ(2 * kept.size(), searched);
   for (const SearchSetting &s : kept)
     EXPECT_EQ(s.options.gradSync, "last");
+}
+
+TEST(Search, KeptGatheredParametersAreSearchedWhereTheyDiffer) {
+  PlanOptions base = options(64);
+  SearchFixed fixed;
+  fixed.reshardAfterBackward = false;
+  std::set<std::string> kept;
+  for (const SearchSetting &s : searchSettings(base, fixed, eightPerNode(), 32, 1000))
+    if (!s.options.reshardAfterBackward)
+      kept.insert(s.options.strategy);
+  // full-shard kept is shard-grad-op kept; no-shard gathers nothing.
+  EXPECT_EQ(kept, (std::set<std::string>{"shard-grad-op", "hybrid-shard"}));
+  fixed.reshardAfterBackward = true;
+  for (const SearchSetting &s : searchSettings(base, fixed, eightPerNode(), 32, 1000))
+    EXPECT_TRUE(s.options.reshardAfterBackward);
 }
 
 TEST(Search, GivenSettingsStayAsGiven) {

@@ -175,6 +175,7 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"llama-tiny-yarn", "--world-size 2 --micro-batch 2 --strategy shard-grad-op"},
       // no-sync accumulation: grad_sync, the sums' offsets, last_micro_step
       {"gpt2-tiny", "--world-size 2 --micro-batch 2 --grad-accum 2 --grad-sync last"},
+      {"gpt2-tiny", "--world-size 2 --micro-batch 2 --grad-accum 3 --reshard-after-backward false"},
       {"llama-tiny", "--world-size 4 --micro-batch 1 --grad-accum 3 --grad-sync last --strategy "
                      "hybrid-shard --shard-size 2 --param-dtype bf16"},
   };

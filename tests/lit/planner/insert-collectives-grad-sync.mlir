@@ -8,6 +8,10 @@
 // RUN: fsdp-opt %s --fsdp-insert-collectives="strategy=full-shard world-size=2 grad-sync=last" --fsdp-verify-plan | FileCheck %s --check-prefix=VERIFIED
 // RUN: fsdp-opt %s --fsdp-insert-collectives="strategy=full-shard world-size=2" | FileCheck %s --check-prefix=EVERY
 // RUN: not fsdp-opt %s --fsdp-insert-collectives="grad-sync=first" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// reshard-after-backward=false: each unit gathered once, before its first
+// use, and freed after its last (the gathered parameters then stay across
+// micro-steps); the step says so, and verify-plan accepts it.
+// RUN: fsdp-opt %s --fsdp-insert-collectives="strategy=full-shard world-size=2 reshard-after-backward=false grad-sync=last" --fsdp-verify-plan | FileCheck %s --check-prefix=KEPT
 
 module {
   fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 128>}
@@ -86,3 +90,15 @@ module {
 // EVERY-NEXT: fsdp.free grads @block1
 
 // UNKNOWN: for the --grad-sync option: Cannot find option named 'first'!
+
+// KEPT-LABEL: fsdp.step @train_step(
+// KEPT-SAME: grad_sync = #fsdp<grad_sync last>
+// KEPT-SAME: reshard_after_backward = false
+// KEPT: fsdp.all_gather @root
+// KEPT: fsdp.all_gather @block0
+// KEPT: fsdp.all_gather @block1
+// KEPT-NOT: fsdp.all_gather
+// KEPT-NOT: fsdp.free params @block0
+// KEPT: fsdp.free params @block1
+// KEPT: fsdp.free params @block0
+// KEPT-NOT: fsdp.all_gather

@@ -670,7 +670,7 @@ int main(int argc, char **argv) {
     llvm::outs() << ":\n";
     // "prefetch" is forward's; backward's and the micro-batch follow the peak.
     llvm::outs() << llvm::format(
-        "  %-26s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
+        "  %-32s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
         (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
         (const char *)"step s", (const char *)"peak", (const char *)"backward",
         (const char *)"micro-batch", (const char *)"tokens/s/rank", (const char *)"tokens/s total");
@@ -679,17 +679,18 @@ int main(int argc, char **argv) {
       std::string name = c.options.strategy;
       if (c.options.strategy == "hybrid-shard")
         name += ":" + std::to_string(c.options.resolvedShardSize());
-      if (c.options.gradSync == "last") // no-sync accumulation
-        name += " (sync last)";
-      if (!c.options.reshardAfterBackward) // gathered once a step
-        name += " (kept)";
+      // No-sync accumulation; gathered once a step.
+      if (c.options.gradSync == "last" || !c.options.reshardAfterBackward)
+        name += std::string(" (") + (c.options.gradSync == "last" ? "sync last" : "") +
+                (c.options.gradSync == "last" && !c.options.reshardAfterBackward ? ", " : "") +
+                (c.options.reshardAfterBackward ? "" : "kept") + ")";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".
       int64_t n = checkpointedBlocks(c.options, model.numBlocks);
       std::string checkpointed = std::to_string(n);
       if (n)
         checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-26s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
+          "  %-32s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
           c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
           c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
           c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,

@@ -546,6 +546,7 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   // device's bf16 rate); element-wise work moves its operands' bytes, which
   // their types give.
   bool bf16 = step.getComputeDtypeOrF32() == plan::Dtype::BF16;
+  bool syncLast = step.syncsAtLastMicroStep();
   // Ranks sharing a node's cores (CPU ranks as threads) slow each other.
   double share = 1;
   if (c.cores > 0) {
@@ -638,7 +639,6 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       Operation *made = &op;
       if (auto w = dyn_cast<plan::WaitOp>(op))
         made = w.getEvent().getDefiningOp();
-      bool syncLast = step.syncsAtLastMicroStep();
       if (made && ((!last && isa<plan::AllReduceOp>(made)) ||
                    (!last && syncLast && isa<plan::ReduceScatterOp>(made)) ||
                    (!gather && isa<plan::AllGatherOp>(made))))

@@ -510,6 +510,12 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     return;
   case Op::ReduceScatter: {
     checkRange(inst.src, (i128)unit().paddedNumel * p.reducedElementBytes());
+    // grad_sync last: what is reduced is the unit's sum, which the
+    // optimizer step zeroes; any other bytes would be reduced unsummed.
+    if (p.syncsAtLastMicroStep() && inst.src != unit().accumulatedOffset)
+      fail("reduces bytes at " + std::to_string(inst.src) +
+           ", not its unit's accumulation buffer (accumulated_offset " +
+           std::to_string(unit().accumulatedOffset) + ")");
     // The comm stream's staging (runtime/Scratch.h).
     if (int64_t need = reduceScatterScratchBytes(p.target, unit().paddedNumel, unit().shardNumel,
                                                  p.reducedElementBytes() == 2, inst.bf16))

@@ -33,6 +33,11 @@ if sys.argv[1] == "--faults":
         dst=first_accumulate(p)["dst"] + 4))
     write("accumulate-in-every", every, lambda p: p["micro_step"]["compute"].append(
         {"op": "accumulate", "unit": 0, "src": 0, "dst": 0}))
+    def first_reduction(p):
+        return next(i for i in p["last_micro_step"]["comm"] if i["op"] == "reduce_scatter")
+
+    write("reduce-elsewhere", last, lambda p: first_reduction(p).update(
+        src=first_reduction(p)["src"] + 4))
     write("sum-past-arena", last, lambda p: p["units"][0].update(
         accumulated_offset=p["arena_bytes"] - 4))
     sys.exit(0)

@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build git
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  nlohmann-json3-dev libgtest-dev
+  nlohmann-json3-dev libgtest-dev libboost-context-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   python3-torch python3-torchvision python3-numpy clang-format-19
   zlib1g-dev libzstd-dev libedit-dev libxml2-dev libcurl4-openssl-dev

@@ -65,7 +65,7 @@ grad-accum):
             mpirun (a non-zero exit, rank 1 named); rank 1's device smaller than the arena (before step 1:
             rank 1 says both sizes, rank 0 names rank 1, nothing written).
 
-Left out to fit CI (about 500 CPU seconds for them all: 4-5 minutes at
+Left out to fit CI (about 550 CPU seconds for them all: 4-5 minutes at
 ctest -j2 on 2 idle cores): the full cross product, qwen3-tiny at world 1,
 gpt2-tiny at world 4, and vit-tiny's bf16 at world 4 (see CASES).
 """

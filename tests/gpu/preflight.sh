@@ -2,10 +2,10 @@
 # Run HERE (the development machine, as root), after tests/gpu/stage.sh:
 # builds what tests/gpu/run-all.sh's build stage builds, with the same code
 # (tests/gpu/build.sh), with the system's OpenBLAS, nlohmann-json,
-# GoogleTest, MPI and LLVM hidden (empty folders bind-mounted over them in a
-# private mount namespace, `unshare -m`), so that a file missing from the
-# stage fails here and not on the GPU machine, where time is short. Then
-# checks that the binaries load with the stage's libraries and that the GPU
+# GoogleTest, MPI, LLVM and Boost.Context hidden (empty folders bind-mounted
+# over them in a private mount namespace, `unshare -m`), so that a file
+# missing from the stage fails here and not on the GPU machine, where time
+# is short. Then checks that the binaries load with the stage's libraries and that the GPU
 # tests, with FSDP_REQUIRE_GPU=1 and no usable GPU, fail naming it.
 #
 #   tests/gpu/stage.sh && tests/gpu/preflight.sh
@@ -38,6 +38,7 @@ HIDE=(
   /usr/lib/x86_64-linux-gnu/openmpi /usr/include/x86_64-linux-gnu/openmpi
   /usr/include/x86_64-linux-gnu/mpich /usr/lib/x86_64-linux-gnu/mpich
   /usr/lib/llvm-19 /usr/include/llvm-19 /usr/include/llvm-c-19 /usr/lib/cmake/mlir /usr/lib/cmake/llvm
+  /usr/include/boost/context /usr/lib/x86_64-linux-gnu/cmake/boost_context-1.74.0
 )
 # Each must be gone inside the namespace, or the preflight proves nothing.
 GONE=(
@@ -45,6 +46,7 @@ GONE=(
   /usr/include/gtest/gtest.h /usr/src/googletest/CMakeLists.txt
   /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h
   /usr/lib/llvm-19/bin/llvm-config /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake
+  /usr/include/boost/context/detail/fcontext.hpp
 )
 
 fail() { echo "preflight: $*" >&2; exit 1; }

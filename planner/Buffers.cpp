@@ -20,6 +20,8 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
     return cast<plan::UnitOp>(b.owner).getAccumulatedOffset();
   case BufferRole::Gathered:
     return cast<plan::AllGatherOp>(b.owner).getOffset();
+  case BufferRole::Resharded:
+    return cast<plan::ReshardOp>(b.owner).getOffset();
   case BufferRole::GradsFull:
     return cast<plan::AllocOp>(b.owner).getOffset();
   case BufferRole::Input:
@@ -110,6 +112,10 @@ int64_t fsdp::reduceScatterStagingBytes(plan::ReduceScatterOp rs, plan::UnitOp u
   return program::reduceScatterScratchBytes(
       kernelTarget(step), u.getPaddedNumel(), u.getShardNumel(), reducedElementBytes(step) == 2,
       rs.getDtype().value_or(plan::Dtype::F32) == plan::Dtype::BF16);
+}
+
+int64_t fsdp::gatheredElementBytes(plan::StepOp step) {
+  return step.getParamDtypeOrF32() == plan::Dtype::BF16 ? 2 : 4;
 }
 
 int64_t fsdp::gradElementBytes(plan::StepOp step) {
@@ -231,9 +237,22 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   // its parameters; its unsharded gradients from the alloc to the next free.
   auto byName = unitsByName(module);
   auto byParamMap = unitsByParam(module);
-  llvm::StringMap<size_t> openParams, openGrads;
+  llvm::StringMap<size_t> openParams, openGrads, openResharded;
   for (Operation &op : block) {
     int64_t p = pos[&op];
+    // reshard_after_forward = N: this rank's 1/N of the gathered
+    // parameters, from the reshard to the free of the resharded copy.
+    if (auto r = dyn_cast<plan::ReshardOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      if (!u)
+        return op.emitOpError() << "names unknown unit " << op.getAttr("unit");
+      openResharded[u.getSymName()] = model.buffers.size();
+      model.buffers.push_back(
+          {(u.getSymName() + ".resharded").str(), BufferCategory::Unsharded, BufferRole::Resharded,
+           u.getPaddedNumel() / step.getReshardSizeOr0() * gatheredElementBytes(step), p, last, &op,
+           0});
+      continue;
+    }
     if (isa<plan::AllGatherOp, plan::AllocOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
       if (!u)
@@ -282,7 +301,9 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
       continue;
     }
     if (auto f = dyn_cast<plan::FreeOp>(op)) {
-      auto &open = f.getKind() == plan::BufferKind::params ? openParams : openGrads;
+      auto &open = f.getKind() == plan::BufferKind::params      ? openParams
+                   : f.getKind() == plan::BufferKind::resharded ? openResharded
+                                                                : openGrads;
       auto it = open.find(f.getUnit());
       if (it != open.end()) {
         model.buffers[it->second].end = p;

@@ -33,6 +33,7 @@ enum class BufferRole {
   UnitExpAvgSq,    // owner: the unit
   UnitAccumulated, // owner: the unit (grad_sync = last)
   Gathered,        // owner: the all_gather
+  Resharded,       // owner: the reshard (reshard_after_forward = N)
   GradsFull,       // owner: the alloc
   Input,           // owner: null; index: argument
   Value,           // owner: op; index: result
@@ -86,6 +87,9 @@ mlir::FailureOr<int64_t> scratchBytes(mlir::Operation *op, int64_t B, int64_t S)
 /// parameter gathered in bf16): no buffer and no instruction of its own.
 bool castIsGatheredValue(plan::CastOp c, const llvm::StringMap<plan::UnitOp> &byParam);
 
+/// Bytes of an element of the gathered parameters (and of their resharded
+/// copies): the parameter dtype's.
+int64_t gatheredElementBytes(plan::StepOp step);
 /// Bytes of an element of the unsharded gradient buffers: the compute dtype's.
 int64_t gradElementBytes(plan::StepOp step);
 /// Bytes of an element of what a reduce_scatter reads: the unsharded

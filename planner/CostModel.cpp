@@ -560,6 +560,10 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   // rank: a node holds ranksPerNode / group of each (at least one) and
   // min(group, ranksPerNode) of them cross nodes at once.
   const Link shardLink = groupLink(c, group, c.ranksPerNode, 1);
+  // reshard_after_forward = N: groups of N consecutive ranks, within a shard
+  // group, so within a node whenever N fits in one.
+  const int64_t reshard = step.getReshardSizeOr0();
+  const Link reshardLink = groupLink(c, std::max<int64_t>(1, reshard), c.ranksPerNode, 1);
   int64_t replicas = world / std::max<int64_t>(1, group);
   const Link replicaLink =
       world > c.ranksPerNode
@@ -647,11 +651,12 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
     if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::GradNormOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
       double seconds = 0;
-      if (isa<plan::AllGatherOp>(op))
-        seconds = collectiveSeconds(CollectiveKind::AllGather,
-                                    u.getPaddedNumel() * (double)collectiveElementBytes(&op), group,
-                                    shardLink);
-      else if (isa<plan::ReduceScatterOp>(op)) {
+      if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
+        bool overReshard = g.getGroup() == plan::Group::reshard;
+        seconds = collectiveSeconds(
+            CollectiveKind::AllGather, u.getPaddedNumel() * (double)collectiveElementBytes(&op),
+            overReshard ? reshard : group, overReshard ? reshardLink : shardLink);
+      } else if (isa<plan::ReduceScatterOp>(op)) {
         double bytes = u.getPaddedNumel() * (double)collectiveElementBytes(&op);
         seconds = group > 1
                       ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
@@ -696,6 +701,12 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       seconds = u.getPaddedNumel() * (double)gradElementBytes(step) /
                 (c.memoryBandwidth * c.memoryEfficiency) * share;
       addEvent("alloc", 0, tc, seconds);
+    } else if (isa<plan::ReshardOp>(op)) {
+      // Copies this rank's 1/N of the gathered parameters.
+      plan::UnitOp u = unitOfOp(&op, byName);
+      seconds = c.opOverheadS + 2.0 * u.getPaddedNumel() / reshard * gatheredElementBytes(step) /
+                                    (c.memoryBandwidth * c.memoryEfficiency) * share;
+      addEvent("reshard", 0, tc, seconds);
     } else if (isa<plan::AccumulateOp>(op)) {
       // Reads the gradients and the f32 sum, writes the sum.
       plan::UnitOp u = unitOfOp(&op, byName);

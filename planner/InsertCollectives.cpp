@@ -55,6 +55,27 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
       }
       step.setReshardAfterBackwardAttr(attrs.getBoolAttr(false));
     }
+    int64_t reshard = reshardAfterForward;
+    if (reshard != 0) {
+      if (strategy != plan::Strategy::FullShard && strategy != plan::Strategy::HybridShard) {
+        module.emitError() << "reshard-after-forward=" << reshard << " reshards after forward, "
+                           << "which strategy " << name << " does not (full-shard and "
+                           << "hybrid-shard do)";
+        return signalPassFailure();
+      }
+      if (reshard < 2 || group % reshard != 0 || reshard >= group) {
+        module.emitError() << "reshard-after-forward=" << reshard << ": groups of " << reshard
+                           << " ranks must be at least 2, divide the shard group's " << group
+                           << " and be smaller";
+        return signalPassFailure();
+      }
+      if (!reshardAfterBackward) {
+        module.emitError() << "reshard-after-forward=" << reshard << " with "
+                           << "reshard-after-backward=false: kept all step, nothing is resharded";
+        return signalPassFailure();
+      }
+      step.setReshardAfterForwardAttr(attrs.getI64IntegerAttr(reshard));
+    }
     step.setStrategy(strategy);
     step.setWorldSize(worldSize);
     step.setShardSize(group);
@@ -114,13 +135,30 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
     auto ref = [&](plan::UnitOp u) { return FlatSymbolRefAttr::get(u.getSymNameAttr()); };
     auto gatherBefore = [&](Operation *at, plan::UnitOp u) {
       b.setInsertionPoint(at);
-      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), plan::DtypeAttr());
+      auto g = b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), plan::DtypeAttr(),
+                                           plan::GroupAttr());
       b.create<plan::WaitOp>(loc, g.getEvent());
       ++numCollectives;
     };
     auto freeAfter = [&](Operation *at, plan::UnitOp u, plan::BufferKind kind) {
       b.setInsertionPointAfter(at);
       b.create<plan::FreeOp>(loc, plan::BufferKindAttr::get(b.getContext(), kind), ref(u));
+    };
+    // reshard-after-forward=N: the forward's gathered parameters leave this
+    // rank's 1/N behind, which the backward gathers over the reshard group.
+    auto reshardAfter = [&](Operation *at, plan::UnitOp u) {
+      b.setInsertionPointAfter(at);
+      auto r = b.create<plan::ReshardOp>(loc, ref(u), IntegerAttr());
+      freeAfter(r, u, plan::BufferKind::params);
+    };
+    auto gatherReshardedBefore = [&](Operation *at, plan::UnitOp u) {
+      b.setInsertionPoint(at);
+      auto g =
+          b.create<plan::AllGatherOp>(loc, ev, ref(u), IntegerAttr(), plan::DtypeAttr(),
+                                      plan::GroupAttr::get(b.getContext(), plan::Group::reshard));
+      auto w = b.create<plan::WaitOp>(loc, g.getEvent());
+      freeAfter(w, u, plan::BufferKind::resharded);
+      ++numCollectives;
     };
 
     // Parameters: only sharded units are gathered.
@@ -149,12 +187,19 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
           freeAfter(s.lastBwd, u, plan::BufferKind::params);
           continue;
         }
+        bool resharded = reshard != 0 && s.firstFwd && s.firstBwd;
         if (s.firstFwd) {
           gatherBefore(s.firstFwd, u);
-          freeAfter(s.lastFwd, u, plan::BufferKind::params);
+          if (resharded)
+            reshardAfter(s.lastFwd, u);
+          else
+            freeAfter(s.lastFwd, u, plan::BufferKind::params);
         }
         if (s.firstBwd) {
-          gatherBefore(s.firstBwd, u);
+          if (resharded)
+            gatherReshardedBefore(s.firstBwd, u);
+          else
+            gatherBefore(s.firstBwd, u);
           freeAfter(s.lastBwd, u, plan::BufferKind::params);
         }
       }

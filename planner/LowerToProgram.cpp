@@ -56,10 +56,11 @@ private:
   std::vector<plan::UnitOp> units;
   llvm::StringMap<plan::UnitOp> byParam;
   llvm::StringMap<int64_t> unitIndex;
-  DenseMap<Operation *, int64_t> gatherOffset; // unit -> live gathered buffer
-  DenseSet<Operation *> gatheredBf16;          // units gathered in bf16
-  DenseMap<Operation *, int64_t> gradsPerUnit; // parameters with a gradient
-  DenseMap<Operation *, int64_t> gradOffset;   // unit -> live gradient buffer
+  DenseMap<Operation *, int64_t> gatherOffset;    // unit -> live gathered buffer
+  DenseMap<Operation *, int64_t> reshardedOffset; // unit -> live resharded copy
+  DenseSet<Operation *> gatheredBf16;             // units gathered in bf16
+  DenseMap<Operation *, int64_t> gradsPerUnit;    // parameters with a gradient
+  DenseMap<Operation *, int64_t> gradOffset;      // unit -> live gradient buffer
   DenseMap<Value, int64_t> valueTensor;
   std::map<std::tuple<int64_t, std::string, std::vector<int64_t>>, int64_t> tensorIds;
   program::Program prog;
@@ -340,7 +341,7 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
   auto byName = unitsByName(module);
   for (Operation &op : block)
     if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,
-            plan::FreeOp, plan::OptimizerStepOp>(op) &&
+            plan::FreeOp, plan::OptimizerStepOp, plan::ReshardOp, plan::AccumulateOp>(op) &&
         op.hasAttr("unit") && !unitOfOp(&op, byName))
       return op.emitOpError() << "names an unknown unit " << op.getAttr("unit");
   return success();
@@ -467,7 +468,30 @@ LogicalResult Lowering::run(raw_ostream &os) {
       Instruction inst = forUnit(POp::AllGather, u);
       inst.dst = off;
       inst.bf16 = g.getDtype() == plan::Dtype::BF16;
+      if (g.getGroup() == plan::Group::reshard) { // from the resharded copy
+        auto it = reshardedOffset.find(u);
+        if (it == reshardedOffset.end())
+          return g.emitOpError() << "gathers unit @" << u.getSymName()
+                                 << " over its reshard group, but it has no resharded copy here";
+        inst.src = it->second;
+        inst.overReshard = true;
+      }
       issue(&op, inst);
+    } else if (auto r = dyn_cast<plan::ReshardOp>(op)) {
+      plan::UnitOp u = unitOf(r);
+      auto it = gatherOffset.find(u);
+      if (it == gatherOffset.end())
+        return r.emitOpError() << "reshards unit @" << u.getSymName()
+                               << ", which is not gathered here";
+      if (!r.getOffset())
+        return r.emitOpError() << "has no buffer offset (run fsdp-memory-plan)";
+      reshardedOffset[u] = *r.getOffset();
+      Instruction inst = forUnit(POp::Reshard, u);
+      inst.src = it->second;
+      inst.dst = *r.getOffset();
+      inst.bf16 = gatheredBf16.count(u) > 0;
+      inst.phase = phaseName();
+      compute.push_back(inst);
     } else if (auto rs = dyn_cast<plan::ReduceScatterOp>(op)) {
       plan::UnitOp u = unitOf(rs);
       Instruction inst = forUnit(POp::ReduceScatter, u);
@@ -530,11 +554,15 @@ LogicalResult Lowering::run(raw_ostream &os) {
     } else if (auto f = dyn_cast<plan::FreeOp>(op)) {
       plan::UnitOp u = unitOf(f);
       Instruction inst = forUnit(POp::Free, u);
-      inst.freeParams = f.getKind() == plan::BufferKind::params;
+      inst.kind = f.getKind() == plan::BufferKind::params      ? program::BufferKind::Params
+                  : f.getKind() == plan::BufferKind::resharded ? program::BufferKind::Resharded
+                                                               : program::BufferKind::Grads;
       inst.phase = phaseName();
       compute.push_back(inst);
       if (f.getKind() == plan::BufferKind::params)
         gatherOffset.erase(u);
+      else if (f.getKind() == plan::BufferKind::resharded)
+        reshardedOffset.erase(u);
       else
         gradOffset.erase(u);
     } else if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
@@ -661,6 +689,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
   }
   if (syncLast)
     prog.gradSync = "last";
+  prog.reshardAfterForward = step.getReshardSizeOr0();
   if (lastOwn)
     prog.lastMicroStep = without(whole, keepGathered, false, false);
   prog.microStep = without(whole, keepGathered, syncLast, lastOwn);

@@ -210,6 +210,9 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       case BufferRole::Gathered:
         cast<plan::AllGatherOp>(buf.owner).setOffset(buf.offset);
         break;
+      case BufferRole::Resharded:
+        cast<plan::ReshardOp>(buf.owner).setOffset(buf.offset);
+        break;
       case BufferRole::GradsFull:
         cast<plan::AllocOp>(buf.owner).setOffset(buf.offset);
         break;

@@ -101,6 +101,16 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     its first use, and kept until its last (as shard-grad-op keeps it); its
     gather runs at the first micro-step of an optimizer step only, and its
     gathered parameters stay for all of the step's micro-steps.
+
+    `reshard-after-forward=N` (FSDP2's int, ZeRO++'s hpZ; full-shard and
+    hybrid-shard): after a unit's forward, `fsdp.reshard` keeps this rank's
+    1/N of its gathered parameters before they are freed, and the unit's
+    backward gathers them over its reshard group of N consecutive ranks
+    (`fsdp.all_gather @u over reshard`) instead of over the shard group,
+    freeing the resharded copy once that gather is waited for. N divides
+    the shard group's size and is smaller; 0 (the default) reshards to the
+    shard group (full-shard's behaviour). The unit kept from forward to
+    backward (the one computing last in forward) is not resharded.
   }];
   let options = [
     Option<"strategy", "strategy", "::fsdp::plan::Strategy",
@@ -127,6 +137,9 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
                           "micro-steps accumulate unsharded gradients; the last reduces them"))}]>,
     Option<"reshardAfterBackward", "reshard-after-backward", "bool", /*default=*/"true",
            "false: gathered parameters stay across the step's micro-steps">,
+    Option<"reshardAfterForward", "reshard-after-forward", "int64_t", /*default=*/"0",
+           "N: after forward, keep 1/N of each unit's parameters and gather them in backward "
+           "over groups of N consecutive ranks; 0: free them">,
   ];
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }

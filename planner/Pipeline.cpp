@@ -53,8 +53,8 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
-  pm.addPass(createInsertCollectives(
-      {*strategy, o.worldSize, o.resolvedShardSize(), *gradSync, o.reshardAfterBackward}));
+  pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize(), *gradSync,
+                                      o.reshardAfterBackward, o.reshardAfterForward}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   pm.addPass(createMemoryPlan(
@@ -88,9 +88,11 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
   auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
     plan::UnitOp u = unitOfOp(&op, byName);
-    if (isa<plan::AllGatherOp>(op))
+    if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
       f.allGatherBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
-    else if (isa<plan::ReduceScatterOp>(op) && u.getShardSize() > 1)
+      if (g.getGroup() == plan::Group::reshard)
+        f.allGatherReshardBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
+    } else if (isa<plan::ReduceScatterOp>(op) && u.getShardSize() > 1)
       f.reduceScatterBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
     else if (isa<plan::AllReduceOp>(op))
       f.allReduceBytes += u.getShardNumel() * 4;
@@ -103,6 +105,12 @@ PlanFigures fsdp::planFigures(ModuleOp module, const Cluster &cluster, int64_t g
   f.predicted = predict(module, cluster, gradAccum);
   f.clusterName = cluster.name;
   return f;
+}
+
+nlohmann::ordered_json fsdp::reshardAfterForwardValue(const PlanOptions &o) {
+  if (o.reshardAfterForward)
+    return o.reshardAfterForward;
+  return o.strategy != "shard-grad-op";
 }
 
 nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOptions &o,
@@ -127,6 +135,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["compute_dtype"] = o.resolvedComputeDtype();
   r["grad_sync"] = o.gradSync;
   r["reshard_after_backward"] = o.reshardAfterBackward;
+  r["reshard_after_forward"] = reshardAfterForwardValue(o);
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name},
@@ -147,6 +156,8 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["comm"] = {{"all_gather", f.allGatherBytes},
                {"reduce_scatter", f.reduceScatterBytes},
                {"all_reduce", f.allReduceBytes}};
+  if (o.reshardAfterForward) // of all_gather's bytes, those within the reshard groups
+    r["comm"]["all_gather_reshard"] = f.allGatherReshardBytes;
   if (f.predicted) {
     const Prediction &p = *f.predicted;
     r["predicted"] = {{"cluster", f.clusterName},
@@ -200,6 +211,10 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   if (!o.reshardAfterBackward)
     os << "reshard after backward: false (each unit gathered at the step's first micro-step "
           "and kept for all of them)\n";
+  if (o.reshardAfterForward)
+    os << "reshard after forward: " << o.reshardAfterForward << " (each unit keeps 1/"
+       << o.reshardAfterForward << " of its parameters from forward to backward and gathers "
+       << "them within groups of " << o.reshardAfterForward << " consecutive ranks)\n";
   os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,
@@ -260,8 +275,12 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   // grad_sync last: the reductions run once a step, at its last micro-step.
   const char *reductions = o.gradSync == "last" ? " (the last micro-step's only)" : "";
   os << "\ncommunication per rank per micro-step: all_gather " << humanBytes(f.allGatherBytes)
-     << (o.reshardAfterBackward ? "" : " (the first micro-step's only)") << ", reduce_scatter "
-     << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
+     << (o.reshardAfterBackward ? "" : " (the first micro-step's only)")
+     << (f.allGatherReshardBytes
+             ? " (" + humanBytes(f.allGatherReshardBytes) + " within reshard groups of " +
+                   std::to_string(o.reshardAfterForward) + ")"
+             : std::string())
+     << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
      << humanBytes(f.allReduceBytes) << reductions << "\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;

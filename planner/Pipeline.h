@@ -29,6 +29,10 @@ struct PlanOptions {
   std::string target = "cpu";       // cpu or cuda: whose kernels (from --cluster)
   std::string gradSync = "every";   // every or last: when gradients are reduced
   bool reshardAfterBackward = true; // false: gathered parameters kept across micro-steps
+  // N: after forward each unit keeps 1/N of its gathered parameters, which
+  // its backward gathers over groups of N consecutive ranks (hpZ); 0: the
+  // strategy's behaviour (full-shard frees them, shard-grad-op keeps them).
+  int64_t reshardAfterForward = 0;
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;
@@ -48,6 +52,7 @@ struct PlanFigures {
   int64_t paramsBytes = 0, gradsBytes = 0, optimizerBytes = 0, unshardedBytes = 0,
           activationsBytes = 0, fragmentationBytes = 0;
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
+  int64_t allGatherReshardBytes = 0; // of allGatherBytes, over the reshard groups
   struct Unit {
     std::string name, module;
     std::string firstParam, lastParam; // in the unit's flat order
@@ -70,6 +75,10 @@ struct Headroom {
   std::vector<Cluster::ReservedPart> parts;
   bool budgetFromDevice = false;
 };
+
+/// The report's `reshard_after_forward`: N, or whether the strategy frees
+/// gathered parameters after forward (false: shard-grad-op).
+nlohmann::ordered_json reshardAfterForwardValue(const PlanOptions &options);
 
 /// The report of docs/program-format.md's `--report`; `headroom` with
 /// --cluster.

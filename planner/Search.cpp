@@ -152,29 +152,46 @@ std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const S
     return {true};
   };
 
+  // Resharded after forward to a node's ranks (hpZ): where the shard group
+  // spans whole nodes, its backward gathers stay within one.
+  auto hpz = [&](const std::string &strategy, int64_t shardSize, bool kept) {
+    if (fixed.reshardAfterForward)
+      return std::vector<int64_t>{base.reshardAfterForward};
+    PlanOptions o = base;
+    o.strategy = strategy;
+    o.shardSize = shardSize;
+    int64_t g = o.resolvedShardSize();
+    if (!kept && (strategy == "full-shard" || strategy == "hybrid-shard") && perNode > 1 &&
+        g > perNode && g % perNode == 0)
+      return std::vector<int64_t>{0, perNode};
+    return std::vector<int64_t>{0};
+  };
+
   std::vector<SearchSetting> out;
   for (const std::string &sync : syncs)
     for (auto &[strategy, shardSize] : strategies)
       for (bool reshard : keeps(strategy))
-        for (const std::string &wrap : wraps)
-          for (const std::string &bwd : backward)
-            for (int64_t fwd : forward) {
-              SearchSetting s{base, !fixed.activationCheckpointing && numBlocks > 0};
-              PlanOptions &o = s.options;
-              o.strategy = strategy;
-              o.shardSize = shardSize;
-              o.shardSize = o.resolvedShardSize();
-              o.wrap = wrap;
-              o.forwardPrefetch = fwd;
-              o.backwardPrefetch = bwd;
-              o.gradSync = sync;
-              o.reshardAfterBackward = reshard;
-              if (!fixed.activationCheckpointing) {
-                o.activationCheckpointing = "none";
-                o.checkpointedBlocks = -1;
+        for (int64_t reshardForward : hpz(strategy, shardSize, !reshard))
+          for (const std::string &wrap : wraps)
+            for (const std::string &bwd : backward)
+              for (int64_t fwd : forward) {
+                SearchSetting s{base, !fixed.activationCheckpointing && numBlocks > 0};
+                PlanOptions &o = s.options;
+                o.strategy = strategy;
+                o.shardSize = shardSize;
+                o.shardSize = o.resolvedShardSize();
+                o.wrap = wrap;
+                o.forwardPrefetch = fwd;
+                o.backwardPrefetch = bwd;
+                o.gradSync = sync;
+                o.reshardAfterBackward = reshard;
+                o.reshardAfterForward = reshardForward;
+                if (!fixed.activationCheckpointing) {
+                  o.activationCheckpointing = "none";
+                  o.checkpointedBlocks = -1;
+                }
+                out.push_back(s);
               }
-              out.push_back(s);
-            }
   return out;
 }
 
@@ -269,7 +286,8 @@ bool sameFigures(const Candidate &a, const Candidate &b) {
   const PlanFigures &f = a.figures, &g = b.figures;
   return x.strategy == y.strategy && x.shardSize == y.shardSize && x.wrap == y.wrap &&
          x.gradSync == y.gradSync && x.reshardAfterBackward == y.reshardAfterBackward &&
-         x.microBatch == y.microBatch && x.activationCheckpointing == y.activationCheckpointing &&
+         x.reshardAfterForward == y.reshardAfterForward && x.microBatch == y.microBatch &&
+         x.activationCheckpointing == y.activationCheckpointing &&
          x.checkpointedBlocks == y.checkpointedBlocks && f.peakBytes == g.peakBytes &&
          f.livePeakBytes == g.livePeakBytes && f.unshardedBytes == g.unshardedBytes &&
          f.activationsBytes == g.activationsBytes && f.allGatherBytes == g.allGatherBytes &&

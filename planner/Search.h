@@ -30,6 +30,8 @@ struct SearchFixed {
   bool gradSync = true;
   /// --reshard-after-backward given, or --grad-accum 1: not searched.
   bool reshardAfterBackward = true;
+  /// --reshard-after-forward given: not searched.
+  bool reshardAfterForward = false;
   /// false with --micro-batch max: each setting gets the largest micro-batch
   /// that fits, and the search ranks them by tokens/s.
   bool microBatch = true;
@@ -48,7 +50,9 @@ struct SearchSetting {
 /// everything), forward prefetch 0 to 2 and backward prefetch pre, post and
 /// none, and gradient sync every and last micro-step and, for shard-grad-op
 /// and hybrid-shard, gathered parameters kept across micro-steps (where
-/// they are not fixed; full-shard kept so is shard-grad-op kept so); each
+/// they are not fixed; full-shard kept so is shard-grad-op kept so), and,
+/// for full-shard and hybrid-shard whose shard group spans several nodes,
+/// resharding after forward to a node's ranks (hpZ) or not; each
 /// setting in `fixed` only as `base` has it. With `experts` (a
 /// model with sparse MLPs) also each block's experts a unit of their own.
 std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,

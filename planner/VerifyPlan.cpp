@@ -26,7 +26,9 @@ struct UnitState {
   Operation *freedAt = nullptr;
   plan::AllocOp alloc;
   bool reduced = false, allReduced = false;
-  bool accumulated = false; // grad_sync = last: this micro-step's gradients added
+  bool accumulated = false;        // grad_sync = last: this micro-step's gradients added
+  plan::ReshardOp reshard;         // reshard_after_forward: the live resharded copy, if any
+  plan::AllGatherOp reshardReader; // the gather over reshard reading it, if any
   Value reduceEvent, allReduceEvent;
   int64_t reductions = 0, allReductions = 0, optimizerSteps = 0;
   bool hasGrads = false;
@@ -80,7 +82,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         continue;
       }
       if (isa<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp, plan::AllocOp,
-              plan::FreeOp, plan::OptimizerStepOp, plan::AccumulateOp>(op) &&
+              plan::FreeOp, plan::OptimizerStepOp, plan::AccumulateOp, plan::ReshardOp>(op) &&
           op.hasAttr("unit") && !unitOf(&op))
         return op.emitOpError() << "names an unknown unit " << op.getAttr("unit");
 
@@ -96,11 +98,31 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         continue;
       }
 
+      if (auto r = dyn_cast<plan::ReshardOp>(op)) {
+        UnitState &s = state[unitOf(r)];
+        if (!s.gathered || !s.gatherWaited)
+          return r.emitOpError() << "reshards unit @" << r.getUnit() << ", which is not "
+                                 << (s.gathered ? "waited for" : "gathered") << " here";
+        if (s.reshard)
+          return r.emitOpError() << "reshards unit @" << r.getUnit()
+                                 << " again while its resharded copy is live";
+        s.reshard = r;
+        s.reshardReader = {};
+        continue;
+      }
+
       if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
         UnitState &s = state[unitOf(g)];
         if (s.gathered)
           return g.emitOpError() << "gathers unit @" << g.getUnit()
                                  << " again while it is still gathered";
+        if (g.getGroup() == plan::Group::reshard) {
+          if (!s.reshard)
+            return g.emitOpError() << "gathers unit @" << g.getUnit()
+                                   << " over its reshard group, but no resharded copy of it is "
+                                      "live here";
+          s.reshardReader = g;
+        }
         s.gather = g;
         s.gathered = true;
         s.gatherWaited = false;
@@ -114,6 +136,16 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
                    << "frees the parameters of unit @" << f.getUnit() << ", which are not gathered";
           s.gathered = false;
           s.freedAt = f;
+          continue;
+        }
+        if (f.getKind() == plan::BufferKind::resharded) {
+          if (!s.reshard)
+            return f.emitOpError() << "frees the resharded copy of unit @" << f.getUnit()
+                                   << ", which has none live";
+          if (s.reshardReader && !waited.contains(s.reshardReader.getEvent()))
+            return f.emitOpError() << "frees the resharded copy of unit @" << f.getUnit()
+                                   << " before the gather reading it has completed";
+          s.reshard = {};
           continue;
         }
         if (!s.alloc)
@@ -247,6 +279,9 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       if (s.alloc)
         return s.alloc.emitOpError() << "allocates the gradients of unit @" << u.getSymName()
                                      << ", which are never freed";
+      if (s.reshard)
+        return s.reshard.emitOpError()
+               << "reshards unit @" << u.getSymName() << ", whose copy is never freed";
       if (s.hasGrads && s.reductions == 0)
         return u.emitOpError() << "has gradients that are never reduced";
       if (s.hasGrads && replicas > 1 && s.allReductions != 1)

@@ -1,8 +1,10 @@
 //===- Communicator.h - collectives behind one interface ---------*- C++ -*-===//
 //
 // One Communicator per rank. Ranks form shard groups of `shardSize`
-// consecutive ranks (rank r is member r % G of group r / G) and replica groups
-// of the ranks holding the same shard (member r / G of group r % G). Every
+// consecutive ranks (rank r is member r % G of group r / G), replica groups
+// of the ranks holding the same shard (member r / G of group r % G) and,
+// with a `reshardSize` N (reshard_after_forward = N, which divides G),
+// reshard groups of N consecutive ranks (member r % N of group r / N). Every
 // collective either completes on every member or fails on every member:
 // a rank that stops aborts its peers, which then report it instead of
 // waiting forever.
@@ -19,7 +21,7 @@
 
 namespace fsdp::runtime {
 
-enum class Group { Shard, Replica, World };
+enum class Group { Shard, Replica, World, Reshard };
 
 /// Where a rank is among its collectives, for --timeout's report. Plain
 /// bytes: the MPI backend sends it to a rank that asks.
@@ -74,19 +76,21 @@ public:
   Whereabouts whereabouts() const;
 
 protected:
-  Communicator(int shardSize) : shardSize(shardSize) {}
+  Communicator(int shardSize, int reshardSize = 0)
+      : shardSize(shardSize), reshardSize(reshardSize) {}
   /// The backends' part: a collective on `g` begins (`what` names it when
   /// the caller did not) and ends.
   void began(Group g, const char *what);
   void ended();
   int shardSize;
+  int reshardSize; // 0: no reshard groups
 
 private:
   mutable std::mutex whereMu; // a peer's thread reads it at its timeout
   Whereabouts where;
   bool named = false; // `where.site` names the next collective
   bool holds = false; // ... and the ones after it; else the backend names them
-  int64_t numbers[3] = {0, 0, 0};
+  int64_t numbers[4] = {0, 0, 0, 0};
 };
 
 /// N ranks as threads of this process, collectives through shared memory. A
@@ -94,7 +98,7 @@ private:
 /// rank, naming the members that did not arrive.
 class ThreadsWorld;
 std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize,
-                                                 double timeoutS = 600);
+                                                 double timeoutS = 600, int reshardSize = 0);
 std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank);
 
 /// One process a rank under mpirun (OpenMPI). initMPI is called first and
@@ -108,11 +112,12 @@ void abortMPI();
 /// Every collective is nonblocking and polled: a wait longer than `timeoutS`
 /// asks the group who is there, names those that did not answer or have not
 /// reached this collective, and aborts the job.
-std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 600);
+std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 600,
+                                              int reshardSize = 0);
 
 /// The world ranks of the members of `comm`'s group `g`, in member order.
 std::vector<int> groupRanks(const Communicator &comm, Group g);
-/// "the shard group", "the replica group", "the world".
+/// "the shard group", "the replica group", "the world", "the reshard group".
 const char *groupName(Group g);
 /// "rank 1", "ranks 1, 3".
 std::string rankList(const std::vector<int> &ranks);

@@ -143,6 +143,10 @@ public:
     else
       ck::add(acc, static_cast<const float *>(grads), acc, n, compute);
   }
+  void copy(void *dst, const void *src, int64_t bytes) override {
+    cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, compute),
+         "cudaMemcpyAsync (reshard)");
+  }
   void adamw(const AdamWSlice &a) override {
     ck::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
               a.beta2, a.eps, a.weightDecay, a.gradScale, compute);
@@ -154,8 +158,8 @@ public:
   void fromBf16(const uint16_t *x, float *out, int64_t n) override {
     ck::fromBf16(x, out, n, comm);
   }
-  std::string allGather(const void *src, void *dst, int64_t count, DType dtype) override {
-    return comms.allGather(Group::Shard, src, dst, count, ncclType(dtype), comm);
+  std::string allGather(Group g, const void *src, void *dst, int64_t count, DType dtype) override {
+    return comms.allGather(g, src, dst, count, ncclType(dtype), comm);
   }
   std::string reduceScatterAdd(const void *src, float *shard, int64_t count, DType dtype,
                                void *staging) override;
@@ -705,12 +709,14 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
     for (const std::string &note : data.warnings)
       options.dataWarning(note);
   std::unique_ptr<NcclComms> comms;
-  err = NcclComms::create(bootstrap, (int)program.shardSize, &comms);
+  err = NcclComms::create(bootstrap, (int)program.shardSize, (int)program.reshardAfterForward,
+                          &comms);
   if (!err.empty())
     return who + err;
   std::string result;
   {
-    auto host = ncclHostCommunicator(*comms, (int)program.shardSize);
+    auto host =
+        ncclHostCommunicator(*comms, (int)program.shardSize, (int)program.reshardAfterForward);
     DeviceRank rank(program, options, *comms, *host);
     result = Trainer(program, options, *host, data, rank).run(onStep);
     if (result.empty() && !options.trace.empty())

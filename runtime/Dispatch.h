@@ -17,6 +17,10 @@
 //   void accumulate(const Program &, const Instruction &)
 //                                                  grad_sync last: the unit's
 //                                                  gradients added to its sum
+//   void reshard(const Program &, const Instruction &)
+//                                                  reshard_after_forward: this
+//                                                  member's 1/N of the gathered
+//                                                  parameters kept
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
 // for float and for kernels::bf16 storage; the linear, bias,
 // embedding and norm gradient kernels also take the op's scratch last:
@@ -78,6 +82,14 @@ template <typename R> struct ArenaMemory {
     rank.touch(i.src, u.paddedNumel * elem);
     rank.touch(i.dst, u.paddedNumel * 4);
     rank.accumulate(rank.at(i.dst), rank.template at<char>(i.src), u.paddedNumel, elem == 2);
+  }
+  void reshard(const program::Program &p, const program::Instruction &i) {
+    const program::Unit &u = p.units[i.unit];
+    int64_t bytes = u.paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4);
+    int64_t from = i.src + rank.reshardMember() * bytes;
+    rank.touch(from, bytes);
+    rank.touch(i.dst, bytes);
+    rank.copy(rank.template at<char>(i.dst), rank.template at<char>(from), bytes);
   }
 };
 
@@ -302,6 +314,9 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     return true;
   case Op::Accumulate: // grad_sync last: the unit's gradients into its f32 sum
     k.accumulate(p, i);
+    return true;
+  case Op::Reshard: // reshard_after_forward: this member's 1/N kept for backward
+    k.reshard(p, i);
     return true;
   case Op::MoeRoute:
   case Op::MoeRouteGrad:

@@ -99,6 +99,9 @@ public:
     else
       kernels::add(acc, static_cast<const float *>(grads), acc, n);
   }
+  void copy(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
   void adamw(const AdamWSlice &a) override {
     kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
                    a.beta2, a.eps, a.weightDecay, a.gradScale);
@@ -106,8 +109,8 @@ public:
   void nameCollective(Group g, const std::string &site, const char *) override { comm.at(g, site); }
   void toBf16(const float *x, uint16_t *out, int64_t n) override { kernels::toBf16(x, out, n); }
   void fromBf16(const uint16_t *x, float *out, int64_t n) override { kernels::fromBf16(x, out, n); }
-  std::string allGather(const void *src, void *dst, int64_t count, DType dtype) override {
-    return status(comm.allGather(Group::Shard, src, dst, count * (dtype == DType::BF16 ? 2 : 4)));
+  std::string allGather(Group g, const void *src, void *dst, int64_t count, DType dtype) override {
+    return status(comm.allGather(g, src, dst, count * (dtype == DType::BF16 ? 2 : 4)));
   }
   std::string reduceScatterAdd(const void *src, float *shard, int64_t count, DType dtype,
                                void *) override {
@@ -412,7 +415,8 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   // retrying the mapping forever (kernels/cpu.h).
   if (std::string err = kernels::reserveBlasBuffers((int)program.worldSize); !err.empty())
     return err;
-  auto world = createThreadsWorld(program.worldSize, program.shardSize, options.timeoutS);
+  auto world = createThreadsWorld(program.worldSize, program.shardSize, options.timeoutS,
+                                  (int)program.reshardAfterForward);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < program.worldSize; ++r)
     comms.push_back(threadsCommunicator(world, r));

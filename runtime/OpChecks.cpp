@@ -498,6 +498,21 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     return;
   case Op::AllGather:
     checkRange(inst.dst, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
+    if (inst.overReshard) {
+      // From each member's resharded copy: 1/N of the gathered bytes.
+      if (!p.reshardAfterForward)
+        fail("gathers over the reshard group, which only a program with reshard_after_forward "
+             "has");
+      checkRange(inst.src, (i128)unit().paddedNumel / p.reshardAfterForward * (inst.bf16 ? 2 : 4));
+    }
+    return;
+  case Op::Reshard:
+    // This member's 1/N of the gathered buffer, copied as it is.
+    if (!p.reshardAfterForward)
+      fail("keeps a 1/N copy of gathered parameters, which only a program with "
+           "reshard_after_forward does");
+    checkRange(inst.src, (i128)unit().paddedNumel * (inst.bf16 ? 2 : 4));
+    checkRange(inst.dst, (i128)unit().paddedNumel / p.reshardAfterForward * (inst.bf16 ? 2 : 4));
     return;
   case Op::Accumulate:
     // The unit's gradients (compute dtype) into its f32 accumulation buffer.

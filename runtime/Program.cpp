@@ -282,13 +282,31 @@ void writeRopeScaling(ojson &j, const fsdp::support::RopeScaling &s) {
   }
 }
 
+} // namespace
+
+const char *fsdp::program::bufferKindName(BufferKind k) {
+  switch (k) {
+  case BufferKind::Params:
+    return "params";
+  case BufferKind::Grads:
+    return "grads";
+  case BufferKind::Resharded:
+    return "resharded";
+  }
+  return "?";
+}
+
+namespace {
+
 ojson instructionJson(const Instruction &i) {
   ojson j;
   j["op"] = opName(i.op);
   if (!i.module.empty())
     j["module"] = i.module;
   if (i.op == Op::Alloc || i.op == Op::Free)
-    j["kind"] = i.op == Op::Free && i.freeParams ? "params" : "grads";
+    j["kind"] = bufferKindName(i.op == Op::Free ? i.kind : BufferKind::Grads);
+  if (i.overReshard)
+    j["group"] = "reshard";
   // The op's attributes, in the order the plan's ops list them.
   switch (i.op) {
   case Op::LayerNorm:
@@ -413,6 +431,8 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["grad_sync"] = p.gradSync;
   if (!p.reshardAfterBackward) // as is true
     top["reshard_after_backward"] = false;
+  if (p.reshardAfterForward) // as is: none
+    top["reshard_after_forward"] = p.reshardAfterForward;
   if (p.modelFlopsPerMicroStep > 0)
     top["model_flops_per_micro_step"] = p.modelFlopsPerMicroStep;
   if (p.peakFlops > 0)
@@ -506,8 +526,8 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
 }
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
   return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&
-         a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom &&
-         a.freeParams == b.freeParams && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
+         a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom && a.kind == b.kind &&
+         a.overReshard == b.overReshard && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
          a.approximate == b.approximate && a.ropeScaling == b.ropeScaling && a.topK == b.topK &&
@@ -533,7 +553,8 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.tokens == b.tokens && a.targets == b.targets && a.loss == b.loss &&
          a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
          a.tensors == b.tensors && a.gradSync == b.gradSync &&
-         a.reshardAfterBackward == b.reshardAfterBackward && a.firstMicroStep == b.firstMicroStep &&
+         a.reshardAfterBackward == b.reshardAfterBackward &&
+         a.reshardAfterForward == b.reshardAfterForward && a.firstMicroStep == b.firstMicroStep &&
          a.microStep == b.microStep && a.lastMicroStep == b.lastMicroStep &&
          a.optimizer == b.optimizer;
 }

@@ -116,14 +116,23 @@ struct Call {
   DType castFrom = DType::F32;                         // cast: the input's
   int64_t E = 0, k = 0; // mixture of experts: experts, choices per token (n: tokens)
 };
+/// What a free ends: a unit's gathered parameters, its unsharded
+/// gradients, or its resharded copy (reshard_after_forward = N).
+enum class BufferKind { Params, Grads, Resharded };
+const char *bufferKindName(BufferKind k);
+
 struct Instruction {
   Op op;
   std::vector<int64_t> in, out; // tensor ids
   int64_t event = -1, unit = -1;
-  int64_t dst = -1, src = -1; // arena offsets (alloc, all_gather, reduce_scatter)
-  int64_t zeroFrom = 0;       // alloc: the first element to zero (the rest is written)
-  bool freeParams = false;    // free: params or grads
-  bool bf16 = false;          // all_gather, reduce_scatter: in bf16
+  int64_t dst = -1, src = -1;          // arena offsets (alloc, all_gather, reduce_scatter, reshard)
+  int64_t zeroFrom = 0;                // alloc: the first element to zero (the rest is written)
+  BufferKind kind = BufferKind::Grads; // free: what it ends
+  bool bf16 = false;                   // all_gather, reduce_scatter, reshard: in bf16
+  // all_gather: over the reshard group, from each member's resharded copy
+  // at src (reshard_after_forward = N); else over the shard group, from
+  // each member's parameter shard.
+  bool overReshard = false;
   // attributes
   bool layoutInOut = false;
   double eps = 0, theta = 0;
@@ -195,6 +204,11 @@ struct Program {
   // gathered parameters stay for the step's micro-steps; the others run
   // microStep (and lastMicroStep), which gather nothing.
   bool reshardAfterBackward = true;
+  // N (fsdp-plan --reshard-after-forward N): after forward each unit's
+  // `reshard` keeps this rank's 1/N of its gathered parameters, and its
+  // backward gathers them over the reshard group, N consecutive ranks; 0:
+  // none (no reshard group).
+  int64_t reshardAfterForward = 0;
   Phase firstMicroStep, microStep, lastMicroStep, optimizer;
 
   int64_t replicas() const { return worldSize / shardSize; }

@@ -216,6 +216,17 @@ void Loader::run(const std::string &text) {
   }
   if (j.contains("reshard_after_backward"))
     p.reshardAfterBackward = get<bool>(j, "reshard_after_backward", "top level");
+  if (j.contains("reshard_after_forward")) {
+    p.reshardAfterForward = get<int64_t>(j, "reshard_after_forward", "top level");
+    if (p.reshardAfterForward < 2 || p.shardSize % p.reshardAfterForward != 0 ||
+        p.reshardAfterForward >= p.shardSize)
+      fail("reshard_after_forward", std::to_string(p.reshardAfterForward) +
+                                        ": the reshard groups must have at least 2 "
+                                        "ranks, divide shard_size " +
+                                        std::to_string(p.shardSize) + " and be smaller");
+    if (!p.reshardAfterBackward)
+      fail("reshard_after_forward", "with reshard_after_backward false nothing is resharded");
+  }
   if (j.contains("grad_accum")) {
     p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
     if (p.gradAccum < 1 || p.gradAccum > kMaxGradAccum)
@@ -612,8 +623,22 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
     inst.src = get<int64_t>(j, "src", where);
   if (j.contains("zero_from"))
     inst.zeroFrom = get<int64_t>(j, "zero_from", where);
-  if (j.contains("kind"))
-    inst.freeParams = get<std::string>(j, "kind", where) == "params";
+  if (j.contains("kind")) {
+    std::string k = get<std::string>(j, "kind", where);
+    if (k != "params" && k != "grads" && k != "resharded")
+      fail(where, "kind must be \"params\", \"grads\" or \"resharded\", but is \"" + k + "\"");
+    inst.kind = k == "params"      ? BufferKind::Params
+                : k == "resharded" ? BufferKind::Resharded
+                                   : BufferKind::Grads;
+  }
+  if (j.contains("group")) {
+    std::string g = get<std::string>(j, "group", where);
+    if (g != "shard" && g != "reshard")
+      fail(where, "group must be \"shard\" (the default) or \"reshard\", but is \"" + g + "\"");
+    inst.overReshard = g == "reshard";
+    if (inst.overReshard && inst.op != Op::AllGather)
+      fail(where, "only an all_gather runs over the reshard group");
+  }
   if (j.contains("layout"))
     inst.layoutInOut = get<std::string>(j, "layout", where) == "in_out";
   if (j.contains("eps"))

@@ -36,7 +36,7 @@ using namespace fsdp::runtime;
 bool fsdp::runtime::initMPI(int *, char ***, int *, int *, double) { return false; }
 void fsdp::runtime::finalizeMPI() {}
 void fsdp::runtime::abortMPI() {}
-std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int, double) { return nullptr; }
+std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int, double, int) { return nullptr; }
 #endif
 
 namespace {
@@ -642,7 +642,7 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
       return finish();
     }
   } else if (backend == BackendKind::Mpi) {
-    auto comm = mpiCommunicator((int)p.shardSize, o.timeoutS);
+    auto comm = mpiCommunicator((int)p.shardSize, o.timeoutS, (int)p.reshardAfterForward);
     err = runRank(p, o, *comm, onStep);
     comm.reset();
     if (!err.empty()) // the failing rank has aborted the job; this is a peer

@@ -36,8 +36,10 @@ struct ArenaBytes {
 ///   * a compute op: its input tensors read, its outputs and scratch written;
 ///     alloc writes the gradient buffer from zero_from; optimizer_step its
 ///     unit's four shards; free, record and wait nothing;
-///   * all_gather: the unit's shard read, the gathered buffer written (in
-///     bf16, after the shard is rounded into this rank's slot of it);
+///   * all_gather: the unit's shard read (over the reshard group: this
+///     member's resharded copy), the gathered buffer written (in bf16,
+///     after the shard is rounded into this rank's slot of it);
+///   * reshard: the gathered buffer read, the resharded copy written;
 ///   * reduce_scatter: the unsharded gradients read (written too where f32
 ///     gradients are rounded to bf16 in place), its staging scratch and the
 ///     gradient shard written;

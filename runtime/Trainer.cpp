@@ -74,16 +74,25 @@ std::string RankDevice::runCollective(const Instruction &inst, const std::string
   const Unit &u = p.units[inst.unit];
   switch (inst.op) {
   case Op::AllGather:
+    if (inst.overReshard) {
+      // Each member's resharded copy, as it was gathered (no rounding).
+      nameCollective(Group::Reshard, site, "all_gather");
+      DType dtype = inst.bf16 ? DType::BF16 : DType::F32;
+      int64_t count = u.paddedNumel / p.reshardAfterForward;
+      touch(inst.src, count * (inst.bf16 ? 2 : 4));
+      touch(inst.dst, u.paddedNumel * (inst.bf16 ? 2 : 4));
+      return allGather(Group::Reshard, at<char>(inst.src), at<char>(inst.dst), count, dtype);
+    }
     nameCollective(Group::Shard, site, "all_gather");
     if (inst.bf16) {
       // Round this rank's shard into its own slot, then gather in place.
       touch(inst.dst, u.paddedNumel * 2);
       uint16_t *slot = at<uint16_t>(inst.dst) + shardMember() * u.shardNumel;
       toBf16(at(u.shardOffset), slot, u.shardNumel);
-      return allGather(slot, at(inst.dst), u.shardNumel, DType::BF16);
+      return allGather(Group::Shard, slot, at(inst.dst), u.shardNumel, DType::BF16);
     }
     touch(inst.dst, u.paddedNumel * 4);
-    return allGather(at(u.shardOffset), at(inst.dst), u.shardNumel, DType::F32);
+    return allGather(Group::Shard, at(u.shardOffset), at(inst.dst), u.shardNumel, DType::F32);
   case Op::ReduceScatter: {
     nameCollective(Group::Shard, site, "reduce_scatter");
     touch(inst.scratch, inst.scratchBytes);
@@ -578,13 +587,19 @@ std::string fsdp::runtime::writeTrace(const std::string &path, const Program &p,
         const Instruction &i = *t.inst;
         if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
           continue;
-        int64_t padded = p.units[i.unit].paddedNumel;
+        int64_t padded = p.units[i.unit].paddedNumel, param = p.paramDtype == "bf16" ? 2 : 4;
+        int64_t resharded = p.reshardAfterForward ? padded / p.reshardAfterForward * param : 0;
         if (i.op == Op::AllGather)
           changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
+        else if (i.op == Op::Reshard)
+          changes.push_back({t.start, resharded});
         else if (i.op == Op::Alloc)
-          changes.push_back({t.start, padded * 4});
+          changes.push_back({t.start, padded * p.gradElementBytes()});
         else if (i.op == Op::Free)
-          changes.push_back({t.end, -padded * (i.freeParams && p.paramDtype == "bf16" ? 2 : 4)});
+          changes.push_back({t.end, i.kind == BufferKind::Params ? -padded * param
+                                    : i.kind == BufferKind::Resharded
+                                        ? -resharded
+                                        : -padded * p.gradElementBytes()});
       }
     std::sort(changes.begin(), changes.end());
     int64_t live = 0;

@@ -191,6 +191,11 @@ public:
   /// accumulate (grad_sync last), in order with the compute list:
   /// acc[k] += grads[k] for k < n, the gradients f32 or bf16 (widened).
   virtual void accumulate(float *acc, const void *grads, int64_t n, bool bf16) = 0;
+  /// reshard (reshard_after_forward = N), in order with the compute list:
+  /// `bytes` from src to dst, within the arena.
+  virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
+  /// This rank's member index in its reshard group (reshard_after_forward).
+  int reshardMember() const { return host.memberIndex(Group::Reshard); }
 
   /// The comm list's part of runCollective, in order on the comm stream:
   /// the name of the collective next made (Communicator::at), the two
@@ -199,7 +204,9 @@ public:
   virtual void nameCollective(Group g, const std::string &site, const char *kind) = 0;
   virtual void toBf16(const float *x, uint16_t *out, int64_t n) = 0;
   virtual void fromBf16(const uint16_t *x, float *out, int64_t n) = 0;
-  virtual std::string allGather(const void *src, void *dst, int64_t count,
+  /// dst[j count ..] = member j's src over group `g` (the shard group, or
+  /// the reshard group from the resharded copies), `count` elements each.
+  virtual std::string allGather(Group g, const void *src, void *dst, int64_t count,
                                 program::DType dtype) = 0;
   /// shard[k] += the sum over the shard group of member m's src[m count + k]
   /// (m this member), in `dtype`; `staging` is the plan's for the sum.

@@ -127,6 +127,14 @@ static cl::opt<std::string> reshardAfterBackward(
              "(FSDP2's set_reshard_after_backward); false needs --grad-accum above 1 and a "
              "strategy that shards (default true)"),
     cl::init("true"), cl::cat(category));
+static cl::opt<std::string> reshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("true | false | N: after a unit's forward, free its gathered parameters (true), "
+             "keep them until its backward (false: shard-grad-op), or keep this rank's 1/N of "
+             "them and gather them in backward within groups of N consecutive ranks (FSDP2's "
+             "int, ZeRO++'s hpZ; N divides the shard group's size and is smaller; full-shard "
+             "and hybrid-shard) (default true)"),
+    cl::init("true"), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -152,7 +160,7 @@ static int64_t checkpointedBlocks(const PlanOptions &o, int64_t numBlocks) {
 // The flags --wrap auto kept as given, as the command line spells them.
 static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
   std::vector<std::string> kept;
-  if (fixed.strategy)
+  if (fixed.strategy && strategy.getNumOccurrences())
     kept.push_back("--strategy " + strategy);
   if (fixed.shardSize)
     kept.push_back("--shard-size " + std::to_string(shardSize));
@@ -166,6 +174,8 @@ static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
     kept.push_back("--grad-sync " + gradSync);
   if (reshardAfterBackward.getNumOccurrences())
     kept.push_back("--reshard-after-backward " + reshardAfterBackward);
+  if (reshardAfterForward.getNumOccurrences())
+    kept.push_back("--reshard-after-forward " + reshardAfterForward);
   // Never searched; named where given, since they are kept too.
   if (paramDtype.getNumOccurrences())
     kept.push_back("--param-dtype " + paramDtype);
@@ -279,6 +289,12 @@ static std::string checkWordFlags() {
     return notOneOf("grad-sync", {"every", "last"}, gradSync);
   if (!oneOf(reshardAfterBackward, {"true", "false"}))
     return notOneOf("reshard-after-backward", {"true", "false"}, reshardAfterBackward);
+  if (!oneOf(reshardAfterForward, {"true", "false"})) {
+    int64_t n = 0;
+    if (llvm::StringRef(reshardAfterForward).getAsInteger(10, n) || n < 2 || n > kMaxWorldSize)
+      return "--reshard-after-forward expects true, false or N, a group size from 2 to " +
+             std::to_string(kMaxWorldSize) + ", not '" + reshardAfterForward + "'";
+  }
   if (microBatch != "max") {
     int64_t b = 0;
     if (llvm::StringRef(microBatch).getAsInteger(10, b) || b < 1)
@@ -427,13 +443,41 @@ int main(int argc, char **argv) {
   o.computeDtype = computeDtype;
   o.gradSync = gradSync;
   o.reshardAfterBackward = reshardAfterBackward == "true";
+  // --reshard-after-forward: false is shard-grad-op's behaviour (one plan,
+  // one name: the plan's strategy is shard-grad-op); N reshards full-shard
+  // or hybrid-shard to groups of N.
+  if (reshardAfterForward == "false") {
+    if (strategy.getNumOccurrences() && strategy != "full-shard" && strategy != "shard-grad-op")
+      return fail("--reshard-after-forward false keeps the gathered parameters from forward to "
+                  "backward (shard-grad-op), which --strategy " +
+                  strategy + " does not do");
+    o.strategy = "shard-grad-op";
+  } else if (reshardAfterForward != "true") {
+    o.reshardAfterForward = std::stoll(reshardAfterForward);
+    if (strategy.getNumOccurrences() && strategy != "full-shard" && strategy != "hybrid-shard")
+      return fail("--reshard-after-forward " + reshardAfterForward +
+                  " reshards after forward, which --strategy " + strategy +
+                  " does not (full-shard and hybrid-shard do)");
+    if (strategy.getNumOccurrences() == 0)
+      o.strategy = "full-shard";
+    if (!o.reshardAfterBackward)
+      return fail("--reshard-after-forward " + reshardAfterForward +
+                  " with --reshard-after-backward false: each unit stays gathered all step, "
+                  "so nothing is resharded");
+  } else if (strategy == "shard-grad-op" && reshardAfterForward.getNumOccurrences()) {
+    return fail("--reshard-after-forward true frees the gathered parameters after forward, "
+                "which --strategy shard-grad-op does not (it keeps them until backward)");
+  }
   if (!o.reshardAfterBackward && strategy == "no-shard" && strategy.getNumOccurrences())
     return fail("--reshard-after-backward false keeps gathered parameters across micro-steps, "
                 "but --strategy no-shard gathers none");
   // --wrap auto searches what was not given: what was given stays as given.
   bool autoWrap = o.wrap == "auto";
   SearchFixed fixed;
-  fixed.strategy = strategy.getNumOccurrences() > 0;
+  // --reshard-after-forward false or N chose the strategy (shard-grad-op;
+  // full-shard unless hybrid-shard was given).
+  fixed.strategy = strategy.getNumOccurrences() > 0 || reshardAfterForward != "true";
+  fixed.reshardAfterForward = reshardAfterForward.getNumOccurrences() > 0;
   fixed.shardSize = shardSize.getNumOccurrences() > 0;
   fixed.forwardPrefetch = forwardPrefetch.getNumOccurrences() > 0;
   fixed.backwardPrefetch = backwardPrefetch.getNumOccurrences() > 0;
@@ -463,6 +507,13 @@ int main(int argc, char **argv) {
                   " shards over " + std::to_string(o.shardSize) +
                   (o.shardSize == 1 ? " rank" : " ranks (the world)") +
                   "; a shard size of its own is hybrid-shard's");
+    int64_t n = o.reshardAfterForward, g = o.resolvedShardSize();
+    if (n && (g % n != 0 || n >= g))
+      return fail("--reshard-after-forward " + std::to_string(n) + ": its groups of " +
+                  std::to_string(n) + " consecutive ranks must divide the shard group of " +
+                  std::to_string(g) + " (" + o.strategy + " at --world-size " +
+                  std::to_string(worldSize) + ") and be smaller" +
+                  (n == g ? "; resharding to the shard group itself is true" : ""));
   }
 
   // The cluster: the cost model's figures, and the kernels a plan is for
@@ -636,6 +687,7 @@ int main(int argc, char **argv) {
                         {"backward_prefetch", c.options.backwardPrefetch},
                         {"grad_sync", c.options.gradSync},
                         {"reshard_after_backward", c.options.reshardAfterBackward},
+                        {"reshard_after_forward", reshardAfterForwardValue(c.options)},
                         {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
@@ -680,10 +732,16 @@ int main(int argc, char **argv) {
       if (c.options.strategy == "hybrid-shard")
         name += ":" + std::to_string(c.options.resolvedShardSize());
       // No-sync accumulation; gathered once a step.
-      if (c.options.gradSync == "last" || !c.options.reshardAfterBackward)
-        name += std::string(" (") + (c.options.gradSync == "last" ? "sync last" : "") +
-                (c.options.gradSync == "last" && !c.options.reshardAfterBackward ? ", " : "") +
-                (c.options.reshardAfterBackward ? "" : "kept") + ")";
+      // No-sync accumulation; gathered once a step; resharded to N after forward.
+      std::vector<std::string> notes;
+      if (c.options.gradSync == "last")
+        notes.push_back("sync last");
+      if (!c.options.reshardAfterBackward)
+        notes.push_back("kept");
+      if (c.options.reshardAfterForward)
+        notes.push_back("hpZ " + std::to_string(c.options.reshardAfterForward));
+      if (!notes.empty())
+        name += " (" + llvm::join(notes, ", ") + ")";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".
       int64_t n = checkpointedBlocks(c.options, model.numBlocks);
       std::string checkpointed = std::to_string(n);

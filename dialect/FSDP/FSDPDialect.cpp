@@ -157,6 +157,23 @@ LogicalResult StepOp::verify() {
                               "shard_size is "
                            << group;
   }
+  // Resharded after forward to groups of N consecutive ranks: a group lies
+  // within a shard group and is smaller (N = shard_size is full-shard).
+  if (std::optional<int64_t> n = getReshardAfterForward()) {
+    if (*n < 2 || group % *n != 0 || *n >= group)
+      return emitOpError() << "reshards after forward to groups of " << *n
+                           << " ranks, which must be at least 2, divide shard_size " << group
+                           << " and be smaller";
+    if (std::optional<Strategy> strategy = getStrategy();
+        strategy && *strategy != Strategy::FullShard && *strategy != Strategy::HybridShard)
+      return emitOpError() << "reshards after forward to groups of " << *n
+                           << " ranks, but strategy " << stringifyStrategy(*strategy)
+                           << " does not reshard after forward";
+    if (keepsGatheredAcrossMicroSteps())
+      return emitOpError() << "reshards after forward to groups of " << *n
+                           << " ranks, but reshard_after_backward = false keeps every gathered "
+                              "unit all step";
+  }
   if (std::optional<int64_t> seq = getSeqLen(); seq && getMaxSeqLen() && *seq > *getMaxSeqLen())
     return emitOpError() << "seq_len " << *seq << " is past the model's max_seq_len "
                          << *getMaxSeqLen();
@@ -224,7 +241,18 @@ static LogicalResult verifyCollectiveDtype(Operation *op, std::optional<Dtype> d
   return success();
 }
 
-LogicalResult AllGatherOp::verify() { return verifyCollectiveDtype(*this, getDtype()); }
+LogicalResult AllGatherOp::verify() {
+  if (std::optional<Group> g = getGroup()) {
+    if (*g != Group::reshard)
+      return emitOpError() << "gathers over the shard group (written without a group) or over "
+                              "reshard, not over "
+                           << stringifyGroup(*g);
+    if (!(*this)->getParentOfType<StepOp>().getReshardAfterForward())
+      return emitOpError() << "gathers over the reshard group, which only a step with "
+                              "reshard_after_forward = N has";
+  }
+  return verifyCollectiveDtype(*this, getDtype());
+}
 
 LogicalResult ReduceScatterOp::verify() { return verifyCollectiveDtype(*this, getDtype()); }
 
@@ -236,6 +264,17 @@ LogicalResult AllocOp::verify() {
   if (getKind() != BufferKind::grads)
     return emitOpError() << "only gradient buffers are allocated explicitly; parameters "
                             "come to life with their all_gather";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReshardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshardOp::verify() {
+  if (!(*this)->getParentOfType<StepOp>().getReshardAfterForward())
+    return emitOpError() << "keeps a 1/N copy of gathered parameters, which only a step with "
+                            "reshard_after_forward = N does";
   return success();
 }
 

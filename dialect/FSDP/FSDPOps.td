@@ -40,14 +40,17 @@ def FSDP_EventType : FSDP_Type<"Event", "event"> {
 
 def FSDP_BufferKind : I32EnumAttr<"BufferKind", "a unit's transient buffer", [
     I32EnumAttrCase<"params", 0>,   // the unsharded (gathered) parameters
-    I32EnumAttrCase<"grads", 1>     // the unsharded gradients, before reduction
+    I32EnumAttrCase<"grads", 1>,    // the unsharded gradients, before reduction
+    I32EnumAttrCase<"resharded", 2> // reshard_after_forward = N: this rank's 1/N of
+                                    // the gathered parameters, forward to backward
   ]> {
   let cppNamespace = "::fsdp::plan";
 }
 
 def FSDP_Group : I32EnumAttr<"Group", "the ranks a collective spans", [
     I32EnumAttrCase<"shard", 0>,    // the ranks sharing one copy of the model
-    I32EnumAttrCase<"replica", 1>   // the ranks holding the same shard
+    I32EnumAttrCase<"replica", 1>,  // the ranks holding the same shard
+    I32EnumAttrCase<"reshard", 2>   // reshard_after_forward = N: N consecutive ranks
   ]> {
   let cppNamespace = "::fsdp::plan";
 }
@@ -232,7 +235,11 @@ def FSDP_StepOp : FSDP_Op<"step", [
       accumulation buffer, which each micro-step's `fsdp.accumulate` adds
       to), `reshard_after_backward` (absent: true; false: each unit's
       `all_gather` runs at the first micro-step of an optimizer step only
-      and its gathered parameters stay for the step's micro-steps);
+      and its gathered parameters stay for the step's micro-steps),
+      `reshard_after_forward` (absent: true; N: after its forward a unit's
+      gathered parameters are resharded to the reshard groups of N
+      consecutive ranks by `fsdp.reshard`, and its backward gathers them
+      within that group: `fsdp.all_gather @u over reshard`);
     - `fsdp-mixed-precision`: `param_dtype`, `reduce_dtype`, `compute_dtype`;
     - `fsdp-prefetch`: `forward_prefetch`, `backward_prefetch`,
       `max_inflight_gathers`;
@@ -269,6 +276,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_PositiveI64>:$shard_size,
                        OptionalAttr<FSDP_GradSyncAttr>:$grad_sync,
                        OptionalAttr<BoolAttr>:$reshard_after_backward,
+                       OptionalAttr<FSDP_PositiveI64>:$reshard_after_forward,
                        OptionalAttr<FSDP_DtypeAttr>:$param_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$reduce_dtype,
                        OptionalAttr<FSDP_DtypeAttr>:$compute_dtype,
@@ -323,6 +331,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
     bool keepsGatheredAcrossMicroSteps() {
       return getReshardAfterBackward() && !*getReshardAfterBackward();
     }
+    /// The reshard groups' size under reshard_after_forward = N; 0: none.
+    int64_t getReshardSizeOr0() { return getReshardAfterForward().value_or(0); }
     /// Whether reductions wait for the last micro-step (grad_sync = last).
     bool syncsAtLastMicroStep() {
       return getGradSync().value_or(::fsdp::plan::GradSync::Every) ==
@@ -364,11 +374,17 @@ def FSDP_AllGatherOp : FSDP_Op<"all_gather", [HasParent<"StepOp">]> {
     In bf16 (`fsdp.all_gather @block0 in bf16`, mixed precision), each rank
     rounds its f32 shard to bf16 and the unsharded buffer holds bf16: half the
     bytes sent and kept. f32, the default, is written without a dtype.
+
+    Over the shard group (the default, written without a group), from each
+    rank's parameter shard. `over reshard` (under `reshard_after_forward =
+    N`): from each rank's resharded copy (`fsdp.reshard`), over its reshard
+    group of N consecutive ranks, as they are (the dtype they were gathered
+    in, no rounding).
   }];
   let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_NonNegativeI64>:$offset,
-                       OptionalAttr<FSDP_DtypeAttr>:$dtype);
+                       OptionalAttr<FSDP_DtypeAttr>:$dtype, OptionalAttr<FSDP_Group>:$group);
   let results = (outs FSDP_EventType:$event);
-  let assemblyFormat = "$unit (`in` $dtype^)? attr-dict";
+  let assemblyFormat = "$unit (`over` $group^)? (`in` $dtype^)? attr-dict";
   let hasVerifier = 1;
 }
 
@@ -438,6 +454,26 @@ def FSDP_FreeOp : FSDP_Op<"free", [HasParent<"StepOp">]> {
   let summary = "ends the life of a unit's unsharded parameters or gradients";
   let arguments = (ins FSDP_BufferKind:$kind, FlatSymbolRefAttr:$unit);
   let assemblyFormat = "$kind $unit attr-dict";
+}
+
+def FSDP_ReshardOp : FSDP_Op<"reshard", [HasParent<"StepOp">]> {
+  let summary = "keeps this rank's 1/N of a unit's gathered parameters for its backward";
+  let description = [{
+    Under `reshard_after_forward = N` (FSDP2's int, ZeRO++'s hpZ): on the
+    compute stream, after the unit's forward, member m of each reshard group
+    (N consecutive ranks) copies elements `[m * P / N, (m + 1) * P / N)` of
+    the unit's gathered buffer (P = `padded_numel`, in the dtype it was
+    gathered in) to its resharded buffer at `offset` (the memory plan sets
+    it), which lives until the unit's backward gathers it back over the
+    reshard group (`fsdp.all_gather @block0 over reshard`) and frees it
+    (`fsdp.free resharded @block0`). No communication: the copy is local.
+    ```mlir
+    fsdp.reshard @block0
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_NonNegativeI64>:$offset);
+  let assemblyFormat = "$unit attr-dict";
+  let hasVerifier = 1;
 }
 
 def FSDP_AccumulateOp : FSDP_Op<"accumulate", [HasParent<"StepOp">]> {

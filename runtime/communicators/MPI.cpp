@@ -103,7 +103,8 @@ private:
 
 class MPICommunicator : public Communicator {
 public:
-  MPICommunicator(int shardSize, double timeoutS) : Communicator(shardSize), timeoutS(timeoutS) {
+  MPICommunicator(int shardSize, double timeoutS, int reshardSize)
+      : Communicator(shardSize, reshardSize), timeoutS(timeoutS) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (stallHere(myRank, 0))
@@ -115,10 +116,14 @@ public:
     MPI_Comm_dup(MPI_COMM_WORLD, &probe);
     MPI_Comm_split(MPI_COMM_WORLD, myRank / shardSize, myRank % shardSize, &shard);
     MPI_Comm_split(MPI_COMM_WORLD, myRank % shardSize, myRank / shardSize, &replica);
+    if (reshardSize > 0) // groups of N consecutive ranks (reshard_after_forward = N)
+      MPI_Comm_split(MPI_COMM_WORLD, myRank / reshardSize, myRank % reshardSize, &reshard);
     MPI_Op_create(&sumBf16, /*commute=*/1, &bf16Sum);
   }
   ~MPICommunicator() override {
     MPI_Op_free(&bf16Sum);
+    if (reshard != MPI_COMM_NULL)
+      MPI_Comm_free(&reshard);
     MPI_Comm_free(&replica);
     MPI_Comm_free(&shard);
     MPI_Comm_free(&world);
@@ -191,7 +196,10 @@ public:
 
 private:
   MPI_Comm comm(Group g) const {
-    return g == Group::Shard ? shard : g == Group::Replica ? replica : world;
+    return g == Group::Shard     ? shard
+           : g == Group::Replica ? replica
+           : g == Group::Reshard ? reshard
+                                 : world;
   }
   void grow(int64_t bytes) {
     if ((int64_t)staging.size() < bytes)
@@ -364,7 +372,7 @@ private:
 
   double timeoutS;
   int myRank = 0, size = 1;
-  MPI_Comm world, shard, replica, probe;
+  MPI_Comm world, shard, replica, probe, reshard = MPI_COMM_NULL;
   long long reached[3] = {0, 0, 0}; // collectives begun per Group
   int64_t collectives = 0;
   MPI_Op bf16Sum;
@@ -395,6 +403,7 @@ void fsdp::runtime::finalizeMPI() { MPI_Finalize(); }
 
 void fsdp::runtime::abortMPI() { MPI_Abort(MPI_COMM_WORLD, 1); }
 
-std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int shardSize, double timeoutS) {
-  return std::make_unique<MPICommunicator>(shardSize, timeoutS);
+std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int shardSize, double timeoutS,
+                                                             int reshardSize) {
+  return std::make_unique<MPICommunicator>(shardSize, timeoutS, reshardSize);
 }

@@ -167,15 +167,24 @@ int fsdp::runtime::ncclLocalRank(const NcclBootstrap &b) {
 }
 
 int NcclComms::groupSize(Group g) const {
-  return g == Group::Shard ? shardSize : g == Group::Replica ? size / shardSize : size;
+  return g == Group::Shard     ? shardSize
+         : g == Group::Replica ? size / shardSize
+         : g == Group::Reshard ? reshardSize
+                               : size;
 }
 
 int NcclComms::memberIndex(Group g) const {
-  return g == Group::Shard ? myRank % shardSize : g == Group::Replica ? myRank / shardSize : myRank;
+  return g == Group::Shard     ? myRank % shardSize
+         : g == Group::Replica ? myRank / shardSize
+         : g == Group::Reshard ? myRank % reshardSize
+                               : myRank;
 }
 
 void *NcclComms::comm(Group g) const {
-  return g == Group::Shard ? shard : g == Group::Replica ? replica : world;
+  return g == Group::Shard     ? shard
+         : g == Group::Replica ? replica
+         : g == Group::Reshard ? reshard
+                               : world;
 }
 
 std::string NcclComms::peerFailure() {
@@ -199,7 +208,7 @@ std::string NcclComms::peerFailure() {
 std::string NcclComms::check() {
   if (isAborted)
     return why.empty() ? "stopped" : why;
-  for (void *c : {world, shard, replica}) {
+  for (void *c : {world, shard, replica, reshard}) {
     if (!c)
       continue;
     ncclResult_t state = ncclSuccess;
@@ -250,16 +259,20 @@ std::string NcclComms::finishCall(int result, void *c, const char *what) {
   return "";
 }
 
-std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
+std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshardSize,
                               std::unique_ptr<NcclComms> *out) {
   std::unique_ptr<NcclComms> c(new NcclComms());
   c->boot = b;
   c->myRank = b.rank;
   c->size = b.worldSize;
   c->shardSize = shardSize;
+  c->reshardSize = reshardSize;
   if (shardSize < 1 || b.worldSize % shardSize != 0)
     return "shard size " + std::to_string(shardSize) + " does not divide the world of " +
            std::to_string(b.worldSize);
+  if (reshardSize < 0 || (reshardSize > 0 && shardSize % reshardSize != 0))
+    return "reshard size " + std::to_string(reshardSize) + " does not divide the shard size " +
+           std::to_string(shardSize);
 
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
@@ -344,6 +357,8 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize,
   };
   split(b.rank / shardSize, b.rank % shardSize, &c->shard, "ncclCommSplit (shard group)");
   split(b.rank % shardSize, b.rank / shardSize, &c->replica, "ncclCommSplit (replica group)");
+  if (reshardSize > 0)
+    split(b.rank / reshardSize, b.rank % reshardSize, &c->reshard, "ncclCommSplit (reshard group)");
   if (!err.empty()) {
     c->abort("rank " + std::to_string(b.rank) + ": " + err);
     return err;
@@ -365,7 +380,7 @@ NcclComms::~NcclComms() {
     cudaEventDestroy(e);
   // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
   // children before their parent.
-  for (void *c : {replica, shard, world}) {
+  for (void *c : {reshard, replica, shard, world}) {
     if (!c)
       continue;
     ncclResult_t r = ncclCommFinalize(asComm(c));
@@ -625,7 +640,10 @@ std::string NcclComms::timedOut(double waitedS) {
   std::vector<int> missing, stuck;
   int n = groupSize(g), G = shardSize;
   for (int m = 0; m < n; ++m) {
-    int r = g == Group::Shard ? (myRank / G) * G + m : g == Group::Replica ? m * G + myRank % G : m;
+    int r = g == Group::Shard     ? (myRank / G) * G + m
+            : g == Group::Replica ? m * G + myRank % G
+            : g == Group::Reshard ? (myRank / n) * n + m
+                                  : m;
     if (r == myRank)
       continue;
     if (!seen[r] || seen[r]->progress() < me.progress())
@@ -658,7 +676,7 @@ void NcclComms::abort(const std::string &reason) {
     return;
   isAborted = true;
   why = reason;
-  for (void *c : {replica, shard, world})
+  for (void *c : {reshard, replica, shard, world})
     if (c)
       ncclCommAbort(asComm(c));
   if (boot.kind == NcclBootstrap::Kind::File) {
@@ -687,7 +705,8 @@ namespace {
 // which from pageable memory would otherwise block without bound).
 class NcclHostCommunicator : public Communicator {
 public:
-  NcclHostCommunicator(NcclComms &comms, int shardSize) : Communicator(shardSize), comms(comms) {
+  NcclHostCommunicator(NcclComms &comms, int shardSize, int reshardSize)
+      : Communicator(shardSize, reshardSize), comms(comms) {
     // The device's collectives numbered with these, in one sequence.
     comms.setHostHooks({this, [this](Group g, const char *what) {
                           began(g, what);
@@ -845,6 +864,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms, int shardSize) {
-  return std::make_unique<NcclHostCommunicator>(comms, shardSize);
+std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms, int shardSize,
+                                                                  int reshardSize) {
+  return std::make_unique<NcclHostCommunicator>(comms, shardSize, reshardSize);
 }

@@ -53,10 +53,11 @@ class NcclComms {
 public:
   enum class DType { U8, F32, BF16, F64 };
 
-  /// Creates the world communicator and its shard and replica groups on the
+  /// Creates the world communicator and its shard and replica groups (and,
+  /// with a reshardSize N, its reshard groups of N consecutive ranks) on the
   /// current CUDA device. Returns "" or the error (naming the id file, the
   /// timeout or NCCL's reason).
-  static std::string create(const NcclBootstrap &bootstrap, int shardSize,
+  static std::string create(const NcclBootstrap &bootstrap, int shardSize, int reshardSize,
                             std::unique_ptr<NcclComms> *out);
   ~NcclComms();
 
@@ -139,8 +140,8 @@ private:
   void bracket(cudaStream_t stream, bool begin);
 
   NcclBootstrap boot;
-  int myRank = 0, size = 1, shardSize = 1;
-  void *world = nullptr, *shard = nullptr, *replica = nullptr; // ncclComm_t
+  int myRank = 0, size = 1, shardSize = 1, reshardSize = 0;
+  void *world = nullptr, *shard = nullptr, *replica = nullptr, *reshard = nullptr; // ncclComm_t
   uint64_t tag = 0; // identifies this launch in the failure note
   bool isAborted = false;
   std::string why;
@@ -168,7 +169,8 @@ private:
 /// bookkeeping (barriers, the reported loss) and runtime/io's checkpoints and
 /// full weights. Each call copies through a device staging buffer on its own
 /// stream and waits (polling) for the result.
-std::unique_ptr<Communicator> ncclHostCommunicator(NcclComms &comms, int shardSize);
+std::unique_ptr<Communicator> ncclHostCommunicator(NcclComms &comms, int shardSize,
+                                                   int reshardSize = 0);
 
 } // namespace fsdp::runtime
 

@@ -32,6 +32,8 @@ int Communicator::groupSize(Group g) const {
     return worldSize() / shardSize;
   case Group::World:
     return worldSize();
+  case Group::Reshard:
+    return reshardSize;
   }
   return 1;
 }
@@ -44,6 +46,8 @@ int Communicator::memberIndex(Group g) const {
     return rank() / shardSize;
   case Group::World:
     return rank();
+  case Group::Reshard:
+    return rank() % reshardSize;
   }
   return 0;
 }
@@ -52,13 +56,17 @@ std::vector<int> fsdp::runtime::groupRanks(const Communicator &comm, Group g) {
   int n = comm.groupSize(g), G = comm.groupSize(Group::Shard), r = comm.rank();
   std::vector<int> ranks(n);
   for (int m = 0; m < n; ++m)
-    ranks[m] = g == Group::Shard ? (r / G) * G + m : g == Group::Replica ? m * G + r % G : m;
+    ranks[m] = g == Group::Shard     ? (r / G) * G + m
+               : g == Group::Replica ? m * G + r % G
+               : g == Group::Reshard ? (r / n) * n + m
+                                     : m;
   return ranks;
 }
 
 const char *fsdp::runtime::groupName(Group g) {
   return g == Group::Shard     ? "the shard group"
          : g == Group::Replica ? "the replica group"
+         : g == Group::Reshard ? "the reshard group"
                                : "the world";
 }
 
@@ -207,13 +215,16 @@ namespace fsdp::runtime {
 
 class ThreadsWorld {
 public:
-  ThreadsWorld(int worldSize, int shardSize, double timeoutS)
-      : worldSize(worldSize), shardSize(shardSize), timeoutS(timeoutS), roll(worldSize) {
+  ThreadsWorld(int worldSize, int shardSize, double timeoutS, int reshardSize)
+      : worldSize(worldSize), shardSize(shardSize), reshardSize(reshardSize), timeoutS(timeoutS),
+        roll(worldSize) {
     int replicas = worldSize / shardSize;
     for (int g = 0; g < replicas; ++g)
       shard.push_back(std::make_unique<GroupState>(shardSize));
     for (int g = 0; g < shardSize; ++g)
       replica.push_back(std::make_unique<GroupState>(replicas));
+    for (int g = 0; reshardSize > 0 && g < worldSize / reshardSize; ++g)
+      reshard.push_back(std::make_unique<GroupState>(reshardSize));
     world = std::make_unique<GroupState>(worldSize);
   }
 
@@ -237,6 +248,8 @@ public:
       return *replica[rank % shardSize];
     case Group::World:
       return *world;
+    case Group::Reshard:
+      return *reshard[rank / reshardSize];
     }
     return *world;
   }
@@ -325,11 +338,11 @@ public:
     return reason;
   }
 
-  int worldSize, shardSize;
+  int worldSize, shardSize, reshardSize;
   double timeoutS;
 
 private:
-  std::vector<std::unique_ptr<GroupState>> shard, replica;
+  std::vector<std::unique_ptr<GroupState>> shard, replica, reshard;
   std::unique_ptr<GroupState> world;
   std::mutex rollMu;
   std::vector<const Communicator *> roll;
@@ -345,7 +358,7 @@ namespace {
 class ThreadsCommunicator : public Communicator {
 public:
   ThreadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank)
-      : Communicator(world->shardSize), world(std::move(world)), myRank(rank) {
+      : Communicator(world->shardSize, world->reshardSize), world(std::move(world)), myRank(rank) {
     this->world->enlist(rank, this);
   }
   ~ThreadsCommunicator() override { world->enlist(myRank, nullptr); }
@@ -479,8 +492,8 @@ private:
 } // namespace
 
 std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, int shardSize,
-                                                                double timeoutS) {
-  return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS);
+                                                                double timeoutS, int reshardSize) {
+  return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS, reshardSize);
 }
 
 std::unique_ptr<Communicator>

@@ -186,11 +186,11 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> te
 
 // -----
 
-// A buffer is params or grads.
+// A buffer is params, grads or resharded.
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
 fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [params, grads]}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [params, grads, resharded]}}
   fsdp.alloc weights @block0
   %loss = builtin.unrealized_conversion_cast to tensor<f32>
   fsdp.return %loss : tensor<f32>
@@ -551,3 +551,77 @@ fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) attri
 fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
                    offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64,
                    grad_shard_offset = -8 : i64}
+
+// -----
+
+// reshard_after_forward = N: groups of N within a shard group, and smaller.
+// expected-error @+1 {{reshards after forward to groups of 3 ranks, which must be at least 2, divide shard_size 4 and be smaller}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {world_size = 4 : i64, shard_size = 4 : i64, reshard_after_forward = 3 : i64} {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{reshards after forward to groups of 4 ranks, which must be at least 2, divide shard_size 4 and be smaller}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {world_size = 4 : i64, shard_size = 4 : i64, reshard_after_forward = 4 : i64} {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// Shard-grad-op keeps the gathered parameters: nothing to reshard.
+// expected-error @+1 {{reshards after forward to groups of 2 ranks, but strategy shard_grad_op does not reshard after forward}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {world_size = 4 : i64, shard_size = 4 : i64, strategy = #fsdp<strategy shard_grad_op>,
+                reshard_after_forward = 2 : i64} {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{reshards after forward to groups of 2 ranks, but reshard_after_backward = false keeps every gathered unit all step}}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32>
+    attributes {world_size = 4 : i64, shard_size = 4 : i64, reshard_after_backward = false,
+                reshard_after_forward = 2 : i64} {
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+// A resharded copy and a gather over the reshard group need the step's N.
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{keeps a 1/N copy of gathered parameters, which only a step with reshard_after_forward = N does}}
+  fsdp.reshard @block0
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{gathers over the reshard group, which only a step with reshard_after_forward = N has}}
+  %e = fsdp.all_gather @block0 over reshard
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}
+
+// -----
+
+fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0", params = ["transformer.h.0.ln_1.weight"],
+                   offsets = array<i64: 0>, sizes = array<i64: 8>, numel = 8 : i64, padded_numel = 8 : i64, shard_size = 2 : i64}
+fsdp.step @train_step(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32> {
+  // expected-error @+1 {{gathers over the shard group (written without a group) or over reshard, not over replica}}
+  %e = fsdp.all_gather @block0 over replica
+  %loss = builtin.unrealized_conversion_cast to tensor<f32>
+  fsdp.return %loss : tensor<f32>
+}

@@ -40,7 +40,9 @@ grad-accum):
   switch    gpt2-tiny at world 1 and 2 (file and mpirun), and with
             --grad-sync last gpt2-tiny (f32, --reshard-after-backward false,
             grad-accum 3) and llama-tiny
-            (bf16 compute, no-shard, grad-accum 3) at world 2; before them the
+            (bf16 compute, no-shard, grad-accum 3) at world 2, and
+            llama-tiny with --reshard-after-forward 2 (bf16 parameters) at
+            world 4; before them the
             switch's refusals, each with exit 1, one error naming the
             variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
             file, or naming a library that is not an fsdp NCCL backend;
@@ -92,6 +94,7 @@ BLOCKS = ["--activation-checkpointing", "blocks"]
 SELECTIVE = ["--activation-checkpointing", "selective"]
 LAST = ["--grad-sync", "last"]  # no-sync accumulation: a last_micro_step phase
 KEPT = ["--reshard-after-backward", "false"]  # gathered once a step: first_micro_step
+HPZ = ["--reshard-after-forward", "2"]  # the reshard copy and the reshard group's gathers
 # (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
 # (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
 CASES = {
@@ -107,6 +110,10 @@ CASES = {
         # only gathers) and its join to the next.
         ("gpt2-tiny", 2, "full-shard", "file", LAST + KEPT, 3),
         ("llama-tiny", 2, "no-shard", "mpirun", BF16 + LAST, 3),
+        # --reshard-after-forward 2 at world 4: each unit's copy on the
+        # compute stream (cudaMemcpyAsync), the backward gathers over the
+        # NCCL reshard group (ncclCommSplit), in bf16.
+        ("llama-tiny", 4, "full-shard", "file", ["--param-dtype", "bf16"] + HPZ, 1),
     ],
     "llama": [
         ("llama-tiny", 1, "full-shard", "none", BF16, 1),
@@ -251,6 +258,10 @@ class Ctx:
         norm, 10x the kernel sets' bound, 5x inside this one's spread."""
         cfg = os.path.join(self.models, model, "config.json")
         plan = self.path(tag, "decomposed.json")
+        # One rank has no reshard group; resharding changes no value.
+        if HPZ[0] in settings:
+            k = settings.index(HPZ[0])
+            settings = settings[:k] + settings[k + 2:]
         run([self.fsdp_plan, cfg, "--world-size", "1", "--micro-batch", "1",
              "--grad-accum", str(2 * world * accum)] +
             self.model_inputs(model)[0] + settings + ["-o", plan])
@@ -390,7 +401,8 @@ def matrix_group(ctx, group):
     for model, world, strategy, launch, settings, accum in CASES[group]:
         # Unique within the group: the memory reports are found by name.
         tag = "%s-w%d-%s-%s%s" % (model, world, strategy, launch,
-                                  "-" + "-".join(settings[1::2]) if LAST[0] in settings else "")
+                                  "-" + "-".join(settings[1::2])
+                                  if LAST[0] in settings or HPZ[0] in settings else "")
         what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
                                                          " ".join(settings), accum)
         cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings, accum)

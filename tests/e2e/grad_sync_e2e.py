@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation)
-and --reshard-after-backward false (FSDP2's, gathering once a step):
+"""End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation),
+--reshard-after-backward false (FSDP2's, gathering once a step) and
+--reshard-after-forward N (FSDP2's int, ZeRO++'s hpZ):
 fsdp-plan + fsdp-run against single-process PyTorch accumulating over the
 same micro-steps (reference.py --grad-accum), GLOBAL_BATCH 12 sequences of
 SEQ 32 tokens a step in 3 micro-steps, 10 steps.
@@ -19,14 +20,19 @@ Covered, per model (gpt2-tiny, llama-tiny):
     and with --reshard-after-backward false (each unit gathered at a step's
     first micro-step and kept), world 2 full-shard with sync last and world
     4 hybrid-shard with every; and with every, world 2 no-shard and world 4
-    hybrid-shard (the replica groups' all-reduce, once a step);
+    hybrid-shard (the replica groups' all-reduce, once a step); and with
+    --reshard-after-forward 2, world 4 full-shard with every and with last
+    (a world of 2 has no reshard group smaller than its shard group, and
+    GLOBAL_BATCH does not split over 8 ranks in 3 micro-steps);
   * the same plan with every at world 2, for its peak: last's is larger by
     what the plan says (the sums);
   * a checkpoint saved at world 2 (last) after 5 steps, resumed at world 4
     (last) to step 10: both legs against the uninterrupted reference (the
     sums are zero at a step's end, so a checkpoint holds none);
   * bf16 compute (--param-dtype bf16) at world 2 full-shard and world 4
-    hybrid-shard against the bf16 reference with the same accumulation
+    hybrid-shard with sync last, and at world 4 full-shard with
+    --reshard-after-forward 2 (the copies and the gathers over the reshard
+    group in bf16), against the bf16 reference with the same accumulation
     (matrix.check_bf16_compute), with the f32-compute control.
 
 usage: grad_sync_e2e.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny]
@@ -43,6 +49,7 @@ ACCUM = 3
 # (world, strategy, shard size, fsdp-plan flags)
 LAST = ["--grad-sync", "last"]
 KEPT = ["--reshard-after-backward", "false"]
+HPZ = ["--reshard-after-forward", "2"]
 RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 0, LAST),
         (4, "shard-grad-op", 0, LAST), (4, "hybrid-shard", 2, LAST),
         # gathered once a step: with no-sync, and with every micro-step reducing
@@ -50,7 +57,9 @@ RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 
         # every micro-step reducing, with replica groups: their all-reduce
         # sums each gradient shard whole, once a step (at each micro-step it
         # added the earlier ones again: grad norms 2.6x PyTorch's)
-        (2, "no-shard", 0, []), (4, "hybrid-shard", 2, [])]
+        (2, "no-shard", 0, []), (4, "hybrid-shard", 2, []),
+        # resharded after forward to pairs of ranks, gathered from them in backward
+        (4, "full-shard", 0, HPZ), (4, "full-shard", 0, LAST + HPZ)]
 
 
 def main():
@@ -93,7 +102,7 @@ def main():
         peaks = {}
         for world, strategy, shard, flags in RUNS:
             what = strategy + (" last" if "last" in flags else " every") + (
-                " kept" if "false" in flags else "")
+                " kept" if "false" in flags else "") + (" hpZ2" if HPZ[0] in flags else "")
             tag = "%s.w%d.%s" % (model, world, what.replace(" ", "."))
             metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights,
                                                   data, extra=flags, accum=ACCUM)
@@ -155,6 +164,7 @@ def main():
         # bf16 compute with the same accumulation.
         cases = [(2, "full-shard", 0, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
                  (4, "hybrid-shard", 2, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
+                 (4, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + HPZ),
                  (2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32",
                                               "--grad-sync", "last"])]
         checks, failed = matrix.check_bf16_compute(args, data, model, weights, cases,

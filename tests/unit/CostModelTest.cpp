@@ -351,6 +351,48 @@ TEST(CostModel, KeptGatheredParametersPriceOneGatherAStep) {
   }
 }
 
+// --reshard-after-forward 8 on 64 H100 (8 a node): the forward gathers
+// are full-shard's over the 64 ranks, and each backward gather is priced as
+// an all-gather over the 8 ranks of a node on its link; the communication
+// shrinks by what that saves, and the copies cost compute-stream time.
+TEST(CostModel, ReshardedBackwardGathersPriceOverTheReshardGroup) {
+  PlanOptions o = bf16Options(64, 4096);
+  Planned full = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  o.reshardAfterForward = 8;
+  Planned hpz = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  ASSERT_TRUE(full.module && hpz.module);
+  Cluster c;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  ASSERT_EQ(c.ranksPerNode, 8);
+  Prediction f = predict(*full.module, c, 1), h = predict(*hpz.module, c, 1);
+  auto byName = unitsByName(*hpz.module);
+  double expected = 0, expectedFull = 0;
+  int64_t overReshard = 0;
+  for (mlir::Operation &op : getStep(*hpz.module).getBody().front())
+    if (auto g = llvm::dyn_cast<plan::AllGatherOp>(op); g && g.getGroup()) {
+      double bytes = unitOfOp(&op, byName).getPaddedNumel() * 2.0;
+      expected += collectiveSeconds(CollectiveKind::AllGather, bytes, 8, c.intraNode);
+      expectedFull += collectiveSeconds(CollectiveKind::AllGather, bytes, 64,
+                                        groupLink(c, 64, c.ranksPerNode, 1));
+      ++overReshard;
+    }
+  ASSERT_GT(overReshard, 0);
+  auto backwardGathers = [](const Prediction &p) {
+    double s = 0;
+    for (const TraceEvent &e : p.events)
+      if (e.stream == 1 && e.name == "all_gather" && e.phase == "backward")
+        s += e.duration;
+    return s;
+  };
+  // The same durations summed in another order: a few ulps of the sum.
+  double ulps = 4 * (double(h.events.size()) + 8) * std::numeric_limits<double>::epsilon();
+  EXPECT_NEAR(backwardGathers(h), expected, ulps * expectedFull);
+  EXPECT_NEAR(backwardGathers(f), expectedFull, ulps * expectedFull);
+  EXPECT_LT(expected, expectedFull);
+  EXPECT_NEAR(h.commS, f.commS - (expectedFull - expected), ulps * f.commS);
+  EXPECT_GT(hpz.figures.peakBytes, full.figures.peakBytes);
+}
+
 // Per-op efficiencies (issue 20, point 2): each kind of op is priced at its
 // own fraction, and only that kind moves; a collective in flight slows the
 // compute it overlaps by compute.comm_interference; a parameter cast that

@@ -1,4 +1,5 @@
 //===- PlannerTest.cpp - the memory plan against closed forms -------------===//
+#include "planner/Buffers.h"
 #include "planner/Import/Import.h"
 #include "planner/KernelScratch.h"
 #include "planner/Pipeline.h"
@@ -174,6 +175,49 @@ TEST(MemoryPlan, KeptGatheredParametersLiveAllStep) {
       }
 }
 
+// --reshard-after-forward N: each resharded unit's copy is exactly 1/N of
+// its gathered buffer, every unit but the root (kept from forward to
+// backward) has one, the model state is full-shard's, and the live peak
+// grows by at most the copies (they are the only buffers added).
+TEST(MemoryPlan, ReshardedCopiesAreOneNthOfTheGathered) {
+  for (const char *name : {"gpt2-tiny", "llama-tiny"})
+    for (auto [world, n] : {std::pair<int64_t, int64_t>{4, 2}, {8, 2}, {8, 4}})
+      for (const char *param : {"f32", "bf16"}) {
+        PlanOptions o = options(world);
+        o.paramDtype = param;
+        Planned full = plan(name, o);
+        o.reshardAfterForward = n;
+        Planned hpz = plan(name, o);
+        ASSERT_TRUE(full.module && hpz.module);
+        std::string what = std::string(name) + " world " + std::to_string(world) + " N " +
+                           std::to_string(n) + " " + param;
+        auto model = collectBuffers(*hpz.module, 1, 16);
+        ASSERT_TRUE(mlir::succeeded(model)) << what;
+        int64_t elem = std::string(param) == "bf16" ? 2 : 4, copies = 0;
+        std::set<std::string> resharded;
+        for (const Buffer &b : model->buffers) {
+          if (b.role != BufferRole::Resharded)
+            continue;
+          plan::UnitOp u = unitOfOp(b.owner, unitsByName(*hpz.module));
+          ASSERT_TRUE(u) << what;
+          EXPECT_EQ(b.bytes, u.getPaddedNumel() / n * elem) << what << " " << b.name;
+          EXPECT_EQ(b.category, BufferCategory::Unsharded) << what;
+          EXPECT_LT(b.start, b.end) << what;
+          EXPECT_TRUE(resharded.insert(u.getSymName().str()).second) << what;
+          copies += b.bytes;
+        }
+        EXPECT_EQ(resharded.size(), hpz.figures.units.size() - 1) << what;
+        EXPECT_FALSE(resharded.count("root")) << what;
+        EXPECT_EQ(hpz.figures.paramsBytes, full.figures.paramsBytes) << what;
+        EXPECT_EQ(hpz.figures.gradsBytes, full.figures.gradsBytes) << what;
+        EXPECT_EQ(hpz.figures.optimizerBytes, full.figures.optimizerBytes) << what;
+        EXPECT_GE(hpz.figures.livePeakBytes, full.figures.livePeakBytes) << what;
+        EXPECT_LE(hpz.figures.livePeakBytes, full.figures.livePeakBytes + copies) << what;
+        EXPECT_EQ(hpz.figures.allGatherBytes, full.figures.allGatherBytes) << what;
+        EXPECT_GT(hpz.figures.allGatherReshardBytes, 0) << what;
+      }
+}
+
 TEST(MemoryPlan, SizeParsing) {
   EXPECT_EQ(parseSize("80GiB"), 80LL << 30);
   EXPECT_EQ(parseSize("1.5 MiB"), 1572864);
@@ -249,6 +293,35 @@ TEST(Search, KeptGatheredParametersAreSearchedWhereTheyDiffer) {
   fixed.reshardAfterBackward = true;
   for (const SearchSetting &s : searchSettings(base, fixed, eightPerNode(), 32, 1000))
     EXPECT_TRUE(s.options.reshardAfterBackward);
+}
+
+// Resharding after forward to a node's ranks (hpZ) pays only where the
+// shard group spans nodes: full-shard over 64 ranks at 8 a node, not
+// hybrid-shard within a node, not the strategies that do not reshard.
+TEST(Search, ReshardAfterForwardIsSearchedWhereGroupsSpanNodes) {
+  PlanOptions base = options(64);
+  std::set<std::string> hpz;
+  size_t searched = 0;
+  for (const SearchSetting &s : searchSettings(base, SearchFixed{}, eightPerNode(), 32, 1000)) {
+    ++searched;
+    if (s.options.reshardAfterForward) {
+      EXPECT_EQ(s.options.reshardAfterForward, 8);
+      EXPECT_TRUE(s.options.reshardAfterBackward);
+      hpz.insert(s.options.strategy + ":" + std::to_string(s.options.resolvedShardSize()));
+    }
+  }
+  EXPECT_EQ(hpz, (std::set<std::string>{"full-shard:64"}));
+  SearchFixed fixed;
+  fixed.reshardAfterForward = true; // given: --reshard-after-forward true
+  std::vector<SearchSetting> given = searchSettings(base, fixed, eightPerNode(), 32, 1000);
+  for (const SearchSetting &s : given)
+    EXPECT_EQ(s.options.reshardAfterForward, 0);
+  // One setting more for each full-shard one.
+  size_t fullShard = 0;
+  for (const SearchSetting &s : given)
+    fullShard += s.options.strategy == "full-shard";
+  EXPECT_GT(fullShard, 0u);
+  EXPECT_EQ(searched, given.size() + fullShard);
 }
 
 TEST(Search, GivenSettingsStayAsGiven) {

@@ -6,7 +6,9 @@ usage: race.py BIN_DIR PLUGIN MODELS_DIR WORK_DIR
 gpt2-tiny planned for the cuda target at world 2 runs 2 steps through
 `fsdp-run --backend nccl` on the emulated device (one process a rank,
 --rank/--nccl-id-file), with --grad-accum 1 and 2 (so that the join of a
-micro-step to the next is among the waits):
+micro-step to the next is among the waits), and at world 4 with
+--reshard-after-forward 2 (the copies on the compute stream that the
+backward's gathers over the reshard group read):
 
   * FSDP_EMU_DROP_WAIT=list: the normal run, which must exit 0 with no
     stream-order report, lists every cudaStreamWaitEvent; the two steps
@@ -40,15 +42,17 @@ def label(line, phase):
     return "%s end: %s waits for %s" % (phase, streams.get(waits, waits), streams.get(rec, rec))
 
 
-def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report, accum):
-    """Runs both ranks; returns (exit statuses, rank 0's output, rank 1's)."""
+def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report, world):
+    """Runs every rank; returns (exit statuses, rank 0's output, the others'
+    together)."""
     idf = os.path.join(work, "id-" + tag)
     if os.path.exists(idf):
         os.remove(idf)
     cmd = [fsdp_run, plan, "--backend", "nccl", "--steps", "2", "--quiet", "--timeout", "60",
            "--synthetic-data", "--nccl-id-file", idf]
-    log1 = open(os.path.join(work, "rank1-%s.txt" % tag), "w+")
-    p1 = subprocess.Popen(cmd + ["--rank", "1"], env=env, stdout=log1, stderr=subprocess.STDOUT)
+    logs = [open(os.path.join(work, "rank%d-%s.txt" % (r, tag)), "w+") for r in range(1, world)]
+    others = [subprocess.Popen(cmd + ["--rank", str(r)], env=env, stdout=log,
+                               stderr=subprocess.STDOUT) for r, log in zip(range(1, world), logs)]
     p0 = subprocess.Popen(cmd + ["--rank", "0"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     out0 = []
@@ -56,16 +60,17 @@ def run_ranks(fsdp_run, plan, env, work, tag, stop_at_report, accum):
         for line in p0.stdout:
             out0.append(line)
             if stop_at_report and "stream-order race" in line:
-                p0.kill()
-                p1.kill()
+                for p in [p0] + others:
+                    p.kill()
                 break
-        status = (p0.wait(timeout=TIMEOUT_S), p1.wait(timeout=TIMEOUT_S))
+        status = tuple(p.wait(timeout=TIMEOUT_S) for p in [p0] + others)
     except subprocess.TimeoutExpired:
-        p0.kill()
-        p1.kill()
+        for p in [p0] + others:
+            p.kill()
         sys.exit("FAILED (hang): %s %s" % (tag, " ".join(cmd)))
-    log1.seek(0)
-    return status, "".join(out0), log1.read()
+    for log in logs:
+        log.seek(0)
+    return status, "".join(out0), "".join(log.read() for log in logs)
 
 
 def main():
@@ -80,18 +85,21 @@ def main():
     env = dict(os.environ, FSDP_NCCL_PLUGIN=plugin)
     for k in ("FSDP_EMU_DROP_WAIT", "FSDP_EMULATED_GPU_MEMORY", "FSDP_EMU_NCCL_FAULT"):
         env.pop(k, None)
-    # One program a grad-accum (the program's decides the run's).
-    plans = {}
-    for accum in (1, 2):
-        plans[accum] = os.path.join(work, "gpt2-tiny-w2-accum%d.json" % accum)
+    # One program a case, (world, grad-accum, fsdp-plan flags): the
+    # program's grad-accum decides the run's.
+    cases = [(2, 1, []), (2, 2, []), (4, 1, ["--reshard-after-forward", "2"])]
+    plans = []
+    for world, accum, flags in cases:
+        plans.append(os.path.join(work, "gpt2-tiny-w%d-accum%d%s.json"
+                                  % (world, accum, "-hpz" if flags else "")))
         r = subprocess.run([fsdp_plan, os.path.join(models, "gpt2-tiny", "config.json"),
-                            "--world-size", "2", "--micro-batch", "1", "--seq-len", "8",
+                            "--world-size", str(world), "--micro-batch", "1", "--seq-len", "8",
                             "--grad-accum", str(accum), "--cluster",
-                            os.path.join(models, "hardware", "H100-SXM.json"), "-o", plans[accum]],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            os.path.join(models, "hardware", "H100-SXM.json"), "-o", plans[-1]]
+                           + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
             sys.exit("FAILED: fsdp-plan\n" + r.stdout)
-    plan = plans[1]
+    plan = plans[0]
 
     # Malformed settings: refused before any step, naming the variable.
     for bad in ["0", "-1", "x", "3x", "", "LIST", "99999999999999999999"]:
@@ -104,8 +112,8 @@ def main():
                      % (bad, r.returncode, r.stdout))
 
     caught = total = 0
-    for accum in (1, 2):
-        c, w = drop_each(fsdp_run, plans[accum], env, work, accum)
+    for (world, accum, flags), plan in zip(cases, plans):
+        c, w = drop_each(fsdp_run, plan, env, work, world, accum, " ".join(flags))
         caught += c
         total += w
     print("dropped waits: %d of %d caught; stream-order reports in normal runs: 0"
@@ -116,15 +124,16 @@ def main():
         sys.exit("FAILED: %d dropped waits not reported" % (total - caught))
 
 
-def drop_each(fsdp_run, plan, env, work, accum):
+def drop_each(fsdp_run, plan, env, work, world, accum, flags):
     """The normal run's waits, then each dropped in turn: (caught, waits)."""
-    tag = "accum%d-" % accum
+    tag = "w%d-accum%d%s-" % (world, accum, "-hpz" if flags else "")
+    what = "world %d --grad-accum %d%s" % (world, accum, " " + flags if flags else "")
     status, out0, out1 = run_ranks(fsdp_run, plan, dict(env, FSDP_EMU_DROP_WAIT="list"), work,
-                                   tag + "list", False, accum)
+                                   tag + "list", False, world)
     normal_reports = (out0 + out1).count("stream-order race")
-    if status != (0, 0) or normal_reports:
-        sys.exit("FAILED: the normal run (--grad-accum %d): exit %s, %d stream-order reports\n"
-                 "%s\n%s" % (accum, status, normal_reports, out0, out1))
+    if any(status) or normal_reports:
+        sys.exit("FAILED: the normal run (%s): exit %s, %d stream-order reports\n"
+                 "%s\n%s" % (what, status, normal_reports, out0, out1))
     lines = [l for l in out0.splitlines() if l.startswith("cuda-emu: wait ")]
     names, phase = [], "micro_step"
     for l in lines:
@@ -144,20 +153,20 @@ def drop_each(fsdp_run, plan, env, work, accum):
         # The first drop runs to its end: the exit status, and the summary.
         full = n == 1
         status, out0, out1 = run_ranks(fsdp_run, plan, env_n, work, tag + "drop%d" % n, not full,
-                                       accum)
+                                       world)
         dropped = "FSDP_EMU_DROP_WAIT=%d: dropped wait %d: " % (n, n)
         if dropped not in out0:
             sys.exit("FAILED: wait %d (%s) was not dropped\n%s" % (n, name, out0))
         if "stream-order race" not in out0 + out1:
-            print("--grad-accum %d: wait %d of a step (%s): dropped, and no stream-order report"
-                  % (accum, n, name))
+            print("%s: wait %d of a step (%s): dropped, and no stream-order report"
+                  % (what, n, name))
             continue
         if full and (status[0] == 0 or "the stream-order checker found" not in out0):
             sys.exit("FAILED: wait %d (%s): reported, but exit %s or no summary\n%s"
                      % (n, name, status, out0))
         first = next(l for l in out0.splitlines() if "stream-order race" in l)
-        print("--grad-accum %d: wait %d of a step (%s): dropped, reported: %s"
-              % (accum, n, name, first[:300]))
+        print("%s: wait %d of a step (%s): dropped, reported: %s"
+              % (what, n, name, first[:300]))
         caught += 1
     return caught, w
 

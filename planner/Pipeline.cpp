@@ -88,6 +88,8 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
   auto byName = unitsByName(module);
   for (Operation &op : step.getBody().front()) {
     plan::UnitOp u = unitOfOp(&op, byName);
+    if (isa<plan::ReshardOp>(op))
+      ++f.reshardedUnits;
     if (auto g = dyn_cast<plan::AllGatherOp>(op)) {
       f.allGatherBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
       if (g.getGroup() == plan::Group::reshard)
@@ -212,9 +214,11 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
     os << "reshard after backward: false (each unit gathered at the step's first micro-step "
           "and kept for all of them)\n";
   if (o.reshardAfterForward)
-    os << "reshard after forward: " << o.reshardAfterForward << " (each unit keeps 1/"
-       << o.reshardAfterForward << " of its parameters from forward to backward and gathers "
-       << "them within groups of " << o.reshardAfterForward << " consecutive ranks)\n";
+    os << "reshard after forward: " << o.reshardAfterForward << " (" << f.reshardedUnits << " of "
+       << f.units.size() << " units keep 1/" << o.reshardAfterForward
+       << " of their parameters from forward to backward and gather them within groups of "
+       << o.reshardAfterForward << " consecutive ranks; the unit computing last in forward "
+       << "stays gathered)\n";
   os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,

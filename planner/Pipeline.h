@@ -53,6 +53,7 @@ struct PlanFigures {
           activationsBytes = 0, fragmentationBytes = 0;
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   int64_t allGatherReshardBytes = 0; // of allGatherBytes, over the reshard groups
+  int64_t reshardedUnits = 0;        // units resharded after forward (fsdp.reshard)
   struct Unit {
     std::string name, module;
     std::string firstParam, lastParam; // in the unit's flat order

@@ -79,8 +79,12 @@ private:
       bad("the executor divides by a zero size");
     return a / b;
   }
-  // The kernel touches `count` elements of `esize` bytes from the tensor's start.
-  void touches(int64_t id, i128 count, i128 esize = 4) {
+  // The kernel touches `count` elements of `esize` bytes from the tensor's
+  // start (0: of the tensor's own dtype, as the kernels read f32 and bf16
+  // tensors alike).
+  void touches(int64_t id, i128 count, i128 esize = 0) {
+    if (esize == 0)
+      esize = elementBytes(t(id).dtype);
     if (count < 0 || count * esize > numel(t(id)) * elementBytes(t(id).dtype))
       bad("the kernel touches " + std::to_string((long long)count) + " elements of tensor " +
           std::to_string(id) + ", which holds fewer bytes");
@@ -321,6 +325,23 @@ void Checker::instruction(const Instruction &i) {
   }
   case Op::AllGather:
     inArena(p, where + " gathered buffer", i.dst, (i128)unit().paddedNumel * (i.bf16 ? 2 : 4));
+    if (i.overReshard) {
+      if (p.reshardAfterForward < 2 || p.shardSize % p.reshardAfterForward)
+        bad("a gather over reshard groups the program does not have");
+      inArena(p, where + " resharded copy", i.src,
+              (i128)unit().paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4));
+    }
+    break;
+  case Op::Reshard:
+    if (p.reshardAfterForward < 2 || p.shardSize % p.reshardAfterForward)
+      bad("a reshard into groups the program does not have");
+    inArena(p, where + " gathered buffer", i.src, (i128)unit().paddedNumel * (i.bf16 ? 2 : 4));
+    inArena(p, where + " resharded copy", i.dst,
+            (i128)unit().paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4));
+    break;
+  case Op::Accumulate:
+    inArena(p, where + " gradient buffer", i.src, (i128)unit().paddedNumel * p.gradElementBytes());
+    inArena(p, where + " accumulation buffer", i.dst, (i128)unit().paddedNumel * 4);
     break;
   case Op::ReduceScatter:
     inArena(p, where + " reduced buffer", i.src, (i128)unit().paddedNumel * 4);
@@ -394,7 +415,14 @@ void Checker::run() {
   if (numel(t(p.loss)) != 1)
     bad("a loss that is not one element");
   touches(p.loss, 1);
-  phase(p.microStep, "micro_step");
+  // Every list a run may issue: a step's first and last micro-steps have
+  // their own where the program says so.
+  for (auto [s, name] :
+       {std::pair<const Phase *, const char *>{&p.firstMicroStep, "first_micro_step"},
+        {&p.microStep, "micro_step"},
+        {&p.lastMicroStep, "last_micro_step"}})
+    if (!s->compute.empty() || !s->comm.empty())
+      phase(*s, name);
   positionOutputs.clear();
   positionLimit.clear();
   phase(p.optimizer, "optimizer");

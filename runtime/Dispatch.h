@@ -85,7 +85,7 @@ template <typename R> struct ArenaMemory {
   }
   void reshard(const program::Program &p, const program::Instruction &i) {
     const program::Unit &u = p.units[i.unit];
-    int64_t bytes = u.paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4);
+    int64_t bytes = p.reshardedBytes(u, i.bf16);
     int64_t from = i.src + rank.reshardMember() * bytes;
     rank.touch(from, bytes);
     rank.touch(i.dst, bytes);

@@ -233,6 +233,11 @@ struct Program {
   /// Bytes of an element of what a reduce_scatter reads: the gradient
   /// buffer's, or under grad_sync last the f32 accumulation buffer's.
   int64_t reducedElementBytes() const { return syncsAtLastMicroStep() ? 4 : gradElementBytes(); }
+  /// Bytes of unit u's resharded copy (reshard_after_forward = N, which the
+  /// loader holds above 1): 1/N of its gathered buffer, in bf16 or f32.
+  int64_t reshardedBytes(const Unit &u, bool bf16) const {
+    return u.paddedNumel / reshardAfterForward * (bf16 ? 2 : 4);
+  }
   int64_t vocabSize() const; // from the loss's logits; 0 if unknown
 };
 

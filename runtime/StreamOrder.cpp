@@ -49,14 +49,14 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
     break;
   case Op::AllGather:
     if (i.overReshard) // this member's resharded copy
-      bytes(i.src, u->paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4), false);
+      bytes(i.src, p.reshardedBytes(*u, i.bf16), false);
     else
       bytes(u->shardOffset, u->shardNumel * 4, false);
     bytes(i.dst, u->paddedNumel * (i.bf16 ? 2 : 4), true);
     break;
   case Op::Reshard:
     bytes(i.src, u->paddedNumel * (i.bf16 ? 2 : 4), false);
-    bytes(i.dst, u->paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4), true);
+    bytes(i.dst, p.reshardedBytes(*u, i.bf16), true);
     break;
   case Op::ReduceScatter: {
     const int64_t reduced = p.reducedElementBytes();

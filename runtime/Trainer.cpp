@@ -79,7 +79,7 @@ std::string RankDevice::runCollective(const Instruction &inst, const std::string
       nameCollective(Group::Reshard, site, "all_gather");
       DType dtype = inst.bf16 ? DType::BF16 : DType::F32;
       int64_t count = u.paddedNumel / p.reshardAfterForward;
-      touch(inst.src, count * (inst.bf16 ? 2 : 4));
+      touch(inst.src, p.reshardedBytes(u, inst.bf16));
       touch(inst.dst, u.paddedNumel * (inst.bf16 ? 2 : 4));
       return allGather(Group::Reshard, at<char>(inst.src), at<char>(inst.dst), count, dtype);
     }
@@ -588,7 +588,8 @@ std::string fsdp::runtime::writeTrace(const std::string &path, const Program &p,
         if (i.unit < 0 || i.unit >= (int64_t)p.units.size())
           continue;
         int64_t padded = p.units[i.unit].paddedNumel, param = p.paramDtype == "bf16" ? 2 : 4;
-        int64_t resharded = p.reshardAfterForward ? padded / p.reshardAfterForward * param : 0;
+        int64_t resharded =
+            p.reshardAfterForward ? p.reshardedBytes(p.units[i.unit], param == 2) : 0;
         if (i.op == Op::AllGather)
           changes.push_back({t.start, padded * (i.bf16 ? 2 : 4)});
         else if (i.op == Op::Reshard)

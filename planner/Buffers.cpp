@@ -18,6 +18,10 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
     return cast<plan::UnitOp>(b.owner).getExpAvgSqOffset();
   case BufferRole::UnitAccumulated:
     return cast<plan::UnitOp>(b.owner).getAccumulatedOffset();
+  case BufferRole::UnitHostShard:
+    return cast<plan::UnitOp>(b.owner).getHostShardOffset();
+  case BufferRole::UnitHostGrad:
+    return cast<plan::UnitOp>(b.owner).getHostGradOffset();
   case BufferRole::Gathered:
     return cast<plan::AllGatherOp>(b.owner).getOffset();
   case BufferRole::Resharded:
@@ -129,7 +133,8 @@ int64_t fsdp::reducedElementBytes(plan::StepOp step) {
 bool fsdp::isPersistent(BufferRole role) {
   return role == BufferRole::UnitShard || role == BufferRole::UnitGradShard ||
          role == BufferRole::UnitExpAvg || role == BufferRole::UnitExpAvgSq ||
-         role == BufferRole::UnitAccumulated;
+         role == BufferRole::UnitAccumulated || role == BufferRole::UnitHostShard ||
+         role == BufferRole::UnitHostGrad;
 }
 
 namespace {
@@ -174,6 +179,16 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
         {n + ".exp_avg", BufferCategory::Optimizer, BufferRole::UnitExpAvg, bytes, 0, last, u, 0});
     model.buffers.push_back({n + ".exp_avg_sq", BufferCategory::Optimizer, BufferRole::UnitExpAvgSq,
                              bytes, 0, last, u, 0});
+    // offload = optimizer: the moments move to the host pool, beside the
+    // master copy of the parameter shard and the gradient shard's copy
+    // that AdamW reads there.
+    if (step.offloadsOptimizer()) {
+      model.buffers.end()[-1].host = model.buffers.end()[-2].host = true;
+      model.buffers.push_back({n + ".host_shard", BufferCategory::Params, BufferRole::UnitHostShard,
+                               bytes, 0, last, u, 0, -1, true});
+      model.buffers.push_back({n + ".host_grad", BufferCategory::Grads, BufferRole::UnitHostGrad,
+                               bytes, 0, last, u, 0, -1, true});
+    }
   }
 
   // grad_sync = last: each unit that accumulates has its f32 accumulation

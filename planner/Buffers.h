@@ -32,6 +32,8 @@ enum class BufferRole {
   UnitExpAvg,
   UnitExpAvgSq,    // owner: the unit
   UnitAccumulated, // owner: the unit (grad_sync = last)
+  UnitHostShard,   // owner: the unit (offload = optimizer): the master copy
+  UnitHostGrad,    // owner: the unit (offload = optimizer): the gradient's copy
   Gathered,        // owner: the all_gather
   Resharded,       // owner: the reshard (reshard_after_forward = N)
   GradsFull,       // owner: the alloc
@@ -49,6 +51,8 @@ struct Buffer {
   mlir::Operation *owner = nullptr;
   int64_t index = 0;
   int64_t offset = -1;
+  /// In the rank's host pool (offload = optimizer), not the device's arena.
+  bool host = false;
 };
 
 struct BufferModel {
@@ -57,9 +61,10 @@ struct BufferModel {
   int64_t microBatch = 0, seqLen = 0;
 };
 
-/// The arena offset the memory plan recorded for `b` (a unit's shard
+/// The offset the memory plan recorded for `b` (a unit's shard
 /// offsets, a gather's or alloc's `offset`, the step's input offsets, an
-/// op's `offsets` and `scratch_offset`), or nullopt where none is.
+/// op's `offsets` and `scratch_offset`), or nullopt where none is: in the
+/// arena, or for a host buffer (b.host) in the host pool.
 std::optional<int64_t> recordedOffset(const Buffer &b, plan::StepOp step);
 
 /// Ops whose results get buffers of their own: the nn compute ops and
@@ -96,7 +101,8 @@ int64_t gradElementBytes(plan::StepOp step);
 /// gradients', or under grad_sync = last the f32 accumulation buffer's.
 int64_t reducedElementBytes(plan::StepOp step);
 /// Whether a buffer of this role lives for the whole step (and across its
-/// micro-steps): the units' shards, moments and accumulation buffers.
+/// micro-steps): the units' shards, moments, accumulation buffers and host
+/// copies.
 bool isPersistent(BufferRole role);
 
 /// Bytes of staging a reduce_scatter needs on its step's target

@@ -184,6 +184,24 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
       ok = number({"compute", "op_efficiency", it.key()}, *field, Efficiency);
     }
   }
+  // The host (--offload): optional, but whole where given.
+  if (ok && r.get({"host_link"}, false))
+    ok = number({"host_link", "bandwidth"}, c.hostLink.bandwidth, Rate) &&
+         number({"host_link", "latency_s"}, c.hostLink.latencyS, Time) &&
+         number({"host_link", "efficiency"}, c.hostLink.efficiency, Efficiency);
+  if (ok && r.get({"host"}, false)) {
+    ok = number({"host", "adamw_elements_per_s"}, c.hostAdamwRate, Rate);
+    auto bytes = ok ? r.getInt({"host", "memory_bytes"}, std::nullopt, 1) : std::nullopt;
+    if (!bytes)
+      return failed();
+    c.hostMemoryBytes = *bytes;
+  }
+  if (ok && (r.get({"host_link"}, false) != nullptr) != (r.get({"host"}, false) != nullptr)) {
+    r.fail({r.get({"host_link"}, false) ? "host_link" : "host"},
+           "host_link and host come together: the link to the host's memory, and that memory "
+           "with its AdamW rate");
+    return failed();
+  }
   if (ok) {
     auto nics = r.getInt({"inter_node", "nics"}, int64_t(1), 1);
     if (!nics)
@@ -231,6 +249,12 @@ Cluster fsdp::defaultCluster() {
   c.memoryEfficiency = 1.0;
   c.opOverheadS = 2e-6;
   c.intraNode = c.interNode = {5e9, 5e-6, 1.0};
+  // A CPU rank's host pool is more of the same memory: the copies are
+  // memcpy (read and write at memory_bandwidth), AdamW reads 16 and writes
+  // 12 bytes an element.
+  c.hostLink = {5e9, 2e-6, 1.0};
+  c.hostMemoryBytes = c.memoryBytes;
+  c.hostAdamwRate = 10e9 / 28;
   return c;
 }
 
@@ -581,6 +605,8 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   if (auto model = collectBuffers(module, B, S); succeeded(model)) {
     std::vector<int64_t> delta(model->numPositions + 1, 0);
     for (const Buffer &b : model->buffers) {
+      if (b.host) // the device's memory only
+        continue;
       delta[b.start] += b.bytes;
       delta[b.end + 1] -= b.bytes;
     }
@@ -693,8 +719,18 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
     double seconds = 0;
     if (auto o = dyn_cast<plan::OptimizerStepOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);
-      double bytes = u ? u.getShardNumel() * 4.0 * 7 : 0; // read p g m v, write p m v
-      seconds = c.opOverheadS + bytes / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      double shard = u ? u.getShardNumel() * 4.0 : 0;
+      if (step.offloadsOptimizer()) {
+        // The gradient shard to the host, AdamW there, the master shard
+        // back, one after another (the device's stream waits for the host).
+        const Link &h = c.hostLink;
+        double copy = h.bandwidth > 0 ? h.latencyS + shard / (h.bandwidth * h.efficiency) : 0;
+        double adamw = c.hostAdamwRate > 0 ? shard / 4 / c.hostAdamwRate : 0;
+        seconds = c.opOverheadS + (2 * copy + adamw) * share;
+      } else {
+        double bytes = shard * 7; // read p g m v, write p m v
+        seconds = c.opOverheadS + bytes / (c.memoryBandwidth * c.memoryEfficiency) * share;
+      }
       addEvent("optimizer_step", 0, tc, seconds);
     } else if (auto a = dyn_cast<plan::AllocOp>(op)) {
       plan::UnitOp u = unitOfOp(&op, byName);

@@ -68,6 +68,15 @@ struct Cluster {
   /// alone (CPU; measured by fsdp-calibrate); 1 where unknown.
   double parallelEfficiency = 1;
   Link intraNode, interNode;
+  /// Host memory and its link to a device, for --offload: `host_link`
+  /// (one direction, per device; bandwidth 0: the file gives none), a
+  /// node's host memory (`host.memory_bytes`; 0: unknown) and the AdamW
+  /// elements a second one rank's share of the host updates while every
+  /// rank of the node steps at once (`host.adamw_elements_per_s`; 0: none).
+  Link hostLink{0, 0, 1};
+  int64_t hostMemoryBytes = 0;
+  double hostAdamwRate = 0;
+  bool hasHost() const { return hostLink.bandwidth > 0 && hostAdamwRate > 0; }
   /// Measured matmul rates by shape (m, k, n, FLOP/s): when given, a matmul
   /// runs at the rate of the nearest measured shape instead of peak x
   /// efficiency (fsdp-calibrate writes them, on data not in cache).

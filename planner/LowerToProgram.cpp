@@ -302,6 +302,12 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
       if (!value)
         return u.emitOpError() << "needs an integer attribute '" << name
                                << "' (run fsdp-memory-plan)";
+    if (step.offloadsOptimizer())
+      for (auto [name, value] : {std::pair{"host_shard_offset", u.getHostShardOffset()},
+                                 {"host_grad_offset", u.getHostGradOffset()}})
+        if (!value)
+          return u.emitOpError() << "needs an integer attribute '" << name
+                                 << "' under offload = optimizer (run fsdp-memory-plan)";
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = params.lookup(cast<StringAttr>(name).getValue());
       if (!p)
@@ -377,6 +383,10 @@ LogicalResult Lowering::run(raw_ostream &os) {
     pu.expAvgSqOffset = *u.getExpAvgSqOffset();
     if (std::optional<int64_t> acc = u.getAccumulatedOffset())
       pu.accumulatedOffset = *acc;
+    if (step.offloadsOptimizer()) {
+      pu.hostShardOffset = *u.getHostShardOffset();
+      pu.hostGradOffset = *u.getHostGradOffset();
+    }
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
       program::Param prm;
@@ -690,6 +700,10 @@ LogicalResult Lowering::run(raw_ostream &os) {
   if (syncLast)
     prog.gradSync = "last";
   prog.reshardAfterForward = step.getReshardSizeOr0();
+  if (step.offloadsOptimizer()) {
+    prog.offload = program::Offload::Optimizer;
+    prog.hostBytes = step.getHostBytes().value_or(0);
+  }
   if (lastOwn)
     prog.lastMicroStep = without(whole, keepGathered, false, false);
   prog.microStep = without(whole, keepGathered, syncLast, lastOwn);
@@ -701,6 +715,10 @@ LogicalResult Lowering::run(raw_ostream &os) {
                  {"params_bytes", memory.getParamsBytes()},
                  {"peak_bytes", memory.getPeakBytes()},
                  {"unsharded_bytes", memory.getUnshardedBytes()}};
+  if (step.offloadsOptimizer()) { // in the order the others are: by name
+    prog.memory.push_back({"host_bytes", prog.hostBytes});
+    llvm::sort(prog.memory);
+  }
   prog.predictedPeakBytes = memory.getPeakBytes();
   prog.events = numEvents;
   prog.tokens = valueTensor[block.getArgument(0)];

@@ -25,6 +25,8 @@ namespace {
 int64_t assignOffsets(BufferModel &model) {
   std::vector<Buffer *> persistent, transient;
   for (Buffer &b : model.buffers) {
+    if (b.host) // the host pool's, laid out by hostOffsets
+      continue;
     (isPersistent(b.role) ? persistent : transient).push_back(&b);
   }
   int64_t base = 0;
@@ -138,6 +140,20 @@ int64_t assignOffsets(BufferModel &model) {
   return arena;
 }
 
+// The host pool (offload = optimizer): its buffers all live throughout,
+// one after another. Returns its bytes (to the last one's end, as the
+// arena's).
+int64_t hostOffsets(BufferModel &model) {
+  int64_t top = 0, end = 0;
+  for (Buffer &b : model.buffers)
+    if (b.host) {
+      b.offset = top;
+      end = top + b.bytes;
+      top += alignUp(b.bytes);
+    }
+  return end;
+}
+
 struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
   using MemoryPlanBase::MemoryPlanBase;
 
@@ -159,10 +175,19 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       return signalPassFailure();
     }
     step.setTarget(target);
+    if (offload == plan::Offload::None)
+      step.removeOffloadAttr();
+    else
+      step.setOffload(offload);
     auto model = collectBuffers(module, microBatch, S);
     if (failed(model))
       return signalPassFailure();
     int64_t arena = assignOffsets(*model);
+    int64_t hostBytes = hostOffsets(*model);
+    for (plan::UnitOp u : getUnits(module)) { // set below where the plan offloads
+      u.removeHostShardOffsetAttr();
+      u.removeHostGradOffsetAttr();
+    }
 
     // Live bytes per position, by category, to find the peak and its parts.
     constexpr int kCats = 5;
@@ -170,6 +195,8 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
     for (auto &d : delta)
       d.fill(0);
     for (Buffer &b : model->buffers) {
+      if (b.host) // the device's memory only
+        continue;
       delta[b.start][(int)b.category] += b.bytes;
       delta[b.end + 1][(int)b.category] -= b.bytes;
     }
@@ -206,6 +233,12 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
         break;
       case BufferRole::UnitAccumulated:
         cast<plan::UnitOp>(buf.owner).setAccumulatedOffset(buf.offset);
+        break;
+      case BufferRole::UnitHostShard:
+        cast<plan::UnitOp>(buf.owner).setHostShardOffset(buf.offset);
+        break;
+      case BufferRole::UnitHostGrad:
+        cast<plan::UnitOp>(buf.owner).setHostGradOffset(buf.offset);
         break;
       case BufferRole::Gathered:
         cast<plan::AllGatherOp>(buf.owner).setOffset(buf.offset);
@@ -250,6 +283,10 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
     step.setMicroBatch(microBatch);
     step.setSeqLen(S);
     step.setArenaBytes(arena);
+    if (step.offloadsOptimizer())
+      step.setHostBytes(hostBytes);
+    else
+      step.removeHostBytesAttr();
     step.setMemoryAttr(plan::MemoryAttr::get(
         module.getContext(), /*peak_bytes=*/arena, /*live_peak_bytes=*/livePeak,
         /*params_bytes=*/atPeak[0], /*grads_bytes=*/atPeak[1], /*optimizer_bytes=*/atPeak[2],

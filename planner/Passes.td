@@ -212,7 +212,11 @@ def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
     reduce-scatter's and grad-norm's staging, and on cuda cuBLAS's workspace
     for the whole step, so that the arena is every byte a rank uses. Assigns
     offsets greedily, largest first, so that no two live buffers overlap, and
-    records the peak with its breakdown on the step.
+    records the peak with its breakdown on the step. With `offload=optimizer`
+    the Adam moments, an f32 master copy of each parameter shard and a host
+    copy of each gradient shard are laid out in a host pool instead
+    (`host_bytes` on the step), one after another, and the arena no longer
+    holds the moments.
   }];
   let options = [
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1", "sequences per rank">,
@@ -222,6 +226,13 @@ def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
            [{::llvm::cl::values(
                clEnumValN(::fsdp::plan::Target::Cpu, "cpu", "the CPU kernels"),
                clEnumValN(::fsdp::plan::Target::Cuda, "cuda", "the CUDA kernels"))}]>,
+    Option<"offload", "offload", "::fsdp::plan::Offload",
+           /*default=*/"::fsdp::plan::Offload::None",
+           "none or optimizer: whether the optimizer's state lives in host memory",
+           [{::llvm::cl::values(
+               clEnumValN(::fsdp::plan::Offload::None, "none", "all on the device"),
+               clEnumValN(::fsdp::plan::Offload::Optimizer, "optimizer",
+                          "the moments and master shards on the host"))}]>,
   ];
 }
 

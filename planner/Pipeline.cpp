@@ -57,8 +57,12 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
                                       o.reshardAfterBackward, o.reshardAfterForward}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
-  pm.addPass(createMemoryPlan(
-      {o.microBatch, o.seqLen, o.target == "cuda" ? plan::Target::Cuda : plan::Target::Cpu}));
+  std::optional<plan::Offload> offload = plan::symbolizeOffload(o.offload);
+  if (!offload)
+    return module.emitError() << "offload must be none or optimizer, not '" << o.offload << "'";
+  pm.addPass(
+      createMemoryPlan({o.microBatch, o.seqLen,
+                        o.target == "cuda" ? plan::Target::Cuda : plan::Target::Cpu, *offload}));
   pm.addPass(createVerifyPlan());
   return pm.run(module);
 }
@@ -76,7 +80,13 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
     f.activationsBytes = mem.getActivationsBytes();
     f.fragmentationBytes = mem.getFragmentationBytes();
   }
+  f.hostBytes = step.getHostBytes().value_or(0);
   for (plan::UnitOp u : getUnits(module)) {
+    if (step.offloadsOptimizer()) {
+      f.hostMomentsBytes += 2 * u.getShardNumel() * 4;
+      f.hostMasterBytes += u.getShardNumel() * 4;
+      f.hostGradBytes += u.getShardNumel() * 4;
+    }
     ArrayAttr params = u.getParams();
     auto name = [&](size_t i) { return cast<StringAttr>(params[i]).getValue().str(); };
     f.units.push_back({u.getSymName().str(), u.getModule().str(), params.empty() ? "" : name(0),
@@ -109,6 +119,13 @@ PlanFigures fsdp::planFigures(ModuleOp module, const Cluster &cluster, int64_t g
   return f;
 }
 
+bool fsdp::fitsHostMemory(const PlanFigures &f, const Cluster &cluster, int64_t worldSize) {
+  if (!f.hostBytes || !cluster.hostMemoryBytes)
+    return true;
+  int64_t ranks = std::min(cluster.ranksPerNode, worldSize);
+  return f.hostBytes <= cluster.hostMemoryBytes / ranks;
+}
+
 nlohmann::ordered_json fsdp::reshardAfterForwardValue(const PlanOptions &o) {
   if (o.reshardAfterForward)
     return o.reshardAfterForward;
@@ -138,6 +155,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["grad_sync"] = o.gradSync;
   r["reshard_after_backward"] = o.reshardAfterBackward;
   r["reshard_after_forward"] = reshardAfterForwardValue(o);
+  r["offload"] = o.offload;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto &u : f.units)
     units.push_back({{"name", u.name},
@@ -155,6 +173,11 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
                  {"unsharded_bytes", f.unshardedBytes},
                  {"fragmentation_bytes", f.fragmentationBytes},
                  {"live_peak_bytes", f.livePeakBytes}};
+  if (o.offload != "none") // the host pool, apart from the device's arena
+    r["host_memory"] = {{"host_bytes", f.hostBytes},
+                        {"optimizer_bytes", f.hostMomentsBytes},
+                        {"master_params_bytes", f.hostMasterBytes},
+                        {"grads_bytes", f.hostGradBytes}};
   r["comm"] = {{"all_gather", f.allGatherBytes},
                {"reduce_scatter", f.reduceScatterBytes},
                {"all_reduce", f.allReduceBytes}};
@@ -219,6 +242,10 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
        << " of their parameters from forward to backward and gather them within groups of "
        << o.reshardAfterForward << " consecutive ranks; the unit computing last in forward "
        << "stays gathered)\n";
+  if (o.offload == "optimizer")
+    os << "offload: optimizer (Adam's moments and an f32 master copy of each parameter shard in "
+          "host memory; each optimizer step copies the gradient shard out, runs AdamW on the host "
+          "and copies the parameter shard back)\n";
   os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,
@@ -262,6 +289,13 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   row("activations and temporaries", f.activationsBytes);
   row("arena fragmentation", f.fragmentationBytes);
   row("peak (the arena)", f.peakBytes);
+  if (o.offload != "none") {
+    os << "\nhost memory per rank (--offload " << o.offload << ")\n";
+    row("optimizer state (Adam m, v)", f.hostMomentsBytes);
+    row("master parameter shards (f32)", f.hostMasterBytes);
+    row("gradient shards' copies", f.hostGradBytes);
+    row("host pool", f.hostBytes);
+  }
   // The device and what a process needs there beyond the plan, part by
   // part (their sources are in the cluster file and the report).
   if (headroom) {

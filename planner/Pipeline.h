@@ -33,6 +33,9 @@ struct PlanOptions {
   // its backward gathers over groups of N consecutive ranks (hpZ); 0: the
   // strategy's behaviour (full-shard frees them, shard-grad-op keeps them).
   int64_t reshardAfterForward = 0;
+  // none or optimizer: whether Adam's moments and a master copy of each
+  // parameter shard live in host memory, AdamW running on the host.
+  std::string offload = "none";
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;
@@ -54,6 +57,8 @@ struct PlanFigures {
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   int64_t allGatherReshardBytes = 0; // of allGatherBytes, over the reshard groups
   int64_t reshardedUnits = 0;        // units resharded after forward (fsdp.reshard)
+  // offload optimizer: the host pool (host_bytes) and its parts, a rank's
+  int64_t hostBytes = 0, hostMomentsBytes = 0, hostMasterBytes = 0, hostGradBytes = 0;
   struct Unit {
     std::string name, module;
     std::string firstParam, lastParam; // in the unit's flat order
@@ -66,6 +71,11 @@ struct PlanFigures {
 PlanFigures planFigures(mlir::ModuleOp module);
 /// The same, with the step time predicted on `cluster`.
 PlanFigures planFigures(mlir::ModuleOp module, const Cluster &cluster, int64_t gradAccum);
+
+/// Whether a plan's host pool (--offload) fits the host memory of a node of
+/// `cluster`, which the node's ranks (at most the world's) share; true
+/// where the plan has none or the cluster does not say.
+bool fitsHostMemory(const PlanFigures &f, const Cluster &cluster, int64_t worldSize);
 
 /// The device a --cluster file describes, as the budget sees it: its
 /// memory, what a process needs there beyond the plan (reserved_bytes, by

@@ -217,7 +217,8 @@ struct Prober {
     if (failed(runPlanPipeline(*copy, o)))
       return std::nullopt;
     Candidate c{o, planFigures(*copy, cluster, gradAccum), false};
-    c.fits = !budget || c.figures.peakBytes <= *budget;
+    c.fits = (!budget || c.figures.peakBytes <= *budget) &&
+             fitsHostMemory(c.figures, cluster, o.worldSize);
     return c;
   }
 
@@ -286,8 +287,8 @@ bool sameFigures(const Candidate &a, const Candidate &b) {
   const PlanFigures &f = a.figures, &g = b.figures;
   return x.strategy == y.strategy && x.shardSize == y.shardSize && x.wrap == y.wrap &&
          x.gradSync == y.gradSync && x.reshardAfterBackward == y.reshardAfterBackward &&
-         x.reshardAfterForward == y.reshardAfterForward && x.microBatch == y.microBatch &&
-         x.activationCheckpointing == y.activationCheckpointing &&
+         x.reshardAfterForward == y.reshardAfterForward && x.offload == y.offload &&
+         x.microBatch == y.microBatch && x.activationCheckpointing == y.activationCheckpointing &&
          x.checkpointedBlocks == y.checkpointedBlocks && f.peakBytes == g.peakBytes &&
          f.livePeakBytes == g.livePeakBytes && f.unshardedBytes == g.unshardedBytes &&
          f.activationsBytes == g.activationsBytes && f.allGatherBytes == g.allGatherBytes &&
@@ -323,9 +324,9 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
       searchSettings(base, fixed, cluster, numBlocks, blockParams, experts);
   if (progress)
     progress->settings = settings.size();
-  for (const SearchSetting &s : settings) {
-    if (progress)
-      ++progress->settingsDone; // the one being planned, counted from 1
+  bool tryOffload = !fixed.offload && cluster.hasHost();
+  // Plans setting `s`; returns whether memory binds it.
+  auto plan = [&](const SearchSetting &s) -> bool {
     if (!fixed.microBatch && budget) {
       // Jointly: the largest micro-batch as set, and, where blocks may be
       // checkpointed, for each mode the largest with all of them at the
@@ -333,7 +334,7 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
       std::optional<Candidate> plain = probe.largestMicroBatch(s.options, plainHint);
       keep(plain);
       if (!s.mayCheckpoint)
-        continue;
+        return true;
       for (int m = 0; m < 2; ++m) {
         PlanOptions all = s.options;
         all.activationCheckpointing = modes[m];
@@ -350,12 +351,12 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
         }
         keep(fewest);
       }
-      continue;
+      return true;
     }
     std::optional<Candidate> plain = probe.evaluate(s.options);
     if (!plain || plain->fits || !budget || !s.mayCheckpoint) {
       keep(plain);
-      continue;
+      return plain && !plain->fits;
     }
     bool any = false;
     for (const char *mode : modes) {
@@ -367,6 +368,16 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
     }
     if (!any)
       keep(plain);
+    return true;
+  };
+  for (const SearchSetting &s : settings) {
+    if (progress)
+      ++progress->settingsDone; // the one being planned, counted from 1
+    if (plan(s) && tryOffload) {
+      SearchSetting offloaded = s;
+      offloaded.options.offload = "optimizer";
+      plan(offloaded);
+    }
   }
   std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
     if (a.fits != b.fits)

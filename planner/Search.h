@@ -32,6 +32,9 @@ struct SearchFixed {
   bool reshardAfterBackward = true;
   /// --reshard-after-forward given: not searched.
   bool reshardAfterForward = false;
+  /// --offload given: not searched (else optimizer is tried where memory
+  /// binds and the cluster file describes the host).
+  bool offload = false;
   /// false with --micro-batch max: each setting gets the largest micro-batch
   /// that fits, and the search ranks them by tokens/s.
   bool microBatch = true;
@@ -86,7 +89,11 @@ struct SearchProgress {
 /// fits, with and without checkpointing. Returns the distinct plans (of
 /// plans with identical figures, the first tried: the least prefetch), those
 /// that fit first, fastest (tokens/s) first and, as fast, smallest first;
-/// then those that do not fit, smallest first.
+/// then those that do not fit, smallest first. Where memory binds a setting
+/// (it does not fit as set, needs checkpointing, or its micro-batch is
+/// searched) and the offload is not fixed, the setting is planned again
+/// with the optimizer offloaded to the host (when the cluster describes
+/// it): offloading only adds time, so it pays only where memory binds.
 std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
                                    const SearchFixed &fixed, const Cluster &cluster,
                                    int64_t gradAccum, std::optional<int64_t> budget,

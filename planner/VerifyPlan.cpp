@@ -300,21 +300,31 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         collectBuffers(module, step.getMicroBatch().value_or(1), step.getSeqLen().value_or(1));
     if (failed(model))
       return failure();
-    int64_t arena = step.getArenaBytes().value_or(0);
+    int64_t arena = step.getArenaBytes().value_or(0), hostPool = step.getHostBytes().value_or(0);
     for (Buffer &b : model->buffers) {
       Operation *owner = b.owner ? b.owner : step.getOperation();
+      const char *pool = b.host ? "host pool" : "arena";
       b.offset = recordedOffset(b, step).value_or(-1);
       if (b.offset < 0)
-        return owner->emitOpError() << "has a buffer without an arena offset";
-      if (b.offset + b.bytes > arena)
-        return owner->emitOpError() << "has a buffer of " << b.bytes << " bytes at offset "
-                                    << b.offset << ", past the arena's " << arena << " bytes";
+        return owner->emitOpError() << "has a buffer without an offset in the " << pool;
+      if (b.offset + b.bytes > (b.host ? hostPool : arena))
+        return owner->emitOpError()
+               << "has a buffer of " << b.bytes << " bytes at offset " << b.offset << ", past the "
+               << pool << "'s " << (b.host ? hostPool : arena) << " bytes";
     }
-    // Sweep in time keeping the live buffers ordered by address: as long as
-    // they are disjoint, a new buffer can only collide with its neighbours.
+    // Each pool on its own (the arena, the host pool).
+    for (bool host : {false, true})
+      if (failed(checkOverlaps(*model, step, host)))
+        return failure();
+    return success();
+  }
+
+  // Sweep in time keeping the live buffers ordered by address: as long as
+  // they are disjoint, a new buffer can only collide with its neighbours.
+  LogicalResult checkOverlaps(BufferModel &model, plan::StepOp step, bool host) {
     std::vector<Buffer *> order;
-    for (Buffer &b : model->buffers)
-      if (b.bytes > 0)
+    for (Buffer &b : model.buffers)
+      if (b.bytes > 0 && b.host == host)
         order.push_back(&b);
     llvm::stable_sort(order, [](Buffer *a, Buffer *b) { return a->start < b->start; });
     std::map<int64_t, Buffer *> live; // offset -> buffer

@@ -83,7 +83,8 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
       b.create<plan::UnitOp>(step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names),
                              offsets, sizes, offset, padded, shardSize,
                              /*arena offsets, which the memory plan sets:*/ IntegerAttr(),
-                             IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr());
+                             IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
+                             IntegerAttr(), IntegerAttr());
       ++numUnits;
     }
   }

@@ -34,6 +34,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -147,6 +148,26 @@ public:
     cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, compute),
          "cudaMemcpyAsync (reshard)");
   }
+  // offload optimizer: the host pool is pinned, so these are DMA copies
+  // queued on the compute stream; the host waits for the gradient's.
+  void toHost(void *dst, const void *src, int64_t bytes) override {
+    cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToHost, compute),
+         "cudaMemcpyAsync (gradient shard to the host)");
+    cuda(cudaEventRecord(hostCopied, compute), "cudaEventRecord (gradient shard to the host)");
+    waitFor(hostCopied, place() + " (waiting for the gradient shard's copy to the host)");
+    labelHostAccess(dst, size_t(bytes), false, "the host AdamW's read of the gradient shard");
+  }
+  void toDevice(void *dst, const void *src, int64_t bytes) override {
+    cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice, compute),
+         "cudaMemcpyAsync (master shard to the device)");
+  }
+  void hostAdamw(const AdamWSlice &a) override {
+    size_t n = size_t(a.count) * 4;
+    labelHostAccess(a.param, n, true, "the host AdamW's update of the master shard");
+    labelHostAccess(a.expAvg, n, true, "the host AdamW's update of exp_avg");
+    labelHostAccess(a.expAvgSq, n, true, "the host AdamW's update of exp_avg_sq");
+    RankDevice::hostAdamw(a);
+  }
   void adamw(const AdamWSlice &a) override {
     ck::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
               a.beta2, a.eps, a.weightDecay, a.gradScale, compute);
@@ -224,6 +245,7 @@ private:
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t cublas = nullptr;
   std::vector<cudaEvent_t> events;
+  cudaEvent_t hostCopied = nullptr; // offload optimizer: a gradient shard on the host
   cudaEvent_t joinComm = nullptr, joinCompute = nullptr, normReady = nullptr, computeDone = nullptr,
               commDone = nullptr;
   // What joins a phase to the one after it on the device, by the pair
@@ -267,7 +289,7 @@ DeviceRank::~DeviceRank() {
   for (cudaEvent_t e : tracePool)
     cudaEventDestroy(e);
   for (cudaEvent_t e : {joinComm, joinCompute, normReady, computeDone, commDone, inputCopied[0],
-                        inputCopied[1], traceBase})
+                        inputCopied[1], traceBase, hostCopied})
     if (e)
       cudaEventDestroy(e);
   if (cublas)
@@ -285,6 +307,8 @@ DeviceRank::~DeviceRank() {
     cudaFreeHost(logitsHost);
   if (normHost)
     cudaFreeHost(normHost);
+  if (hostPool)
+    cudaFreeHost(hostPool);
   if (arena)
     cudaFree(arena);
 }
@@ -338,7 +362,7 @@ void DeviceRank::setUp() {
   for (auto &e : events)
     cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   for (cudaEvent_t *e : {&joinComm, &joinCompute, &normReady, &computeDone, &commDone,
-                         &inputCopied[0], &inputCopied[1]})
+                         &inputCopied[0], &inputCopied[1], &hostCopied})
     cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
   for (auto &h : inputHost)
     cuda(cudaMallocHost(reinterpret_cast<void **>(&h), size_t(inputBytes() + targetBytes())),
@@ -351,6 +375,10 @@ void DeviceRank::setUp() {
          "cudaMallocHost (eval logits)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&normHost), 8), "cudaMallocHost (norm)");
   *normHost = 0;
+  // offload optimizer: the host pool, pinned for the copies' DMA.
+  if (program.offloadsOptimizer())
+    cuda(cudaMallocHost(reinterpret_cast<void **>(&hostPool), size_t(program.hostBytes)),
+         "cudaMallocHost (the host pool)");
   if (!options.trace.empty())
     cuda(cudaEventCreate(&traceBase), "cudaEventCreate");
   // Host memory laid out like the arena, for the shards' way in and out.
@@ -370,12 +398,17 @@ void DeviceRank::shardsIn() {
   cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (shards copied)");
 }
 
-// Every unit's four persistent buffers between the mirror and the device
-// (synchronous: nothing else is in flight when this runs).
+// Every unit's persistent buffers in the arena (its four shards; without
+// the moments, which live in the host pool, under offload optimizer)
+// between the mirror and the device (synchronous: nothing else is in
+// flight when this runs).
 void DeviceRank::copyShards(bool toDevice) {
   char *h = mirror.data();
+  int inArena = program.offloadsOptimizer() ? 2 : 4;
   for (const Unit &u : program.units)
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+    for (int k = 0; k < inArena; ++k) {
+      int64_t off =
+          std::array{u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}[k];
       size_t bytes = size_t(u.shardNumel * 4);
       if (!bytes)
         continue;

@@ -102,6 +102,15 @@ public:
   void copy(void *dst, const void *src, int64_t bytes) override {
     std::memcpy(dst, src, size_t(bytes));
   }
+  // The host pool is an allocation of its own, apart from the arena (the
+  // "device" of a CPU rank): the copies are real and each pool's peak is
+  // its own.
+  void toHost(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
+  void toDevice(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
   void adamw(const AdamWSlice &a) override {
     kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
                    a.beta2, a.eps, a.weightDecay, a.gradScale);
@@ -174,6 +183,11 @@ void CpuRank::setUp() {
   arena = static_cast<char *>(std::aligned_alloc(64, (program.arenaBytes + 63) / 64 * 64));
   if (!arena)
     fail("cannot allocate the arena of " + std::to_string(program.arenaBytes) + " bytes");
+  if (program.offloadsOptimizer()) {
+    hostPool = static_cast<char *>(std::aligned_alloc(64, (program.hostBytes + 63) / 64 * 64 + 64));
+    if (!hostPool)
+      fail("cannot allocate the host pool of " + std::to_string(program.hostBytes) + " bytes");
+  }
   try {
     commThread = std::thread([this] { commLoop(); });
   } catch (const std::system_error &e) {
@@ -192,6 +206,8 @@ void CpuRank::tearDown(bool) {
   }
   std::free(arena);
   arena = nullptr;
+  std::free(hostPool);
+  hostPool = nullptr;
 }
 
 // One execution of a phase: its comm list on the comm thread, its compute

@@ -104,6 +104,9 @@ struct StepReport {
   int64_t peakBytes = 0;          // largest rank's measured arena high-water mark
   int64_t predictedPeakBytes = 0; // the plan's
   int64_t outsideArenaBytes = 0;  // largest rank's allocations outside the arena
+  // offload optimizer: the host pool's measured high-water mark and the
+  // plan's host_bytes (both 0 without offload).
+  int64_t hostPeakBytes = 0, predictedHostPeakBytes = 0;
   // Token data: the epoch (from 1) of the step's first sample, that
   // sample's place in it, the samples an epoch has (0: not token data), and
   // whether the step's samples finished an epoch.

@@ -48,6 +48,18 @@ std::optional<Target> fsdp::program::parseTarget(const std::string &name) {
   return std::nullopt;
 }
 
+const char *fsdp::program::offloadName(Offload o) {
+  return o == Offload::Optimizer ? "optimizer" : "none";
+}
+
+std::optional<Offload> fsdp::program::parseOffload(const std::string &name) {
+  if (name == "none")
+    return Offload::None;
+  if (name == "optimizer")
+    return Offload::Optimizer;
+  return std::nullopt;
+}
+
 const OpInfo *fsdp::program::findOp(const std::string &name) {
   for (const OpInfo &info : kOps)
     if (name == info.name)
@@ -433,6 +445,10 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["reshard_after_backward"] = false;
   if (p.reshardAfterForward) // as is: none
     top["reshard_after_forward"] = p.reshardAfterForward;
+  if (p.offloadsOptimizer()) { // none, the default, is written without
+    top["offload"] = offloadName(p.offload);
+    top["host_bytes"] = p.hostBytes;
+  }
   if (p.modelFlopsPerMicroStep > 0)
     top["model_flops_per_micro_step"] = p.modelFlopsPerMicroStep;
   if (p.peakFlops > 0)
@@ -477,6 +493,10 @@ std::string fsdp::program::writeProgram(const Program &p) {
                      {"params", params}});
     if (u.accumulatedOffset >= 0)
       units.back()["accumulated_offset"] = u.accumulatedOffset;
+    if (u.hostShardOffset >= 0) {
+      units.back()["host_shard_offset"] = u.hostShardOffset;
+      units.back()["host_grad_offset"] = u.hostGradOffset;
+    }
   }
   for (size_t k = 0; k < p.tensors.size(); ++k)
     tensors.push_back({{"id", k},
@@ -522,6 +542,7 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
          a.shardNumel == b.shardNumel && a.shardOffset == b.shardOffset &&
          a.gradShardOffset == b.gradShardOffset && a.expAvgOffset == b.expAvgOffset &&
          a.expAvgSqOffset == b.expAvgSqOffset && a.accumulatedOffset == b.accumulatedOffset &&
+         a.hostShardOffset == b.hostShardOffset && a.hostGradOffset == b.hostGradOffset &&
          a.params == b.params;
 }
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
@@ -554,7 +575,8 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
          a.tensors == b.tensors && a.gradSync == b.gradSync &&
          a.reshardAfterBackward == b.reshardAfterBackward &&
-         a.reshardAfterForward == b.reshardAfterForward && a.firstMicroStep == b.firstMicroStep &&
+         a.reshardAfterForward == b.reshardAfterForward && a.offload == b.offload &&
+         a.hostBytes == b.hostBytes && a.firstMicroStep == b.firstMicroStep &&
          a.microStep == b.microStep && a.lastMicroStep == b.lastMicroStep &&
          a.optimizer == b.optimizer;
 }

@@ -69,6 +69,10 @@ struct Unit {
   // grad_sync last: the unit's f32 accumulation buffer of paddedNumel
   // elements, alive across a step's micro-steps (-1: none).
   int64_t accumulatedOffset = -1;
+  // offload optimizer: in the host pool, the f32 master copy of the
+  // parameter shard and the gradient shard's copy (-1: none); the moments'
+  // offsets above are then the host pool's too.
+  int64_t hostShardOffset = -1, hostGradOffset = -1;
   std::vector<Param> params;
 };
 
@@ -157,6 +161,13 @@ struct Phase {
   std::vector<Instruction> compute, comm;
 };
 
+/// What of a rank's training state lives in host memory (fsdp-plan
+/// --offload): nothing, or the optimizer's (the moments and a master copy
+/// of each parameter shard, updated there by optimizer_step).
+enum class Offload { None, Optimizer };
+const char *offloadName(Offload o);
+std::optional<Offload> parseOffload(const std::string &name);
+
 struct Program {
   std::string modelName, modelType, strategy;
   int64_t parameters = 0;
@@ -209,7 +220,19 @@ struct Program {
   // backward gathers them over the reshard group, N consecutive ranks; 0:
   // none (no reshard group).
   int64_t reshardAfterForward = 0;
+  // offload optimizer: the units' moments, master shards and gradient
+  // copies live in a host pool of hostBytes, apart from the arena (the
+  // plan's host peak).
+  Offload offload = Offload::None;
+  int64_t hostBytes = 0;
   Phase firstMicroStep, microStep, lastMicroStep, optimizer;
+
+  bool offloadsOptimizer() const { return offload == Offload::Optimizer; }
+  /// Where the units' moments lie: `arena`, or under offload optimizer
+  /// `host`, the host pool (both laid out as the plan says).
+  template <typename T> T *momentsBase(T *arena, T *host) const {
+    return offloadsOptimizer() ? host : arena;
+  }
 
   int64_t replicas() const { return worldSize / shardSize; }
   bool syncsAtLastMicroStep() const { return gradSync == "last"; }

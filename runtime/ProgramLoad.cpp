@@ -96,6 +96,11 @@ private:
       fail(where, "bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
                       ") lie outside the arena of " + std::to_string(p.arenaBytes) + " bytes");
   }
+  void checkHostRange(const std::string &where, int64_t offset, i128 bytes) {
+    if (offset < 0 || bytes < 0 || offset + bytes > p.hostBytes)
+      fail(where, "bytes [" + std::to_string(offset) + ", " + str(offset + bytes) +
+                      ") lie outside the host pool of " + std::to_string(p.hostBytes) + " bytes");
+  }
   void loadPhase(const json &j, const std::string &phase, Phase &s);
   Instruction loadInstruction(const json &j, const std::string &where, bool comm);
   void loadRopeScaling(const json &j, const std::string &where, Instruction &inst);
@@ -227,6 +232,23 @@ void Loader::run(const std::string &text) {
     if (!p.reshardAfterBackward)
       fail("reshard_after_forward", "with reshard_after_backward false nothing is resharded");
   }
+  if (j.contains("offload")) {
+    std::string o = get<std::string>(j, "offload", "top level");
+    std::optional<Offload> offload = parseOffload(o);
+    if (!offload)
+      fail("offload", "'" + o + "' is not none or optimizer");
+    p.offload = *offload;
+  }
+  if (j.contains("host_bytes")) {
+    if (!p.offloadsOptimizer())
+      fail("host_bytes", "a host pool is for offload optimizer, which this program does not "
+                         "have");
+    p.hostBytes = get<int64_t>(j, "host_bytes", "top level");
+    if (p.hostBytes < 0)
+      fail("host_bytes", "must not be negative");
+  } else if (p.offloadsOptimizer()) {
+    fail("offload", "offload optimizer needs host_bytes, the host pool's size");
+  }
   if (j.contains("grad_accum")) {
     p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
     if (p.gradAccum < 1 || p.gradAccum > kMaxGradAccum)
@@ -294,8 +316,21 @@ void Loader::run(const std::string &text) {
                       std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) + ", " +
                       std::to_string(u.shardSize) + " shards of " + std::to_string(u.shardNumel) +
                       ")");
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+    for (int64_t off : {u.shardOffset, u.gradShardOffset})
       checkRange(where, off, (i128)u.shardNumel * 4);
+    // offload optimizer: the moments, the master shard and the gradient's
+    // copy in the host pool.
+    if (p.offloadsOptimizer()) {
+      u.hostShardOffset = get<int64_t>(uj, "host_shard_offset", where);
+      u.hostGradOffset = get<int64_t>(uj, "host_grad_offset", where);
+      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset})
+        checkHostRange(where, off, (i128)u.shardNumel * 4);
+    } else {
+      if (uj.contains("host_shard_offset") || uj.contains("host_grad_offset"))
+        fail(where, "has host offsets, which only a program with offload optimizer has");
+      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset})
+        checkRange(where, off, (i128)u.shardNumel * 4);
+    }
     // grad_sync last: the f32 accumulation buffer, the whole unit's.
     if (uj.contains("accumulated_offset")) {
       if (!p.syncsAtLastMicroStep())

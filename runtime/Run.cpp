@@ -230,6 +230,10 @@ std::string metricsLine(const StepReport &r, double predictedStepS) {
          ", \"peak_bytes\": " + std::to_string(r.peakBytes) +
          ", \"predicted_peak_bytes\": " + std::to_string(r.predictedPeakBytes) +
          ", \"outside_arena_bytes\": " + std::to_string(r.outsideArenaBytes) +
+         (r.predictedHostPeakBytes > 0
+              ? ", \"host_peak_bytes\": " + std::to_string(r.hostPeakBytes) +
+                    ", \"predicted_host_peak_bytes\": " + std::to_string(r.predictedHostPeakBytes)
+              : "") +
          (r.epochSamples ? ", \"epoch\": " + std::to_string(r.epoch) +
                                ", \"epoch_position\": " + std::to_string(r.epochPosition) +
                                ", \"epoch_samples\": " + std::to_string(r.epochSamples)

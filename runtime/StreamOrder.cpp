@@ -39,8 +39,14 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
     bytes(i.dst + i.zeroFrom * grad, (u->paddedNumel - i.zeroFrom) * grad, true);
     break;
   case Op::OptimizerStep:
-    for (int64_t off : {u->shardOffset, u->gradShardOffset, u->expAvgOffset, u->expAvgSqOffset})
+    // Under offload optimizer the moments are the host pool's: on the
+    // device it reads the gradient shard (copied out, then zeroed) and
+    // writes the parameter shard (copied back).
+    for (int64_t off : {u->shardOffset, u->gradShardOffset})
       bytes(off, u->shardNumel * 4, true);
+    if (!p.offloadsOptimizer())
+      for (int64_t off : {u->expAvgOffset, u->expAvgSqOffset})
+        bytes(off, u->shardNumel * 4, true);
     bytes(u->accumulatedOffset, u->paddedNumel * 4, true); // zeroed (grad_sync last)
     break;
   case Op::Accumulate:

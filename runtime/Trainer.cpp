@@ -131,23 +131,57 @@ static double clipScale(const RunOptions &o, double gradNorm) {
   return coef < 1.0 ? coef : 1.0;
 }
 
+void RankDevice::hostAdamw(const AdamWSlice &a) {
+  kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
+                 a.beta2, a.eps, a.weightDecay, a.gradScale);
+}
+
 void RankDevice::optimizerStep(const Unit &u) {
   const RunOptions &o = options;
   int64_t step = running->step;
   double scale = clipScale(o, o.clipGradNorm > 0 ? clippingNorm() : 0);
   double lr = learningRate(o, step);
   float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
-  float *expAvg = at(u.expAvgOffset), *expAvgSq = at(u.expAvgSqOffset);
+  int64_t bytes = u.shardNumel * 4;
+  bool offload = program.offloadsOptimizer();
+  // Offloaded, AdamW reads the gradient's host copy and updates the master
+  // shard and the moments in the host pool.
+  float *master = param, *from = grad;
+  if (offload) {
+    for (int64_t off : {u.hostShardOffset, u.hostGradOffset, u.expAvgOffset, u.expAvgSqOffset})
+      touchHost(off, bytes);
+    master = hostAt(u.hostShardOffset);
+    from = hostAt(u.hostGradOffset);
+    toHost(from, grad, bytes);
+  }
+  float *expAvg = offload ? hostAt(u.expAvgOffset) : at(u.expAvgOffset);
+  float *expAvgSq = offload ? hostAt(u.expAvgSqOffset) : at(u.expAvgSqOffset);
   for (const Param &prm : u.params) { // a parameter at a time: its slice of the shard
     ShardSlice slice = shardSlice(u, shardMember(), prm);
     if (!slice.count)
       continue;
     int64_t k = slice.inShard;
-    adamw({param + k, grad + k, expAvg + k, expAvgSq + k, slice.count, step, lr, o.beta1, o.beta2,
-           o.eps, prm.decay ? o.weightDecay : 0.0, scale});
+    AdamWSlice a{master + k,
+                 from + k,
+                 expAvg + k,
+                 expAvgSq + k,
+                 slice.count,
+                 step,
+                 lr,
+                 o.beta1,
+                 o.beta2,
+                 o.eps,
+                 prm.decay ? o.weightDecay : 0.0,
+                 scale};
+    if (offload)
+      hostAdamw(a);
+    else
+      adamw(a);
   }
-  zero(grad, u.shardNumel * 4, nullptr); // the next step accumulates afresh
-  if (u.accumulatedOffset >= 0) {        // grad_sync last: so does the unsharded sum
+  if (offload)
+    toDevice(param, master, bytes);
+  zero(grad, bytes, nullptr);     // the next step accumulates afresh
+  if (u.accumulatedOffset >= 0) { // grad_sync last: so does the unsharded sum
     touch(u.accumulatedOffset, u.paddedNumel * 4);
     zero(at(u.accumulatedOffset), u.paddedNumel * 4, nullptr);
   }
@@ -252,11 +286,22 @@ std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
 // already taken.
 int64_t Trainer::loadShards() {
   char *image = device.shardImage();
-  for (const Unit &u : program.units)
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
+  // offload optimizer: the moments (and the master shards) are the host
+  // pool's.
+  char *pool = program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr;
+  for (const Unit &u : program.units) {
+    for (int64_t off : {u.shardOffset, u.gradShardOffset}) {
       std::memset(image + off, 0, u.shardNumel * 4);
       device.touch(off, u.shardNumel * 4);
     }
+    for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset}) {
+      std::memset(program.momentsBase(image, pool) + off, 0, u.shardNumel * 4);
+      if (pool)
+        device.touchHost(off, u.shardNumel * 4);
+      else
+        device.touch(off, u.shardNumel * 4);
+    }
+  }
   // grad_sync last: the accumulation buffers start each step at zero (the
   // optimizer step and eval zero them after).
   for (const Unit &u : program.units)
@@ -271,7 +316,7 @@ int64_t Trainer::loadShards() {
     // one does.
     host.at(Group::World, "the resume from " + options.resume, true);
     err = checkpoint::resumeCheckpoint(options.resume, program, host,
-                                       data::globalBatch(program, options), image, &first);
+                                       data::globalBatch(program, options), image, &first, pool);
     // The stream the saved run trained on: the order depends on its size.
     if (err.empty() && options.resumeTokens > 0 &&
         program.inputKind != program::InputKind::Images &&
@@ -291,6 +336,12 @@ int64_t Trainer::loadShards() {
   }
   if (!err.empty())
     device.fail(err);
+  // offload optimizer: the master shards start as the parameter shards.
+  for (const Unit &u : program.units)
+    if (pool) {
+      std::memcpy(pool + u.hostShardOffset, image + u.shardOffset, u.shardNumel * 4);
+      device.touchHost(u.hostShardOffset, u.shardNumel * 4);
+    }
   device.shardsIn();
   return first;
 }
@@ -438,6 +489,7 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
     device.fail("stopped: " + host.error());
   StepReport r = stepReport(program, options, t, lossSum, norm.divisor, gradNorm, seconds);
   r.peakBytes = device.peakBytes();
+  r.hostPeakBytes = device.hostPeakBytes();
   r.outsideArenaBytes = device.outsideArenaBytes();
   int64_t G = data::globalBatch(program, options);
   // (A step so late that its samples pass 2^63 has no epoch to report.)
@@ -458,8 +510,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
       options, r, host, onStep, [&](StepReport &report) { evaluate(report); },
       [&] {
         device.shardsOut();
-        return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
-                                          device.shardImage(), step, G, record);
+        return checkpoint::saveCheckpoint(
+            options.save, options.keep, program, host, device.shardImage(), step, G, record,
+            program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr);
       },
       stop);
   if (!err.empty())
@@ -558,6 +611,7 @@ StepReport fsdp::runtime::stepReport(const Program &p, const RunOptions &o, int6
     r.mfu = p.modelFlopsPerMicroStep * double(o.gradAccum) /
             (seconds * double(p.worldSize) * p.peakFlops);
   r.predictedPeakBytes = p.predictedPeakBytes;
+  r.predictedHostPeakBytes = p.hostBytes;
   return r;
 }
 

@@ -48,12 +48,25 @@ public:
   }
   int64_t peakBytes() const { return highWater.load(std::memory_order_relaxed); }
 
+  /// The host pool (offload optimizer: the moments, master shards and
+  /// gradient copies), laid out as the plan says, and the high-water mark
+  /// of its bytes touched: the measured host peak.
+  template <typename T = float> T *hostAt(int64_t offset) {
+    return reinterpret_cast<T *>(hostPool + offset);
+  }
+  void touchHost(int64_t offset, int64_t bytes) {
+    hostHighWater = std::max(hostHighWater, offset + bytes); // the rank's compute thread only
+  }
+  int64_t hostPeakBytes() const { return hostHighWater; }
+
 protected:
   const program::Program &program;
   char *arena = nullptr;
+  char *hostPool = nullptr; // program.hostBytes, host memory; null without offload
 
 private:
   std::atomic<int64_t> highWater{0};
+  int64_t hostHighWater = 0;
 };
 
 /// One executed instruction, for the measured trace.
@@ -194,6 +207,14 @@ public:
   /// reshard (reshard_after_forward = N), in order with the compute list:
   /// `bytes` from src to dst, within the arena.
   virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
+  /// offload optimizer, in order with the compute list: `bytes` of the
+  /// arena at `src` into the host pool at `dst`, landed when this returns
+  /// (the host reads them next); and from the host pool into the arena,
+  /// which the host does not write again before its next toHost.
+  virtual void toHost(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void toDevice(void *dst, const void *src, int64_t bytes) = 0;
+  /// AdamW on the host over the host pool (offload optimizer).
+  virtual void hostAdamw(const AdamWSlice &slice);
   /// This rank's member index in its reshard group (reshard_after_forward).
   int reshardMember() const { return host.memberIndex(Group::Reshard); }
 
@@ -238,7 +259,9 @@ public:
   /// optimizer_step of unit `u` in the phase running: AdamW over this rank's
   /// shard of it, a parameter at a time (decay only where the parameter
   /// decays), clipped to --clip-grad-norm, then the gradient shard zeroed
-  /// for the next step.
+  /// for the next step. Under offload optimizer the AdamW is the host's,
+  /// over the host pool: the gradient shard copied out, the master shard
+  /// copied back into the parameter shard.
   void optimizerStep(const program::Unit &u);
 
   /// Both streams' trace records: the measured timeline.

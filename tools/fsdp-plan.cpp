@@ -135,6 +135,13 @@ static cl::opt<std::string> reshardAfterForward(
              "int, ZeRO++'s hpZ; N divides the shard group's size and is smaller; full-shard "
              "and hybrid-shard) (default true)"),
     cl::init("true"), cl::cat(category));
+static cl::opt<std::string> offload(
+    "offload",
+    cl::desc("none | optimizer: keep Adam's moments and an f32 master copy of each parameter "
+             "shard in host memory and run AdamW on the host, the gradient shard copied out and "
+             "the parameter shard copied back each step (ZeRO-Offload's optimizer offload); "
+             "priced with the cluster file's host_link and host (default none)"),
+    cl::init("none"), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -176,6 +183,8 @@ static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
     kept.push_back("--reshard-after-backward " + reshardAfterBackward);
   if (reshardAfterForward.getNumOccurrences())
     kept.push_back("--reshard-after-forward " + reshardAfterForward);
+  if (offload.getNumOccurrences())
+    kept.push_back("--offload " + offload);
   // Never searched; named where given, since they are kept too.
   if (paramDtype.getNumOccurrences())
     kept.push_back("--param-dtype " + paramDtype);
@@ -289,6 +298,12 @@ static std::string checkWordFlags() {
     return notOneOf("grad-sync", {"every", "last"}, gradSync);
   if (!oneOf(reshardAfterBackward, {"true", "false"}))
     return notOneOf("reshard-after-backward", {"true", "false"}, reshardAfterBackward);
+  if (offload == "all")
+    return "--offload all (the parameter shards on the host between uses, FSDP2's "
+           "CPUOffloadPolicy) is not built yet; --offload optimizer keeps the optimizer's state "
+           "there";
+  if (!oneOf(offload, {"none", "optimizer"}))
+    return notOneOf("offload", {"none", "optimizer"}, offload);
   if (!oneOf(reshardAfterForward, {"true", "false"})) {
     int64_t n = 0;
     if (llvm::StringRef(reshardAfterForward).getAsInteger(10, n) || n < 2 || n > kMaxWorldSize)
@@ -443,6 +458,7 @@ int main(int argc, char **argv) {
   o.computeDtype = computeDtype;
   o.gradSync = gradSync;
   o.reshardAfterBackward = reshardAfterBackward == "true";
+  o.offload = offload;
   // --reshard-after-forward: false is shard-grad-op's behaviour (one plan,
   // one name: the plan's strategy is shard-grad-op); N reshards full-shard
   // or hybrid-shard to groups of N.
@@ -478,6 +494,7 @@ int main(int argc, char **argv) {
   // full-shard unless hybrid-shard was given).
   fixed.strategy = strategy.getNumOccurrences() > 0 || reshardAfterForward != "true";
   fixed.reshardAfterForward = reshardAfterForward.getNumOccurrences() > 0;
+  fixed.offload = offload.getNumOccurrences() > 0;
   fixed.shardSize = shardSize.getNumOccurrences() > 0;
   fixed.forwardPrefetch = forwardPrefetch.getNumOccurrences() > 0;
   fixed.backwardPrefetch = backwardPrefetch.getNumOccurrences() > 0;
@@ -525,6 +542,12 @@ int main(int argc, char **argv) {
       return fail(err);
   }
   o.target = cluster.device;
+  if (o.offload != "none" && !cluster.hasHost())
+    return fail("--offload " + o.offload +
+                " prices the copies between device and host memory and the host's AdamW, but " +
+                clusterPath +
+                " has no host_link and host (docs/cost-model.md: the link's bandwidth, the "
+                "host's memory and its AdamW rate, each with its source)");
   // The budget: as given; with --cluster, the device's memory; `none`: no check.
   std::optional<int64_t> budget;
   std::string budgetSource; // said in the error where the budget was not given
@@ -625,7 +648,8 @@ int main(int argc, char **argv) {
     bool bf16 = o.resolvedComputeDtype() == "bf16";
     getStep(*module)->setAttr("peak_flops", f64(bf16 ? cluster.bf16Flops : cluster.f32Flops));
   }
-  bool fits = !budget || figures.peakBytes <= *budget;
+  bool hostFits = fitsHostMemory(figures, cluster, o.worldSize);
+  bool fits = (!budget || figures.peakBytes <= *budget) && hostFits;
   // The plan is rendered before any file is written: a lowering that fails
   // leaves no report or trace behind either.
   std::string planText;
@@ -688,6 +712,7 @@ int main(int argc, char **argv) {
                         {"grad_sync", c.options.gradSync},
                         {"reshard_after_backward", c.options.reshardAfterBackward},
                         {"reshard_after_forward", reshardAfterForwardValue(c.options)},
+                        {"offload", c.options.offload},
                         {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
@@ -740,6 +765,8 @@ int main(int argc, char **argv) {
         notes.push_back("kept");
       if (c.options.reshardAfterForward)
         notes.push_back("hpZ " + std::to_string(c.options.reshardAfterForward));
+      if (c.options.offload != "none")
+        notes.push_back("offload " + c.options.offload);
       if (!notes.empty())
         name += " (" + llvm::join(notes, ", ") + ")";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".
@@ -776,6 +803,14 @@ int main(int argc, char **argv) {
     llvm::outs() << "largest micro-batch that fits " << humanBytes(*budget) << ": " << o.microBatch
                  << " (" << humanBytes(figures.peakBytes) << " per rank); " << nextTooBig->first
                  << " would need " << humanBytes(nextTooBig->second) << "\n";
+  if (!hostFits)
+    return fail("the plan's host pool of " + humanBytes(figures.hostBytes) +
+                " per rank (--offload " + o.offload + "), times the " +
+                std::to_string(std::min<int64_t>(cluster.ranksPerNode, o.worldSize)) +
+                " ranks of a node, is over the node's host memory of " +
+                humanBytes(cluster.hostMemoryBytes) +
+                (clusterPath.empty() ? std::string() : " (" + clusterPath + ")") +
+                "; no plan written");
   if (!fits) {
     return fail("the plan needs " + humanBytes(figures.peakBytes) + " (" +
                 withCommas(figures.peakBytes) + " bytes) per rank, over the budget of " +

@@ -266,6 +266,11 @@ static runtime::RunEvents printer(const runtime::RunRequest &req, bool quiet, in
                           "collectives; NCCL's own buffers not counted)"
                         : " (communication staging and the token data)"))
                       .c_str());
+    if (!quiet && last.step > 0 && last.predictedHostPeakBytes > 0)
+      std::printf("host memory per rank (--offload): pool peak %s measured, %s predicted (%s)\n",
+                  support::describeBytes(last.hostPeakBytes).c_str(),
+                  support::describeBytes(last.predictedHostPeakBytes).c_str(),
+                  last.hostPeakBytes == last.predictedHostPeakBytes ? "exact" : "DIFFERENT");
     // Rank 0 speaks for the job (the ranks agreed on the step).
     const runtime::StopRecord &stopped = res.stop;
     if (stopped.signal && res.rank == 0) {

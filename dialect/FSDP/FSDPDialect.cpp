@@ -174,6 +174,10 @@ LogicalResult StepOp::verify() {
                            << " ranks, but reshard_after_backward = false keeps every gathered "
                               "unit all step";
   }
+  // The host pool holds the offloaded optimizer state only.
+  if (getHostBytes() && !offloadsOptimizer())
+    return emitOpError() << "has a host pool of " << *getHostBytes()
+                         << " bytes, but offloads nothing to the host";
   if (std::optional<int64_t> seq = getSeqLen(); seq && getMaxSeqLen() && *seq > *getMaxSeqLen())
     return emitOpError() << "seq_len " << *seq << " is past the model's max_seq_len "
                          << *getMaxSeqLen();

@@ -85,6 +85,20 @@ def FSDP_GradSyncEnum : I32EnumAttr<"GradSync",
 }
 def FSDP_GradSyncAttr : EnumAttr<FSDP_Dialect, FSDP_GradSyncEnum, "grad_sync">;
 
+def FSDP_OffloadEnum : I32EnumAttr<"Offload",
+    "what of a rank's training state lives in host memory", [
+    I32EnumAttrCase<"None", 0, "none">, // all of it on the device
+    // Adam's moments and an f32 master copy of the parameter shard in host
+    // memory; each optimizer_step copies the gradient shard to the host,
+    // runs AdamW there and copies the parameter shard back (ZeRO-Offload's
+    // optimizer offload)
+    I32EnumAttrCase<"Optimizer", 1, "optimizer">
+  ]> {
+  let cppNamespace = "::fsdp::plan";
+  let genSpecializedAttr = 0;
+}
+def FSDP_OffloadAttr : EnumAttr<FSDP_Dialect, FSDP_OffloadEnum, "offload">;
+
 def FSDP_DtypeEnum : I32EnumAttr<"Dtype", "a precision of parameters or reductions", [
     I32EnumAttrCase<"F32", 0, "f32">,
     I32EnumAttrCase<"BF16", 1, "bf16">
@@ -185,6 +199,10 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     (`exp_avg_offset`, `exp_avg_sq_offset`) and, under `grad_sync = last`,
     its f32 gradient accumulation buffer of `padded_numel` elements
     (`accumulated_offset`), which lives across the micro-steps of a step.
+    Under `offload = optimizer` the moments' offsets are in the rank's host
+    pool, as are the f32 master copy of the parameter shard
+    (`host_shard_offset`) and the gradient shard's host copy
+    (`host_grad_offset`), which only such a plan has.
     ```mlir
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
@@ -200,7 +218,9 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
                        OptionalAttr<FSDP_NonNegativeI64>:$grad_shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_sq_offset,
-                       OptionalAttr<FSDP_NonNegativeI64>:$accumulated_offset);
+                       OptionalAttr<FSDP_NonNegativeI64>:$accumulated_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_shard_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_grad_offset);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -246,7 +266,10 @@ def FSDP_StepOp : FSDP_Op<"step", [
     - `fsdp-memory-plan`: `target` (whose kernels' scratch it places),
       `micro_batch`, `seq_len`, `arena_bytes`, the inputs' offsets
       (`tokens_offset`, `targets_offset`), cuda's cuBLAS workspace
-      (`workspace_offset`) and `memory`;
+      (`workspace_offset`) and `memory`; `offload` (absent: none;
+      `optimizer`: the moments and a master copy of each parameter shard
+      live in a host pool of `host_bytes`, and `fsdp.optimizer_step` runs
+      on the host);
     - `fsdp-plan`: the cost model's `predicted_micro_step_s`,
       `predicted_optimizer_s`; the micro-steps of an optimizer step
       (`grad_accum`, the run's default); the model FLOPs of one micro-step
@@ -291,6 +314,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_NonNegativeI64>:$tokens_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$targets_offset,
                        OptionalAttr<FSDP_MemoryAttr>:$memory,
+                       OptionalAttr<FSDP_OffloadAttr>:$offload,
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_bytes,
                        OptionalAttr<F64Attr>:$predicted_micro_step_s,
                        OptionalAttr<F64Attr>:$predicted_optimizer_s,
                        OptionalAttr<FSDP_PositiveI64>:$grad_accum,
@@ -337,6 +362,12 @@ def FSDP_StepOp : FSDP_Op<"step", [
     bool syncsAtLastMicroStep() {
       return getGradSync().value_or(::fsdp::plan::GradSync::Every) ==
              ::fsdp::plan::GradSync::Last;
+    }
+    /// Whether the optimizer's state lives in host memory (offload =
+    /// optimizer).
+    bool offloadsOptimizer() {
+      return getOffload().value_or(::fsdp::plan::Offload::None) ==
+             ::fsdp::plan::Offload::Optimizer;
     }
     ::fsdp::plan::Dtype getComputeDtypeOrF32() {
       return getComputeDtype().value_or(::fsdp::plan::Dtype::F32);
@@ -511,7 +542,10 @@ def FSDP_OptimizerStepOp : FSDP_Op<"optimizer_step", [HasParent<"StepOp">]> {
     Updates the parameter shard from the gradient shard and the two moments,
     after clipping by the global norm when asked; then zeroes the gradient
     shard (and, under `grad_sync = last`, the unit's accumulation buffer)
-    for the next step's accumulation.
+    for the next step's accumulation. Under `offload = optimizer` it copies
+    the gradient shard to its host copy, updates the host's master copy of
+    the parameter shard and the moments there (the same AdamW), and copies
+    the master copy back to the parameter shard.
   }];
   let arguments = (ins OptionalAttr<FlatSymbolRefAttr>:$unit);
   let assemblyFormat = "($unit^)? attr-dict";

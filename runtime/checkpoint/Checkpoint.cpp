@@ -238,7 +238,8 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch, const 
 // This member's shard file: header, payload, block CRCs; created, written
 // and fsynced, or an error.
 std::string writeShard(const std::string &path, const program::Program &p, const char *arena,
-                       int64_t step, int64_t member) {
+                       const char *host, int64_t step, int64_t member) {
+  const char *moments = p.momentsBase(arena, host);
   ShardHeader h = shardHeader(p, step, member);
   DurableFile f;
   std::string err = f.create(path);
@@ -248,8 +249,10 @@ std::string writeShard(const std::string &path, const program::Program &p, const
   uint32_t crc = 0;
   int64_t inBlock = 0;
   for (const auto &u : p.units)
-    for (int64_t off : {u.shardOffset, u.expAvgOffset, u.expAvgSqOffset}) {
-      const char *data = arena + off;
+    for (int kind = 0; kind < 3; ++kind) {
+      const char *data = kind == 0   ? arena + u.shardOffset
+                         : kind == 1 ? moments + u.expAvgOffset
+                                     : moments + u.expAvgSqOffset;
       int64_t left = u.shardNumel * 4;
       if (err.empty())
         err = f.write(data, size_t(left));
@@ -664,15 +667,16 @@ std::string fsdp::checkpoint::agree(runtime::Communicator &comm, const std::stri
 std::string fsdp::checkpoint::checkFiniteState(const program::Program &p,
                                                runtime::Communicator &comm, const char *arena,
                                                int64_t step, bool moments, int shardMember,
-                                               const std::string &what) {
+                                               const std::string &what, const char *host) {
   // (kind, unit, flat element) of this rank's first; INT64_MAX: none.
   int64_t mine[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
   bool inFirstGroup = comm.rank() < p.shardSize;
   for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
     for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
       const auto &u = p.units[ui];
+      const char *base = kind == 0 ? arena : p.momentsBase(arena, host);
       int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
-      const float *x = reinterpret_cast<const float *>(arena + off);
+      const float *x = reinterpret_cast<const float *>(base + off);
       for (int64_t j = 0; j < u.shardNumel; ++j)
         if (!std::isfinite(x[j])) {
           mine[0] = kind;
@@ -842,14 +846,14 @@ std::string fsdp::checkpoint::resolveCheckpoint(const std::string &path, Checkpo
 std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t keep,
                                              const program::Program &p, runtime::Communicator &comm,
                                              char *arena, int64_t step, int64_t globalBatch,
-                                             const RunRecord &record) {
+                                             const RunRecord &record, char *host) {
   std::string final = checkpointPath(dir, step), tmp = final + ".tmp";
   auto removeTmp = [&] { removeTree(tmp); };
   bool rank0 = comm.rank() == 0;
   // 0. Nothing that is not finite is saved (and so no older checkpoint is
   // removed for it).
   std::string err = checkFiniteState(p, comm, arena, step, /*moments=*/true,
-                                     comm.memberIndex(runtime::Group::Shard), "checkpoint");
+                                     comm.memberIndex(runtime::Group::Shard), "checkpoint", host);
   if (!err.empty())
     return err;
   // 1. The temporary folder (a leftover of an earlier failure removed).
@@ -865,7 +869,7 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
   // 2. Shard group 0 holds one copy of everything: each member its file.
   mine.clear();
   if (comm.rank() < p.shardSize)
-    mine = writeShard(tmp + "/" + shardName(comm.rank()), p, arena, step, comm.rank());
+    mine = writeShard(tmp + "/" + shardName(comm.rank()), p, arena, host, step, comm.rank());
   err = agree(comm, mine, removeTmp);
   if (!err.empty())
     return err;
@@ -914,7 +918,7 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
 
 std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const program::Program &p,
                                              int shardMember, int64_t globalBatch, char *arena,
-                                             int64_t *step) {
+                                             int64_t *step, char *host) {
   Meta m;
   std::string err = readMeta(path, m);
   if (!err.empty())
@@ -976,7 +980,8 @@ std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const prog
   for (int kind = 0; kind < 3; ++kind)
     for (const auto &u : p.units) {
       int64_t dstOffset = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
-      float *dst = reinterpret_cast<float *>(arena + dstOffset);
+      float *dst =
+          reinterpret_cast<float *>((kind == 0 ? arena : p.momentsBase(arena, host)) + dstOffset);
       std::memset(dst, 0, size_t(u.shardNumel * 4)); // the padding past the last parameter
       int64_t base = shardMember * u.shardNumel;
       for (const auto &prm : u.params) {
@@ -1006,7 +1011,7 @@ std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const prog
 
 std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const program::Program &p,
                                                runtime::Communicator &comm, int64_t globalBatch,
-                                               char *arena, int64_t *step) {
+                                               char *arena, int64_t *step, char *host) {
   // Rank 0 chooses and holds the checkpoint; every rank reads that one.
   HeldCheckpoint held;
   CheckpointRef ref;
@@ -1026,8 +1031,8 @@ std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const pr
   if (!comm.allGather(runtime::Group::World, name, names.data(), sizeof name))
     return "checkpoint not read: " + comm.error();
   std::string chosen = names[0] ? path + "/" + std::string(names.data()) : path;
-  mine =
-      loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena, step);
+  mine = loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena,
+                        step, host);
   // Held until every rank has read it.
   return agree(comm, mine, [] {}, "checkpoint not read");
 }

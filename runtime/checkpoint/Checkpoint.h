@@ -100,12 +100,16 @@ struct RunRecord {
 };
 std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::Program &p,
                            runtime::Communicator &comm, char *arena, int64_t step,
-                           int64_t globalBatch, const RunRecord &record = {});
+                           int64_t globalBatch, const RunRecord &record = {}, char *host = nullptr);
 
 /// The run record of the checkpoint folder `path` (one step's); an error
 /// names the file and the field.
 std::string readRunRecord(const std::string &path, RunRecord *out);
 
+/// `arena` is host memory laid out as the plan's arena; `host` the rank's
+/// host pool, which holds the moments under offload optimizer (null
+/// otherwise): momentsBase.
+///
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
 /// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint
 /// folder `path`, whatever plan of the same model wrote it, reading only the
@@ -115,7 +119,7 @@ std::string readRunRecord(const std::string &path, RunRecord *out);
 /// the steps already taken. The global batch must be the one it was saved
 /// with. An error names the file and the field.
 std::string loadCheckpoint(const std::string &path, const program::Program &p, int shardMember,
-                           int64_t globalBatch, char *arena, int64_t *step);
+                           int64_t globalBatch, char *arena, int64_t *step, char *host = nullptr);
 
 /// Collective over every rank: what --resume `path` names is chosen by rank
 /// 0, held with a shared lock (a run saving there does not remove it while
@@ -123,7 +127,7 @@ std::string loadCheckpoint(const std::string &path, const program::Program &p, i
 /// is an error on every rank.
 std::string resumeCheckpoint(const std::string &path, const program::Program &p,
                              runtime::Communicator &comm, int64_t globalBatch, char *arena,
-                             int64_t *step);
+                             int64_t *step, char *host = nullptr);
 
 /// Every rank's outcome of one stage of a save (a checkpoint's, or the
 /// weights'): "" when every rank's `mine` is "". Otherwise rank 0 first
@@ -142,7 +146,7 @@ std::string agree(runtime::Communicator &comm, const std::string &mine,
 /// and saying that no `what` is written, or "".
 std::string checkFiniteState(const program::Program &p, runtime::Communicator &comm,
                              const char *arena, int64_t step, bool moments, int shardMember,
-                             const std::string &what);
+                             const std::string &what, const char *host = nullptr);
 
 } // namespace fsdp::checkpoint
 

@@ -82,7 +82,9 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int
       return err;
   }
   for (const Unit &u : p.units) {
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+    // The moments (in the host pool under offload optimizer) are the
+    // trainer's to zero.
+    for (int64_t off : {u.shardOffset, u.gradShardOffset})
       std::memset(at(off), 0, u.shardNumel * 4);
     float *shard = at(u.shardOffset);
     for (const Param &prm : u.params) {

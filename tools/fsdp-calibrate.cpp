@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -216,6 +217,22 @@ int main(int argc, char **argv) {
                     1000;
   std::printf("small-kernel overhead: %.1f ns\n", overhead * 1e9);
 
+  // --offload's figures. A CPU rank's host pool is more of the same
+  // memory: the copy to and from it is a memcpy, and the host's AdamW is
+  // the kernel a rank runs, over data not in cache.
+  int64_t hn = n; // as many elements as the bandwidth's arrays: far larger than the caches
+  std::vector<float> hp(hn, 0.5f), hg(hn, 0.01f), hm(hn, 0.f), hv(hn, 0.f), hc(hn);
+  int64_t adamStep = 0;
+  double adamT = best(reps, [&] {
+    kernels::adamw(hp.data(), hg.data(), hm.data(), hv.data(), nullptr, hn, ++adamStep, 1e-3, 0.9,
+                   0.999, 1e-8, 0.01, 1.0);
+  });
+  double adamwRate = double(hn) / adamT;
+  double copyT = best(reps, [&] { std::memcpy(hc.data(), hp.data(), size_t(hn) * 4); });
+  double hostLink = double(hn) * 4 / copyT;
+  std::printf("host AdamW: %.3g elements/s; host copy (memcpy): %.2f GB/s\n", adamwRate,
+              hostLink / 1e9);
+
   // Threads-backend collectives: fit t = (n-1) latency + bytes (n-1)/n / bw.
   double sxx = 0, sxy = 0, sx = 0, sy = 0, sxz = 0, szz = 0, szy = 0, sz = 0;
   int samples = 0;
@@ -275,7 +292,15 @@ int main(int argc, char **argv) {
         {"gemm_rates", rates}}},
       {"intra_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
       {"inter_node", {{"bandwidth", 1 / invBw}, {"latency_s", latency}, {"efficiency", 1.0}}},
-      {"sources", {{"all", "measured by fsdp-calibrate"}}}};
+      {"host_link", {{"bandwidth", hostLink}, {"latency_s", overhead}, {"efficiency", 1.0}}},
+      {"host",
+       {{"memory_bytes", (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE)},
+        {"adamw_elements_per_s", adamwRate}}},
+      {"sources",
+       {{"all", "measured by fsdp-calibrate"},
+        {"host_link", "a memcpy of an array as large as memory_bandwidth's (a CPU rank's host "
+                      "pool is the same memory)"},
+        {"host", "kernels::adamw on one thread over arrays as large as memory_bandwidth's"}}}};
   std::ofstream f(out + ".tmp");
   f << cluster.dump(2) << "\n";
   f.close();

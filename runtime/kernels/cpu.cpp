@@ -520,9 +520,14 @@ FSDP_HOT void crossEntropyBackward(const float *logits, const int64_t *targets, 
 // Optimizer, norms
 //===----------------------------------------------------------------------===//
 
-FSDP_HOT void adamw(float *param, const float *grad, float *expAvg, float *expAvgSq,
-                    const bool *decay, int64_t n, int64_t step, double lr, double beta1,
-                    double beta2, double eps, double weightDecay, double gradScale) {
+// Not contracted to FMA (fp-contract=off, also in the x86-64-v3 clone):
+// each operation rounds, as in torch's tensor ops and the CUDA kernel
+// (__fmul_rn, __fadd_rn), so that the update is the same on every CPU and
+// the host's AdamW under --offload is the device's bit for bit.
+FSDP_HOT __attribute__((optimize("fp-contract=off"))) void
+adamw(float *param, const float *grad, float *expAvg, float *expAvgSq, const bool *decay, int64_t n,
+      int64_t step, double lr, double beta1, double beta2, double eps, double weightDecay,
+      double gradScale) {
   // torch 1.13 _single_tensor_adamw; each tensor op rounds to float, with
   // its Python scalar converted to float.
   const float decayMul = float(1.0 - lr * weightDecay);

@@ -42,7 +42,9 @@ grad-accum):
             grad-accum 3) and llama-tiny
             (bf16 compute, no-shard, grad-accum 3) at world 2, and
             llama-tiny with --reshard-after-forward 2 (bf16 parameters) at
-            world 4; before them the
+            world 4, and gpt2-tiny with --offload optimizer at world 2 (its
+            host pool's measured peak the plan's, its losses and gradient
+            norms those of the run without it, bit for bit); before them the
             switch's refusals, each with exit 1, one error naming the
             variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
             file, or naming a library that is not an fsdp NCCL backend;
@@ -95,6 +97,7 @@ SELECTIVE = ["--activation-checkpointing", "selective"]
 LAST = ["--grad-sync", "last"]  # no-sync accumulation: a last_micro_step phase
 KEPT = ["--reshard-after-backward", "false"]  # gathered once a step: first_micro_step
 HPZ = ["--reshard-after-forward", "2"]  # the reshard copy and the reshard group's gathers
+OFFLOAD = ["--offload", "optimizer"]  # the pinned host pool, its copies and the host's AdamW
 # (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
 # (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
 CASES = {
@@ -114,6 +117,10 @@ CASES = {
         # compute stream (cudaMemcpyAsync), the backward gathers over the
         # NCCL reshard group (ncclCommSplit), in bf16.
         ("llama-tiny", 4, "full-shard", "file", ["--param-dtype", "bf16"] + HPZ, 1),
+        # --offload optimizer: the gradient shard to the pinned host pool
+        # (cudaMemcpyAsync, the host waiting on its event), AdamW on the
+        # host, the master shard back on the compute stream.
+        ("gpt2-tiny", 2, "full-shard", "mpirun", OFFLOAD, 1),
     ],
     "llama": [
         ("llama-tiny", 1, "full-shard", "none", BF16, 1),
@@ -298,6 +305,11 @@ class Ctx:
             if not (m["peak_bytes"] == m["predicted_peak_bytes"] == arena):
                 sys.exit("FAILED: %s step %d: device peak %d, predicted %d, plan's arena %d"
                          % (what, m["step"], m["peak_bytes"], m["predicted_peak_bytes"], arena))
+            # --offload: the host pool's peak, measured, is the plan's.
+            if m.get("host_peak_bytes") != m.get("predicted_host_peak_bytes"):
+                sys.exit("FAILED: %s step %d: host pool peak %s, predicted %s"
+                         % (what, m["step"], m.get("host_peak_bytes"),
+                            m.get("predicted_host_peak_bytes")))
         device_touched(what, b, arena)
 
         # Within 4x the gap to some alternate is within 4x the largest gap;
@@ -398,11 +410,13 @@ def wait_ranks(procs):
 
 def matrix_group(ctx, group):
     runs, lines = 0, []
+    done = {}  # (model, world, strategy, launch, settings, accum) -> the device's metrics
     for model, world, strategy, launch, settings, accum in CASES[group]:
         # Unique within the group: the memory reports are found by name.
         tag = "%s-w%d-%s-%s%s" % (model, world, strategy, launch,
                                   "-" + "-".join(settings[1::2])
-                                  if LAST[0] in settings or HPZ[0] in settings else "")
+                                  if LAST[0] in settings or HPZ[0] in settings or
+                                  OFFLOAD[0] in settings else "")
         what = "%s world %d %s (%s) %s grad-accum %d" % (model, world, strategy, launch,
                                                          " ".join(settings), accum)
         cpu, cuda, arena = ctx.plans(tag, model, world, strategy, settings, accum)
@@ -419,6 +433,21 @@ def matrix_group(ctx, group):
         ctx.launch(launch, world,
                    [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train, b)
         ctx.held(what, a, alternates, seed, b, arena, STEPS)
+        done[(model, world, strategy, launch, tuple(settings), accum)] = b
+        # --offload optimizer: the host's AdamW rounds as the device's kernel
+        # does (no contraction), so the run is the one without offload on
+        # the same device, bit for bit.
+        if OFFLOAD[0] in settings:
+            k = settings.index(OFFLOAD[0])
+            key = (model, world, strategy, launch, tuple(settings[:k] + settings[k + 2:]), accum)
+            if key not in done:
+                sys.exit("FAILED: %s: no run without --offload to compare with" % what)
+            same = [(m["loss"], m["grad_norm"]) for m in metrics(done[key])]
+            if same != [(m["loss"], m["grad_norm"]) for m in metrics(b)]:
+                sys.exit("FAILED: %s: the losses or gradient norms differ from the same run "
+                         "without --offload on the device" % what)
+            lines.append("%s: the same losses and gradient norms as without it, bit for bit"
+                         % what)
         runs += 1
         print("%s: %d steps, losses within the bound of threads', peak %d bytes = the "
               "plan's arena, as the runtime and the device measured it" % (what, STEPS, arena))

@@ -40,6 +40,10 @@ std::string fsdp::loadCluster(const std::string &path, Cluster &c) {
   }
   c.reserved.clear();
   c.reservedBytes = 0;
+  // What the file does not give is unknown, not the defaults' (the host).
+  c.hostLink = {0, 0, 1};
+  c.hostMemoryBytes = 0;
+  c.hostAdamwRate = 0;
   auto format = r.getString({"format"}, std::string());
   auto version = format ? r.getInt({"version"}, int64_t(0), INT64_MIN) : std::nullopt;
   if (!version)

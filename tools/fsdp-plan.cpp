@@ -747,7 +747,7 @@ int main(int argc, char **argv) {
     llvm::outs() << ":\n";
     // "prefetch" is forward's; backward's and the micro-batch follow the peak.
     llvm::outs() << llvm::format(
-        "  %-32s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
+        "  %-36s %-14s %8s %12s %12s %12s %9s %11s %14s %14s\n", (const char *)"strategy",
         (const char *)"wrap", (const char *)"prefetch", (const char *)"checkpointed",
         (const char *)"step s", (const char *)"peak", (const char *)"backward",
         (const char *)"micro-batch", (const char *)"tokens/s/rank", (const char *)"tokens/s total");
@@ -775,7 +775,7 @@ int main(int argc, char **argv) {
       if (n)
         checkpointed += " " + c.options.activationCheckpointing;
       llvm::outs() << llvm::format(
-          "  %-32s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
+          "  %-36s %-14s %8lld %12s %12.4f %12s %9s %11lld %14.0f %14.0f%s\n", name.c_str(),
           c.options.wrap.c_str(), (long long)c.options.forwardPrefetch, checkpointed.c_str(),
           c.figures.predicted->stepTimeS, humanBytes(c.figures.peakBytes).c_str(),
           c.options.backwardPrefetch.c_str(), (long long)c.options.microBatch,

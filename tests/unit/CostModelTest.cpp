@@ -393,6 +393,46 @@ TEST(CostModel, ReshardedBackwardGathersPriceOverTheReshardGroup) {
   EXPECT_GT(hpz.figures.peakBytes, full.figures.peakBytes);
 }
 
+// --offload optimizer on 64 H100: each unit's optimizer_step costs the
+// gradient shard's copy to the host and the master shard's back over the
+// cluster's host_link, and the shard at the host's AdamW rate, in place of
+// AdamW's 28 bytes an element at the device's memory bandwidth; the
+// micro-step is unchanged.
+TEST(CostModel, OffloadedOptimizerStepPricesTheHostLinkAndAdamW) {
+  PlanOptions o = bf16Options(64, 4096);
+  Planned none = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  o.offload = "optimizer";
+  Planned off = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  ASSERT_TRUE(none.module && off.module);
+  Cluster c;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  ASSERT_TRUE(c.hasHost());
+  EXPECT_DOUBLE_EQ(c.hostLink.bandwidth, 63e9);
+  EXPECT_DOUBLE_EQ(c.hostAdamwRate, 1.9e9);
+  Prediction n = predict(*none.module, c, 1), f = predict(*off.module, c, 1);
+  double expected = 0, device = 0;
+  for (plan::UnitOp u : getUnits(*off.module)) {
+    double shard = u.getShardNumel() * 4.0;
+    expected += c.opOverheadS +
+                2 * (c.hostLink.latencyS + shard / (c.hostLink.bandwidth * c.hostLink.efficiency)) +
+                shard / 4 / c.hostAdamwRate;
+    device += c.opOverheadS + 7 * shard / (c.memoryBandwidth * c.memoryEfficiency);
+  }
+  auto steps = [](const Prediction &p) {
+    double s = 0;
+    for (const TraceEvent &e : p.events)
+      if (e.name == "optimizer_step")
+        s += e.duration;
+    return s;
+  };
+  double ulps = 4 * (double(f.events.size()) + 8) * std::numeric_limits<double>::epsilon();
+  EXPECT_NEAR(steps(f), expected, ulps * expected);
+  EXPECT_NEAR(steps(n), device, ulps * device);
+  EXPECT_GT(expected, device);
+  EXPECT_DOUBLE_EQ(f.microStepTimeS, n.microStepTimeS);
+  EXPECT_LT(off.figures.peakBytes, none.figures.peakBytes);
+}
+
 // Per-op efficiencies (issue 20, point 2): each kind of op is priced at its
 // own fraction, and only that kind moves; a collective in flight slows the
 // compute it overlaps by compute.comm_interference; a parameter cast that

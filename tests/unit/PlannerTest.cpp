@@ -218,6 +218,53 @@ TEST(MemoryPlan, ReshardedCopiesAreOneNthOfTheGathered) {
       }
 }
 
+// --offload optimizer: the moments leave the arena for the host pool, which
+// also holds each unit's master shard and gradient copy; the device's live
+// peak falls by exactly the moments, the arena by them aligned (the
+// persistent buffers are laid out first, the rest as before), and the host
+// pool is the four shard buffers of every unit, one after another.
+TEST(MemoryPlan, OffloadMovesTheOptimizerStateToTheHostPool) {
+  for (const char *name : {"gpt2-tiny", "llama-tiny"})
+    for (int64_t world : {1, 2, 3, 4, 8})
+      for (const char *param : {"f32", "bf16"}) {
+        PlanOptions o = options(world);
+        o.paramDtype = param;
+        Planned none = plan(name, o);
+        o.offload = "optimizer";
+        Planned off = plan(name, o);
+        ASSERT_TRUE(none.module && off.module);
+        std::string what = std::string(name) + " world " + std::to_string(world) + " " + param;
+        int64_t moments = 0, alignedMoments = 0, host = 0, end = 0;
+        for (const auto &u : none.figures.units) {
+          int64_t bytes = u.shardNumel * 4;
+          moments += 2 * bytes;
+          alignedMoments += 2 * alignUp(bytes);
+          end = host + 3 * alignUp(bytes) + bytes; // the unit's last buffer's end
+          host += 4 * alignUp(bytes);
+        }
+        EXPECT_EQ(none.figures.optimizerBytes, moments) << what;
+        EXPECT_EQ(off.figures.optimizerBytes, 0) << what;
+        EXPECT_EQ(off.figures.paramsBytes, none.figures.paramsBytes) << what;
+        EXPECT_EQ(off.figures.gradsBytes, none.figures.gradsBytes) << what;
+        EXPECT_EQ(none.figures.livePeakBytes - off.figures.livePeakBytes, moments) << what;
+        EXPECT_EQ(none.figures.peakBytes - off.figures.peakBytes, alignedMoments) << what;
+        EXPECT_EQ(off.figures.hostBytes, end) << what;
+        EXPECT_EQ(off.figures.hostMomentsBytes, moments) << what;
+        EXPECT_EQ(off.figures.hostMasterBytes, moments / 2) << what;
+        EXPECT_EQ(off.figures.hostGradBytes, moments / 2) << what;
+        EXPECT_EQ(none.figures.hostBytes, 0) << what;
+        auto model = collectBuffers(*off.module, 1, 16);
+        ASSERT_TRUE(mlir::succeeded(model)) << what;
+        int64_t onHost = 0;
+        for (const Buffer &b : model->buffers)
+          if (b.host) {
+            EXPECT_TRUE(isPersistent(b.role)) << what << " " << b.name;
+            ++onHost;
+          }
+        EXPECT_EQ(onHost, 4 * (int64_t)off.figures.units.size()) << what;
+      }
+}
+
 TEST(MemoryPlan, SizeParsing) {
   EXPECT_EQ(parseSize("80GiB"), 80LL << 30);
   EXPECT_EQ(parseSize("1.5 MiB"), 1572864);
@@ -399,6 +446,47 @@ TEST(Search, PlansAreDistinctAndKeepTheGivenStrategy) {
                    found[i].figures.peakBytes == found[j].figures.peakBytes &&
                    found[i].figures.predicted->stepTimeS == found[j].figures.predicted->stepTimeS)
           << "plans " << j << " and " << i << " are the same plan";
+  }
+}
+
+// --wrap auto and --offload: llama-tiny at world 4 (2 x 16 tokens) under a
+// budget that no plan keeping the optimizer on the device meets, even with
+// every block checkpointed, but the offloaded block-wrapped plan does: the
+// search offers offloaded plans only, the first of which fits. Offload
+// adds time only, so where memory does not bind it is never planned; and
+// kept as given (none), nothing fits.
+TEST(Search, OffloadIsFoundWhereOnlyItFits) {
+  mlir::MLIRContext context;
+  loadPlannerDialects(context);
+  ImportError error;
+  auto module = loadModel(model("llama-tiny"), &context, {}, error);
+  ASSERT_TRUE(module) << error.str();
+  PlanOptions base = options(4);
+  base.microBatch = 2;
+  base.seqLen = 16;
+  const int64_t budget = 1500000;
+  std::vector<Candidate> found =
+      searchPlans(*module, base, SearchFixed{}, defaultCluster(), 1, budget, 2, 46208);
+  ASSERT_FALSE(found.empty());
+  EXPECT_TRUE(found.front().fits);
+  EXPECT_EQ(found.front().options.offload, "optimizer");
+  for (const Candidate &c : found) {
+    if (c.fits) {
+      EXPECT_EQ(c.options.offload, "optimizer");
+      EXPECT_LE(c.figures.peakBytes, budget);
+      EXPECT_GT(c.figures.hostBytes, 0);
+    }
+  }
+  std::vector<Candidate> unbound =
+      searchPlans(*module, base, SearchFixed{}, defaultCluster(), 1, std::nullopt, 2, 46208);
+  for (const Candidate &c : unbound)
+    EXPECT_EQ(c.options.offload, "none");
+  SearchFixed kept;
+  kept.offload = true;
+  for (const Candidate &c :
+       searchPlans(*module, base, kept, defaultCluster(), 1, budget, 2, 46208)) {
+    EXPECT_FALSE(c.fits) << c.options.strategy << " " << c.options.wrap;
+    EXPECT_EQ(c.options.offload, "none");
   }
 }
 

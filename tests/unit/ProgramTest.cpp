@@ -178,6 +178,10 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"gpt2-tiny", "--world-size 2 --micro-batch 2 --grad-accum 3 --reshard-after-backward false"},
       {"llama-tiny", "--world-size 4 --micro-batch 1 --grad-accum 3 --grad-sync last --strategy "
                      "hybrid-shard --shard-size 2 --param-dtype bf16"},
+      // the host pool: offload, host_bytes, the units' host offsets
+      {"gpt2-tiny", "--world-size 2 --micro-batch 2 --offload optimizer"},
+      {"llama-tiny", "--world-size 2 --micro-batch 2 --offload optimizer --param-dtype bf16 "
+                     "--cluster " FSDP_SOURCE_DIR "/models/hardware/H100-SXM.json"},
   };
   for (const Case &c : cases) {
     std::string out = ::testing::TempDir() + "/roundtrip-" + std::to_string(::getpid()) + ".json";
@@ -406,6 +410,17 @@ TEST(WriteProgram, EqualityNoticesOneField) {
   q = p;
   q.gradSync = "last";
   EXPECT_FALSE(p == q);
+  q = p;
+  q.offload = Offload::Optimizer;
+  EXPECT_FALSE(p == q);
+  q = p;
+  q.hostBytes = 64;
+  EXPECT_FALSE(p == q);
+  q = p;
+  q.units.push_back(Unit{});
+  Program r = q;
+  r.units[0].hostGradOffset = 0;
+  EXPECT_FALSE(q == r);
 }
 
 } // namespace

@@ -7,6 +7,9 @@ if sys.argv[1] == "--same-losses":
     a, b = ([json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[2:4])
     same = [(x["loss"], x["grad_norm"]) for x in a] == [(y["loss"], y["grad_norm"]) for y in b]
     exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in a + b)
+    # --offload: the host pool's measured peak is the plan's too.
+    exact = exact and all(x.get("host_peak_bytes") == x.get("predicted_host_peak_bytes")
+                          for x in a + b)
     assert same and exact and len(a) == len(b), (a, b)
     print("the same losses and gradient norms, bit for bit, and every peak the predicted one")
     sys.exit(0)

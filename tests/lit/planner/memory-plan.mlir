@@ -4,6 +4,23 @@
 // RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4" | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 target=cuda" | FileCheck %s --check-prefix=CUDA
 // RUN: not fsdp-opt %s --fsdp-memory-plan="seq-len=9" 2>&1 | FileCheck %s --check-prefix=SEQ
+// offload=optimizer: the moments, the master shards and the gradients'
+// host copies in the host pool, one after another (each unit's moments,
+// master shard and gradient copy in turn); the arena keeps the parameter
+// and gradient shards, and shrinks by the moments' 1536 bytes.
+// RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 offload=optimizer" | FileCheck %s --check-prefix=OFFLOAD
+// OFFLOAD: fsdp.unit @root {exp_avg_offset = 0 : i64, exp_avg_sq_offset = 512 : i64, grad_shard_offset = 512 : i64, host_grad_offset = 1536 : i64, host_shard_offset = 1024 : i64,
+// OFFLOAD: fsdp.unit @block0 {exp_avg_offset = 2048 : i64, exp_avg_sq_offset = 2176 : i64, grad_shard_offset = 1152 : i64, host_grad_offset = 2432 : i64, host_shard_offset = 2304 : i64,
+// OFFLOAD: fsdp.unit @block1 {exp_avg_offset = 2560 : i64, exp_avg_sq_offset = 2688 : i64, grad_shard_offset = 1408 : i64, host_grad_offset = 2944 : i64, host_shard_offset = 2816 : i64,
+// OFFLOAD-LABEL: fsdp.step @train_step(
+// OFFLOAD-SAME: arena_bytes = 4740 : i64,
+// OFFLOAD-SAME: host_bytes = 3072 : i64,
+// OFFLOAD-SAME: memory = #fsdp.memory<peak_bytes = 4740, live_peak_bytes = 4740, params_bytes = 768, grads_bytes = 768, optimizer_bytes = 0, unsharded_bytes = 1024, activations_bytes = 2180, fragmentation_bytes = 0>
+// OFFLOAD-SAME: offload = #fsdp<offload optimizer>
+// Planned again without it, nothing of the host pool stays.
+// RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 offload=optimizer" | fsdp-opt --fsdp-memory-plan="micro-batch=2 seq-len=4" | FileCheck %s --check-prefix=AGAIN
+// AGAIN-NOT: host_
+// AGAIN-NOT: offload
 
 module {
   fsdp.unit @root {index = 0 : i64, module = "", numel = 256 : i64, offsets = array<i64: 0, 128>, padded_numel = 256 : i64, params = ["emb.weight", "head.weight"], shard_size = 2 : i64, sizes = array<i64: 128, 128>}

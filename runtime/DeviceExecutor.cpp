@@ -41,6 +41,7 @@
 #include <cstring>
 #include <map>
 #include <sys/mman.h>
+#include <thread>
 
 using namespace fsdp;
 using namespace fsdp::runtime;
@@ -97,8 +98,9 @@ class DeviceRank final : public RankDevice {
   friend struct CudaKernels;
 
 public:
-  DeviceRank(const Program &p, const RunOptions &options, NcclComms &comms, Communicator &host)
-      : RankDevice(p, options, host), comms(comms) {}
+  DeviceRank(const Program &p, const RunOptions &options, NcclComms &comms, Communicator &host,
+             int hostThreads)
+      : RankDevice(p, options, host), comms(comms), hostThreads(hostThreads) {}
   ~DeviceRank() override;
 
   void setUp() override;
@@ -161,13 +163,7 @@ public:
     cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice, compute),
          "cudaMemcpyAsync (master shard to the device)");
   }
-  void hostAdamw(const AdamWSlice &a) override {
-    size_t n = size_t(a.count) * 4;
-    labelHostAccess(a.param, n, true, "the host AdamW's update of the master shard");
-    labelHostAccess(a.expAvg, n, true, "the host AdamW's update of exp_avg");
-    labelHostAccess(a.expAvgSq, n, true, "the host AdamW's update of exp_avg_sq");
-    RankDevice::hostAdamw(a);
-  }
+  void hostAdamw(const AdamWSlice &a) override;
   void adamw(const AdamWSlice &a) override {
     ck::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
               a.beta2, a.eps, a.weightDecay, a.gradScale, compute);
@@ -239,6 +235,7 @@ private:
   void enqueue(const Instruction &inst, int stream, const PhaseRun &run);
 
   NcclComms &comms;
+  int hostThreads; // the host's cores this rank's AdamW may use (offload optimizer)
 
   HostMirror mirror;
 
@@ -668,6 +665,15 @@ double DeviceRank::clippingNorm() {
   return gradNorm;
 }
 
+// offload optimizer: AdamW on the host, over this rank's share of its cores.
+void DeviceRank::hostAdamw(const AdamWSlice &a) {
+  size_t n = size_t(a.count) * 4;
+  labelHostAccess(a.param, n, true, "the host AdamW's update of the master shard");
+  labelHostAccess(a.expAvg, n, true, "the host AdamW's update of exp_avg");
+  labelHostAccess(a.expAvgSq, n, true, "the host AdamW's update of exp_avg_sq");
+  hostAdamwThreads(a, hostThreads, int64_t(1) << 18);
+}
+
 double DeviceRank::stepGradNorm() {
   if (normEnqueued) {
     labelHostAccess(normHost, 8, false, "the step's read of the gradient norm");
@@ -750,7 +756,10 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
   {
     auto host =
         ncclHostCommunicator(*comms, (int)program.shardSize, (int)program.reshardAfterForward);
-    DeviceRank rank(program, options, *comms, *host);
+    // The host's cores, shared by the ranks of its devices (one a device).
+    int devicesHere = std::max(1, std::min<int>(count, int(program.worldSize)));
+    int hostThreads = std::max(1, int(std::thread::hardware_concurrency()) / devicesHere);
+    DeviceRank rank(program, options, *comms, *host, hostThreads);
     result = Trainer(program, options, *host, data, rank).run(onStep);
     if (result.empty() && !options.trace.empty())
       result = writeRankTrace(options.trace, program, comms->rank(), rank.records);

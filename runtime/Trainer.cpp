@@ -22,6 +22,8 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <system_error>
+#include <thread>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -131,10 +133,41 @@ static double clipScale(const RunOptions &o, double gradNorm) {
   return coef < 1.0 ? coef : 1.0;
 }
 
-void RankDevice::hostAdamw(const AdamWSlice &a) {
-  kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
-                 a.beta2, a.eps, a.weightDecay, a.gradScale);
+void fsdp::runtime::hostAdamwThreads(const AdamWSlice &a, int threads, int64_t minChunk) {
+  auto run = [](const AdamWSlice &s) {
+    kernels::adamw(s.param, s.grad, s.expAvg, s.expAvgSq, nullptr, s.count, s.step, s.lr, s.beta1,
+                   s.beta2, s.eps, s.weightDecay, s.gradScale);
+  };
+  int64_t n = std::min<int64_t>(threads, a.count / std::max<int64_t>(minChunk, 1));
+  if (n <= 1)
+    return run(a);
+  int64_t chunk = (a.count + n - 1) / n;
+  auto part = [&](int64_t t) {
+    AdamWSlice s = a;
+    int64_t lo = t * chunk;
+    s.param += lo;
+    s.grad += lo;
+    s.expAvg += lo;
+    s.expAvgSq += lo;
+    s.count = std::max<int64_t>(0, std::min(a.count - lo, chunk));
+    return s;
+  };
+  std::vector<std::thread> pool;
+  int64_t started = 1;
+  try {
+    for (; started < n; ++started)
+      pool.emplace_back(run, part(started));
+  } catch (const std::system_error &) {
+    // No more threads: this one takes the chunks not started.
+  }
+  run(part(0));
+  for (int64_t t = started; t < n; ++t)
+    run(part(t));
+  for (std::thread &th : pool)
+    th.join();
 }
+
+void RankDevice::hostAdamw(const AdamWSlice &a) { hostAdamwThreads(a, 1, 1); }
 
 void RankDevice::optimizerStep(const Unit &u) {
   const RunOptions &o = options;

@@ -133,6 +133,12 @@ struct AdamWSlice {
   double lr, beta1, beta2, eps, weightDecay, gradScale;
 };
 
+/// kernels::adamw over `slice` on up to `threads` host threads, each a
+/// contiguous chunk of at least `minChunk` elements (fewer threads where the
+/// slice is small, or where no more can be started). The update is
+/// element-wise, so the result is one thread's, bit for bit.
+void hostAdamwThreads(const AdamWSlice &slice, int threads, int64_t minChunk);
+
 /// A rank's device as the trainer drives it (IREE's HAL device, in small):
 /// memory (the arena, the shards moved in and out through a host image of
 /// it, the inputs), running a phase's two lists through Dispatch.h and

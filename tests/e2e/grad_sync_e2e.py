@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end for --grad-sync last (issue 33; FSDP's no-sync accumulation),
---reshard-after-backward false (FSDP2's, gathering once a step) and
---reshard-after-forward N (FSDP2's int, ZeRO++'s hpZ):
+--reshard-after-backward false (FSDP2's, gathering once a step),
+--reshard-after-forward N (FSDP2's int, ZeRO++'s hpZ) and --offload optimizer
+(ZeRO-Offload's; the host's AdamW over a host pool):
 fsdp-plan + fsdp-run against single-process PyTorch accumulating over the
 same micro-steps (reference.py --grad-accum), GLOBAL_BATCH 12 sequences of
 SEQ 32 tokens a step in 3 micro-steps, 10 steps.
@@ -23,7 +24,9 @@ Covered, per model (gpt2-tiny, llama-tiny):
     hybrid-shard (the replica groups' all-reduce, once a step); and with
     --reshard-after-forward 2, world 4 full-shard with every and with last
     (a world of 2 has no reshard group smaller than its shard group, and
-    GLOBAL_BATCH does not split over 8 ranks in 3 micro-steps);
+    GLOBAL_BATCH does not split over 8 ranks in 3 micro-steps); and with
+    --offload optimizer, world 2 full-shard with every and world 4 with
+    last (each run's host pool peak the plan's, byte for byte, too);
   * the same plan with every at world 2, for its peak: last's is larger by
     what the plan says (the sums);
   * a checkpoint saved at world 2 (last) after 5 steps, resumed at world 4
@@ -32,7 +35,8 @@ Covered, per model (gpt2-tiny, llama-tiny):
   * bf16 compute (--param-dtype bf16) at world 2 full-shard and world 4
     hybrid-shard with sync last, and at world 4 full-shard with
     --reshard-after-forward 2 (the copies and the gathers over the reshard
-    group in bf16), against the bf16 reference with the same accumulation
+    group in bf16) and at world 2 with --offload optimizer, against the bf16
+    reference with the same accumulation
     (matrix.check_bf16_compute), with the f32-compute control.
 
 usage: grad_sync_e2e.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny]
@@ -43,13 +47,15 @@ import shutil
 import sys
 
 import matrix
-from matrix import GLOBAL_BATCH, HERE, PY, ROOT, SEQ, compare, gap_text, read_metrics, run
+from matrix import (GLOBAL_BATCH, HERE, PY, ROOT, SEQ, compare, gap_text, peaks_exact,
+                    read_metrics, run)
 
 ACCUM = 3
 # (world, strategy, shard size, fsdp-plan flags)
 LAST = ["--grad-sync", "last"]
 KEPT = ["--reshard-after-backward", "false"]
 HPZ = ["--reshard-after-forward", "2"]
+OFFLOAD = ["--offload", "optimizer"]
 RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 0, LAST),
         (4, "shard-grad-op", 0, LAST), (4, "hybrid-shard", 2, LAST),
         # gathered once a step: with no-sync, and with every micro-step reducing
@@ -59,7 +65,10 @@ RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 
         # added the earlier ones again: grad norms 2.6x PyTorch's)
         (2, "no-shard", 0, []), (4, "hybrid-shard", 2, []),
         # resharded after forward to pairs of ranks, gathered from them in backward
-        (4, "full-shard", 0, HPZ), (4, "full-shard", 0, LAST + HPZ)]
+        (4, "full-shard", 0, HPZ), (4, "full-shard", 0, LAST + HPZ),
+        # the optimizer's state in a host pool, AdamW on the host
+        (2, "full-shard", 0, OFFLOAD), (4, "full-shard", 0, LAST + OFFLOAD)]
+
 
 
 def main():
@@ -102,12 +111,13 @@ def main():
         peaks = {}
         for world, strategy, shard, flags in RUNS:
             what = strategy + (" last" if "last" in flags else " every") + (
-                " kept" if "false" in flags else "") + (" hpZ2" if HPZ[0] in flags else "")
+                " kept" if "false" in flags else "") + (" hpZ2" if HPZ[0] in flags else "") + (
+                " offload" if OFFLOAD[0] in flags else "")
             tag = "%s.w%d.%s" % (model, world, what.replace(" ", "."))
             metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights,
                                                   data, extra=flags, accum=ACCUM)
             loss, weight, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
-            exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+            exact = peaks_exact(m)
             peaks[(world, what)] = m[-1]["peak_bytes"]
             report(model, world, what, loss, weight, tol,
                    "exact" if exact else "DIFFERENT",
@@ -119,7 +129,7 @@ def main():
         metrics, final, m = matrix.train_plan(args, config, tag, 2, "full-shard", 0, weights, data,
                                               accum=ACCUM)
         loss, weight, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
-        exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+        exact = peaks_exact(m)
         report(model, 2, "full-shard every", loss, weight, tol, "exact" if exact else "DIFFERENT",
                exact and problem is None, problem)
         every_peak = m[-1]["peak_bytes"]
@@ -156,7 +166,7 @@ def main():
             f.write(open(first).read() + open(second).read())
         loss, weight, problem = compare(ref_metrics, both, ref_weights, final, tol)
         m = read_metrics(both)
-        exact = all(x["peak_bytes"] == x["predicted_peak_bytes"] for x in m)
+        exact = peaks_exact(m)
         report(model, 4, "resumed from w2, last", loss, weight, tol,
                "exact" if exact else "DIFFERENT",
                exact and problem is None and len(m) == args.steps, problem)
@@ -165,6 +175,7 @@ def main():
         cases = [(2, "full-shard", 0, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
                  (4, "hybrid-shard", 2, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
                  (4, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + HPZ),
+                 (2, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + OFFLOAD),
                  (2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32",
                                               "--grad-sync", "last"])]
         checks, failed = matrix.check_bf16_compute(args, data, model, weights, cases,

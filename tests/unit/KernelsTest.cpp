@@ -7,6 +7,7 @@
 // odd on purpose. Set FSDP_KERNELS_VERBOSE=1 to print every check's error.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/Trainer.h"
 #include "runtime/kernels/cpu.h"
 #include "tests/unit/KernelBounds.h"
 
@@ -1244,6 +1245,61 @@ TEST(Kernels, AdamWMaskSkipsDecay) {
   adamw(p.data(), g.data(), m.data(), v.data(), mask, n, 1, 0.1, 0.9, 0.999, 1e-8, 0.5, 1.0);
   EXPECT_FLOAT_EQ(p[0], 0.95f);
   EXPECT_EQ(p[1], 1.0f);
+}
+
+// Each operation of AdamW rounds to f32, as torch's tensor ops and the CUDA
+// kernel (__fmul_rn, __fadd_rn) do: no multiply-add is fused, on any CPU
+// (the x86-64-v3 clone fused 37 before; an offloaded run's host AdamW then
+// differed from the device's in the last bit). The reference makes every
+// operation a separate rounded store.
+TEST(Kernels, AdamWRoundsEachOperation) {
+  std::mt19937 rng(61);
+  const int64_t n = 4099;
+  VecF p = randomF(n, rng, -1, 1), g = randomF(n, rng, -2, 2), m = randomF(n, rng, -0.1f, 0.1f),
+       v = randomF(n, rng, 0, 0.01f);
+  VecF rp = p, rm = m, rv = v;
+  const int64_t step = 3;
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.7;
+  adamw(p.data(), g.data(), m.data(), v.data(), nullptr, n, step, lr, b1, b2, eps, wd, gs);
+  auto r = [](float x) {
+    volatile float y = x;
+    return float(y);
+  };
+  const float decayMul = float(1.0 - lr * wd), fb1 = float(b1), ob1 = float(1.0 - b1);
+  const float fb2 = float(b2), ob2 = float(1.0 - b2);
+  const float neg = float(-(lr / (1.0 - std::pow(b1, double(step)))));
+  const float bc2 = float(std::sqrt(1.0 - std::pow(b2, double(step))));
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = r(g[i] * float(gs)), pi = r(rp[i] * decayMul);
+    float mi = r(r(rm[i] * fb1) + r(ob1 * gi));
+    float vi = r(r(rv[i] * fb2) + r(r(ob2 * gi) * gi));
+    float denom = r(r(std::sqrt(vi) / bc2) + float(eps));
+    float pn = r(pi + r(r(neg * mi) / denom));
+    ASSERT_EQ(p[i], pn) << i;
+    ASSERT_EQ(m[i], mi) << i;
+    ASSERT_EQ(v[i], vi) << i;
+  }
+}
+
+// --offload optimizer on a GPU rank: the host's AdamW split over threads in
+// contiguous chunks is one thread's, bit for bit, however it is split.
+TEST(Kernels, HostAdamWOverThreadsIsOneThreads) {
+  std::mt19937 rng(62);
+  const int64_t n = 10007;
+  VecF p0 = randomF(n, rng, -1, 1), g = randomF(n, rng, -2, 2), m0 = randomF(n, rng, -0.1f, 0.1f),
+       v0 = randomF(n, rng, 0, 0.01f);
+  auto update = [&](int threads, int64_t minChunk) {
+    VecF p = p0, m = m0, v = v0;
+    fsdp::runtime::AdamWSlice a{p.data(), g.data(), m.data(), v.data(), n,    5,
+                                1e-3,     0.9,      0.999,    1e-8,     0.01, 1.0};
+    fsdp::runtime::hostAdamwThreads(a, threads, minChunk);
+    return std::make_tuple(p, m, v);
+  };
+  auto one = update(1, 1);
+  for (int threads : {2, 3, 7, 16})
+    for (int64_t minChunk : {int64_t(1), int64_t(100), int64_t(6000)})
+      EXPECT_TRUE(update(threads, minChunk) == one)
+          << threads << " threads, chunks of at least " << minChunk;
 }
 
 TEST(Kernels, SumOfSquares) {

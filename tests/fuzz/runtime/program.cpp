@@ -45,6 +45,12 @@ void inArena(const Program &p, const std::string &what, i128 offset, i128 bytes)
     violation("accepted: " + what + " lies outside the arena");
 }
 
+// offload optimizer: what the trainer reads and writes in the host pool.
+void inHostPool(const Program &p, const std::string &what, i128 offset, i128 bytes) {
+  if (!p.offloadsOptimizer() || offset < 0 || bytes < 0 || offset + bytes > p.hostBytes)
+    violation("accepted: " + what + " lies outside the host pool");
+}
+
 class Checker {
 public:
   explicit Checker(const Program &p) : p(p) {}
@@ -390,8 +396,17 @@ void Checker::run() {
     if (u.shardSize != p.shardSize || (i128)u.shardNumel * u.shardSize != u.paddedNumel ||
         u.numel > u.paddedNumel || u.numel < 0 || u.shardNumel < 0)
       violation("accepted an inconsistent layout in " + w);
-    for (int64_t off : {u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset})
+    for (int64_t off : {u.shardOffset, u.gradShardOffset})
       inArena(p, w + " shard", off, (i128)u.shardNumel * 4);
+    if (p.offloadsOptimizer()) {
+      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset})
+        inHostPool(p, w + " host buffer", off, (i128)u.shardNumel * 4);
+    } else {
+      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset})
+        inArena(p, w + " moment", off, (i128)u.shardNumel * 4);
+      if (u.hostShardOffset >= 0 || u.hostGradOffset >= 0 || p.hostBytes != 0)
+        violation("accepted a host pool in a program without offload in " + w);
+    }
     i128 next = 0;
     for (const Param &prm : u.params) {
       i128 m = 1;

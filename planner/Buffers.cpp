@@ -22,6 +22,8 @@ std::optional<int64_t> fsdp::recordedOffset(const Buffer &b, plan::StepOp step) 
     return cast<plan::UnitOp>(b.owner).getHostShardOffset();
   case BufferRole::UnitHostGrad:
     return cast<plan::UnitOp>(b.owner).getHostGradOffset();
+  case BufferRole::UnitHostGather:
+    return cast<plan::UnitOp>(b.owner).getHostGatherOffset();
   case BufferRole::Gathered:
     return cast<plan::AllGatherOp>(b.owner).getOffset();
   case BufferRole::Resharded:
@@ -134,7 +136,7 @@ bool fsdp::isPersistent(BufferRole role) {
   return role == BufferRole::UnitShard || role == BufferRole::UnitGradShard ||
          role == BufferRole::UnitExpAvg || role == BufferRole::UnitExpAvgSq ||
          role == BufferRole::UnitAccumulated || role == BufferRole::UnitHostShard ||
-         role == BufferRole::UnitHostGrad;
+         role == BufferRole::UnitHostGrad || role == BufferRole::UnitHostGather;
 }
 
 namespace {
@@ -171,8 +173,10 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   for (plan::UnitOp u : getUnits(module)) {
     int64_t bytes = u.getShardNumel() * 4;
     std::string n = u.getSymName().str();
-    model.buffers.push_back(
-        {n + ".shard", BufferCategory::Params, BufferRole::UnitShard, bytes, 0, last, u, 0});
+    // offload = all: the host's master copy (below) is the parameter shard.
+    if (!step.offloadsParams())
+      model.buffers.push_back(
+          {n + ".shard", BufferCategory::Params, BufferRole::UnitShard, bytes, 0, last, u, 0});
     model.buffers.push_back({n + ".grad_shard", BufferCategory::Grads, BufferRole::UnitGradShard,
                              bytes, 0, last, u, 0});
     model.buffers.push_back(
@@ -188,6 +192,12 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
                                bytes, 0, last, u, 0, -1, true});
       model.buffers.push_back({n + ".host_grad", BufferCategory::Grads, BufferRole::UnitHostGrad,
                                bytes, 0, last, u, 0, -1, true});
+      // offload = all with bf16 gathers: the master shard's bf16 copy,
+      // which the gathers send (rounded on the host after each update).
+      if (step.offloadsParams() && gatheredElementBytes(step) == 2)
+        model.buffers.push_back({n + ".host_gather", BufferCategory::Params,
+                                 BufferRole::UnitHostGather, u.getShardNumel() * 2, 0, last, u, 0,
+                                 -1, true});
     }
   }
 

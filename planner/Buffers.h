@@ -34,6 +34,7 @@ enum class BufferRole {
   UnitAccumulated, // owner: the unit (grad_sync = last)
   UnitHostShard,   // owner: the unit (offload = optimizer): the master copy
   UnitHostGrad,    // owner: the unit (offload = optimizer): the gradient's copy
+  UnitHostGather,  // owner: the unit (offload = all, bf16): the master's bf16 copy
   Gathered,        // owner: the all_gather
   Resharded,       // owner: the reshard (reshard_after_forward = N)
   GradsFull,       // owner: the alloc

@@ -686,6 +686,11 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
         seconds = collectiveSeconds(
             CollectiveKind::AllGather, u.getPaddedNumel() * (double)collectiveElementBytes(&op),
             overReshard ? reshard : group, overReshard ? reshardLink : shardLink);
+        // offload all: the rank's shard copied in from the host first, on
+        // the same stream.
+        if (!overReshard && step.offloadsParams() && c.hostLink.bandwidth > 0)
+          seconds += c.hostLink.latencyS + u.getShardNumel() * (double)collectiveElementBytes(&op) /
+                                               (c.hostLink.bandwidth * c.hostLink.efficiency);
       } else if (isa<plan::ReduceScatterOp>(op)) {
         double bytes = u.getPaddedNumel() * (double)collectiveElementBytes(&op);
         seconds = group > 1
@@ -726,11 +731,13 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       double shard = u ? u.getShardNumel() * 4.0 : 0;
       if (step.offloadsOptimizer()) {
         // The gradient shard to the host, AdamW there, the master shard
-        // back, one after another (the device's stream waits for the host).
+        // back (not under offload all: the gathers copy it in, and with
+        // bf16 the host rounds its copy), one after another (the device's
+        // stream waits for the host).
         const Link &h = c.hostLink;
         double copy = h.bandwidth > 0 ? h.latencyS + shard / (h.bandwidth * h.efficiency) : 0;
         double adamw = c.hostAdamwRate > 0 ? shard / 4 / c.hostAdamwRate : 0;
-        seconds = c.opOverheadS + (2 * copy + adamw) * share;
+        seconds = c.opOverheadS + ((step.offloadsParams() ? 1 : 2) * copy + adamw) * share;
       } else {
         double bytes = shard * 7; // read p g m v, write p m v
         seconds = c.opOverheadS + bytes / (c.memoryBandwidth * c.memoryEfficiency) * share;

@@ -295,8 +295,10 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
   for (auto p : step.getBody().getOps<nn::ParamOp>())
     params[p.getName()] = p;
   for (plan::UnitOp u : getUnits(module)) {
-    for (auto [name, value] : {std::pair{"shard_offset", u.getShardOffset()},
-                               {"grad_shard_offset", u.getGradShardOffset()},
+    // offload = all: the parameter shard is the host pool's master copy.
+    if (!step.offloadsParams() && !u.getShardOffset())
+      return u.emitOpError() << "needs an integer attribute 'shard_offset' (run fsdp-memory-plan)";
+    for (auto [name, value] : {std::pair{"grad_shard_offset", u.getGradShardOffset()},
                                {"exp_avg_offset", u.getExpAvgOffset()},
                                {"exp_avg_sq_offset", u.getExpAvgSqOffset()}})
       if (!value)
@@ -307,7 +309,7 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
                                  {"host_grad_offset", u.getHostGradOffset()}})
         if (!value)
           return u.emitOpError() << "needs an integer attribute '" << name
-                                 << "' under offload = optimizer (run fsdp-memory-plan)";
+                                 << "' under offload (run fsdp-memory-plan)";
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = params.lookup(cast<StringAttr>(name).getValue());
       if (!p)
@@ -377,7 +379,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
     pu.paddedNumel = u.getPaddedNumel();
     pu.shardSize = u.getShardSize();
     pu.shardNumel = u.getShardNumel();
-    pu.shardOffset = *u.getShardOffset();
+    pu.shardOffset = u.getShardOffset().value_or(-1);
     pu.gradShardOffset = *u.getGradShardOffset();
     pu.expAvgOffset = *u.getExpAvgOffset();
     pu.expAvgSqOffset = *u.getExpAvgSqOffset();
@@ -386,6 +388,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
     if (step.offloadsOptimizer()) {
       pu.hostShardOffset = *u.getHostShardOffset();
       pu.hostGradOffset = *u.getHostGradOffset();
+      pu.hostGatherOffset = u.getHostGatherOffset().value_or(-1);
     }
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
@@ -701,7 +704,7 @@ LogicalResult Lowering::run(raw_ostream &os) {
     prog.gradSync = "last";
   prog.reshardAfterForward = step.getReshardSizeOr0();
   if (step.offloadsOptimizer()) {
-    prog.offload = program::Offload::Optimizer;
+    prog.offload = step.offloadsParams() ? program::Offload::All : program::Offload::Optimizer;
     prog.hostBytes = step.getHostBytes().value_or(0);
   }
   if (lastOwn)

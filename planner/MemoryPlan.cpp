@@ -184,9 +184,11 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
       return signalPassFailure();
     int64_t arena = assignOffsets(*model);
     int64_t hostBytes = hostOffsets(*model);
-    for (plan::UnitOp u : getUnits(module)) { // set below where the plan offloads
+    for (plan::UnitOp u : getUnits(module)) { // set below where the plan has them
       u.removeHostShardOffsetAttr();
       u.removeHostGradOffsetAttr();
+      u.removeHostGatherOffsetAttr();
+      u.removeShardOffsetAttr();
     }
 
     // Live bytes per position, by category, to find the peak and its parts.
@@ -239,6 +241,9 @@ struct MemoryPlanPass : public fsdp::impl::MemoryPlanBase<MemoryPlanPass> {
         break;
       case BufferRole::UnitHostGrad:
         cast<plan::UnitOp>(buf.owner).setHostGradOffset(buf.offset);
+        break;
+      case BufferRole::UnitHostGather:
+        cast<plan::UnitOp>(buf.owner).setHostGatherOffset(buf.offset);
         break;
       case BufferRole::Gathered:
         cast<plan::AllGatherOp>(buf.owner).setOffset(buf.offset);

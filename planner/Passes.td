@@ -216,7 +216,9 @@ def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
     the Adam moments, an f32 master copy of each parameter shard and a host
     copy of each gradient shard are laid out in a host pool instead
     (`host_bytes` on the step), one after another, and the arena no longer
-    holds the moments.
+    holds the moments. With `offload=all` the arena holds no parameter
+    shard either: the master copy is the shard, and with bf16 parameters
+    the host pool also holds its bf16 copy for the gathers.
   }];
   let options = [
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1", "sequences per rank">,
@@ -228,11 +230,13 @@ def MemoryPlan : Pass<"fsdp-memory-plan", "mlir::ModuleOp"> {
                clEnumValN(::fsdp::plan::Target::Cuda, "cuda", "the CUDA kernels"))}]>,
     Option<"offload", "offload", "::fsdp::plan::Offload",
            /*default=*/"::fsdp::plan::Offload::None",
-           "none or optimizer: whether the optimizer's state lives in host memory",
+           "none, optimizer or all: what of a rank's state lives in host memory",
            [{::llvm::cl::values(
                clEnumValN(::fsdp::plan::Offload::None, "none", "all on the device"),
                clEnumValN(::fsdp::plan::Offload::Optimizer, "optimizer",
-                          "the moments and master shards on the host"))}]>,
+                          "the moments and master shards on the host"),
+               clEnumValN(::fsdp::plan::Offload::All, "all",
+                          "the parameter shards on the host too"))}]>,
   ];
 }
 

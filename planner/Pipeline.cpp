@@ -59,7 +59,8 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   std::optional<plan::Offload> offload = plan::symbolizeOffload(o.offload);
   if (!offload)
-    return module.emitError() << "offload must be none or optimizer, not '" << o.offload << "'";
+    return module.emitError() << "offload must be none, optimizer or all, not '" << o.offload
+                              << "'";
   pm.addPass(
       createMemoryPlan({o.microBatch, o.seqLen,
                         o.target == "cuda" ? plan::Target::Cuda : plan::Target::Cpu, *offload}));
@@ -86,6 +87,8 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
       f.hostMomentsBytes += 2 * u.getShardNumel() * 4;
       f.hostMasterBytes += u.getShardNumel() * 4;
       f.hostGradBytes += u.getShardNumel() * 4;
+      if (u.getHostGatherOffset())
+        f.hostGatherBytes += u.getShardNumel() * 2;
     }
     ArrayAttr params = u.getParams();
     auto name = [&](size_t i) { return cast<StringAttr>(params[i]).getValue().str(); };
@@ -177,7 +180,8 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
     r["host_memory"] = {{"host_bytes", f.hostBytes},
                         {"optimizer_bytes", f.hostMomentsBytes},
                         {"master_params_bytes", f.hostMasterBytes},
-                        {"grads_bytes", f.hostGradBytes}};
+                        {"grads_bytes", f.hostGradBytes},
+                        {"gather_copies_bytes", f.hostGatherBytes}};
   r["comm"] = {{"all_gather", f.allGatherBytes},
                {"reduce_scatter", f.reduceScatterBytes},
                {"all_reduce", f.allReduceBytes}};
@@ -246,6 +250,12 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
     os << "offload: optimizer (Adam's moments and an f32 master copy of each parameter shard in "
           "host memory; each optimizer step copies the gradient shard out, runs AdamW on the host "
           "and copies the parameter shard back)\n";
+  if (o.offload == "all")
+    os << "offload: all (the parameter shards and Adam's moments in host memory; each gather "
+          "copies the rank's shard in from the host"
+       << (o.paramDtype == "bf16" ? " (its bf16 copy, rounded there after each update)" : "")
+       << ", each optimizer step copies the gradient shard out and runs AdamW on the host; the "
+          "gradient shards stay on the device)\n";
   os << "\n";
 
   // A unit of one module is named by it; one that spans several (size:N,
@@ -292,7 +302,10 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   if (o.offload != "none") {
     os << "\nhost memory per rank (--offload " << o.offload << ")\n";
     row("optimizer state (Adam m, v)", f.hostMomentsBytes);
-    row("master parameter shards (f32)", f.hostMasterBytes);
+    row(o.offload == "all" ? "parameter shards (f32)" : "master parameter shards (f32)",
+        f.hostMasterBytes);
+    if (f.hostGatherBytes)
+      row("their bf16 copies for the gathers", f.hostGatherBytes);
     row("gradient shards' copies", f.hostGradBytes);
     row("host pool", f.hostBytes);
   }

@@ -33,8 +33,9 @@ struct PlanOptions {
   // its backward gathers over groups of N consecutive ranks (hpZ); 0: the
   // strategy's behaviour (full-shard frees them, shard-grad-op keeps them).
   int64_t reshardAfterForward = 0;
-  // none or optimizer: whether Adam's moments and a master copy of each
-  // parameter shard live in host memory, AdamW running on the host.
+  // none, optimizer or all: whether Adam's moments and a master copy of
+  // each parameter shard live in host memory, AdamW running on the host
+  // (optimizer), and the parameter shards too (all).
   std::string offload = "none";
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
@@ -59,6 +60,7 @@ struct PlanFigures {
   int64_t reshardedUnits = 0;        // units resharded after forward (fsdp.reshard)
   // offload optimizer: the host pool (host_bytes) and its parts, a rank's
   int64_t hostBytes = 0, hostMomentsBytes = 0, hostMasterBytes = 0, hostGradBytes = 0;
+  int64_t hostGatherBytes = 0; // offload all, bf16 parameters: the gathers' copies
   struct Unit {
     std::string name, module;
     std::string firstParam, lastParam; // in the unit's flat order

@@ -376,31 +376,35 @@ std::vector<Candidate> fsdp::searchPlans(ModuleOp model, const PlanOptions &base
     size_t before = out.size();
     if (!plan(s) || !tryOffload)
       continue;
-    SearchSetting offloaded = s;
-    offloaded.options.offload = "optimizer";
-    if (!fixed.microBatch || !budget) {
+    // The optimizer's state offloaded, then the parameter shards too: each
+    // frees more of the device and costs more time.
+    for (const char *level : {"optimizer", "all"}) {
+      SearchSetting offloaded = s;
+      offloaded.options.offload = level;
+      if (!fixed.microBatch || !budget) {
+        plan(offloaded);
+        continue;
+      }
+      // With the micro-batch fixed, the offloaded setting as set (its
+      // checkpointing) is its fastest plan: checkpointing more only adds
+      // recomputation. Where that already fits it is the one; where it is
+      // no faster than a plan this setting found fitting with less
+      // offloaded, no plan of it at this level is.
+      std::optional<Candidate> plain = probe.evaluate(offloaded.options);
+      if (!plain) // offload all with no-shard: nothing to gather
+        continue;
+      double fastest = 0;
+      for (size_t k = before; k < out.size(); ++k)
+        if (out[k].fits)
+          fastest = std::max(fastest, out[k].figures.predicted->tokensPerS);
+      if (fastest > 0 && plain->figures.predicted->tokensPerS <= fastest)
+        continue;
+      if (plain->fits || !s.mayCheckpoint) {
+        keep(plain);
+        continue;
+      }
       plan(offloaded);
-      continue;
     }
-    // With the micro-batch fixed, the offloaded setting as set (its
-    // checkpointing) is its fastest plan: checkpointing more only adds
-    // recomputation. Where that already fits it is the one; where it is no
-    // faster than a plan this setting found fitting without offload, no
-    // offloaded plan of it is.
-    std::optional<Candidate> plain = probe.evaluate(offloaded.options);
-    if (!plain)
-      continue;
-    if (plain->fits || !s.mayCheckpoint) {
-      keep(plain);
-      continue;
-    }
-    double fastest = 0;
-    for (size_t k = before; k < out.size(); ++k)
-      if (out[k].fits)
-        fastest = std::max(fastest, out[k].figures.predicted->tokensPerS);
-    if (fastest > 0 && plain->figures.predicted->tokensPerS <= fastest)
-      continue;
-    plan(offloaded);
   }
   std::stable_sort(out.begin(), out.end(), [](const Candidate &a, const Candidate &b) {
     if (a.fits != b.fits)

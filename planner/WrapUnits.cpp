@@ -84,7 +84,7 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
                              offsets, sizes, offset, padded, shardSize,
                              /*arena offsets, which the memory plan sets:*/ IntegerAttr(),
                              IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
-                             IntegerAttr(), IntegerAttr());
+                             IntegerAttr(), IntegerAttr(), IntegerAttr());
       ++numUnits;
     }
   }

@@ -163,6 +163,15 @@ public:
     cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice, compute),
          "cudaMemcpyAsync (master shard to the device)");
   }
+  // offload all: the parameter shard from the pinned pool, on the comm
+  // stream before its gather.
+  void shardIn(void *dst, const void *src, int64_t bytes) override {
+    cuda(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyHostToDevice, comm),
+         "cudaMemcpyAsync (parameter shard from the host)");
+  }
+  void hostWrites(void *host, int64_t bytes, const char *what) override {
+    labelHostAccess(host, size_t(bytes), true, what);
+  }
   void hostAdamw(const AdamWSlice &a) override;
   void adamw(const AdamWSlice &a) override {
     ck::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
@@ -401,9 +410,12 @@ void DeviceRank::shardsIn() {
 // flight when this runs).
 void DeviceRank::copyShards(bool toDevice) {
   char *h = mirror.data();
-  int inArena = program.offloadsOptimizer() ? 2 : 4;
   for (const Unit &u : program.units)
-    for (int k = 0; k < inArena; ++k) {
+    for (int k = 0; k < 4; ++k) {
+      // offload: the moments (and under all the parameter shard) are the
+      // host pool's.
+      if ((k == 0 && program.offloadsParams()) || (k >= 2 && program.offloadsOptimizer()))
+        continue;
       int64_t off =
           std::array{u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}[k];
       size_t bytes = size_t(u.shardNumel * 4);

@@ -111,6 +111,9 @@ public:
   void toDevice(void *dst, const void *src, int64_t bytes) override {
     std::memcpy(dst, src, size_t(bytes));
   }
+  void shardIn(void *dst, const void *src, int64_t bytes) override {
+    std::memcpy(dst, src, size_t(bytes));
+  }
   void adamw(const AdamWSlice &a) override {
     kernels::adamw(a.param, a.grad, a.expAvg, a.expAvgSq, nullptr, a.count, a.step, a.lr, a.beta1,
                    a.beta2, a.eps, a.weightDecay, a.gradScale);

@@ -504,6 +504,9 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
         fail("gathers over the reshard group, which only a program with reshard_after_forward "
              "has");
       checkRange(inst.src, (i128)unit().paddedNumel / p.reshardAfterForward * (inst.bf16 ? 2 : 4));
+    } else if (p.offloadsParams() && inst.bf16 && unit().hostGatherOffset < 0) {
+      // offload all: a bf16 gather sends the host's bf16 copy of the shard.
+      fail("gathers in bf16 under offload all, but its unit has no host_gather_offset");
     }
     return;
   case Op::Reshard:

@@ -49,14 +49,13 @@ std::optional<Target> fsdp::program::parseTarget(const std::string &name) {
 }
 
 const char *fsdp::program::offloadName(Offload o) {
-  return o == Offload::Optimizer ? "optimizer" : "none";
+  return o == Offload::All ? "all" : o == Offload::Optimizer ? "optimizer" : "none";
 }
 
 std::optional<Offload> fsdp::program::parseOffload(const std::string &name) {
-  if (name == "none")
-    return Offload::None;
-  if (name == "optimizer")
-    return Offload::Optimizer;
+  for (Offload o : {Offload::None, Offload::Optimizer, Offload::All})
+    if (name == offloadName(o))
+      return o;
   return std::nullopt;
 }
 
@@ -480,23 +479,27 @@ std::string fsdp::program::writeProgram(const Program &p) {
                         {"offset", prm.offset},
                         {"numel", prm.numel},
                         {"decay", prm.decay}});
-    units.push_back({{"name", u.name},
-                     {"module", u.module},
-                     {"numel", u.numel},
-                     {"padded_numel", u.paddedNumel},
-                     {"shard_size", u.shardSize},
-                     {"shard_numel", u.shardNumel},
-                     {"shard_offset", u.shardOffset},
-                     {"grad_shard_offset", u.gradShardOffset},
-                     {"exp_avg_offset", u.expAvgOffset},
-                     {"exp_avg_sq_offset", u.expAvgSqOffset},
-                     {"params", params}});
+    ojson unit = {{"name", u.name},
+                  {"module", u.module},
+                  {"numel", u.numel},
+                  {"padded_numel", u.paddedNumel},
+                  {"shard_size", u.shardSize},
+                  {"shard_numel", u.shardNumel}};
+    if (u.shardOffset >= 0) // offload all: the host pool's master copy is the shard
+      unit["shard_offset"] = u.shardOffset;
+    unit["grad_shard_offset"] = u.gradShardOffset;
+    unit["exp_avg_offset"] = u.expAvgOffset;
+    unit["exp_avg_sq_offset"] = u.expAvgSqOffset;
+    unit["params"] = params;
+    units.push_back(unit);
     if (u.accumulatedOffset >= 0)
       units.back()["accumulated_offset"] = u.accumulatedOffset;
     if (u.hostShardOffset >= 0) {
       units.back()["host_shard_offset"] = u.hostShardOffset;
       units.back()["host_grad_offset"] = u.hostGradOffset;
     }
+    if (u.hostGatherOffset >= 0)
+      units.back()["host_gather_offset"] = u.hostGatherOffset;
   }
   for (size_t k = 0; k < p.tensors.size(); ++k)
     tensors.push_back({{"id", k},
@@ -543,7 +546,7 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
          a.gradShardOffset == b.gradShardOffset && a.expAvgOffset == b.expAvgOffset &&
          a.expAvgSqOffset == b.expAvgSqOffset && a.accumulatedOffset == b.accumulatedOffset &&
          a.hostShardOffset == b.hostShardOffset && a.hostGradOffset == b.hostGradOffset &&
-         a.params == b.params;
+         a.hostGatherOffset == b.hostGatherOffset && a.params == b.params;
 }
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
   return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&

@@ -69,10 +69,13 @@ struct Unit {
   // grad_sync last: the unit's f32 accumulation buffer of paddedNumel
   // elements, alive across a step's micro-steps (-1: none).
   int64_t accumulatedOffset = -1;
-  // offload optimizer: in the host pool, the f32 master copy of the
+  // offload optimizer or all: in the host pool, the f32 master copy of the
   // parameter shard and the gradient shard's copy (-1: none); the moments'
-  // offsets above are then the host pool's too.
-  int64_t hostShardOffset = -1, hostGradOffset = -1;
+  // offsets above are then the host pool's too. Under offload all the
+  // master copy is the parameter shard (shardOffset -1) and, with bf16
+  // gathers, hostGatherOffset its bf16 copy (shardNumel elements), which
+  // the gathers send.
+  int64_t hostShardOffset = -1, hostGradOffset = -1, hostGatherOffset = -1;
   std::vector<Param> params;
 };
 
@@ -162,9 +165,11 @@ struct Phase {
 };
 
 /// What of a rank's training state lives in host memory (fsdp-plan
-/// --offload): nothing, or the optimizer's (the moments and a master copy
-/// of each parameter shard, updated there by optimizer_step).
-enum class Offload { None, Optimizer };
+/// --offload): nothing, the optimizer's (the moments and a master copy
+/// of each parameter shard, updated there by optimizer_step), or all of it
+/// but the gradient shards (the master copy is then the parameter shard,
+/// which each gather copies in first).
+enum class Offload { None, Optimizer, All };
 const char *offloadName(Offload o);
 std::optional<Offload> parseOffload(const std::string &name);
 
@@ -227,10 +232,18 @@ struct Program {
   int64_t hostBytes = 0;
   Phase firstMicroStep, microStep, lastMicroStep, optimizer;
 
-  bool offloadsOptimizer() const { return offload == Offload::Optimizer; }
+  bool offloadsOptimizer() const { return offload != Offload::None; }
+  bool offloadsParams() const { return offload == Offload::All; }
+  /// Unit u's parameter shard (f32, shardNumel elements) in `arena` or,
+  /// under offload all, in `host` (both bytes laid out as the plan says).
+  template <typename Byte> Byte *paramShard(const Unit &u, Byte *arena, Byte *host) const {
+    static_assert(sizeof(Byte) == 1, "offsets are in bytes");
+    return offloadsParams() ? host + u.hostShardOffset : arena + u.shardOffset;
+  }
   /// Where the units' moments lie: `arena`, or under offload optimizer
   /// `host`, the host pool (both laid out as the plan says).
-  template <typename T> T *momentsBase(T *arena, T *host) const {
+  template <typename Byte> Byte *momentsBase(Byte *arena, Byte *host) const {
+    static_assert(sizeof(Byte) == 1, "offsets are in bytes");
     return offloadsOptimizer() ? host : arena;
   }
 

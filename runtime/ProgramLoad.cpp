@@ -236,18 +236,22 @@ void Loader::run(const std::string &text) {
     std::string o = get<std::string>(j, "offload", "top level");
     std::optional<Offload> offload = parseOffload(o);
     if (!offload)
-      fail("offload", "'" + o + "' is not none or optimizer");
+      fail("offload", "'" + o + "' is not none, optimizer or all");
     p.offload = *offload;
+    if (p.offloadsParams() && p.shardSize < 2)
+      fail("offload", "offload all needs shard groups of 2 ranks or more: with shard_size " +
+                          std::to_string(p.shardSize) + " compute reads the shard in place");
   }
   if (j.contains("host_bytes")) {
     if (!p.offloadsOptimizer())
-      fail("host_bytes", "a host pool is for offload optimizer, which this program does not "
-                         "have");
+      fail("host_bytes", "a host pool is for offload optimizer or all, which this program does "
+                         "not have");
     p.hostBytes = get<int64_t>(j, "host_bytes", "top level");
     if (p.hostBytes < 0)
       fail("host_bytes", "must not be negative");
   } else if (p.offloadsOptimizer()) {
-    fail("offload", "offload optimizer needs host_bytes, the host pool's size");
+    fail("offload", std::string("offload ") + offloadName(p.offload) +
+                        " needs host_bytes, the host pool's size");
   }
   if (j.contains("grad_accum")) {
     p.gradAccum = get<int64_t>(j, "grad_accum", "top level");
@@ -306,7 +310,15 @@ void Loader::run(const std::string &text) {
     u.paddedNumel = get<int64_t>(uj, "padded_numel", where);
     u.shardSize = get<int64_t>(uj, "shard_size", where);
     u.shardNumel = get<int64_t>(uj, "shard_numel", where);
-    u.shardOffset = get<int64_t>(uj, "shard_offset", where);
+    // offload all: no parameter shard in the arena (the host pool's
+    // master copy is it).
+    if (uj.contains("shard_offset") || !p.offloadsParams())
+      u.shardOffset = get<int64_t>(uj, "shard_offset", where);
+    else
+      u.shardOffset = -1;
+    if (p.offloadsParams() && u.shardOffset >= 0)
+      fail(where, "has a shard_offset, but under offload all the parameter shard is the host "
+                  "pool's");
     u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
     u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
     u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
@@ -316,8 +328,9 @@ void Loader::run(const std::string &text) {
                       std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) + ", " +
                       std::to_string(u.shardSize) + " shards of " + std::to_string(u.shardNumel) +
                       ")");
-    for (int64_t off : {u.shardOffset, u.gradShardOffset})
-      checkRange(where, off, (i128)u.shardNumel * 4);
+    if (!p.offloadsParams())
+      checkRange(where, u.shardOffset, (i128)u.shardNumel * 4);
+    checkRange(where, u.gradShardOffset, (i128)u.shardNumel * 4);
     // offload optimizer: the moments, the master shard and the gradient's
     // copy in the host pool.
     if (p.offloadsOptimizer()) {
@@ -325,8 +338,20 @@ void Loader::run(const std::string &text) {
       u.hostGradOffset = get<int64_t>(uj, "host_grad_offset", where);
       for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset})
         checkHostRange(where, off, (i128)u.shardNumel * 4);
+      // offload all with bf16 gathers: the master's bf16 copy they send.
+      bool bf16 = p.offloadsParams() && p.paramDtype == "bf16";
+      if (uj.contains("host_gather_offset") != bf16)
+        fail(where, bf16 ? "needs a host_gather_offset: offload all gathers bf16 parameters "
+                           "from the master shard's bf16 copy"
+                         : "has a host_gather_offset, which only offload all with bf16 "
+                           "parameters has");
+      if (bf16) {
+        u.hostGatherOffset = get<int64_t>(uj, "host_gather_offset", where);
+        checkHostRange(where, u.hostGatherOffset, (i128)u.shardNumel * 2);
+      }
     } else {
-      if (uj.contains("host_shard_offset") || uj.contains("host_grad_offset"))
+      if (uj.contains("host_shard_offset") || uj.contains("host_grad_offset") ||
+          uj.contains("host_gather_offset"))
         fail(where, "has host offsets, which only a program with offload optimizer has");
       for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset})
         checkRange(where, off, (i128)u.shardNumel * 4);

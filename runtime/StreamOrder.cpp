@@ -42,8 +42,9 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
     // Under offload optimizer the moments are the host pool's: on the
     // device it reads the gradient shard (copied out, then zeroed) and
     // writes the parameter shard (copied back).
-    for (int64_t off : {u->shardOffset, u->gradShardOffset})
-      bytes(off, u->shardNumel * 4, true);
+    if (!p.offloadsParams()) // offload all: the parameter shard is the host's
+      bytes(u->shardOffset, u->shardNumel * 4, true);
+    bytes(u->gradShardOffset, u->shardNumel * 4, true);
     if (!p.offloadsOptimizer())
       for (int64_t off : {u->expAvgOffset, u->expAvgSqOffset})
         bytes(off, u->shardNumel * 4, true);
@@ -56,7 +57,7 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
   case Op::AllGather:
     if (i.overReshard) // this member's resharded copy
       bytes(i.src, p.reshardedBytes(*u, i.bf16), false);
-    else
+    else if (!p.offloadsParams()) // offload all: from the host, into dst
       bytes(u->shardOffset, u->shardNumel * 4, false);
     bytes(i.dst, u->paddedNumel * (i.bf16 ? 2 : 4), true);
     break;

@@ -86,6 +86,17 @@ std::string RankDevice::runCollective(const Instruction &inst, const std::string
       return allGather(Group::Reshard, at<char>(inst.src), at<char>(inst.dst), count, dtype);
     }
     nameCollective(Group::Shard, site, "all_gather");
+    if (p.offloadsParams()) {
+      // The shard is the host pool's (under bf16, its bf16 copy): into this
+      // rank's own slot, then the gather in place.
+      int64_t elem = inst.bf16 ? 2 : 4;
+      int64_t from = inst.bf16 ? u.hostGatherOffset : u.hostShardOffset;
+      touch(inst.dst, u.paddedNumel * elem);
+      char *slot = at<char>(inst.dst) + shardMember() * u.shardNumel * elem;
+      shardIn(slot, hostAt<char>(from), u.shardNumel * elem);
+      return allGather(Group::Shard, slot, at(inst.dst), u.shardNumel,
+                       inst.bf16 ? DType::BF16 : DType::F32);
+    }
     if (inst.bf16) {
       // Round this rank's shard into its own slot, then gather in place.
       touch(inst.dst, u.paddedNumel * 2);
@@ -169,16 +180,25 @@ void fsdp::runtime::hostAdamwThreads(const AdamWSlice &a, int threads, int64_t m
 
 void RankDevice::hostAdamw(const AdamWSlice &a) { hostAdamwThreads(a, 1, 1); }
 
+void RankDevice::roundGatherCopy(const Unit &u) {
+  touchHost(u.hostGatherOffset, u.shardNumel * 2);
+  uint16_t *copy = hostAt<uint16_t>(u.hostGatherOffset);
+  hostWrites(copy, u.shardNumel * 2, "the host's bf16 copy of the master shard");
+  kernels::toBf16(hostAt(u.hostShardOffset), copy, u.shardNumel);
+}
+
 void RankDevice::optimizerStep(const Unit &u) {
   const RunOptions &o = options;
   int64_t step = running->step;
   double scale = clipScale(o, o.clipGradNorm > 0 ? clippingNorm() : 0);
   double lr = learningRate(o, step);
-  float *param = at(u.shardOffset), *grad = at(u.gradShardOffset);
+  float *grad = at(u.gradShardOffset);
   int64_t bytes = u.shardNumel * 4;
   bool offload = program.offloadsOptimizer();
   // Offloaded, AdamW reads the gradient's host copy and updates the master
-  // shard and the moments in the host pool.
+  // shard and the moments in the host pool (under offload all the master
+  // is the parameter shard).
+  float *param = program.offloadsParams() ? nullptr : at(u.shardOffset);
   float *master = param, *from = grad;
   if (offload) {
     for (int64_t off : {u.hostShardOffset, u.hostGradOffset, u.expAvgOffset, u.expAvgSqOffset})
@@ -211,8 +231,10 @@ void RankDevice::optimizerStep(const Unit &u) {
     else
       adamw(a);
   }
-  if (offload)
+  if (offload && !program.offloadsParams())
     toDevice(param, master, bytes);
+  if (u.hostGatherOffset >= 0) // offload all, bf16 gathers: what they send next
+    roundGatherCopy(u);
   zero(grad, bytes, nullptr);     // the next step accumulates afresh
   if (u.accumulatedOffset >= 0) { // grad_sync last: so does the unsharded sum
     touch(u.accumulatedOffset, u.paddedNumel * 4);
@@ -323,10 +345,14 @@ int64_t Trainer::loadShards() {
   // pool's.
   char *pool = program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr;
   for (const Unit &u : program.units) {
-    for (int64_t off : {u.shardOffset, u.gradShardOffset}) {
-      std::memset(image + off, 0, u.shardNumel * 4);
-      device.touch(off, u.shardNumel * 4);
-    }
+    std::memset(image + u.gradShardOffset, 0, u.shardNumel * 4);
+    device.touch(u.gradShardOffset, u.shardNumel * 4);
+    // offload all: the parameter shard is the host pool's.
+    std::memset(program.paramShard(u, image, pool), 0, u.shardNumel * 4);
+    if (program.offloadsParams())
+      device.touchHost(u.hostShardOffset, u.shardNumel * 4);
+    else
+      device.touch(u.shardOffset, u.shardNumel * 4);
     for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset}) {
       std::memset(program.momentsBase(image, pool) + off, 0, u.shardNumel * 4);
       if (pool)
@@ -365,16 +391,20 @@ int64_t Trainer::loadShards() {
       err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
             ", past --steps " + std::to_string(options.steps);
   } else {
-    err = weights::initShards(program, options, host.memberIndex(Group::Shard), image);
+    err = weights::initShards(program, options, host.memberIndex(Group::Shard), image, pool);
   }
   if (!err.empty())
     device.fail(err);
-  // offload optimizer: the master shards start as the parameter shards.
-  for (const Unit &u : program.units)
-    if (pool) {
+  // offload optimizer: the master shards start as the parameter shards;
+  // offload all with bf16 gathers: their bf16 copies as the masters.
+  for (const Unit &u : program.units) {
+    if (pool && !program.offloadsParams()) {
       std::memcpy(pool + u.hostShardOffset, image + u.shardOffset, u.shardNumel * 4);
       device.touchHost(u.hostShardOffset, u.shardNumel * 4);
     }
+    if (u.hostGatherOffset >= 0)
+      device.roundGatherCopy(u);
+  }
   device.shardsIn();
   return first;
 }
@@ -555,9 +585,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
 void Trainer::saveWeights() {
   device.shardsOut();
   host.at(Group::World, "the weights' save (--save-weights)", true);
-  std::string err =
-      weights::saveFullWeights(options.saveWeights, program, host, device.shardImage(),
-                               options.maxShardSize, step, options.saveDtype);
+  std::string err = weights::saveFullWeights(
+      options.saveWeights, program, host, device.shardImage(), options.maxShardSize, step,
+      options.saveDtype, program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr);
   if (!err.empty())
     device.fail(err);
 }

@@ -219,8 +219,18 @@ public:
   /// which the host does not write again before its next toHost.
   virtual void toHost(void *dst, const void *src, int64_t bytes) = 0;
   virtual void toDevice(void *dst, const void *src, int64_t bytes) = 0;
+  /// offload all, in order with the comm list: `bytes` of a parameter
+  /// shard (or its bf16 copy) from the host pool into the arena, where the
+  /// gather after it reads them.
+  virtual void shardIn(void *dst, const void *src, int64_t bytes) = 0;
   /// AdamW on the host over the host pool (offload optimizer).
   virtual void hostAdamw(const AdamWSlice &slice);
+  /// The host is about to write `bytes` at `host` in the host pool (`what`
+  /// names the write for the emulated device's checker).
+  virtual void hostWrites(void *host, int64_t bytes, const char *what) {}
+  /// offload all with bf16 gathers: unit u's master shard rounded into its
+  /// bf16 copy, which the gathers send (after each update, and at start).
+  void roundGatherCopy(const program::Unit &u);
   /// This rank's member index in its reshard group (reshard_after_forward).
   int reshardMember() const { return host.memberIndex(Group::Reshard); }
 

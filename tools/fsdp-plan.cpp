@@ -137,10 +137,13 @@ static cl::opt<std::string> reshardAfterForward(
     cl::init("true"), cl::cat(category));
 static cl::opt<std::string> offload(
     "offload",
-    cl::desc("none | optimizer: keep Adam's moments and an f32 master copy of each parameter "
-             "shard in host memory and run AdamW on the host, the gradient shard copied out and "
-             "the parameter shard copied back each step (ZeRO-Offload's optimizer offload); "
-             "priced with the cluster file's host_link and host (default none)"),
+    cl::desc("none | optimizer | all: keep Adam's moments and an f32 master copy of each "
+             "parameter shard in host memory and run AdamW on the host, the gradient shard "
+             "copied out and the parameter shard copied back each step (optimizer, "
+             "ZeRO-Offload's); all: the parameter shards live on the host too, each gather "
+             "copying the rank's shard in first (FSDP2's CPUOffloadPolicy; the gradient shards "
+             "stay on the device); priced with the cluster file's host_link and host "
+             "(default none)"),
     cl::init("none"), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
@@ -298,12 +301,8 @@ static std::string checkWordFlags() {
     return notOneOf("grad-sync", {"every", "last"}, gradSync);
   if (!oneOf(reshardAfterBackward, {"true", "false"}))
     return notOneOf("reshard-after-backward", {"true", "false"}, reshardAfterBackward);
-  if (offload == "all")
-    return "--offload all (the parameter shards on the host between uses, FSDP2's "
-           "CPUOffloadPolicy) is not built yet; --offload optimizer keeps the optimizer's state "
-           "there";
-  if (!oneOf(offload, {"none", "optimizer"}))
-    return notOneOf("offload", {"none", "optimizer"}, offload);
+  if (!oneOf(offload, {"none", "optimizer", "all"}))
+    return notOneOf("offload", {"none", "optimizer", "all"}, offload);
   if (!oneOf(reshardAfterForward, {"true", "false"})) {
     int64_t n = 0;
     if (llvm::StringRef(reshardAfterForward).getAsInteger(10, n) || n < 2 || n > kMaxWorldSize)
@@ -532,6 +531,15 @@ int main(int argc, char **argv) {
                   std::to_string(worldSize) + ") and be smaller" +
                   (n == g ? "; resharding to the shard group itself is true" : ""));
   }
+
+  // Offloaded parameters reach the device by their gathers: no-shard (and
+  // hybrid-shard over groups of one) has none.
+  if (o.offload == "all" && (!autoWrap || fixed.strategy) && o.resolvedShardSize() < 2)
+    return fail("--offload all keeps the parameter shards on the host and copies each in for "
+                "its gather, but " +
+                o.strategy + " with shard groups of " + std::to_string(o.resolvedShardSize()) +
+                " gathers nothing (its compute reads the shard in place); --offload optimizer "
+                "offloads the optimizer's state only");
 
   // The cluster: the cost model's figures, and the kernels a plan is for
   // (a GPU cluster file: the CUDA kernels' scratch, the nccl backend).

@@ -174,7 +174,14 @@ LogicalResult StepOp::verify() {
                            << " ranks, but reshard_after_backward = false keeps every gathered "
                               "unit all step";
   }
-  // The host pool holds the offloaded optimizer state only.
+  // offload = all: a unit's parameters reach the device by its gathers;
+  // with shard groups of one (no-shard) compute reads the shard in place.
+  if (offloadsParams() && group < 2)
+    return emitOpError() << "offloads the parameter shards to the host, but with shard_size "
+                         << group
+                         << " compute reads them in place: offload = all needs a "
+                            "strategy that gathers";
+  // The host pool holds the offloaded state only.
   if (getHostBytes() && !offloadsOptimizer())
     return emitOpError() << "has a host pool of " << *getHostBytes()
                          << " bytes, but offloads nothing to the host";

@@ -92,7 +92,13 @@ def FSDP_OffloadEnum : I32EnumAttr<"Offload",
     // memory; each optimizer_step copies the gradient shard to the host,
     // runs AdamW there and copies the parameter shard back (ZeRO-Offload's
     // optimizer offload)
-    I32EnumAttrCase<"Optimizer", 1, "optimizer">
+    I32EnumAttrCase<"Optimizer", 1, "optimizer">,
+    // the optimizer's, and the parameter shards too: the master copy is the
+    // only one, and each shard-group gather copies it (or, with bf16
+    // parameters, its bf16 copy on the host) into the rank's own slot
+    // first (FSDP2's CPUOffloadPolicy, the gradient shards staying on the
+    // device)
+    I32EnumAttrCase<"All", 2, "all">
   ]> {
   let cppNamespace = "::fsdp::plan";
   let genSpecializedAttr = 0;
@@ -202,7 +208,10 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     Under `offload = optimizer` the moments' offsets are in the rank's host
     pool, as are the f32 master copy of the parameter shard
     (`host_shard_offset`) and the gradient shard's host copy
-    (`host_grad_offset`), which only such a plan has.
+    (`host_grad_offset`), which only such a plan has. Under `offload = all`
+    the master copy is the parameter shard (no `shard_offset`) and, with
+    bf16 parameters, `host_gather_offset` is its bf16 copy, which the
+    gathers send.
     ```mlir
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
@@ -220,7 +229,8 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
                        OptionalAttr<FSDP_NonNegativeI64>:$exp_avg_sq_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$accumulated_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$host_shard_offset,
-                       OptionalAttr<FSDP_NonNegativeI64>:$host_grad_offset);
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_grad_offset,
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_gather_offset);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -269,7 +279,8 @@ def FSDP_StepOp : FSDP_Op<"step", [
       (`workspace_offset`) and `memory`; `offload` (absent: none;
       `optimizer`: the moments and a master copy of each parameter shard
       live in a host pool of `host_bytes`, and `fsdp.optimizer_step` runs
-      on the host);
+      on the host; `all`: the parameter shards too, each shard-group
+      `fsdp.all_gather` copying the rank's shard from the host first);
     - `fsdp-plan`: the cost model's `predicted_micro_step_s`,
       `predicted_optimizer_s`; the micro-steps of an optimizer step
       (`grad_accum`, the run's default); the model FLOPs of one micro-step
@@ -366,8 +377,13 @@ def FSDP_StepOp : FSDP_Op<"step", [
     /// Whether the optimizer's state lives in host memory (offload =
     /// optimizer).
     bool offloadsOptimizer() {
-      return getOffload().value_or(::fsdp::plan::Offload::None) ==
-             ::fsdp::plan::Offload::Optimizer;
+      return getOffload().value_or(::fsdp::plan::Offload::None) !=
+             ::fsdp::plan::Offload::None;
+    }
+    /// Whether the parameter shards live in host memory too (offload =
+    /// all).
+    bool offloadsParams() {
+      return getOffload().value_or(::fsdp::plan::Offload::None) == ::fsdp::plan::Offload::All;
     }
     ::fsdp::plan::Dtype getComputeDtypeOrF32() {
       return getComputeDtype().value_or(::fsdp::plan::Dtype::F32);

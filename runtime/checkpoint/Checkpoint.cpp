@@ -250,7 +250,7 @@ std::string writeShard(const std::string &path, const program::Program &p, const
   int64_t inBlock = 0;
   for (const auto &u : p.units)
     for (int kind = 0; kind < 3; ++kind) {
-      const char *data = kind == 0   ? arena + u.shardOffset
+      const char *data = kind == 0   ? p.paramShard(u, arena, host)
                          : kind == 1 ? moments + u.expAvgOffset
                                      : moments + u.expAvgSqOffset;
       int64_t left = u.shardNumel * 4;
@@ -674,9 +674,10 @@ std::string fsdp::checkpoint::checkFiniteState(const program::Program &p,
   for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
     for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
       const auto &u = p.units[ui];
-      const char *base = kind == 0 ? arena : p.momentsBase(arena, host);
-      int64_t off = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
-      const float *x = reinterpret_cast<const float *>(base + off);
+      const char *x8 = kind == 0   ? p.paramShard(u, arena, host)
+                       : kind == 1 ? p.momentsBase(arena, host) + u.expAvgOffset
+                                   : p.momentsBase(arena, host) + u.expAvgSqOffset;
+      const float *x = reinterpret_cast<const float *>(x8);
       for (int64_t j = 0; j < u.shardNumel; ++j)
         if (!std::isfinite(x[j])) {
           mine[0] = kind;
@@ -979,9 +980,10 @@ std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const prog
   // Parameters, then exp_avg, then exp_avg_sq: each file read in order.
   for (int kind = 0; kind < 3; ++kind)
     for (const auto &u : p.units) {
-      int64_t dstOffset = kind == 0 ? u.shardOffset : kind == 1 ? u.expAvgOffset : u.expAvgSqOffset;
       float *dst =
-          reinterpret_cast<float *>((kind == 0 ? arena : p.momentsBase(arena, host)) + dstOffset);
+          reinterpret_cast<float *>(kind == 0   ? p.paramShard(u, arena, host)
+                                    : kind == 1 ? p.momentsBase(arena, host) + u.expAvgOffset
+                                                : p.momentsBase(arena, host) + u.expAvgSqOffset);
       std::memset(dst, 0, size_t(u.shardNumel * 4)); // the padding past the last parameter
       int64_t base = shardMember * u.shardNumel;
       for (const auto &prm : u.params) {

@@ -67,7 +67,7 @@ std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightS
 // each element's value is a function of the seed, the parameter's name and
 // the element's index (support/Random.h).
 std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int shardMember,
-                                      char *arena) {
+                                      char *arena, char *host) {
   auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
   // A file or an HF checkpoint folder: each rank reads, from whichever shard
   // file holds it, only the byte ranges of its own shards.
@@ -82,11 +82,11 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int
       return err;
   }
   for (const Unit &u : p.units) {
-    // The moments (in the host pool under offload optimizer) are the
-    // trainer's to zero.
-    for (int64_t off : {u.shardOffset, u.gradShardOffset})
-      std::memset(at(off), 0, u.shardNumel * 4);
-    float *shard = at(u.shardOffset);
+    // The moments (in the host pool under offload) are the trainer's to
+    // zero.
+    float *shard = reinterpret_cast<float *>(p.paramShard(u, arena, host));
+    std::memset(shard, 0, u.shardNumel * 4);
+    std::memset(at(u.gradShardOffset), 0, u.shardNumel * 4);
     for (const Param &prm : u.params) {
       ShardSlice slice = shardSlice(u, shardMember, prm);
       if (!slice.count)
@@ -145,10 +145,10 @@ std::vector<FolderFile> fsdp::weights::modelFiles(const Program &p, SaveDtype dt
 std::string fsdp::weights::saveFullWeights(const std::string &path, const program::Program &p,
                                            runtime::Communicator &comm, char *arena,
                                            int64_t maxShardSize, int64_t step,
-                                           const std::string &saveDtype) {
+                                           const std::string &saveDtype, char *host) {
   std::string err =
       checkpoint::checkFiniteState(p, comm, arena, step, /*moments=*/false,
-                                   comm.memberIndex(runtime::Group::Shard), "weights file");
+                                   comm.memberIndex(runtime::Group::Shard), "weights file", host);
   if (!err.empty())
     return err;
   // The first shard group holds one whole copy; its members gather each unit.
@@ -158,7 +158,7 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
     for (size_t i = 0; i < p.units.size(); ++i) {
       const auto &u = p.units[i];
       full[i].resize(u.paddedNumel);
-      if (!comm.allGather(runtime::Group::Shard, arena + u.shardOffset, full[i].data(),
+      if (!comm.allGather(runtime::Group::Shard, p.paramShard(u, arena, host), full[i].data(),
                           u.shardNumel * 4))
         return "weights not written: " + comm.error();
     }

@@ -28,10 +28,11 @@ using runtime::RunOptions;
 /// laid out as the plan's arena (only the units' shard ranges are written):
 /// the parameter shard of member `shardMember` from options.weights (its byte
 /// ranges only, after checking every tensor's presence, shape and dtype) or
-/// the seeded initialisation; the gradient shard and Adam's moments zeroed.
-/// Returns "" or the error.
+/// the seeded initialisation; the gradient shard zeroed (the moments are the
+/// trainer's). Under offload all the parameter shard is the host pool's,
+/// `host` (Program::paramShard). Returns "" or the error.
 std::string initShards(const program::Program &p, const RunOptions &options, int shardMember,
-                       char *arena);
+                       char *arena, char *host = nullptr);
 
 /// Every parameter of `p` is in `weights` with its shape and a dtype the
 /// runtime reads (F32, BF16, F16), and every tensor of `weights` is one of
@@ -50,7 +51,7 @@ std::string checkWeights(const program::Program &p, const WeightSource &weights,
 /// written.
 std::string saveFullWeights(const std::string &path, const program::Program &p,
                             runtime::Communicator &comm, char *arena, int64_t maxShardSize,
-                            int64_t step, const std::string &saveDtype = "");
+                            int64_t step, const std::string &saveDtype = "", char *host = nullptr);
 
 /// What a --save-weights folder gets beside the weights, from the program:
 /// config.json (the HF config the model was imported from, its torch_dtype

@@ -42,9 +42,11 @@ grad-accum):
             grad-accum 3) and llama-tiny
             (bf16 compute, no-shard, grad-accum 3) at world 2, and
             llama-tiny with --reshard-after-forward 2 (bf16 parameters) at
-            world 4, and gpt2-tiny with --offload optimizer at world 2 (its
-            host pool's measured peak the plan's, its losses and gradient
-            norms those of the run without it, bit for bit); before them the
+            world 4, gpt2-tiny with --offload optimizer and with --offload
+            all at world 2, and the llama-tiny hpZ case with --offload all
+            (each host pool's measured peak the plan's, its losses and
+            gradient norms those of the run without offload, bit for bit);
+            before them the
             switch's refusals, each with exit 1, one error naming the
             variable and no metrics file: FSDP_NCCL_PLUGIN empty, naming no
             file, or naming a library that is not an fsdp NCCL backend;
@@ -98,6 +100,7 @@ LAST = ["--grad-sync", "last"]  # no-sync accumulation: a last_micro_step phase
 KEPT = ["--reshard-after-backward", "false"]  # gathered once a step: first_micro_step
 HPZ = ["--reshard-after-forward", "2"]  # the reshard copy and the reshard group's gathers
 OFFLOAD = ["--offload", "optimizer"]  # the pinned host pool, its copies and the host's AdamW
+ALL = ["--offload", "all"]  # and the parameter shards there, copied in before each gather
 # (model, world, strategy, launch, plan settings, grad-accum). launch: "none"
 # (world 1, no bootstrap), "file" (--rank/--nccl-id-file) or "mpirun".
 CASES = {
@@ -121,6 +124,11 @@ CASES = {
         # (cudaMemcpyAsync, the host waiting on its event), AdamW on the
         # host, the master shard back on the compute stream.
         ("gpt2-tiny", 2, "full-shard", "mpirun", OFFLOAD, 1),
+        # --offload all: each gather's shard copied in from the pinned pool
+        # on the comm stream (f32; with bf16 parameters their bf16 copy,
+        # rounded on the host after each update), with hpZ's copies.
+        ("gpt2-tiny", 2, "full-shard", "file", ALL, 1),
+        ("llama-tiny", 4, "full-shard", "file", ["--param-dtype", "bf16"] + HPZ + ALL, 1),
     ],
     "llama": [
         ("llama-tiny", 1, "full-shard", "none", BF16, 1),
@@ -265,10 +273,12 @@ class Ctx:
         norm, 10x the kernel sets' bound, 5x inside this one's spread."""
         cfg = os.path.join(self.models, model, "config.json")
         plan = self.path(tag, "decomposed.json")
-        # One rank has no reshard group; resharding changes no value.
-        if HPZ[0] in settings:
-            k = settings.index(HPZ[0])
-            settings = settings[:k] + settings[k + 2:]
+        # One rank has no reshard group, nor a gather to offload the
+        # parameters for; resharding and offload change no value.
+        for flag in (HPZ[0], ALL[0]):
+            if flag in settings:
+                k = settings.index(flag)
+                settings = settings[:k] + settings[k + 2:]
         run([self.fsdp_plan, cfg, "--world-size", "1", "--micro-batch", "1",
              "--grad-accum", str(2 * world * accum)] +
             self.model_inputs(model)[0] + settings + ["-o", plan])
@@ -434,9 +444,9 @@ def matrix_group(ctx, group):
                    [ctx.fsdp_run, cuda, "--backend", "nccl", "--timeout", RUN_TIMEOUT] + train, b)
         ctx.held(what, a, alternates, seed, b, arena, STEPS)
         done[(model, world, strategy, launch, tuple(settings), accum)] = b
-        # --offload optimizer: the host's AdamW rounds as the device's kernel
-        # does (no contraction), so the run is the one without offload on
-        # the same device, bit for bit.
+        # --offload: the host's AdamW rounds as the device's kernel does (no
+        # contraction), the host's bf16 rounding as the device's, so the run
+        # is the one without offload on the same device, bit for bit.
         if OFFLOAD[0] in settings:
             k = settings.index(OFFLOAD[0])
             key = (model, world, strategy, launch, tuple(settings[:k] + settings[k + 2:]), accum)

@@ -26,7 +26,8 @@ Covered, per model (gpt2-tiny, llama-tiny):
     (a world of 2 has no reshard group smaller than its shard group, and
     GLOBAL_BATCH does not split over 8 ranks in 3 micro-steps); and with
     --offload optimizer, world 2 full-shard with every and world 4 with
-    last (each run's host pool peak the plan's, byte for byte, too);
+    last, and --offload all at world 4 (each run's host pool peak the
+    plan's, byte for byte, too);
   * the same plan with every at world 2, for its peak: last's is larger by
     what the plan says (the sums);
   * a checkpoint saved at world 2 (last) after 5 steps, resumed at world 4
@@ -35,7 +36,8 @@ Covered, per model (gpt2-tiny, llama-tiny):
   * bf16 compute (--param-dtype bf16) at world 2 full-shard and world 4
     hybrid-shard with sync last, and at world 4 full-shard with
     --reshard-after-forward 2 (the copies and the gathers over the reshard
-    group in bf16) and at world 2 with --offload optimizer, against the bf16
+    group in bf16), at world 2 with --offload optimizer and at world 4 with
+    --offload all (the gathers send the host's bf16 copies), against the bf16
     reference with the same accumulation
     (matrix.check_bf16_compute), with the f32-compute control.
 
@@ -56,6 +58,7 @@ LAST = ["--grad-sync", "last"]
 KEPT = ["--reshard-after-backward", "false"]
 HPZ = ["--reshard-after-forward", "2"]
 OFFLOAD = ["--offload", "optimizer"]
+ALL = ["--offload", "all"]
 RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 0, LAST),
         (4, "shard-grad-op", 0, LAST), (4, "hybrid-shard", 2, LAST),
         # gathered once a step: with no-sync, and with every micro-step reducing
@@ -67,7 +70,9 @@ RUNS = [(1, "full-shard", 0, LAST), (2, "full-shard", 0, LAST), (2, "no-shard", 
         # resharded after forward to pairs of ranks, gathered from them in backward
         (4, "full-shard", 0, HPZ), (4, "full-shard", 0, LAST + HPZ),
         # the optimizer's state in a host pool, AdamW on the host
-        (2, "full-shard", 0, OFFLOAD), (4, "full-shard", 0, LAST + OFFLOAD)]
+        (2, "full-shard", 0, OFFLOAD), (4, "full-shard", 0, LAST + OFFLOAD),
+        # the parameter shards there too, each gather copying its shard in
+        (4, "full-shard", 0, ALL)]
 
 
 
@@ -112,7 +117,7 @@ def main():
         for world, strategy, shard, flags in RUNS:
             what = strategy + (" last" if "last" in flags else " every") + (
                 " kept" if "false" in flags else "") + (" hpZ2" if HPZ[0] in flags else "") + (
-                " offload" if OFFLOAD[0] in flags else "")
+                " offload " + flags[flags.index(OFFLOAD[0]) + 1] if OFFLOAD[0] in flags else "")
             tag = "%s.w%d.%s" % (model, world, what.replace(" ", "."))
             metrics, final, m = matrix.train_plan(args, config, tag, world, strategy, shard, weights,
                                                   data, extra=flags, accum=ACCUM)
@@ -176,6 +181,7 @@ def main():
                  (4, "hybrid-shard", 2, "bf16", ["--param-dtype", "bf16", "--grad-sync", "last"]),
                  (4, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + HPZ),
                  (2, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + OFFLOAD),
+                 (4, "full-shard", 0, "bf16", ["--param-dtype", "bf16"] + ALL),
                  (2, "full-shard", 0, "f32", ["--param-dtype", "bf16", "--compute-dtype", "f32",
                                               "--grad-sync", "last"])]
         checks, failed = matrix.check_bf16_compute(args, data, model, weights, cases,

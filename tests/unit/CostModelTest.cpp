@@ -431,6 +431,39 @@ TEST(CostModel, OffloadedOptimizerStepPricesTheHostLinkAndAdamW) {
   EXPECT_GT(expected, device);
   EXPECT_DOUBLE_EQ(f.microStepTimeS, n.microStepTimeS);
   EXPECT_LT(off.figures.peakBytes, none.figures.peakBytes);
+
+  // --offload all: each gather first copies the rank's shard (bf16 here)
+  // in from the host on the comm stream; the optimizer step copies nothing
+  // back.
+  o.offload = "all";
+  Planned all = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  ASSERT_TRUE(all.module);
+  Prediction a = predict(*all.module, c, 1);
+  double copiesIn = 0, allSteps = 0;
+  auto byName = unitsByName(*all.module);
+  for (mlir::Operation &op : getStep(*all.module).getBody().front())
+    if (llvm::isa<plan::AllGatherOp>(op)) {
+      plan::UnitOp u = unitOfOp(&op, byName);
+      copiesIn += c.hostLink.latencyS +
+                  u.getShardNumel() * 2.0 / (c.hostLink.bandwidth * c.hostLink.efficiency);
+    }
+  for (plan::UnitOp u : getUnits(*all.module)) {
+    double shard = u.getShardNumel() * 4.0;
+    allSteps += c.opOverheadS + c.hostLink.latencyS +
+                shard / (c.hostLink.bandwidth * c.hostLink.efficiency) +
+                shard / 4 / c.hostAdamwRate;
+  }
+  auto gathers = [](const Prediction &p) {
+    double s = 0;
+    for (const TraceEvent &e : p.events)
+      if (e.stream == 1 && e.name == "all_gather")
+        s += e.duration;
+    return s;
+  };
+  EXPECT_NEAR(gathers(a), gathers(f) + copiesIn, ulps * (gathers(f) + copiesIn));
+  EXPECT_NEAR(steps(a), allSteps, ulps * allSteps);
+  EXPECT_LT(all.figures.peakBytes, off.figures.peakBytes);
+  EXPECT_EQ(all.figures.paramsBytes, 0);
 }
 
 // Per-op efficiencies (issue 20, point 2): each kind of op is priced at its

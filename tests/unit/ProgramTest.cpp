@@ -182,6 +182,9 @@ TEST(WriteProgram, RoundTripsEveryPlannedProgram) {
       {"gpt2-tiny", "--world-size 2 --micro-batch 2 --offload optimizer"},
       {"llama-tiny", "--world-size 2 --micro-batch 2 --offload optimizer --param-dtype bf16 "
                      "--cluster " FSDP_SOURCE_DIR "/models/hardware/H100-SXM.json"},
+      // no parameter shard in the arena; the gathers' bf16 copies
+      {"llama-tiny", "--world-size 4 --micro-batch 1 --offload all --param-dtype bf16 "
+                     "--reshard-after-forward 2"},
   };
   for (const Case &c : cases) {
     std::string out = ::testing::TempDir() + "/roundtrip-" + std::to_string(::getpid()) + ".json";

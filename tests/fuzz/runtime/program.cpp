@@ -336,6 +336,13 @@ void Checker::instruction(const Instruction &i) {
         bad("a gather over reshard groups the program does not have");
       inArena(p, where + " resharded copy", i.src,
               (i128)unit().paddedNumel / p.reshardAfterForward * (i.bf16 ? 2 : 4));
+    } else if (p.offloadsParams()) {
+      // offload all: the shard (or its bf16 copy) from the host pool.
+      if (i.bf16)
+        inHostPool(p, where + " host bf16 copy", unit().hostGatherOffset,
+                   (i128)unit().shardNumel * 2);
+      else
+        inHostPool(p, where + " host shard", unit().hostShardOffset, (i128)unit().shardNumel * 4);
     }
     break;
   case Op::Reshard:
@@ -396,11 +403,22 @@ void Checker::run() {
     if (u.shardSize != p.shardSize || (i128)u.shardNumel * u.shardSize != u.paddedNumel ||
         u.numel > u.paddedNumel || u.numel < 0 || u.shardNumel < 0)
       violation("accepted an inconsistent layout in " + w);
-    for (int64_t off : {u.shardOffset, u.gradShardOffset})
-      inArena(p, w + " shard", off, (i128)u.shardNumel * 4);
+    // offload all: the parameter shard is the host pool's master copy.
+    if (p.offloadsParams() ? u.shardOffset != -1 || p.shardSize < 2 : false)
+      violation("accepted an arena parameter shard, or no gathers, under offload all in " + w);
+    if (!p.offloadsParams())
+      inArena(p, w + " shard", u.shardOffset, (i128)u.shardNumel * 4);
+    inArena(p, w + " gradient shard", u.gradShardOffset, (i128)u.shardNumel * 4);
     if (p.offloadsOptimizer()) {
       for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset})
         inHostPool(p, w + " host buffer", off, (i128)u.shardNumel * 4);
+      if (u.hostGatherOffset >= 0)
+        inHostPool(p, w + " host bf16 copy", u.hostGatherOffset, (i128)u.shardNumel * 2);
+      bool bf16Gathers = p.offloadsParams() && p.paramDtype == "bf16";
+      if ((u.hostGatherOffset >= 0) != bf16Gathers)
+        violation("accepted a host bf16 copy where gathers do not send one, or none where they "
+                  "do, in " +
+                  w);
     } else {
       for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset})
         inArena(p, w + " moment", off, (i128)u.shardNumel * 4);

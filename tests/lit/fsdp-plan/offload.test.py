@@ -47,12 +47,38 @@ if sys.argv[1] == "--faults":
         edit(p)
         json.dump(p, open(os.path.join(out, name + ".json"), "w"))
 
-    write("f-word", off, lambda p: p.update(offload="all"))
+    write("f-word", off, lambda p: p.update(offload="everything"))
     write("f-no-pool", off, lambda p: p.pop("host_bytes"))
     write("f-stray-pool", none, lambda p: p.update(host_bytes=64))
     write("f-past", off, lambda p: p["units"][2].update(host_grad_offset=p["host_bytes"] - 4))
     write("f-stray-offsets", none, lambda p: p["units"][0].update(host_shard_offset=0,
                                                                    host_grad_offset=0))
+    alls, allb = load(os.path.join(out, "all.json")), load(os.path.join(out, "all-bf16.json"))
+    write("f-all-shard", alls, lambda p: p["units"][0].update(shard_offset=0))
+    write("f-all-nocopy", allb, lambda p: p["units"][0].pop("host_gather_offset"))
+    write("f-all-noshard", alls, lambda p: p.update(world_size=1, shard_size=1))
+    sys.exit(0)
+
+if sys.argv[1] == "--all":
+    d = sys.argv[2]
+    off, alls = load(os.path.join(d, "off.json")), load(os.path.join(d, "all.json"))
+    allb = load(os.path.join(d, "all-bf16.json"))
+    shards = sum(align(u["shard_numel"] * 4) for u in off["units"])
+    assert alls["offload"] == "all" and all("shard_offset" not in u for u in alls["units"])
+    assert off["arena_bytes"] - alls["arena_bytes"] == shards, (off["arena_bytes"],
+                                                                alls["arena_bytes"], shards)
+    assert alls["host_bytes"] == off["host_bytes"]
+    for u in allb["units"]:
+        o = u["host_gather_offset"]
+        assert 0 <= o and o + 2 * u["shard_numel"] <= allb["host_bytes"], u["name"]
+    print("all: no parameter shard in the arena (its bytes less than optimizer's), the shards "
+          "the host pool's; bf16: each unit's bf16 copy in the pool")
+    ro, ra = load(os.path.join(d, "off.report.json")), load(os.path.join(d, "all.report.json"))
+    po, pa = ro["predicted"], ra["predicted"]
+    assert pa["micro_step_time_s"] > po["micro_step_time_s"], (po, pa)
+    assert pa["optimizer_time_s"] < po["optimizer_time_s"], (po, pa)
+    print("all: every gather priced with its shard's copy from the host, the optimizer step "
+          "without the copy back")
     sys.exit(0)
 
 d = sys.argv[1]
@@ -96,7 +122,7 @@ ro, rn = load(os.path.join(d, "off.report.json")), load(os.path.join(d, "none.re
 hm = ro["host_memory"]
 assert ro["offload"] == "optimizer" and rn["offload"] == "none" and "host_memory" not in rn
 assert hm == {"host_bytes": host, "optimizer_bytes": 313728, "master_params_bytes": 156864,
-              "grads_bytes": 156864}, hm
+              "grads_bytes": 156864, "gather_copies_bytes": 0}, hm
 print("report: offload optimizer, host_memory the summary's figures; without: offload none, "
       "no host_memory")
 

@@ -17,6 +17,16 @@
 // OFFLOAD-SAME: host_bytes = 3072 : i64,
 // OFFLOAD-SAME: memory = #fsdp.memory<peak_bytes = 4740, live_peak_bytes = 4740, params_bytes = 768, grads_bytes = 768, optimizer_bytes = 0, unsharded_bytes = 1024, activations_bytes = 2180, fragmentation_bytes = 0>
 // OFFLOAD-SAME: offload = #fsdp<offload optimizer>
+// offload=all: no parameter shard in the arena (the host's master copy is
+// it; f32 parameters, so no bf16 copies): 768 bytes less again.
+// RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 offload=all" | FileCheck %s --check-prefix=ALL
+// ALL: fsdp.unit @root {exp_avg_offset = 0 : i64, exp_avg_sq_offset = 512 : i64, grad_shard_offset = 0 : i64, host_grad_offset = 1536 : i64, host_shard_offset = 1024 : i64, index
+// ALL-NOT: {{ }}shard_offset =
+// ALL-LABEL: fsdp.step @train_step(
+// ALL-SAME: arena_bytes = 3972 : i64,
+// ALL-SAME: host_bytes = 3072 : i64,
+// ALL-SAME: memory = #fsdp.memory<peak_bytes = 3972, live_peak_bytes = 3972, params_bytes = 0, grads_bytes = 768, optimizer_bytes = 0,
+// ALL-SAME: offload = #fsdp<offload all>
 // Planned again without it, nothing of the host pool stays.
 // RUN: fsdp-opt %s --fsdp-memory-plan="micro-batch=2 seq-len=4 offload=optimizer" | fsdp-opt --fsdp-memory-plan="micro-batch=2 seq-len=4" | FileCheck %s --check-prefix=AGAIN
 // AGAIN-NOT: host_

@@ -92,8 +92,10 @@ struct SearchProgress {
 /// then those that do not fit, smallest first. Where memory binds a setting
 /// (it does not fit as set, needs checkpointing, or its micro-batch is
 /// searched) and the offload is not fixed, the setting is planned again
-/// with the optimizer offloaded to the host (when the cluster describes
-/// it): offloading only adds time, so it pays only where memory binds.
+/// with the optimizer offloaded to the host, then with everything (when
+/// the cluster describes the host; with a fixed micro-batch, a level only
+/// where its plan without checkpointing is faster than what the setting
+/// found with less offloaded): offloading frees memory and adds copies.
 std::vector<Candidate> searchPlans(mlir::ModuleOp model, const PlanOptions &base,
                                    const SearchFixed &fixed, const Cluster &cluster,
                                    int64_t gradAccum, std::optional<int64_t> budget,

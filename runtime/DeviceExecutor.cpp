@@ -34,7 +34,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -411,13 +410,7 @@ void DeviceRank::shardsIn() {
 void DeviceRank::copyShards(bool toDevice) {
   char *h = mirror.data();
   for (const Unit &u : program.units)
-    for (int k = 0; k < 4; ++k) {
-      // offload: the moments (and under all the parameter shard) are the
-      // host pool's.
-      if ((k == 0 && program.offloadsParams()) || (k >= 2 && program.offloadsOptimizer()))
-        continue;
-      int64_t off =
-          std::array{u.shardOffset, u.gradShardOffset, u.expAvgOffset, u.expAvgSqOffset}[k];
+    for (int64_t off : program.arenaStateOffsets(u)) {
       size_t bytes = size_t(u.shardNumel * 4);
       if (!bytes)
         continue;

@@ -187,7 +187,8 @@ void CpuRank::setUp() {
   if (!arena)
     fail("cannot allocate the arena of " + std::to_string(program.arenaBytes) + " bytes");
   if (program.offloadsOptimizer()) {
-    hostPool = static_cast<char *>(std::aligned_alloc(64, (program.hostBytes + 63) / 64 * 64 + 64));
+    hostPool = static_cast<char *>(
+        std::aligned_alloc(64, (std::max<int64_t>(program.hostBytes, 1) + 63) / 64 * 64));
     if (!hostPool)
       fail("cannot allocate the host pool of " + std::to_string(program.hostBytes) + " bytes");
   }

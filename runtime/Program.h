@@ -225,8 +225,9 @@ struct Program {
   // backward gathers them over the reshard group, N consecutive ranks; 0:
   // none (no reshard group).
   int64_t reshardAfterForward = 0;
-  // offload optimizer: the units' moments, master shards and gradient
-  // copies live in a host pool of hostBytes, apart from the arena (the
+  // offload optimizer or all: the units' moments, master shards and
+  // gradient copies (and under all, with bf16 gathers, the masters' bf16
+  // copies) live in a host pool of hostBytes, apart from the arena (the
   // plan's host peak).
   Offload offload = Offload::None;
   int64_t hostBytes = 0;
@@ -239,6 +240,23 @@ struct Program {
   template <typename Byte> Byte *paramShard(const Unit &u, Byte *arena, Byte *host) const {
     static_assert(sizeof(Byte) == 1, "offsets are in bytes");
     return offloadsParams() ? host + u.hostShardOffset : arena + u.shardOffset;
+  }
+  /// Unit u's persistent f32 buffers of shardNumel elements, by where they
+  /// lie: in the arena (the parameter shard but under offload all, the
+  /// gradient shard, the moments but under offload) and in the host pool
+  /// (under offload: the moments, the master shard, the gradient's copy).
+  std::vector<int64_t> arenaStateOffsets(const Unit &u) const {
+    std::vector<int64_t> offsets{u.gradShardOffset};
+    if (!offloadsParams())
+      offsets.push_back(u.shardOffset);
+    if (!offloadsOptimizer())
+      offsets.insert(offsets.end(), {u.expAvgOffset, u.expAvgSqOffset});
+    return offsets;
+  }
+  std::vector<int64_t> hostStateOffsets(const Unit &u) const {
+    if (!offloadsOptimizer())
+      return {};
+    return {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset};
   }
   /// Where the units' moments lie: `arena`, or under offload optimizer
   /// `host`, the host pool (both laid out as the plan says).

@@ -312,13 +312,13 @@ void Loader::run(const std::string &text) {
     u.shardNumel = get<int64_t>(uj, "shard_numel", where);
     // offload all: no parameter shard in the arena (the host pool's
     // master copy is it).
-    if (uj.contains("shard_offset") || !p.offloadsParams())
+    if (!p.offloadsParams())
       u.shardOffset = get<int64_t>(uj, "shard_offset", where);
-    else
-      u.shardOffset = -1;
-    if (p.offloadsParams() && u.shardOffset >= 0)
+    else if (uj.contains("shard_offset"))
       fail(where, "has a shard_offset, but under offload all the parameter shard is the host "
                   "pool's");
+    else
+      u.shardOffset = -1;
     u.gradShardOffset = get<int64_t>(uj, "grad_shard_offset", where);
     u.expAvgOffset = get<int64_t>(uj, "exp_avg_offset", where);
     u.expAvgSqOffset = get<int64_t>(uj, "exp_avg_sq_offset", where);
@@ -328,15 +328,14 @@ void Loader::run(const std::string &text) {
                       std::to_string(u.numel) + ", padded " + std::to_string(u.paddedNumel) + ", " +
                       std::to_string(u.shardSize) + " shards of " + std::to_string(u.shardNumel) +
                       ")");
-    if (!p.offloadsParams())
-      checkRange(where, u.shardOffset, (i128)u.shardNumel * 4);
-    checkRange(where, u.gradShardOffset, (i128)u.shardNumel * 4);
+    for (int64_t off : p.arenaStateOffsets(u))
+      checkRange(where, off, (i128)u.shardNumel * 4);
     // offload optimizer: the moments, the master shard and the gradient's
     // copy in the host pool.
     if (p.offloadsOptimizer()) {
       u.hostShardOffset = get<int64_t>(uj, "host_shard_offset", where);
       u.hostGradOffset = get<int64_t>(uj, "host_grad_offset", where);
-      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset, u.hostShardOffset, u.hostGradOffset})
+      for (int64_t off : p.hostStateOffsets(u))
         checkHostRange(where, off, (i128)u.shardNumel * 4);
       // offload all with bf16 gathers: the master's bf16 copy they send.
       bool bf16 = p.offloadsParams() && p.paramDtype == "bf16";
@@ -353,8 +352,6 @@ void Loader::run(const std::string &text) {
       if (uj.contains("host_shard_offset") || uj.contains("host_grad_offset") ||
           uj.contains("host_gather_offset"))
         fail(where, "has host offsets, which only a program with offload optimizer has");
-      for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset})
-        checkRange(where, off, (i128)u.shardNumel * 4);
     }
     // grad_sync last: the f32 accumulation buffer, the whole unit's.
     if (uj.contains("accumulated_offset")) {

@@ -39,15 +39,10 @@ std::vector<ArenaBytes> fsdp::program::accesses(const Program &p, const Instruct
     bytes(i.dst + i.zeroFrom * grad, (u->paddedNumel - i.zeroFrom) * grad, true);
     break;
   case Op::OptimizerStep:
-    // Under offload optimizer the moments are the host pool's: on the
-    // device it reads the gradient shard (copied out, then zeroed) and
-    // writes the parameter shard (copied back).
-    if (!p.offloadsParams()) // offload all: the parameter shard is the host's
-      bytes(u->shardOffset, u->shardNumel * 4, true);
-    bytes(u->gradShardOffset, u->shardNumel * 4, true);
-    if (!p.offloadsOptimizer())
-      for (int64_t off : {u->expAvgOffset, u->expAvgSqOffset})
-        bytes(off, u->shardNumel * 4, true);
+    // The unit's state in the arena (offloaded, the gradient shard read and
+    // zeroed, and but under offload all the parameter shard copied back).
+    for (int64_t off : p.arenaStateOffsets(*u))
+      bytes(off, u->shardNumel * 4, true);
     bytes(u->accumulatedOffset, u->paddedNumel * 4, true); // zeroed (grad_sync last)
     break;
   case Op::Accumulate:

@@ -341,24 +341,17 @@ std::string afterStep(const RunOptions &o, StepReport &r, Communicator &comm,
 // already taken.
 int64_t Trainer::loadShards() {
   char *image = device.shardImage();
-  // offload optimizer: the moments (and the master shards) are the host
-  // pool's.
-  char *pool = program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr;
+  // Offloaded, the moments and master shards (under all, the parameter
+  // shards) are the host pool's.
+  char *pool = device.hostPoolData();
   for (const Unit &u : program.units) {
-    std::memset(image + u.gradShardOffset, 0, u.shardNumel * 4);
-    device.touch(u.gradShardOffset, u.shardNumel * 4);
-    // offload all: the parameter shard is the host pool's.
-    std::memset(program.paramShard(u, image, pool), 0, u.shardNumel * 4);
-    if (program.offloadsParams())
-      device.touchHost(u.hostShardOffset, u.shardNumel * 4);
-    else
-      device.touch(u.shardOffset, u.shardNumel * 4);
-    for (int64_t off : {u.expAvgOffset, u.expAvgSqOffset}) {
-      std::memset(program.momentsBase(image, pool) + off, 0, u.shardNumel * 4);
-      if (pool)
-        device.touchHost(off, u.shardNumel * 4);
-      else
-        device.touch(off, u.shardNumel * 4);
+    for (int64_t off : program.arenaStateOffsets(u)) {
+      std::memset(image + off, 0, u.shardNumel * 4);
+      device.touch(off, u.shardNumel * 4);
+    }
+    for (int64_t off : program.hostStateOffsets(u)) {
+      std::memset(pool + off, 0, u.shardNumel * 4);
+      device.touchHost(off, u.shardNumel * 4);
     }
   }
   // grad_sync last: the accumulation buffers start each step at zero (the
@@ -398,10 +391,8 @@ int64_t Trainer::loadShards() {
   // offload optimizer: the master shards start as the parameter shards;
   // offload all with bf16 gathers: their bf16 copies as the masters.
   for (const Unit &u : program.units) {
-    if (pool && !program.offloadsParams()) {
+    if (pool && !program.offloadsParams())
       std::memcpy(pool + u.hostShardOffset, image + u.shardOffset, u.shardNumel * 4);
-      device.touchHost(u.hostShardOffset, u.shardNumel * 4);
-    }
     if (u.hostGatherOffset >= 0)
       device.roundGatherCopy(u);
   }
@@ -573,9 +564,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
       options, r, host, onStep, [&](StepReport &report) { evaluate(report); },
       [&] {
         device.shardsOut();
-        return checkpoint::saveCheckpoint(
-            options.save, options.keep, program, host, device.shardImage(), step, G, record,
-            program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr);
+        return checkpoint::saveCheckpoint(options.save, options.keep, program, host,
+                                          device.shardImage(), step, G, record,
+                                          device.hostPoolData());
       },
       stop);
   if (!err.empty())
@@ -585,9 +576,9 @@ void Trainer::trainStep(int64_t t, const StepCallback &onStep, bool *stop) {
 void Trainer::saveWeights() {
   device.shardsOut();
   host.at(Group::World, "the weights' save (--save-weights)", true);
-  std::string err = weights::saveFullWeights(
-      options.saveWeights, program, host, device.shardImage(), options.maxShardSize, step,
-      options.saveDtype, program.offloadsOptimizer() ? device.hostAt<char>(0) : nullptr);
+  std::string err = weights::saveFullWeights(options.saveWeights, program, host,
+                                             device.shardImage(), options.maxShardSize, step,
+                                             options.saveDtype, device.hostPoolData());
   if (!err.empty())
     device.fail(err);
 }

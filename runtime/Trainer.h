@@ -58,6 +58,8 @@ public:
     hostHighWater = std::max(hostHighWater, offset + bytes); // the rank's compute thread only
   }
   int64_t hostPeakBytes() const { return hostHighWater; }
+  /// The host pool's first byte (null without offload).
+  char *hostPoolData() const { return hostPool; }
 
 protected:
   const program::Program &program;

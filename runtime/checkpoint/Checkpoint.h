@@ -107,8 +107,9 @@ std::string saveCheckpoint(const std::string &dir, int64_t keep, const program::
 std::string readRunRecord(const std::string &path, RunRecord *out);
 
 /// `arena` is host memory laid out as the plan's arena; `host` the rank's
-/// host pool, which holds the moments under offload optimizer (null
-/// otherwise): momentsBase.
+/// host pool, which holds the moments under offload (and under offload all
+/// the parameter shards; null without offload): Program::momentsBase and
+/// paramShard.
 ///
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
 /// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint

@@ -62,7 +62,8 @@ struct ActivationCheckpointingPass
   /// Under `selective`, the ops whose results stay alive until backward:
   /// the matmuls and attention, the costly part of a block's forward.
   static bool keptBySelective(Operation *op) {
-    return isa<nn::LinearOp, nn::CausalAttentionOp, nn::AttentionOp>(op);
+    // A tensor-parallel sum is communication: kept, not run again.
+    return isa<nn::LinearOp, nn::CausalAttentionOp, nn::AttentionOp, plan::TpAllReduceOp>(op);
   }
 
   void recompute(ArrayRef<Operation *> block, Operation *bwdStart) {

@@ -102,7 +102,7 @@ FailureOr<int64_t> fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
 }
 
 bool fsdp::producesTensors(Operation *op) {
-  return isa<plan::CastOp>(op) ||
+  return isa<plan::CastOp, plan::TpAllReduceOp>(op) ||
          (op->getDialect() && op->getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op));
 }
 

@@ -365,6 +365,24 @@ int64_t numel(Value v, int64_t B, int64_t S) {
 // The kind of op whose efficiency applies (Cluster::OpEfficiency).
 enum class OpKind { Matmul, AttentionForward, AttentionBackward, Norm, Loss, Elementwise };
 
+/// Whether tensor parallelism split `op` over the tp ranks: an attention
+/// (split by heads), or a linear of a cut weight (read through its cast).
+bool splitByTp(Operation *op) {
+  auto step = op->getParentOfType<plan::StepOp>();
+  if (!step || step.getTpOr1() < 2)
+    return false;
+  if (isa<nn::CausalAttentionOp, nn::AttentionOp, nn::CausalAttentionGradOp, nn::AttentionGradOp>(
+          op))
+    return true;
+  for (Value v : op->getOperands()) {
+    if (auto c = v.getDefiningOp<plan::CastOp>())
+      v = c.getParam();
+    if (auto p = v.getDefiningOp<nn::ParamOp>(); p && p.getTpDim())
+      return true;
+  }
+  return false;
+}
+
 OpKind opKind(Operation *op) {
   if (isa<nn::LinearOp, nn::LinearGradInputOp, nn::LinearGradWeightOp, nn::MoeLinearOp,
           nn::MoeLinearGradInputOp, nn::MoeLinearGradWeightOp>(op))
@@ -570,6 +588,12 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   plan::StepOp step = getStep(module);
   int64_t B = step.getMicroBatch().value_or(1), S = step.getSeqLen().value_or(1);
   int64_t world = step.getWorldSizeOr1(), group = step.getShardSizeOr1();
+  // Tensor parallelism: tp consecutive ranks (within a node) share a
+  // micro-batch; the strategy's groups are of the dp = world / tp ranks of
+  // a tp index, so a node holds ranksPerNode / tp of each and tp groups of
+  // each kind cross nodes from it at once.
+  const int64_t tp = step.getTpOr1(), dp = world / tp;
+  const int64_t dpPerNode = std::max<int64_t>(1, c.ranksPerNode / tp);
   // Matmuls and attention run at the compute dtype's rate (bf16: the
   // device's bf16 rate); element-wise work moves its operands' bytes, which
   // their types give.
@@ -587,17 +611,16 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   // larger than a node, and then alone. Replica groups take every group-th
   // rank: a node holds ranksPerNode / group of each (at least one) and
   // min(group, ranksPerNode) of them cross nodes at once.
-  const Link shardLink = groupLink(c, group, c.ranksPerNode, 1);
+  const Link shardLink = groupLink(c, group, dpPerNode, tp);
   // reshard_after_forward = N: groups of N consecutive ranks, within a shard
   // group, so within a node whenever N fits in one.
   const int64_t reshard = step.getReshardSizeOr0();
-  const Link reshardLink = groupLink(c, std::max<int64_t>(1, reshard), c.ranksPerNode, 1);
-  int64_t replicas = world / std::max<int64_t>(1, group);
+  const Link reshardLink = groupLink(c, std::max<int64_t>(1, reshard), dpPerNode, tp);
+  int64_t replicas = dp / std::max<int64_t>(1, group);
   const Link replicaLink =
-      world > c.ranksPerNode
-          ? groupLink(c, replicas,
-                      std::max<int64_t>(1, c.ranksPerNode / std::max<int64_t>(1, group)),
-                      std::min(group, c.ranksPerNode))
+      dp > dpPerNode
+          ? groupLink(c, replicas, std::max<int64_t>(1, dpPerNode / std::max<int64_t>(1, group)),
+                      std::min(group, dpPerNode) * tp)
           : c.intraNode;
   auto byParam = unitsByParam(module);
   auto byName = unitsByName(module);
@@ -696,10 +719,13 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
         seconds = group > 1
                       ? collectiveSeconds(CollectiveKind::ReduceScatter, bytes, group, shardLink)
                       : 2 * bytes / (c.memoryBandwidth * c.memoryEfficiency);
-      } else if (isa<plan::AllReduceOp>(op))
-        seconds = collectiveSeconds(CollectiveKind::AllReduce, u.getShardNumel() * 4.0,
-                                    world / group, replicaLink);
-      else {
+      } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
+        seconds = ar.getGroup() == plan::Group::tp
+                      ? collectiveSeconds(CollectiveKind::AllReduce, tpPartialShardNumel(u) * 4.0,
+                                          tp, c.intraNode)
+                      : collectiveSeconds(CollectiveKind::AllReduce, u.getShardNumel() * 4.0,
+                                          replicas, replicaLink);
+      } else {
         double bytes = 0;
         for (plan::UnitOp unit : getUnits(module))
           bytes += unit.getShardNumel() * 4.0;
@@ -762,6 +788,18 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       addEvent("accumulate", 0, tc, seconds);
     } else if (auto cast = dyn_cast<plan::CastOp>(op); cast && castIsGatheredValue(cast, byParam)) {
       continue; // the gathered value is what compute reads: no instruction
+    } else if (isa<plan::TpAllReduceOp>(op)) {
+      // The tp group's sum of its activations, within the node; compute
+      // waits for it (the next op reads it), then the bias is added.
+      double bytes = tensorBytes(op.getResult(0).getType(), B, S);
+      seconds =
+          (c.opOverheadS + collectiveSeconds(CollectiveKind::AllReduce, bytes, tp, c.intraNode)) *
+          share;
+      comm += seconds;
+      exposed += seconds;
+      addEvent("tp_all_reduce", 0, tc, seconds);
+      tc += seconds;
+      continue;
     } else if (producesTensors(&op)) {
       OpCost cost = opCost(&op, B, S);
       double t = cost.bytes / (c.memoryBandwidth * bandwidthEfficiency(c, opKind(&op)));
@@ -774,8 +812,11 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       seconds = (c.opOverheadS + t) * share;
       if (c.commInterference > 0)
         seconds += c.commInterference * commOverlap(tc, tc + seconds);
+      // Model FLOPs count each once: an op split over the tp ranks (an
+      // attention, a linear of a cut weight) did 1/tp of it here; a whole
+      // one (the head) did all of it on each of them.
       if (!inBackward && cost.matmul && !op.hasAttr("recompute"))
-        forwardFlops += cost.flops;
+        forwardFlops += splitByTp(&op) ? cost.flops : cost.flops / tp;
       addEvent(op.getName().stripDialect(), 0, tc, seconds);
     } else {
       continue;
@@ -785,7 +826,7 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
   }
   p.optimizerTimeS = std::max(tc, tm) - phaseStart;
   p.stepTimeS = gradAccum * p.microStepTimeS + p.optimizerTimeS;
-  double tokens = (double)B * S * world * gradAccum;
+  double tokens = (double)B * S * dp * gradAccum; // a tp group shares its micro-batch
   p.tokensPerS = p.stepTimeS > 0 ? tokens / p.stepTimeS : 0;
   // Model FLOPs: forward matmuls and their two backward products, on every
   // rank and micro-step, against every rank's peak for the matmul dtype.

@@ -31,12 +31,36 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
                             "(run fsdp-training-step and fsdp-wrap-units)";
       return signalPassFailure();
     }
-    // The strategies are hybrid sharding with particular group sizes.
-    int64_t group = shardSizeOf(strategy, worldSize, shardSize);
+    // The mesh: tp ranks innermost, the strategy over the data-parallel
+    // dimension, as hybrid sharding with particular group sizes.
+    if (tp < 1 || worldSize < 1 || worldSize % tp != 0) {
+      module.emitError() << "tp " << (int64_t)tp << " must divide the world size "
+                         << (int64_t)worldSize;
+      return signalPassFailure();
+    }
+    int64_t dp = worldSize / tp;
+    int64_t graphTp = 1;
+    for (auto p : step.getBody().getOps<nn::ParamOp>())
+      if (p.getTpPieces())
+        graphTp = std::max(graphTp, p.getTpPiecesOr1());
+    bool cut = llvm::any_of(step.getBody().getOps<nn::ParamOp>(),
+                            [](nn::ParamOp p) { return p.getTpPieces(); });
+    if (cut != (tp > 1) ||
+        (tp > 1 && (graphTp != tp ||
+                    llvm::any_of(step.getBody().getOps<nn::ParamOp>(),
+                                 [&](nn::ParamOp p) { return tp % p.getTpPiecesOr1() != 0; })))) {
+      module.emitError() << "tp " << (int64_t)tp << " does not match the graph, "
+                         << (cut ? "whose parameters are cut in up to " + std::to_string(graphTp) +
+                                       " pieces"
+                                 : std::string("which is not cut (run fsdp-tensor-parallel)"));
+      return signalPassFailure();
+    }
+    int64_t group = shardSizeOf(strategy, dp, shardSize);
     StringRef name = plan::strategyFlagName(strategy);
-    if (worldSize < 1 || group < 1 || worldSize % group != 0) {
+    if (group < 1 || dp % group != 0) {
       module.emitError() << "strategy " << name << " shards over groups of " << group
-                         << " ranks, which must divide the world size " << (int64_t)worldSize;
+                         << " ranks, which must divide the world size " << (int64_t)worldSize
+                         << (tp > 1 ? " / tp " + std::to_string(tp) : std::string());
       return signalPassFailure();
     }
     for (plan::UnitOp u : units)
@@ -78,6 +102,8 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
     }
     step.setStrategy(strategy);
     step.setWorldSize(worldSize);
+    if (tp > 1)
+      step.setTp(tp);
     step.setShardSize(group);
 
     auto byParam = unitsByParam(module);
@@ -213,7 +239,7 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
     llvm::sort(reduced, [&](plan::UnitOp a, plan::UnitOp c) {
       return uses[a].lastGrad->isBeforeInBlock(uses[c].lastGrad);
     });
-    int64_t replicas = worldSize / group;
+    int64_t replicas = dp / group;
     SmallVector<Value> pendingEvents;
     plan::UnitOp pendingUnit;
     auto retirePending = [&](Operation *before) {
@@ -251,7 +277,15 @@ struct InsertCollectivesPass : public fsdp::impl::InsertCollectivesBase<InsertCo
       ++numCollectives;
       SmallVector<Value> events = {rs.getEvent()};
       if (replicas > 1) {
-        auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u));
+        auto ar = b.create<plan::AllReduceOp>(loc, ev, ref(u), plan::GroupAttr());
+        ++numCollectives;
+        events.push_back(ar.getEvent());
+      }
+      // Tensor parallelism: the gradients ranks computed parts of.
+      if (std::optional<ArrayRef<bool>> partial = u.getTpPartial();
+          partial && llvm::is_contained(*partial, true)) {
+        auto ar = b.create<plan::AllReduceOp>(
+            loc, ev, ref(u), plan::GroupAttr::get(b.getContext(), plan::Group::tp));
         ++numCollectives;
         events.push_back(ar.getEvent());
       }

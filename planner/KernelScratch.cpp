@@ -90,6 +90,7 @@ void fsdp::registerKernelScratchModel(DialectRegistry &registry) {
 void fsdp::registerPlannerDialects(DialectRegistry &registry) {
   registry.insert<nn::NNDialect, plan::FSDPDialect>();
   registerKernelScratchModel(registry);
+  registerTensorParallelGradients(registry);
 }
 
 void fsdp::loadPlannerDialects(MLIRContext &context) {

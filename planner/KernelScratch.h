@@ -25,6 +25,11 @@ namespace fsdp {
 /// call the op lowers to (runtime/Program.h's decodeCall).
 void registerKernelScratchModel(mlir::DialectRegistry &registry);
 
+/// The gradient rules of fsdp's tensor-parallel ops (fsdp.tp_copy,
+/// fsdp.tp_all_reduce), nn's GradientOpInterface attached as external
+/// models: the plan dialect does not link nn's rules (TensorParallel.cpp).
+void registerTensorParallelGradients(mlir::DialectRegistry &registry);
+
 /// The planner's dialects (nn and fsdp) with the models the planner attaches
 /// to them: what a context needs to plan.
 void registerPlannerDialects(mlir::DialectRegistry &registry);

@@ -284,6 +284,12 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
       return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";
   if (!step.getStrategy())
     return step.emitOpError() << "needs a 'strategy' to be lowered (run fsdp-insert-collectives)";
+  // Planned and verified, but fsdp-run has no tensor-parallel ranks yet:
+  // a program it would refuse is not written.
+  if (step.getTpOr1() > 1)
+    return step.emitOpError() << "is tensor-parallel (tp " << step.getTpOr1()
+                              << "), which fsdp-run does not run yet: no program is written "
+                                 "(write the plan as .mlir, or read --summary and --report)";
   for (auto [name, value] : {std::pair{"tokens_offset", step.getTokensOffset()},
                              {"targets_offset", step.getTargetsOffset()}})
     if (!value)

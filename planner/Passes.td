@@ -9,6 +9,35 @@
 
 include "mlir/Pass/PassBase.td"
 
+def TensorParallel : Pass<"fsdp-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "cuts the model's graph into one tensor-parallel rank's";
+  let description = [{
+    Megatron's tensor parallelism over `tp` ranks, on the `nn.graph` before
+    the training step is built. Each attention is split by heads: the
+    linears that make its query, key and value (through rope, the q/k
+    norms and GPT-2's split) become column-parallel, each rank holding
+    num_heads / tp query heads and num_kv_heads / tp key/value heads (or,
+    where tp is a multiple of num_kv_heads, the one key/value head its
+    query heads read, shared by tp / num_kv_heads ranks); the linear that
+    reads its output becomes row-parallel. Each MLP (a `silu_mul` of two
+    linears, or a `gelu` of one, read by linears only) is split by its
+    intermediate columns alike. An `fsdp.tp_copy` enters each region and an
+    `fsdp.tp_all_reduce` (with the row-parallel linear's bias, added once)
+    leaves it. Embeddings, norms between regions and the head stay whole
+    on every rank, their gradients complete there. The parameters' types
+    become each rank's piece and carry `tp_dim`, `tp_pieces`,
+    `tp_sections` and `tp_partial` (the q/k norms, and key/value heads
+    that ranks share, whose gradients the ranks sharing them sum).
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks (1: none)">,
+  ];
+  let dependentDialects = ["::fsdp::plan::FSDPDialect"];
+  let statistics = [
+    Statistic<"numRegions", "regions", "Tensor-parallel regions formed">,
+  ];
+}
+
 def TrainingStep : Pass<"fsdp-training-step", "mlir::ModuleOp"> {
   let summary = "builds the training step: forward, reverse-mode backward, optimizer";
   let description = [{
@@ -111,6 +140,13 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     the shard group's size and is smaller; 0 (the default) reshards to the
     shard group (full-shard's behaviour). The unit kept from forward to
     backward (the one computing last in forward) is not resharded.
+
+    `tp=N` (after `fsdp-tensor-parallel`): the world is a (world / N) x N
+    mesh, tp innermost; the strategy's groups are of the data-parallel
+    dimension (the shard group's ranks hold the same tensor-parallel
+    index), and each unit with a parameter whose gradient is partial
+    (`tp_partial`) gets an `fsdp.all_reduce @u over tp` after its
+    reduction, waited for with it.
   }];
   let options = [
     Option<"strategy", "strategy", "::fsdp::plan::Strategy",
@@ -140,6 +176,8 @@ def InsertCollectives : Pass<"fsdp-insert-collectives", "mlir::ModuleOp"> {
     Option<"reshardAfterForward", "reshard-after-forward", "int64_t", /*default=*/"0",
            "N: after forward, keep 1/N of each unit's parameters and gather them in backward "
            "over groups of N consecutive ranks; 0: free them">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "tensor-parallel ranks, innermost in the mesh (1: none)">,
   ];
   let statistics = [Statistic<"numCollectives", "collectives", "Collectives placed">];
 }

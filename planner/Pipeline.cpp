@@ -1,5 +1,6 @@
 //===- Pipeline.cpp -------------------------------------------------------===//
 #include "planner/Pipeline.h"
+#include "planner/Buffers.h"
 #include "planner/Passes.h"
 #include "planner/PlanUtils.h"
 #include "support/InputFile.h"
@@ -15,7 +16,8 @@ using namespace fsdp;
 
 int64_t PlanOptions::resolvedShardSize() const {
   std::optional<plan::Strategy> s = plan::parseStrategyFlagName(strategy);
-  return s ? shardSizeOf(*s, worldSize, shardSize) : worldSize;
+  int64_t dp = tp > 0 ? worldSize / tp : worldSize;
+  return s ? shardSizeOf(*s, dp, shardSize) : dp;
 }
 
 LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
@@ -50,11 +52,12 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
     return module.emitError() << "grad-sync must be every or last, not '" << o.gradSync << "'";
 
   PassManager pm(module.getContext());
+  pm.addPass(createTensorParallel({o.tp}));
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
   pm.addPass(createInsertCollectives({*strategy, o.worldSize, o.resolvedShardSize(), *gradSync,
-                                      o.reshardAfterBackward, o.reshardAfterForward}));
+                                      o.reshardAfterBackward, o.reshardAfterForward, o.tp}));
   pm.addPass(createMixedPrecision({*paramDtype, *reduceDtype, *computeDtype}));
   pm.addPass(createPrefetch({o.forwardPrefetch, *backwardPrefetch, o.maxInflightGathers}));
   std::optional<plan::Offload> offload = plan::symbolizeOffload(o.offload);
@@ -109,8 +112,14 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
         f.allGatherReshardBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
     } else if (isa<plan::ReduceScatterOp>(op) && u.getShardSize() > 1)
       f.reduceScatterBytes += u.getPaddedNumel() * collectiveElementBytes(&op);
-    else if (isa<plan::AllReduceOp>(op))
-      f.allReduceBytes += u.getShardNumel() * 4;
+    else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
+      if (ar.getGroup() == plan::Group::tp)
+        f.tpGradAllReduceBytes += tpPartialShardNumel(u) * 4;
+      else
+        f.allReduceBytes += u.getShardNumel() * 4;
+    } else if (isa<plan::TpAllReduceOp>(op))
+      f.tpAllReduceBytes += tensorBytes(op.getResult(0).getType(), step.getMicroBatch().value_or(1),
+                                        step.getSeqLen().value_or(1));
   }
   return f;
 }
@@ -143,6 +152,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["model_type"] = model.modelType;
   r["parameters"] = model.parameters;
   r["world_size"] = o.worldSize;
+  r["mesh"] = {{"dp", o.worldSize / o.tp}, {"tp", o.tp}};
   r["strategy"] = o.strategy;
   r["shard_size"] = o.resolvedShardSize();
   r["wrap"] = o.wrap;
@@ -187,6 +197,10 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
                {"all_reduce", f.allReduceBytes}};
   if (o.reshardAfterForward) // of all_gather's bytes, those within the reshard groups
     r["comm"]["all_gather_reshard"] = f.allGatherReshardBytes;
+  if (o.tp > 1) { // within the tensor-parallel groups
+    r["comm"]["tp_all_reduce"] = f.tpAllReduceBytes;
+    r["comm"]["all_reduce_tp"] = f.tpGradAllReduceBytes;
+  }
   if (f.predicted) {
     const Prediction &p = *f.predicted;
     r["predicted"] = {{"cluster", f.clusterName},
@@ -226,9 +240,14 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
                             const Headroom *headroom) {
   os << "model " << model.name << " (" << model.modelType << "): " << withCommas(model.parameters)
      << " parameters, " << humanBytes(model.paramBytes) << "\n";
-  os << "plan: " << o.strategy << " over " << o.worldSize << " ranks (shard groups of "
-     << o.resolvedShardSize() << "), wrap " << o.wrap << " (" << f.units.size() << " units), "
-     << o.microBatch << " x " << o.seqLen << " tokens per rank per micro-step\n";
+  os << "plan: " << o.strategy << " over " << o.worldSize << " ranks";
+  if (o.tp > 1)
+    os << " as a mesh of dp " << o.worldSize / o.tp << " x tp " << o.tp << " (tensor parallel "
+       << "within groups of " << o.tp << " consecutive ranks: attention by heads, MLP by "
+       << "columns; FSDP over the " << o.worldSize / o.tp << " ranks of each tp index)";
+  os << " (shard groups of " << o.resolvedShardSize() << "), wrap " << o.wrap << " ("
+     << f.units.size() << " units), " << o.microBatch << " x " << o.seqLen
+     << " tokens per rank per micro-step\n";
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
      << o.activationCheckpointing << "; parameters " << o.paramDtype << ", compute "
@@ -333,6 +352,11 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
              : std::string())
      << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
      << humanBytes(f.allReduceBytes) << reductions << "\n";
+  if (o.tp > 1)
+    os << "tensor-parallel communication per rank per micro-step: tp_all_reduce "
+       << humanBytes(f.tpAllReduceBytes) << " (activations, forward and backward, within groups of "
+       << o.tp << "), all_reduce over tp " << humanBytes(f.tpGradAllReduceBytes)
+       << " (partial gradients; the last micro-step's only)\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;
     os << llvm::format(

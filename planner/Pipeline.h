@@ -37,6 +37,10 @@ struct PlanOptions {
   // each parameter shard live in host memory, AdamW running on the host
   // (optimizer), and the parameter shards too (all).
   std::string offload = "none";
+  // Tensor-parallel ranks, innermost in a (worldSize / tp) x tp mesh: each
+  // attention split by heads, each MLP by columns (fsdp-tensor-parallel);
+  // the strategy's groups are of the data-parallel dimension.
+  int64_t tp = 1;
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;
@@ -57,7 +61,10 @@ struct PlanFigures {
           activationsBytes = 0, fragmentationBytes = 0;
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   int64_t allGatherReshardBytes = 0; // of allGatherBytes, over the reshard groups
-  int64_t reshardedUnits = 0;        // units resharded after forward (fsdp.reshard)
+  // tp > 1: the activations' sums over the tp group (fsdp.tp_all_reduce,
+  // forward and backward) and the partial gradients' (all_reduce over tp)
+  int64_t tpAllReduceBytes = 0, tpGradAllReduceBytes = 0;
+  int64_t reshardedUnits = 0; // units resharded after forward (fsdp.reshard)
   // offload optimizer: the host pool (host_bytes) and its parts, a rank's
   int64_t hostBytes = 0, hostMomentsBytes = 0, hostMasterBytes = 0, hostGradBytes = 0;
   int64_t hostGatherBytes = 0; // offload all, bf16 parameters: the gathers' copies

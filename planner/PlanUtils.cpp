@@ -112,3 +112,22 @@ int64_t fsdp::elementBytes(Type type) {
   Type e = isa<ShapedType>(type) ? cast<ShapedType>(type).getElementType() : type;
   return (e.getIntOrFloatBitWidth() + 7) / 8;
 }
+
+int64_t fsdp::tpPartialShardNumel(plan::UnitOp u) {
+  std::optional<ArrayRef<bool>> partial = u.getTpPartial();
+  if (!partial)
+    return 0;
+  // Each partial parameter's elements, counted in the shards they fall in.
+  int64_t shard = u.getShardNumel(), most = 0;
+  llvm::DenseMap<int64_t, int64_t> inShard;
+  for (auto [k, isPartial] : llvm::enumerate(*partial)) {
+    if (!isPartial)
+      continue;
+    int64_t begin = u.getOffsets()[k], end = begin + u.getSizes()[k];
+    for (int64_t s = begin / shard; s * shard < end; ++s) {
+      int64_t n = std::min(end, (s + 1) * shard) - std::max(begin, s * shard);
+      most = std::max(most, inShard[s] += n);
+    }
+  }
+  return most;
+}

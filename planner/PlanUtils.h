@@ -47,6 +47,11 @@ llvm::DenseMap<mlir::Operation *, int64_t> positions(plan::StepOp step);
 /// shard_grad_op, one for no_shard, `shardSize` for hybrid_shard (0: the world).
 int64_t shardSizeOf(plan::Strategy strategy, int64_t worldSize, int64_t shardSize);
 
+/// Tensor parallelism: the most elements of partial parameters
+/// (`tp_partial`) that one rank's shard of `u` holds, which its
+/// `fsdp.all_reduce over tp` sums; 0 for a unit without.
+int64_t tpPartialShardNumel(plan::UnitOp u);
+
 /// Bytes of one element an all_gather or reduce_scatter sends and its buffer
 /// holds: 2 in bf16 (mixed precision), else 4.
 int64_t collectiveElementBytes(mlir::Operation *op);

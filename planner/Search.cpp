@@ -89,7 +89,10 @@ largestThatFits(llvm::function_ref<std::optional<int64_t>(int64_t)> peakFor, int
 std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                                 const Cluster &cluster, int64_t numBlocks,
                                                 int64_t blockParams, bool experts) {
-  const int64_t world = base.worldSize, perNode = cluster.ranksPerNode;
+  // The strategies' groups are of the data-parallel ranks (--tp N: world /
+  // N of them, ranksPerNode / N of them a node).
+  const int64_t world = base.worldSize / base.tp,
+                perNode = std::max<int64_t>(1, cluster.ranksPerNode / base.tp);
   // hybrid-shard's groups: the one given, else a node's ranks where the world
   // spans whole nodes; asked for by name, the power-of-two groups otherwise.
   std::vector<int64_t> groups;

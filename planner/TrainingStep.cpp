@@ -113,6 +113,12 @@ struct TrainingStepPass : public fsdp::impl::TrainingStepBase<TrainingStepPass> 
         if (operand.getDefiningOp<nn::ParamOp>())
           emitGradIfComplete(operand);
     }
+    // Tensor parallelism: a region's entry is the identity forward; its
+    // gradient built, the region reads its input in its place.
+    for (auto copy : llvm::make_early_inc_range(body->getOps<plan::TpCopyOp>())) {
+      copy.getResult().replaceAllUsesWith(copy.getInput());
+      copy.erase();
+    }
     b.create<plan::OptimizerStepOp>(graph.getLoc(), FlatSymbolRefAttr());
     b.create<plan::ReturnOp>(graph.getLoc(), ValueRange{loss});
     graph.erase();

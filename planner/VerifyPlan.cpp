@@ -29,8 +29,8 @@ struct UnitState {
   bool accumulated = false;        // grad_sync = last: this micro-step's gradients added
   plan::ReshardOp reshard;         // reshard_after_forward: the live resharded copy, if any
   plan::AllGatherOp reshardReader; // the gather over reshard reading it, if any
-  Value reduceEvent, allReduceEvent;
-  int64_t reductions = 0, allReductions = 0, optimizerSteps = 0;
+  Value reduceEvent, allReduceEvent, tpAllReduceEvent;
+  int64_t reductions = 0, allReductions = 0, tpAllReductions = 0, optimizerSteps = 0;
   bool hasGrads = false;
 };
 
@@ -54,7 +54,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
                           << " ranks, but the step's shard groups are of " << group;
           return signalPassFailure();
         }
-    if (failed(checkStep(module, step, step.getWorldSizeOr1() / group)))
+    if (failed(checkStep(module, step, step.getDpSize() / group)))
       return signalPassFailure();
     if (step.getArenaBytes() && failed(checkMemory(module, step)))
       return signalPassFailure();
@@ -162,7 +162,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << " without reducing them: they would be lost";
         if (!waited.contains(s.reduceEvent) ||
-            (s.allReduceEvent && !waited.contains(s.allReduceEvent)))
+            (s.allReduceEvent && !waited.contains(s.allReduceEvent)) ||
+            (s.tpAllReduceEvent && !waited.contains(s.tpAllReduceEvent)))
           return f.emitOpError() << "frees the gradients of unit @" << f.getUnit()
                                  << " before their reduction has completed";
         s.alloc = {};
@@ -175,7 +176,7 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
                                  << " while they are still allocated";
         s.alloc = a;
         s.reduced = s.accumulated = false;
-        s.reduceEvent = s.allReduceEvent = Value();
+        s.reduceEvent = s.allReduceEvent = s.tpAllReduceEvent = Value();
         continue;
       }
       if (auto g = dyn_cast<plan::GradOp>(op)) {
@@ -221,8 +222,13 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
         if (!s.reduced)
           return ar.emitOpError() << "all-reduces unit @" << ar.getUnit()
                                   << " before its reduce_scatter";
-        s.allReduceEvent = ar.getEvent();
-        ++s.allReductions;
+        if (ar.getGroup() == plan::Group::tp) {
+          s.tpAllReduceEvent = ar.getEvent();
+          ++s.tpAllReductions;
+        } else {
+          s.allReduceEvent = ar.getEvent();
+          ++s.allReductions;
+        }
         continue;
       }
       if (auto n = dyn_cast<plan::GradNormOp>(op)) {
@@ -242,7 +248,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
           return o.emitOpError() << "updates unit @" << u.getSymName()
                                  << ", whose gradients were never reduced";
         if (s.hasGrads && (!waited.contains(s.reduceEvent) ||
-                           (s.allReduceEvent && !waited.contains(s.allReduceEvent))))
+                           (s.allReduceEvent && !waited.contains(s.allReduceEvent)) ||
+                           (s.tpAllReduceEvent && !waited.contains(s.tpAllReduceEvent))))
           return o.emitOpError() << "updates unit @" << u.getSymName()
                                  << " before its gradient reduction has completed";
         ++s.optimizerSteps;
@@ -287,6 +294,17 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       if (s.hasGrads && replicas > 1 && s.allReductions != 1)
         return u.emitOpError() << "has gradients all-reduced " << s.allReductions
                                << " times across replica groups; expected once";
+      // Tensor parallelism: partial gradients summed over tp once, others
+      // never (a whole gradient summed over tp would count tp times).
+      int64_t partial = 0;
+      if (std::optional<ArrayRef<bool>> p = u.getTpPartial())
+        partial = llvm::count(*p, true);
+      if (s.hasGrads && s.tpAllReductions != (partial ? 1 : 0))
+        return u.emitOpError() << "has gradients all-reduced " << s.tpAllReductions
+                               << " times over tp; expected "
+                               << (partial ? "once: " + std::to_string(partial) +
+                                                 " of its parameters' gradients are partial"
+                                           : std::string("none: no gradient of it is partial"));
       if (s.optimizerSteps != 1)
         return u.emitOpError() << "is updated by " << s.optimizerSteps
                                << " optimizer steps; expected one";

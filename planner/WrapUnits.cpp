@@ -65,26 +65,41 @@ struct WrapUnitsPass : public fsdp::impl::WrapUnitsBase<WrapUnitsPass> {
     }
 
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    // Tensor parallelism (fsdp-tensor-parallel ran): every unit says how
+    // each of its parameters is cut.
+    bool tensorParallel = llvm::any_of(params, [](nn::ParamOp p) { return p.getTpPieces(); });
     int64_t index = 0;
     for (Group &g : groups) {
       if (g.params.empty())
         continue;
       SmallVector<Attribute> names;
-      SmallVector<int64_t> offsets, sizes;
+      SmallVector<int64_t> offsets, sizes, dims, pieces, sections;
+      SmallVector<bool> partial;
       int64_t offset = 0;
       for (nn::ParamOp p : g.params) {
         names.push_back(p.getNameAttr());
         offsets.push_back(offset);
         sizes.push_back(p.getNumElements());
         offset += p.getNumElements();
+        dims.push_back(p.getTpDimOrNone());
+        pieces.push_back(p.getTpPiecesOr1());
+        sections.push_back(p.getTpSectionsOr1());
+        partial.push_back(p.getTpPartial());
       }
       // Padding makes the flat size divide evenly into shards.
       int64_t padded = (offset + shardSize - 1) / shardSize * shardSize;
-      b.create<plan::UnitOp>(step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names),
-                             offsets, sizes, offset, padded, shardSize,
-                             /*arena offsets, which the memory plan sets:*/ IntegerAttr(),
-                             IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
-                             IntegerAttr(), IntegerAttr(), IntegerAttr());
+      auto unit = b.create<plan::UnitOp>(
+          step.getLoc(), g.name, index++, g.module, b.getArrayAttr(names), offsets, sizes, offset,
+          padded, shardSize,
+          /*arena offsets, which the memory plan sets:*/ IntegerAttr(), IntegerAttr(),
+          IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(),
+          DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseBoolArrayAttr());
+      if (tensorParallel) {
+        unit.setTpDims(dims);
+        unit.setTpPieces(pieces);
+        unit.setTpSections(sections);
+        unit.setTpPartial(partial);
+      }
       ++numUnits;
     }
   }

@@ -145,6 +145,13 @@ static cl::opt<std::string> offload(
              "stay on the device); priced with the cluster file's host_link and host "
              "(default none)"),
     cl::init("none"), cl::cat(category));
+static cl::opt<int64_t>
+    tensorParallel("tp",
+                   cl::desc("tensor-parallel ranks N: the world as a (world / N) x N mesh, the N "
+                            "ranks of a group consecutive, within a node; each attention split "
+                            "by heads, each MLP by columns (Megatron's), the strategy over the "
+                            "world / N ranks of each tp index (default 1: none)"),
+                   cl::init(1), cl::cat(category));
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -159,6 +166,11 @@ static cl::opt<bool>
               cl::desc("train without dropout although the HF config sets it (GPT-2's published "
                        "configs set 0.1)"),
               cl::cat(category));
+
+// " / --tp N" where the strategy's groups are of the data-parallel ranks.
+static std::string dpSuffix() {
+  return tensorParallel > 1 ? " / --tp " + std::to_string(tensorParallel) : "";
+}
 
 // Blocks a plan checkpoints: none, the first N, or all of them (-1).
 static int64_t checkpointedBlocks(const PlanOptions &o, int64_t numBlocks) {
@@ -343,6 +355,11 @@ int main(int argc, char **argv) {
   bool planning = worldSize.getNumOccurrences() > 0;
   if (planning && (worldSize < 1 || worldSize > kMaxWorldSize))
     return fail(outOfRange("world-size", 1, kMaxWorldSize, worldSize));
+  if (tensorParallel < 1 || tensorParallel > kMaxWorldSize)
+    return fail(outOfRange("tp", 1, kMaxWorldSize, tensorParallel));
+  if (planning && worldSize % tensorParallel != 0)
+    return fail("--tp " + std::to_string(tensorParallel) + " must divide --world-size " +
+                std::to_string(worldSize) + " (the mesh is world / tp data-parallel ranks by tp)");
   if (seqLen.getNumOccurrences() && seqLen < 1)
     return fail("--seq-len must be at least 1 (tokens per sequence), not " +
                 std::to_string(seqLen) + "; leave it out for the model's maximum");
@@ -435,6 +452,7 @@ int main(int argc, char **argv) {
 
   PlanOptions o;
   o.worldSize = worldSize;
+  o.tp = tensorParallel;
   bool searchMicroBatch = microBatch == "max";
   if (!searchMicroBatch)
     llvm::StringRef(microBatch).getAsInteger(10, o.microBatch); // checkWordFlags checked it
@@ -505,16 +523,18 @@ int main(int argc, char **argv) {
   if (autoWrap && !fixed.strategy) {
     // The strategy is searched; a shard size given limits it to the
     // strategies that shard over that many ranks.
-    if (fixed.shardSize && worldSize % shardSize != 0)
+    if (fixed.shardSize && (worldSize / tensorParallel) % shardSize != 0)
       return fail("--shard-size " + std::to_string(shardSize) + " must divide --world-size " +
-                  std::to_string(worldSize));
+                  std::to_string(worldSize) + dpSuffix());
     o.shardSize = shardSize;
   } else if (o.strategy == "hybrid-shard" && autoWrap && !fixed.shardSize) {
     o.shardSize = 0; // the search picks the group
   } else {
-    if (o.strategy == "hybrid-shard" && (shardSize < 1 || worldSize % shardSize != 0))
+    if (o.strategy == "hybrid-shard" &&
+        (shardSize < 1 || (worldSize / tensorParallel) % shardSize != 0))
       return fail("hybrid-shard needs --shard-size G dividing --world-size " +
-                  std::to_string(worldSize) + ", but G is " + std::to_string(shardSize));
+                  std::to_string(worldSize) + dpSuffix() + ", but G is " +
+                  std::to_string(shardSize));
     // The other strategies fix the shard size; given, it must be theirs.
     o.shardSize = o.strategy == "hybrid-shard" ? int64_t(shardSize) : 0;
     o.shardSize = o.resolvedShardSize();
@@ -550,6 +570,13 @@ int main(int argc, char **argv) {
       return fail(err);
   }
   o.target = cluster.device;
+  // Tensor parallelism's groups stay within a node (its link, not the
+  // network, carries every layer's sums).
+  if (tensorParallel > cluster.ranksPerNode)
+    return fail("--tp " + std::to_string(tensorParallel) + " spans nodes, but " +
+                (clusterPath.empty() ? std::string("this machine (cpu-local)") : clusterPath) +
+                " has " + std::to_string(cluster.ranksPerNode) +
+                " ranks a node; a tensor-parallel group stays within one");
   if (o.offload != "none" && !cluster.hasHost())
     return fail("--offload " + o.offload +
                 " prices the copies between device and host memory and the host's AdamW, but " +

@@ -114,6 +114,27 @@ LogicalResult UnitOp::verify() {
     return emitOpError() << "padded_numel = " << padded
                          << " must be the least multiple of shard_size = " << count
                          << " that holds numel = " << numel;
+  // Tensor parallelism: each parameter's piece, all four arrays or none.
+  bool anyTp = getTpDims() || getTpPieces() || getTpSections() || getTpPartial();
+  if (anyTp) {
+    if (!getTpDims() || !getTpPieces() || !getTpSections() || !getTpPartial())
+      return emitOpError() << "has some of tp_dims, tp_pieces, tp_sections and tp_partial; "
+                              "a tensor-parallel unit has all four";
+    if ((int64_t)getTpDims()->size() != n || (int64_t)getTpPieces()->size() != n ||
+        (int64_t)getTpSections()->size() != n || (int64_t)getTpPartial()->size() != n)
+      return emitOpError() << "has " << n
+                           << " params, and tp_dims, tp_pieces, tp_sections and tp_partial must "
+                              "have one entry each";
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t dim = (*getTpDims())[i], pieces = (*getTpPieces())[i];
+      int64_t sections = (*getTpSections())[i];
+      if (pieces < 1 || sections < 1 || dim < -1 || (dim == -1) != (pieces == 1))
+        return emitOpError() << "parameter " << cast<StringAttr>(getParams()[i]) << " has tp_dims "
+                             << dim << ", tp_pieces " << pieces << " and tp_sections " << sections
+                             << ": a parameter in pieces (more than 1) is cut along a dimension "
+                                "(>= 0), a whole one (1) along none (-1), in sections >= 1";
+    }
+  }
   return success();
 }
 
@@ -143,15 +164,21 @@ void StepOp::print(OpAsmPrinter &p) {
 }
 
 LogicalResult StepOp::verify() {
-  // Ranks come in whole shard groups; the strategy fixes the group's size.
-  int64_t world = getWorldSizeOr1(), group = getShardSizeOr1();
-  if (world % group != 0)
-    return emitOpError() << "shard_size " << group << " must divide world_size " << world;
+  // The mesh: tp divides the world; the data-parallel dimension comes in
+  // whole shard groups; the strategy fixes the group's size.
+  int64_t world = getWorldSizeOr1(), group = getShardSizeOr1(), tp = getTpOr1();
+  if (world % tp != 0)
+    return emitOpError() << "tp " << tp << " must divide world_size " << world;
+  int64_t dp = world / tp;
+  if (dp % group != 0)
+    return emitOpError() << "shard_size " << group << " must divide world_size " << world
+                         << (tp > 1 ? " / tp " + std::to_string(tp) : std::string());
   if (std::optional<Strategy> strategy = getStrategy()) {
-    if ((*strategy == Strategy::FullShard || *strategy == Strategy::ShardGradOp) && group != world)
+    if ((*strategy == Strategy::FullShard || *strategy == Strategy::ShardGradOp) && group != dp)
       return emitOpError() << "shards over the whole world with strategy "
                            << stringifyStrategy(*strategy) << ", but shard_size " << group
-                           << " is not world_size " << world;
+                           << " is not world_size " << world
+                           << (tp > 1 ? " / tp " + std::to_string(tp) : std::string());
     if (*strategy == Strategy::NoShard && group != 1)
       return emitOpError() << "replicates every parameter with strategy no_shard, but "
                               "shard_size is "
@@ -266,6 +293,51 @@ LogicalResult AllGatherOp::verify() {
 }
 
 LogicalResult ReduceScatterOp::verify() { return verifyCollectiveDtype(*this, getDtype()); }
+
+LogicalResult AllReduceOp::verify() {
+  if (std::optional<Group> g = getGroup()) {
+    if (*g != Group::tp)
+      return emitOpError() << "sums over the replica group (written without a group) or over tp, "
+                              "not over "
+                           << stringifyGroup(*g);
+    if ((*this)->getParentOfType<StepOp>().getTpOr1() < 2)
+      return emitOpError() << "sums over the tp group, which only a step with tp = N > 1 has";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TpCopyOp, TpAllReduceOp
+//===----------------------------------------------------------------------===//
+
+// In the model's graph (fsdp-tensor-parallel places them) or the step
+// built from it; a step's tp, once set, is at least 2.
+static LogicalResult verifyTpPlace(Operation *op) {
+  Operation *parent = op->getParentOp();
+  if (!parent || (parent->getName().getStringRef() != "nn.graph" && !isa<StepOp>(parent)))
+    return op->emitOpError() << "belongs to an nn.graph or an fsdp.step";
+  if (auto step = dyn_cast<StepOp>(parent); step && step.getTp() && *step.getTp() < 2)
+    return op->emitOpError() << "is a tensor-parallel collective in a step of tp " << *step.getTp();
+  return success();
+}
+
+LogicalResult TpCopyOp::verify() { return verifyTpPlace(*this); }
+
+LogicalResult TpAllReduceOp::verify() {
+  auto type = cast<RankedTensorType>(getInput().getType());
+  if (type.getRank() < 1 || ShapedType::isDynamic(type.getShape().back()))
+    return emitOpError() << "sums activations with a static last dimension, not " << type;
+  if (Value bias = getBias()) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getShape()[0] != type.getShape().back() ||
+        bt.getElementType() != type.getElementType())
+      return emitOpError() << "adds a bias of the last dimension " << type.getShape().back()
+                           << " in " << type.getElementType() << ", not " << bt;
+  }
+  if (auto offs = getOffsets(); offs && offs->size() != 1)
+    return emitOpError() << "has one result, so one offset, not " << offs->size();
+  return verifyTpPlace(*this);
+}
 
 //===----------------------------------------------------------------------===//
 // AllocOp

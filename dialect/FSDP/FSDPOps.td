@@ -50,7 +50,9 @@ def FSDP_BufferKind : I32EnumAttr<"BufferKind", "a unit's transient buffer", [
 def FSDP_Group : I32EnumAttr<"Group", "the ranks a collective spans", [
     I32EnumAttrCase<"shard", 0>,    // the ranks sharing one copy of the model
     I32EnumAttrCase<"replica", 1>,  // the ranks holding the same shard
-    I32EnumAttrCase<"reshard", 2>   // reshard_after_forward = N: N consecutive ranks
+    I32EnumAttrCase<"reshard", 2>,  // reshard_after_forward = N: N consecutive ranks
+    I32EnumAttrCase<"tp", 3>        // tp = N: the N consecutive ranks of one data-parallel
+                                    // index (the tensor-parallel group)
   ]> {
   let cppNamespace = "::fsdp::plan";
 }
@@ -212,6 +214,16 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
     the master copy is the parameter shard (no `shard_offset`) and, with
     bf16 parameters, `host_gather_offset` is its bf16 copy, which the
     gathers send.
+
+    Under `tp = N` (tensor parallelism) the layout is of one rank's pieces
+    of the parameters (`fsdp-tensor-parallel`), and the unit is sharded
+    over the data-parallel dimension only. `tp_dims`, `tp_pieces`,
+    `tp_sections` and `tp_partial` are each parameter's `nn.param` tensor
+    parallel attributes (`tp_dim`, or -1 for a whole parameter; `tp_pieces`,
+    1 for a whole one; `tp_sections`, 1 where it has none; whether its
+    gradient is partial): the runtime cuts each rank's piece out of the
+    full parameter by them, and `fsdp.all_reduce @u over tp` sums the
+    partial ones.
     ```mlir
     fsdp.unit @block0 {index = 1 : i64, module = "transformer.h.0",
       params = ["transformer.h.0.ln_1.weight", ...], offsets = array<i64: 0, 64, ...>,
@@ -230,7 +242,11 @@ def FSDP_UnitOp : FSDP_Op<"unit", [Symbol]> {
                        OptionalAttr<FSDP_NonNegativeI64>:$accumulated_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$host_shard_offset,
                        OptionalAttr<FSDP_NonNegativeI64>:$host_grad_offset,
-                       OptionalAttr<FSDP_NonNegativeI64>:$host_gather_offset);
+                       OptionalAttr<FSDP_NonNegativeI64>:$host_gather_offset,
+                       OptionalAttr<DenseI64ArrayAttr>:$tp_dims,
+                       OptionalAttr<DenseI64ArrayAttr>:$tp_pieces,
+                       OptionalAttr<DenseI64ArrayAttr>:$tp_sections,
+                       OptionalAttr<DenseBoolArrayAttr>:$tp_partial);
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -257,8 +273,12 @@ def FSDP_StepOp : FSDP_Op<"step", [
       `generation_config`; nn.graph's);
     - `fsdp-activation-checkpointing`: `activation_checkpointing`,
       `checkpointed_blocks`;
-    - `fsdp-insert-collectives`: `strategy`, `world_size`, `shard_size` (the
-      shard group; replica groups have `world_size / shard_size` ranks),
+    - `fsdp-insert-collectives`: `strategy`, `world_size`, `tp` (absent: 1;
+      N: the ranks form a (world_size / N) x N mesh, rank r at data-parallel
+      index r / N and tensor-parallel index r % N, and every FSDP group
+      below is of data-parallel indices: ranks r with the same r % N),
+      `shard_size` (the shard group; replica groups have
+      `world_size / tp / shard_size` ranks),
       `grad_sync` (absent: `every`; `last`: the step's `reduce_scatter`,
       `all_reduce` and the waits for them run at the last micro-step of an
       optimizer step only, and `reduce_scatter` reads the unit's
@@ -308,6 +328,7 @@ def FSDP_StepOp : FSDP_Op<"step", [
                        OptionalAttr<FSDP_StrategyAttr>:$strategy,
                        OptionalAttr<FSDP_PositiveI64>:$world_size,
                        OptionalAttr<FSDP_PositiveI64>:$shard_size,
+                       OptionalAttr<FSDP_PositiveI64>:$tp,
                        OptionalAttr<FSDP_GradSyncAttr>:$grad_sync,
                        OptionalAttr<BoolAttr>:$reshard_after_backward,
                        OptionalAttr<FSDP_PositiveI64>:$reshard_after_forward,
@@ -353,6 +374,10 @@ def FSDP_StepOp : FSDP_Op<"step", [
     /// rank, unsharded, f32.
     int64_t getWorldSizeOr1() { return getWorldSize().value_or(1); }
     int64_t getShardSizeOr1() { return getShardSize().value_or(1); }
+    /// The tensor-parallel degree; 1 without tensor parallelism.
+    int64_t getTpOr1() { return getTp().value_or(1); }
+    /// The data-parallel dimension of the mesh: world_size / tp.
+    int64_t getDpSize() { return getWorldSizeOr1() / getTpOr1(); }
     ::fsdp::plan::Dtype getParamDtypeOrF32() {
       return getParamDtype().value_or(::fsdp::plan::Dtype::F32);
     }
@@ -459,10 +484,66 @@ def FSDP_AllReduceOp : FSDP_Op<"all_reduce", [HasParent<"StepOp">]> {
     Each shard is summed whole, so the all-reduce runs once an optimizer
     step, at its last micro-step, when the shard holds the step's sum (at
     an earlier one it would add the micro-steps before it again).
+
+    `over tp` (under `tp = N`): sums, over the ranks that hold the same
+    piece of a parameter (`tp_pieces`), the shard's elements of each
+    parameter whose gradient is partial (`tp_partial`: each rank computed
+    its heads' share), once an optimizer step, after the reduce-scatter
+    (and the replica all-reduce).
+    ```mlir
+    %e = fsdp.all_reduce @block0 over tp
+    ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let arguments = (ins FlatSymbolRefAttr:$unit, OptionalAttr<FSDP_Group>:$group);
   let results = (outs FSDP_EventType:$event);
-  let assemblyFormat = "$unit attr-dict";
+  let assemblyFormat = "$unit (`over` $group^)? attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor parallelism
+//===----------------------------------------------------------------------===//
+
+def FSDP_TpCopyOp : FSDP_Op<"tp_copy", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "enters a tensor-parallel region: the identity, whose gradient is summed over tp";
+  let description = [{
+    Megatron's f: the input of the column-parallel linears that begin a
+    region (q, k, v; gate and up), the same on every rank of the tp group.
+    Forward it is its input; its gradient is the `fsdp.tp_all_reduce` of
+    the region's partial input gradients. `fsdp-tensor-parallel` places it
+    in the model's graph; `fsdp-training-step` builds its gradient and
+    then reads its input in its place, so no plan holds one.
+    ```mlir
+    %xc = fsdp.tp_copy %x {module = "model.layers.0.self_attn"} : tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, OptionalAttr<StrAttr>:$module);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def FSDP_TpAllReduceOp : FSDP_Op<"tp_all_reduce", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "leaves a tensor-parallel region: sums its partial results over tp";
+  let description = [{
+    Megatron's g: the output of a row-parallel linear (o_proj, down_proj),
+    each rank's product of its heads or columns, summed over the tp group
+    on the compute stream (it blocks compute, as the next op reads it);
+    then, where the linear has one, its `bias` is added once. The gradient
+    of its input is its result's gradient (each rank's linear needs all
+    of it); the bias's is `nn.bias_grad`. `offsets` is its result's arena
+    offset, which the memory plan sets; `recompute` marks the copy
+    activation checkpointing runs again in backward (as on nn's ops).
+    ```mlir
+    %y = fsdp.tp_all_reduce %p bias %b {module = "transformer.h.0.attn.c_proj"} : tensor<?x?x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$bias,
+                       OptionalAttr<StrAttr>:$module,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets, UnitAttr:$recompute);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input (`bias` $bias^)? attr-dict `:` type($input) (`,` type($bias)^)?";
+  let hasVerifier = 1;
 }
 
 def FSDP_CastOp : FSDP_Op<"cast", [HasParent<"StepOp">]> {

@@ -332,6 +332,25 @@ LogicalResult ParamOp::verify() {
     if (d <= 0)
       return emitOpError() << "parameter '" << getName() << "' has a non-positive dimension in "
                            << shapeStr(type.getShape());
+  // Tensor parallelism: a piece of pieces > 1 along a dimension, in sections
+  // that divide it; or whole (no dimension), maybe with a partial gradient.
+  int64_t pieces = getTpPiecesOr1(), sections = getTpSectionsOr1();
+  if (pieces < 1 || sections < 1)
+    return emitOpError() << "parameter '" << getName() << "' has tp_pieces " << pieces
+                         << " and tp_sections " << sections << "; both are at least 1";
+  if (getTpDim()) {
+    int64_t dim = *getTpDim();
+    if (pieces < 2 || dim < 0 || dim >= type.getRank() || type.getShape()[dim] % sections != 0)
+      return emitOpError() << "parameter '" << getName() << "' is cut along tp_dim " << dim
+                           << " into tp_pieces " << pieces << " of tp_sections " << sections
+                           << ": the dimension is one of its " << type.getRank()
+                           << ", the pieces at least 2, and the sections divide "
+                           << shapeStr(type.getShape());
+  } else if (pieces != 1 || getTpSections()) {
+    return emitOpError() << "parameter '" << getName() << "' has tp_pieces " << pieces
+                         << (getTpSections() ? " and tp_sections" : "")
+                         << " but no tp_dim to cut along";
+  }
   if (!boundedNumElements(type.getShape()))
     return emitOpError() << "parameter '" << getName() << "' of shape " << shapeStr(type.getShape())
                          << " has more elements than fsdp plans (at most " << kMaxParameters << ")";

@@ -167,9 +167,29 @@ def NN_ParamOp : NN_Op<"param", [
     The shape is static and the element type is the dtype the weights are
     stored in. A tied weight (GPT-2's `lm_head` reuses `transformer.wte`) is one
     `nn.param` used twice.
+
+    Under tensor parallelism (`fsdp-tensor-parallel`) the type is one
+    rank's piece: the full parameter cut into `tp_pieces` pieces along
+    `tp_dim` (each of its `tp_sections` equal sections cut alike: GPT-2's
+    fused q, k and v), held by tp / `tp_pieces` consecutive ranks each
+    (fewer pieces than ranks: GQA's key and value heads, which ranks
+    share). `tp_partial`: the parameter is used inside a tensor-parallel
+    region by ranks that hold the same piece, each for its own heads, so
+    its gradient is the sum over them. A parameter without them is whole
+    on every rank.
+    ```mlir
+    %q = nn.param "model.layers.0.self_attn.q_proj.weight" {tp_dim = 0 : i64, tp_pieces = 2 : i64} : tensor<32x64xf32>
+    ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$tp_dim,
+                       OptionalAttr<I64Attr>:$tp_pieces, OptionalAttr<I64Attr>:$tp_sections,
+                       UnitAttr:$tp_partial);
   let results = (outs NN_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name), [{
+      build($_builder, $_state, type, name, nullptr, nullptr, nullptr, nullptr);
+    }]>
+  ];
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -177,6 +197,11 @@ def NN_ParamOp : NN_Op<"param", [
     int64_t getNumElements();
     /// The module that owns the parameter: the name without its last part.
     ::llvm::StringRef getModulePath();
+    /// Tensor parallelism: the dimension it is cut along (-1: whole), the
+    /// pieces (1: whole) and the sections of that dimension.
+    int64_t getTpDimOrNone() { return getTpDim() ? (int64_t)*getTpDim() : -1; }
+    int64_t getTpPiecesOr1() { return getTpPieces() ? (int64_t)*getTpPieces() : 1; }
+    int64_t getTpSectionsOr1() { return getTpSections() ? (int64_t)*getTpSections() : 1; }
   }];
 }
 

@@ -1,5 +1,6 @@
 //===- CostModelTest.cpp - collectives, prediction, published setups -------===//
 #include "planner/CostModel.h"
+#include "planner/Buffers.h"
 #include "planner/Import/Import.h"
 #include "planner/KernelScratch.h"
 #include "planner/Pipeline.h"
@@ -391,6 +392,67 @@ TEST(CostModel, ReshardedBackwardGathersPriceOverTheReshardGroup) {
   EXPECT_LT(expected, expectedFull);
   EXPECT_NEAR(h.commS, f.commS - (expectedFull - expected), ulps * f.commS);
   EXPECT_GT(hpz.figures.peakBytes, full.figures.peakBytes);
+}
+
+// --tp 8 on 64 H100 (Llama-3-8B): each fsdp.tp_all_reduce is an all-reduce
+// of its activation over the 8 ranks of a node on the compute stream; the
+// FSDP gathers run over the 8 data-parallel ranks of a tp index, one a node,
+// 8 groups crossing each node at once; the step's tokens are the 8 dp
+// ranks'; a block unit holds 1/8 of the heads' and columns' parameters.
+TEST(CostModel, TensorParallelPricesItsSumsWithinTheNode) {
+  PlanOptions o = bf16Options(64, 4096);
+  Planned oneD = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  o.tp = 8;
+  Planned twoD = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  ASSERT_TRUE(oneD.module && twoD.module);
+  Cluster c;
+  ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  Prediction p = predict(*twoD.module, c, 1);
+  plan::StepOp step = getStep(*twoD.module);
+  ASSERT_EQ(step.getTpOr1(), 8);
+  ASSERT_EQ(step.getShardSizeOr1(), 8);
+  int64_t B = *step.getMicroBatch(), S = *step.getSeqLen();
+  double expected = 0;
+  int64_t sums = 0;
+  for (mlir::Operation &op : step.getBody().front())
+    if (llvm::isa<plan::TpAllReduceOp>(op)) {
+      expected += c.opOverheadS + collectiveSeconds(CollectiveKind::AllReduce,
+                                                    tensorBytes(op.getResult(0).getType(), B, S), 8,
+                                                    c.intraNode);
+      ++sums;
+    }
+  // Two regions a block, forward and backward.
+  EXPECT_EQ(sums, 4 * 32);
+  double measured = 0;
+  for (const TraceEvent &e : p.events)
+    if (e.name == "tp_all_reduce")
+      measured += e.duration;
+  double ulps = 4 * (double(p.events.size()) + 8) * std::numeric_limits<double>::epsilon();
+  EXPECT_NEAR(measured, expected, ulps * expected);
+  // The shard group: one rank a node, 8 groups sharing the node's NICs.
+  auto byName = unitsByName(*twoD.module);
+  double gathers = 0, expectedGathers = 0;
+  for (mlir::Operation &op : step.getBody().front())
+    if (llvm::isa<plan::AllGatherOp>(op))
+      expectedGathers +=
+          collectiveSeconds(CollectiveKind::AllGather, unitOfOp(&op, byName).getPaddedNumel() * 2.0,
+                            8, groupLink(c, 8, 1, 8));
+  for (const TraceEvent &e : p.events)
+    if (e.name == "all_gather")
+      gathers += e.duration;
+  EXPECT_NEAR(gathers, expectedGathers, ulps * expectedGathers);
+  // A tp group shares its micro-batch: the tokens of 8 data-parallel ranks.
+  EXPECT_NEAR(p.tokensPerS * p.stepTimeS, double(B) * S * 8, 1e-6 * B * S * 8);
+  // A block's parameters: 1/8 of its linears', all of its two norms'.
+  int64_t H = 4096, I = 14336, kvDim = 1024;
+  int64_t linears = H * H + 2 * kvDim * H + H * H + 3 * H * I;
+  for (const PlanFigures::Unit &u : twoD.figures.units)
+    if (u.name.rfind("block", 0) == 0)
+      EXPECT_EQ(u.params, linears / 8 + 2 * H) << u.name;
+  // And the whole: the model FLOPs per step are those of 1D's over 1/8
+  // the tokens (the same model, one micro-batch per tp group).
+  Prediction q = predict(*oneD.module, c, 1);
+  EXPECT_NEAR(p.modelFlopsPerStep * 8, q.modelFlopsPerStep, 1e-9 * q.modelFlopsPerStep);
 }
 
 // --offload optimizer on 64 H100: each unit's optimizer_step costs the

@@ -86,9 +86,42 @@ largestThatFits(llvm::function_ref<std::optional<int64_t>(int64_t)> peakFor, int
 
 } // namespace
 
+namespace {
+std::vector<SearchSetting> settingsAtTp(const PlanOptions &base, const SearchFixed &fixed,
+                                        const Cluster &cluster, int64_t numBlocks,
+                                        int64_t blockParams, bool experts);
+} // namespace
+
 std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                                 const Cluster &cluster, int64_t numBlocks,
                                                 int64_t blockParams, bool experts) {
+  // Tensor parallelism within a node: the degrees Megatron and torchtitan
+  // use, each with every FSDP setting over its data-parallel ranks. Without
+  // a model's blocks (numBlocks 0: nothing to split) only the one given.
+  std::vector<int64_t> degrees = {base.tp};
+  if (!fixed.tp && numBlocks > 0)
+    for (int64_t tp : {2, 4, 8})
+      if (tp <= cluster.ranksPerNode && base.worldSize % tp == 0 && !experts)
+        degrees.push_back(tp);
+  std::vector<SearchSetting> out;
+  for (int64_t tp : degrees) {
+    PlanOptions o = base;
+    o.tp = tp;
+    // A hybrid-shard group given is of the data-parallel ranks: a degree
+    // it does not divide into is not searched.
+    if (fixed.shardSize && base.shardSize > 0 && (base.worldSize / tp) % base.shardSize != 0)
+      continue;
+    std::vector<SearchSetting> at =
+        settingsAtTp(o, fixed, cluster, numBlocks, blockParams, experts);
+    out.insert(out.end(), at.begin(), at.end());
+  }
+  return out;
+}
+
+namespace {
+std::vector<SearchSetting> settingsAtTp(const PlanOptions &base, const SearchFixed &fixed,
+                                        const Cluster &cluster, int64_t numBlocks,
+                                        int64_t blockParams, bool experts) {
   // The strategies' groups are of the data-parallel ranks (--tp N: world /
   // N of them, ranksPerNode / N of them a node).
   const int64_t world = base.worldSize / base.tp,
@@ -197,6 +230,7 @@ std::vector<SearchSetting> fsdp::searchSettings(const PlanOptions &base, const S
               }
   return out;
 }
+} // namespace
 
 namespace {
 
@@ -288,8 +322,9 @@ struct Prober {
 bool sameFigures(const Candidate &a, const Candidate &b) {
   const PlanOptions &x = a.options, &y = b.options;
   const PlanFigures &f = a.figures, &g = b.figures;
-  return x.strategy == y.strategy && x.shardSize == y.shardSize && x.wrap == y.wrap &&
-         x.gradSync == y.gradSync && x.reshardAfterBackward == y.reshardAfterBackward &&
+  return x.strategy == y.strategy && x.shardSize == y.shardSize && x.tp == y.tp &&
+         x.wrap == y.wrap && x.gradSync == y.gradSync &&
+         x.reshardAfterBackward == y.reshardAfterBackward &&
          x.reshardAfterForward == y.reshardAfterForward && x.offload == y.offload &&
          x.microBatch == y.microBatch && x.activationCheckpointing == y.activationCheckpointing &&
          x.checkpointedBlocks == y.checkpointedBlocks && f.peakBytes == g.peakBytes &&

@@ -35,6 +35,11 @@ struct SearchFixed {
   /// --offload given: not searched (else optimizer is tried where memory
   /// binds and the cluster file describes the host).
   bool offload = false;
+  /// false with --tp auto: 1, 2, 4 and 8 that divide the world and fit in
+  /// a node are searched (a degree the model's heads do not take plans
+  /// nothing); else the degree given (default 1), since fsdp-run does not
+  /// run tp > 1 yet.
+  bool tp = true;
   /// false with --micro-batch max: each setting gets the largest micro-batch
   /// that fits, and the search ranks them by tokens/s.
   bool microBatch = true;
@@ -58,6 +63,8 @@ struct SearchSetting {
 /// resharding after forward to a node's ranks (hpZ) or not; each
 /// setting in `fixed` only as `base` has it. With `experts` (a
 /// model with sparse MLPs) also each block's experts a unit of their own.
+/// Each of these for every tensor-parallel degree searched (SearchFixed's
+/// `tp`), the strategies over its data-parallel ranks.
 std::vector<SearchSetting> searchSettings(const PlanOptions &base, const SearchFixed &fixed,
                                           const Cluster &cluster, int64_t numBlocks,
                                           int64_t blockParams, bool experts = false);

@@ -145,13 +145,17 @@ static cl::opt<std::string> offload(
              "stay on the device); priced with the cluster file's host_link and host "
              "(default none)"),
     cl::init("none"), cl::cat(category));
-static cl::opt<int64_t>
-    tensorParallel("tp",
-                   cl::desc("tensor-parallel ranks N: the world as a (world / N) x N mesh, the N "
-                            "ranks of a group consecutive, within a node; each attention split "
-                            "by heads, each MLP by columns (Megatron's), the strategy over the "
-                            "world / N ranks of each tp index (default 1: none)"),
-                   cl::init(1), cl::cat(category));
+static cl::opt<std::string> tensorParallelFlag(
+    "tp",
+    cl::desc("N | auto: tensor-parallel ranks N, the world as a (world / N) x N mesh, the N "
+             "ranks of a group consecutive, within a node; each attention split by heads, each "
+             "MLP by columns (Megatron's), the strategy over the world / N ranks of each tp "
+             "index; auto, with --wrap auto: searched among 1, 2, 4 and 8 (fsdp-run does not run "
+             "N > 1 yet, so --wrap auto alone keeps 1) (default 1: none)"),
+    cl::value_desc("N"), cl::init("1"), cl::cat(category));
+// --tp's degree (1 under auto: the search's base) and whether it is auto.
+static int64_t tensorParallel = 1;
+static bool tensorParallelAuto = false;
 static cl::opt<std::string> tracePath("trace",
                                       cl::desc("write the predicted timeline (Chrome trace)"),
                                       cl::value_desc("FILE"), cl::cat(category));
@@ -200,6 +204,8 @@ static std::vector<std::string> keptFlags(const SearchFixed &fixed) {
     kept.push_back("--reshard-after-forward " + reshardAfterForward);
   if (offload.getNumOccurrences())
     kept.push_back("--offload " + offload);
+  if (tensorParallelFlag.getNumOccurrences() && !tensorParallelAuto)
+    kept.push_back("--tp " + std::to_string(tensorParallel));
   // Never searched; named where given, since they are kept too.
   if (paramDtype.getNumOccurrences())
     kept.push_back("--param-dtype " + paramDtype);
@@ -355,8 +361,16 @@ int main(int argc, char **argv) {
   bool planning = worldSize.getNumOccurrences() > 0;
   if (planning && (worldSize < 1 || worldSize > kMaxWorldSize))
     return fail(outOfRange("world-size", 1, kMaxWorldSize, worldSize));
-  if (tensorParallel < 1 || tensorParallel > kMaxWorldSize)
-    return fail(outOfRange("tp", 1, kMaxWorldSize, tensorParallel));
+  tensorParallelAuto = tensorParallelFlag == "auto";
+  if (!tensorParallelAuto) {
+    if (llvm::StringRef(tensorParallelFlag).getAsInteger(10, tensorParallel))
+      return fail("--tp expects a tensor-parallel degree N or auto, not '" + tensorParallelFlag +
+                  "'");
+    if (tensorParallel < 1 || tensorParallel > kMaxWorldSize)
+      return fail(outOfRange("tp", 1, kMaxWorldSize, tensorParallel));
+  } else if (wrap != "auto") {
+    return fail("--tp auto is searched by --wrap auto, which --wrap " + wrap + " is not");
+  }
   if (planning && worldSize % tensorParallel != 0)
     return fail("--tp " + std::to_string(tensorParallel) + " must divide --world-size " +
                 std::to_string(worldSize) + " (the mesh is world / tp data-parallel ranks by tp)");
@@ -512,6 +526,8 @@ int main(int argc, char **argv) {
   fixed.strategy = strategy.getNumOccurrences() > 0 || reshardAfterForward != "true";
   fixed.reshardAfterForward = reshardAfterForward.getNumOccurrences() > 0;
   fixed.offload = offload.getNumOccurrences() > 0;
+  // Searched only when asked (auto): fsdp-run does not run tp > 1 yet.
+  fixed.tp = !tensorParallelAuto;
   fixed.shardSize = shardSize.getNumOccurrences() > 0;
   fixed.forwardPrefetch = forwardPrefetch.getNumOccurrences() > 0;
   fixed.backwardPrefetch = backwardPrefetch.getNumOccurrences() > 0;
@@ -748,6 +764,7 @@ int main(int argc, char **argv) {
                         {"reshard_after_backward", c.options.reshardAfterBackward},
                         {"reshard_after_forward", reshardAfterForwardValue(c.options)},
                         {"offload", c.options.offload},
+                        {"tp", c.options.tp},
                         {"activation_checkpointing", c.options.activationCheckpointing},
                         {"checkpointed_blocks", checkpointedBlocks(c.options, model.numBlocks)},
                         {"micro_batch", c.options.microBatch},
@@ -802,6 +819,8 @@ int main(int argc, char **argv) {
         notes.push_back("hpZ " + std::to_string(c.options.reshardAfterForward));
       if (c.options.offload != "none")
         notes.push_back("offload " + c.options.offload);
+      if (c.options.tp > 1)
+        notes.push_back("tp " + std::to_string(c.options.tp));
       if (!notes.empty())
         name += " (" + llvm::join(notes, ", ") + ")";
       // The checkpointed blocks, and how: "4 blocks", "4 selective".

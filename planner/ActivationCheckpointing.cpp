@@ -63,7 +63,8 @@ struct ActivationCheckpointingPass
   /// the matmuls and attention, the costly part of a block's forward.
   static bool keptBySelective(Operation *op) {
     // A tensor-parallel sum is communication: kept, not run again.
-    return isa<nn::LinearOp, nn::CausalAttentionOp, nn::AttentionOp, plan::TpAllReduceOp>(op);
+    return isa<nn::LinearOp, nn::CausalAttentionOp, nn::AttentionOp, plan::TpAllReduceOp,
+               plan::TpAllGatherOp, plan::TpReduceScatterOp>(op);
   }
 
   void recompute(ArrayRef<Operation *> block, Operation *bwdStart) {

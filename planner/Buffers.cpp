@@ -74,6 +74,13 @@ SmallVector<int64_t> fsdp::concreteShape(Type type, int64_t B, int64_t S) {
   int dyn = 0;
   for (int64_t d : t.getShape())
     shape.push_back(ShapedType::isDynamic(d) ? (dyn++ == 0 ? B : S) : d);
+  // Sequence parallelism: the rank's part of the B x S tokens, one block
+  // of rows (the memory plan refuses B x S that the parts do not divide).
+  if (auto shard = dyn_cast_or_null<plan::TokenShardAttr>(t.getEncoding());
+      shard && shape.size() >= 2) {
+    shape[1] = shape[0] * shape[1] / shard.getParts();
+    shape[0] = 1;
+  }
   return shape;
 }
 
@@ -102,7 +109,8 @@ FailureOr<int64_t> fsdp::scratchBytes(Operation *op, int64_t B, int64_t S) {
 }
 
 bool fsdp::producesTensors(Operation *op) {
-  return isa<plan::CastOp, plan::TpAllReduceOp>(op) ||
+  return isa<plan::CastOp, plan::TpAllReduceOp, plan::TpAllGatherOp, plan::TpReduceScatterOp,
+             plan::TpChunkOp, plan::TpUnchunkOp>(op) ||
          (op->getDialect() && op->getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op));
 }
 
@@ -165,6 +173,20 @@ FailureOr<BufferModel> fsdp::collectBuffers(ModuleOp module, int64_t B, int64_t 
   plan::StepOp step = getStep(module);
   if (!step)
     return module.emitError() << "no training step to plan memory for";
+  // Sequence parallelism: each rank of a tp group holds an equal part of
+  // the micro-batch's tokens.
+  WalkResult parts = step.walk([&](plan::TpChunkOp c) {
+    auto shard =
+        cast<plan::TokenShardAttr>(cast<RankedTensorType>(c.getResult().getType()).getEncoding());
+    if ((B * S) % shard.getParts() == 0)
+      return WalkResult::advance();
+    c.emitOpError() << "parts the micro-batch's " << B << " x " << S << " = " << B * S
+                    << " tokens among " << shard.getParts()
+                    << " tensor-parallel ranks, which do not divide them evenly";
+    return WalkResult::interrupt();
+  });
+  if (parts.wasInterrupted())
+    return failure();
   auto pos = positions(step);
   Block &block = step.getBody().front();
   model.numPositions = block.getOperations().size();

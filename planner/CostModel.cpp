@@ -374,6 +374,13 @@ bool splitByTp(Operation *op) {
   if (isa<nn::CausalAttentionOp, nn::AttentionOp, nn::CausalAttentionGradOp, nn::AttentionGradOp>(
           op))
     return true;
+  // Sequence parallelism: an op on the rank's part of the tokens.
+  auto parted = [](Type t) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    return rt && rt.getEncoding();
+  };
+  if (llvm::any_of(op->getOperandTypes(), parted) || llvm::any_of(op->getResultTypes(), parted))
+    return true;
   for (Value v : op->getOperands()) {
     if (auto c = v.getDefiningOp<plan::CastOp>())
       v = c.getParam();
@@ -788,16 +795,19 @@ Prediction simulate(ModuleOp module, const Cluster &c, int64_t gradAccum, bool l
       addEvent("accumulate", 0, tc, seconds);
     } else if (auto cast = dyn_cast<plan::CastOp>(op); cast && castIsGatheredValue(cast, byParam)) {
       continue; // the gathered value is what compute reads: no instruction
-    } else if (isa<plan::TpAllReduceOp>(op)) {
-      // The tp group's sum of its activations, within the node; compute
-      // waits for it (the next op reads it), then the bias is added.
-      double bytes = tensorBytes(op.getResult(0).getType(), B, S);
-      seconds =
-          (c.opOverheadS + collectiveSeconds(CollectiveKind::AllReduce, bytes, tp, c.intraNode)) *
-          share;
+    } else if (isa<plan::TpAllReduceOp, plan::TpAllGatherOp, plan::TpReduceScatterOp>(op)) {
+      // The tp group's sum (or gather) of its activations, within the node;
+      // compute waits for it (the next op reads it), then the bias is
+      // added. Sizes are the whole activation's (nccl-tests' "size").
+      Value whole = isa<plan::TpAllGatherOp>(op) ? op.getResult(0) : op.getOperand(0);
+      double bytes = tensorBytes(whole.getType(), B, S);
+      CollectiveKind kind = isa<plan::TpAllReduceOp>(op)   ? CollectiveKind::AllReduce
+                            : isa<plan::TpAllGatherOp>(op) ? CollectiveKind::AllGather
+                                                           : CollectiveKind::ReduceScatter;
+      seconds = (c.opOverheadS + collectiveSeconds(kind, bytes, tp, c.intraNode)) * share;
       comm += seconds;
       exposed += seconds;
-      addEvent("tp_all_reduce", 0, tc, seconds);
+      addEvent(op.getName().stripDialect(), 0, tc, seconds);
       tc += seconds;
       continue;
     } else if (producesTensors(&op)) {

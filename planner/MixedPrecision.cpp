@@ -44,7 +44,8 @@ struct MixedPrecisionPass : public fsdp::impl::MixedPrecisionBase<MixedPrecision
     SmallVector<Operation *> users;
     for (Operation &op : step.getBody().front())
       if ((op.getDialect() && op.getDialect()->getNamespace() == "nn" && !isa<nn::ParamOp>(op)) ||
-          isa<plan::TpAllReduceOp>(op))
+          isa<plan::TpAllReduceOp, plan::TpAllGatherOp, plan::TpReduceScatterOp, plan::TpChunkOp,
+              plan::TpUnchunkOp>(op))
         users.push_back(&op);
     // bf16 compute: every value an nn op makes is bf16 but the loss, which
     // the loss op computes in f32 from bf16 logits; the step's float inputs

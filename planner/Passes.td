@@ -28,9 +28,25 @@ def TensorParallel : Pass<"fsdp-tensor-parallel", "mlir::ModuleOp"> {
     become each rank's piece and carry `tp_dim`, `tp_pieces`,
     `tp_sections` and `tp_partial` (the q/k norms, and key/value heads
     that ranks share, whose gradients the ranks sharing them sum).
+
+    `sequence-parallel` (the default; Megatron's sequence parallelism):
+    between the regions each rank holds its part of the micro-batch's
+    tokens (`#fsdp.token_shard<tp>`): `fsdp.tp_chunk` takes it of what the
+    stem (the ops before the first block: embeddings) made whole and of the
+    targets, each region begins with an `fsdp.tp_all_gather` and ends with
+    an `fsdp.tp_reduce_scatter` (the bias added to the part), and the
+    norms, residual adds, head and loss run on the part. Every parameter
+    that is not cut then has a partial gradient (`tp_partial`, summed over
+    the tp group). A model with ops that read tokens by position outside
+    attention (ViT's class token) is refused; plan it with
+    `sequence-parallel=false`, which keeps whole activations between the
+    regions (`fsdp.tp_copy` and `fsdp.tp_all_reduce`).
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks (1: none)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"true",
+           "between the regions each rank holds its part of the tokens (Megatron's sequence "
+           "parallelism): regions gather them and scatter their sums">,
   ];
   let dependentDialects = ["::fsdp::plan::FSDPDialect"];
   let statistics = [

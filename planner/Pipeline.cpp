@@ -52,7 +52,7 @@ LogicalResult fsdp::runPlanPipeline(ModuleOp module, const PlanOptions &o) {
     return module.emitError() << "grad-sync must be every or last, not '" << o.gradSync << "'";
 
   PassManager pm(module.getContext());
-  pm.addPass(createTensorParallel({o.tp}));
+  pm.addPass(createTensorParallel({o.tp, o.sequenceParallel}));
   pm.addPass(createTrainingStep());
   pm.addPass(createActivationCheckpointing({*checkpointing, o.checkpointedBlocks}));
   pm.addPass(createWrapUnits({o.wrap, o.resolvedShardSize()}));
@@ -117,9 +117,12 @@ PlanFigures fsdp::planFigures(ModuleOp module) {
         f.tpGradAllReduceBytes += tpPartialShardNumel(u) * 4;
       else
         f.allReduceBytes += u.getShardNumel() * 4;
-    } else if (isa<plan::TpAllReduceOp>(op))
-      f.tpAllReduceBytes += tensorBytes(op.getResult(0).getType(), step.getMicroBatch().value_or(1),
-                                        step.getSeqLen().value_or(1));
+    } else if (isa<plan::TpAllReduceOp, plan::TpAllGatherOp, plan::TpReduceScatterOp>(op)) {
+      // The whole activation's bytes (nccl-tests' "size").
+      Value whole = isa<plan::TpAllGatherOp>(op) ? op.getResult(0) : op.getOperand(0);
+      f.tpActivationBytes += tensorBytes(whole.getType(), step.getMicroBatch().value_or(1),
+                                         step.getSeqLen().value_or(1));
+    }
   }
   return f;
 }
@@ -152,7 +155,9 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   r["model_type"] = model.modelType;
   r["parameters"] = model.parameters;
   r["world_size"] = o.worldSize;
-  r["mesh"] = {{"dp", o.worldSize / o.tp}, {"tp", o.tp}};
+  r["mesh"] = {{"dp", o.worldSize / o.tp},
+               {"tp", o.tp},
+               {"sequence_parallel", o.tp > 1 && o.sequenceParallel}};
   r["strategy"] = o.strategy;
   r["shard_size"] = o.resolvedShardSize();
   r["wrap"] = o.wrap;
@@ -198,7 +203,7 @@ nlohmann::ordered_json fsdp::planReport(const ModelSummary &model, const PlanOpt
   if (o.reshardAfterForward) // of all_gather's bytes, those within the reshard groups
     r["comm"]["all_gather_reshard"] = f.allGatherReshardBytes;
   if (o.tp > 1) { // within the tensor-parallel groups
-    r["comm"]["tp_all_reduce"] = f.tpAllReduceBytes;
+    r["comm"]["tp_activations"] = f.tpActivationBytes;
     r["comm"]["all_reduce_tp"] = f.tpGradAllReduceBytes;
   }
   if (f.predicted) {
@@ -244,10 +249,14 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
   if (o.tp > 1)
     os << " as a mesh of dp " << o.worldSize / o.tp << " x tp " << o.tp << " (tensor parallel "
        << "within groups of " << o.tp << " consecutive ranks: attention by heads, MLP by "
-       << "columns; FSDP over the " << o.worldSize / o.tp << " ranks of each tp index)";
+       << "columns, "
+       << (o.sequenceParallel ? "each rank 1/" + std::to_string(o.tp) +
+                                    " of the tokens between them (sequence parallel)"
+                              : std::string("whole activations between them"))
+       << "; FSDP over the " << o.worldSize / o.tp << " ranks of each tp index)";
   os << " (shard groups of " << o.resolvedShardSize() << "), wrap " << o.wrap << " ("
      << f.units.size() << " units), " << o.microBatch << " x " << o.seqLen
-     << " tokens per rank per micro-step\n";
+     << (o.tp > 1 ? " tokens per tp group per micro-step\n" : " tokens per rank per micro-step\n");
   os << "prefetch: forward " << o.forwardPrefetch << ", backward " << o.backwardPrefetch
      << ", at most " << o.maxInflightGathers << " gathers in flight; activation checkpointing "
      << o.activationCheckpointing << "; parameters " << o.paramDtype << ", compute "
@@ -353,9 +362,11 @@ void fsdp::printPlanSummary(const ModelSummary &model, const PlanOptions &o, con
      << ", reduce_scatter " << humanBytes(f.reduceScatterBytes) << reductions << ", all_reduce "
      << humanBytes(f.allReduceBytes) << reductions << "\n";
   if (o.tp > 1)
-    os << "tensor-parallel communication per rank per micro-step: tp_all_reduce "
-       << humanBytes(f.tpAllReduceBytes) << " (activations, forward and backward, within groups of "
-       << o.tp << "), all_reduce over tp " << humanBytes(f.tpGradAllReduceBytes)
+    os << "tensor-parallel communication per rank per micro-step: activations "
+       << humanBytes(f.tpActivationBytes)
+       << (o.sequenceParallel ? " (tp_all_gather and tp_reduce_scatter" : " (tp_all_reduce")
+       << ", forward and backward, within groups of " << o.tp << "), all_reduce over tp "
+       << humanBytes(f.tpGradAllReduceBytes)
        << " (partial gradients; the last micro-step's only)\n";
   if (f.predicted) {
     const Prediction &p = *f.predicted;

@@ -41,6 +41,9 @@ struct PlanOptions {
   // attention split by heads, each MLP by columns (fsdp-tensor-parallel);
   // the strategy's groups are of the data-parallel dimension.
   int64_t tp = 1;
+  // With tp > 1: between the regions each rank holds its part of the tokens
+  // (Megatron's sequence parallelism); false: whole activations.
+  bool sequenceParallel = true;
 
   /// The shard group's size: shardSize, or the strategy's where it is 0.
   int64_t resolvedShardSize() const;
@@ -61,9 +64,10 @@ struct PlanFigures {
           activationsBytes = 0, fragmentationBytes = 0;
   int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0;
   int64_t allGatherReshardBytes = 0; // of allGatherBytes, over the reshard groups
-  // tp > 1: the activations' sums over the tp group (fsdp.tp_all_reduce,
+  // tp > 1: the activations the tp group sums or gathers (fsdp.tp_all_reduce,
+  // or tp_all_gather and tp_reduce_scatter: the whole activation's bytes,
   // forward and backward) and the partial gradients' (all_reduce over tp)
-  int64_t tpAllReduceBytes = 0, tpGradAllReduceBytes = 0;
+  int64_t tpActivationBytes = 0, tpGradAllReduceBytes = 0;
   int64_t reshardedUnits = 0; // units resharded after forward (fsdp.reshard)
   // offload optimizer: the host pool (host_bytes) and its parts, a rank's
   int64_t hostBytes = 0, hostMomentsBytes = 0, hostMasterBytes = 0, hostGradBytes = 0;

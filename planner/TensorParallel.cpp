@@ -129,6 +129,91 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
       if (failed(rewrite(r)))
         return failure();
     numRegions = regions.size();
+    if (sequenceParallel && failed(partTokens(graph)))
+      return failure();
+    return success();
+  }
+
+  RankedTensorType tokenPart(Type t) {
+    auto rt = cast<RankedTensorType>(t);
+    return RankedTensorType::get(rt.getShape(), rt.getElementType(),
+                                 plan::TokenShardAttr::get(rt.getContext(), tp));
+  }
+  static bool isActivation(Value v) {
+    auto rt = dyn_cast<RankedTensorType>(v.getType());
+    return rt && rt.getRank() >= 2 && ShapedType::isDynamic(rt.getShape()[0]) &&
+           ShapedType::isDynamic(rt.getShape()[1]);
+  }
+
+  /// Sequence parallelism: from the first block's first op on, every value
+  /// outside the regions is the rank's part of the tokens.
+  LogicalResult partTokens(nn::GraphOp graph) {
+    Block &body = graph.getBody().front();
+    std::string first = (graph.getBlockPrefix() + ".0").str();
+    Operation *boundary = nullptr;
+    for (Operation &op : body)
+      if (auto m = op.getAttrOfType<StringAttr>("module");
+          m && (m.getValue() == first || m.getValue().starts_with(first + "."))) {
+        boundary = &op;
+        break;
+      }
+    if (!boundary)
+      return graph.emitOpError() << "has no op of its first block ('" << first
+                                 << "'), where sequence parallelism would begin";
+    for (Operation &op : body)
+      if (isa<nn::ClassTokenOp, nn::FirstTokenOp>(op))
+        return op.emitOpError() << "reads tokens by position, which a rank's part of the tokens "
+                                   "(sequence parallelism) does not hold; plan it with "
+                                   "--sequence-parallel false";
+    // What the stem made whole (and the targets), parted at the boundary.
+    OpBuilder b(boundary);
+    SmallVector<Value> crossing;
+    for (BlockArgument a : body.getArguments())
+      crossing.push_back(a);
+    for (Operation *op = &body.front(); op != boundary; op = op->getNextNode())
+      for (Value r : op->getResults())
+        crossing.push_back(r);
+    for (Value v : crossing) {
+      if (!isActivation(v))
+        continue;
+      SmallVector<OpOperand *> later;
+      for (OpOperand &use : v.getUses())
+        if (use.getOwner() == boundary || boundary->isBeforeInBlock(use.getOwner()))
+          later.push_back(&use);
+      if (later.empty())
+        continue;
+      auto chunk = b.create<plan::TpChunkOp>(boundary->getLoc(), tokenPart(v.getType()), v,
+                                             StringAttr(), DenseI64ArrayAttr(), UnitAttr());
+      for (OpOperand *use : later)
+        use->set(chunk);
+    }
+    // Forward: an op outside the regions that reads parts makes parts.
+    for (Operation *op = boundary; op; op = op->getNextNode()) {
+      if (isa<nn::ParamOp, nn::ReturnOp, plan::TpChunkOp, plan::TpReduceScatterOp,
+              plan::TpAllGatherOp>(op) ||
+          regionOps.contains(op))
+        continue;
+      bool parted = false, whole = false;
+      for (Value v : op->getOperands())
+        if (isActivation(v))
+          (cast<RankedTensorType>(v.getType()).getEncoding() ? parted : whole) = true;
+      if (parted && whole)
+        return op->emitOpError() << "reads both a rank's part of the tokens and whole "
+                                    "activations, which sequence parallelism cannot relate";
+      if (!parted)
+        continue;
+      for (OpResult r : op->getResults())
+        if (isActivation(r))
+          r.setType(tokenPart(r.getType()));
+    }
+    // Every parameter not cut now computes on a part of the tokens (or, in
+    // the stem, gets the gradient of a part): its gradient is partial.
+    Builder attrs(graph.getContext());
+    for (auto p : body.getOps<nn::ParamOp>())
+      if (!p.getTpDim()) {
+        p.setTpPiecesAttr(attrs.getI64IntegerAttr(1));
+        p.setTpPartial(true);
+      }
     return success();
   }
 
@@ -259,13 +344,21 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
       Value &copy = copies[in];
       if (!copy) {
         b.setInsertionPoint(l);
-        copy = b.create<plan::TpCopyOp>(l.getLoc(), in.getType(), in, moduleOf(r.anchor));
+        if (sequenceParallel)
+          copy = b.create<plan::TpAllGatherOp>(l.getLoc(), in.getType(), in, moduleOf(r.anchor),
+                                               DenseI64ArrayAttr(), UnitAttr());
+        else
+          copy = b.create<plan::TpCopyOp>(l.getLoc(), in.getType(), in, moduleOf(r.anchor));
+        regionOps.insert(copy.getDefiningOp());
       }
       l.getInputMutable().assign(copy);
     }
+    for (Region::Column &c : r.columns)
+      regionOps.insert(c.linear);
     // Between: every result shrinks with its heads or columns, and so do
     // the head counts (key/value heads that ranks share: one a rank).
     for (auto [op, pieces] : r.inner) {
+      regionOps.insert(op);
       for (OpResult res : op->getResults())
         res.setType(shrinkLast(res.getType(), pieces));
       if (auto heads = op->getAttrOfType<IntegerAttr>("num_heads"))
@@ -290,15 +383,26 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
       if (bias)
         l.getBiasMutable().clear();
       b.setInsertionPointAfter(l);
-      auto sum = b.create<plan::TpAllReduceOp>(l.getLoc(), l.getResult().getType(), l.getResult(),
-                                               bias, moduleOf(l), DenseI64ArrayAttr(), UnitAttr());
-      l.getResult().replaceAllUsesExcept(sum.getResult(), sum);
+      Operation *sum =
+          sequenceParallel
+              ? b.create<plan::TpReduceScatterOp>(l.getLoc(), tokenPart(l.getResult().getType()),
+                                                  l.getResult(), bias, moduleOf(l),
+                                                  DenseI64ArrayAttr(), UnitAttr())
+                    .getOperation()
+              : b.create<plan::TpAllReduceOp>(l.getLoc(), l.getResult().getType(), l.getResult(),
+                                              bias, moduleOf(l), DenseI64ArrayAttr(), UnitAttr())
+                    .getOperation();
+      l.getResult().replaceAllUsesExcept(sum->getResult(0), sum);
+      regionOps.insert(l);
     }
     return success();
   }
 
   /// Each attention's key/value pieces (tp, or its key/value heads).
   DenseMap<Operation *, int64_t> kvPiecesOf;
+  /// The ops inside the regions (whole activations under sequence
+  /// parallelism), with their entries.
+  llvm::SmallPtrSet<Operation *, 32> regionOps;
 };
 
 } // namespace
@@ -333,11 +437,65 @@ struct TpAllReduceGradient
   }
 };
 
+/// Sequence parallelism's entry: the partial input gradients summed, each
+/// rank its part of the tokens.
+struct TpAllGatherGradient
+    : public nn::GradientOpInterface::ExternalModel<TpAllGatherGradient, plan::TpAllGatherOp> {
+  LogicalResult buildGradients(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) const {
+    auto g = cast<plan::TpAllGatherOp>(op);
+    operandGrads.push_back(b.create<plan::TpReduceScatterOp>(
+        op->getLoc(), g.getInput().getType(), resultGrads[0], Value(), g.getModuleAttr(),
+        DenseI64ArrayAttr(), UnitAttr()));
+    return success();
+  }
+};
+
+/// Its exit: the parts' gradient gathered for every rank's linear; the
+/// bias's from this rank's part (partial).
+struct TpReduceScatterGradient
+    : public nn::GradientOpInterface::ExternalModel<TpReduceScatterGradient,
+                                                    plan::TpReduceScatterOp> {
+  LogicalResult buildGradients(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) const {
+    auto rs = cast<plan::TpReduceScatterOp>(op);
+    operandGrads.push_back(b.create<plan::TpAllGatherOp>(op->getLoc(), rs.getInput().getType(),
+                                                         resultGrads[0], rs.getModuleAttr(),
+                                                         DenseI64ArrayAttr(), UnitAttr()));
+    if (Value bias = rs.getBias())
+      operandGrads.push_back(b.create<nn::BiasGradOp>(op->getLoc(), bias.getType(), resultGrads[0],
+                                                      rs.getModuleAttr()));
+    return success();
+  }
+};
+
+/// The part taken of a whole value: its gradient placed among zeros (the
+/// stem's parameters' gradients partial); integers (targets) take none.
+struct TpChunkGradient
+    : public nn::GradientOpInterface::ExternalModel<TpChunkGradient, plan::TpChunkOp> {
+  LogicalResult buildGradients(Operation *op, OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) const {
+    auto c = cast<plan::TpChunkOp>(op);
+    if (!isa<FloatType>(cast<RankedTensorType>(c.getInput().getType()).getElementType()) ||
+        !resultGrads[0]) {
+      operandGrads.push_back(Value());
+      return success();
+    }
+    operandGrads.push_back(b.create<plan::TpUnchunkOp>(op->getLoc(), c.getInput().getType(),
+                                                       resultGrads[0], c.getModuleAttr(),
+                                                       DenseI64ArrayAttr(), UnitAttr()));
+    return success();
+  }
+};
+
 } // namespace
 
 void fsdp::registerTensorParallelGradients(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, plan::FSDPDialect *) {
     plan::TpCopyOp::attachInterface<TpCopyGradient>(*ctx);
     plan::TpAllReduceOp::attachInterface<TpAllReduceGradient>(*ctx);
+    plan::TpAllGatherOp::attachInterface<TpAllGatherGradient>(*ctx);
+    plan::TpReduceScatterOp::attachInterface<TpReduceScatterGradient>(*ctx);
+    plan::TpChunkOp::attachInterface<TpChunkGradient>(*ctx);
   });
 }

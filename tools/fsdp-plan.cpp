@@ -153,6 +153,13 @@ static cl::opt<std::string> tensorParallelFlag(
              "index; auto, with --wrap auto: searched among 1, 2, 4 and 8 (fsdp-run does not run "
              "N > 1 yet, so --wrap auto alone keeps 1) (default 1: none)"),
     cl::value_desc("N"), cl::init("1"), cl::cat(category));
+static cl::opt<std::string> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("true | false: with --tp, each rank holds 1/N of the tokens between the "
+             "tensor-parallel regions (norms, residuals, head, loss), the regions gathering "
+             "them and reduce-scattering their sums (Megatron's sequence parallelism), or whole "
+             "activations there, the regions' sums all-reduced (default true)"),
+    cl::init("true"), cl::cat(category));
 // --tp's degree (1 under auto: the search's base) and whether it is auto.
 static int64_t tensorParallel = 1;
 static bool tensorParallelAuto = false;
@@ -321,6 +328,8 @@ static std::string checkWordFlags() {
     return notOneOf("reshard-after-backward", {"true", "false"}, reshardAfterBackward);
   if (!oneOf(offload, {"none", "optimizer", "all"}))
     return notOneOf("offload", {"none", "optimizer", "all"}, offload);
+  if (!oneOf(sequenceParallel, {"true", "false"}))
+    return notOneOf("sequence-parallel", {"true", "false"}, sequenceParallel);
   if (!oneOf(reshardAfterForward, {"true", "false"})) {
     int64_t n = 0;
     if (llvm::StringRef(reshardAfterForward).getAsInteger(10, n) || n < 2 || n > kMaxWorldSize)
@@ -371,6 +380,9 @@ int main(int argc, char **argv) {
   } else if (wrap != "auto") {
     return fail("--tp auto is searched by --wrap auto, which --wrap " + wrap + " is not");
   }
+  if (sequenceParallel.getNumOccurrences() && !tensorParallelAuto && tensorParallel == 1)
+    return fail("--sequence-parallel " + sequenceParallel +
+                " parts the tokens among tensor-parallel ranks, which --tp 1 has none of");
   if (planning && worldSize % tensorParallel != 0)
     return fail("--tp " + std::to_string(tensorParallel) + " must divide --world-size " +
                 std::to_string(worldSize) + " (the mesh is world / tp data-parallel ranks by tp)");
@@ -467,6 +479,7 @@ int main(int argc, char **argv) {
   PlanOptions o;
   o.worldSize = worldSize;
   o.tp = tensorParallel;
+  o.sequenceParallel = sequenceParallel == "true";
   bool searchMicroBatch = microBatch == "max";
   if (!searchMicroBatch)
     llvm::StringRef(microBatch).getAsInteger(10, o.microBatch); // checkWordFlags checked it

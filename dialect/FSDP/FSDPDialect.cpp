@@ -323,6 +323,58 @@ static LogicalResult verifyTpPlace(Operation *op) {
 
 LogicalResult TpCopyOp::verify() { return verifyTpPlace(*this); }
 
+LogicalResult TokenShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t parts) {
+  if (parts < 2)
+    return emitError() << "a token shard is one of at least 2 parts, not " << parts;
+  return success();
+}
+
+// `whole` and `part` are one tensor whole and as a rank's part of its
+// tokens: the same shape and element type, `part` encoded token_shard<N>.
+static LogicalResult verifyTokenParts(Operation *op, Type whole, Type part) {
+  auto w = cast<RankedTensorType>(whole), p = cast<RankedTensorType>(part);
+  auto shard = dyn_cast_or_null<TokenShardAttr>(p.getEncoding());
+  if (w.getEncoding() || !shard || w.getShape() != p.getShape() ||
+      w.getElementType() != p.getElementType() || w.getRank() < 2 ||
+      !ShapedType::isDynamic(w.getShape()[0]) || !ShapedType::isDynamic(w.getShape()[1]))
+    return op->emitOpError() << "relates a whole [batch, sequence, ...] tensor and a rank's part "
+                                "of its tokens (the same type, encoded #fsdp.token_shard<N>), not "
+                             << whole << " and " << part;
+  if (auto step = op->getParentOfType<StepOp>();
+      step && step.getTp() && *step.getTp() != shard.getParts())
+    return op->emitOpError() << "cuts the tokens into " << shard.getParts()
+                             << " parts in a step of tp " << *step.getTp();
+  return verifyTpPlace(op);
+}
+
+LogicalResult TpAllGatherOp::verify() {
+  return verifyTokenParts(*this, getResult().getType(), getInput().getType());
+}
+
+LogicalResult TpUnchunkOp::verify() {
+  return verifyTokenParts(*this, getResult().getType(), getInput().getType());
+}
+
+LogicalResult TpChunkOp::verify() {
+  return verifyTokenParts(*this, getInput().getType(), getResult().getType());
+}
+
+LogicalResult TpReduceScatterOp::verify() {
+  if (failed(verifyTokenParts(*this, getInput().getType(), getResult().getType())))
+    return failure();
+  auto type = cast<RankedTensorType>(getInput().getType());
+  if (ShapedType::isDynamic(type.getShape().back()))
+    return emitOpError() << "sums activations with a static last dimension, not " << type;
+  if (Value bias = getBias()) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getShape()[0] != type.getShape().back() ||
+        bt.getElementType() != type.getElementType())
+      return emitOpError() << "adds a bias of the last dimension " << type.getShape().back()
+                           << " in " << type.getElementType() << ", not " << bt;
+  }
+  return success();
+}
+
 LogicalResult TpAllReduceOp::verify() {
   auto type = cast<RankedTensorType>(getInput().getType());
   if (type.getRank() < 1 || ShapedType::isDynamic(type.getShape().back()))

@@ -172,6 +172,25 @@ def FSDP_MemoryAttr : AttrDef<FSDP_Dialect, "Memory"> {
   let genVerifyDecl = 1;
 }
 
+def FSDP_TokenShardAttr : AttrDef<FSDP_Dialect, "TokenShard"> {
+  let mnemonic = "token_shard";
+  let summary = "a tensor of this rank's 1/parts of a micro-batch's tokens (sequence parallelism)";
+  let description = [{
+    The encoding of an activation between tensor-parallel regions under
+    sequence parallelism: of the micro-batch's B x S tokens, read in order
+    (sequence by sequence), rank t of a tp group of `parts` holds tokens
+    [t B S / parts, (t + 1) B S / parts) as one row block, `[1, B S / parts,
+    ...]`; `fsdp.tp_all_gather` makes the whole `[B, S, ...]` of it, and
+    `fsdp.tp_reduce_scatter` and `fsdp.tp_chunk` a part.
+    ```mlir
+    tensor<?x?x64xf32, #fsdp.token_shard<2>>
+    ```
+  }];
+  let parameters = (ins "int64_t":$parts);
+  let assemblyFormat = "`<` $parts `>`";
+  let genVerifyDecl = 1;
+}
+
 // Figures of the plan that are counts, sizes or arena offsets: i64, read as
 // int64_t (I64Attr's accessors return uint64_t).
 def FSDP_I64Attr : SignlessIntegerAttrBase<I64, "64-bit signless integer attribute"> {
@@ -520,6 +539,86 @@ def FSDP_TpCopyOp : FSDP_Op<"tp_copy", [Pure, AllTypesMatch<["input", "result"]>
   let arguments = (ins AnyRankedTensor:$input, OptionalAttr<StrAttr>:$module);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def FSDP_TpAllGatherOp : FSDP_Op<"tp_all_gather"> {
+  let summary = "enters a tensor-parallel region under sequence parallelism: the tokens gathered";
+  let description = [{
+    Megatron's sequence-parallel g: each rank's part of the tokens
+    (`#fsdp.token_shard<N>`) gathered over the tp group into the whole
+    activation the region's column-parallel linears read, on the compute
+    stream. Its gradient is the `fsdp.tp_reduce_scatter` of the region's
+    partial input gradients. `offsets` is its result's arena offset.
+    ```mlir
+    %x = fsdp.tp_all_gather %p {module = "model.layers.0.self_attn"} : tensor<?x?x64xf32, #fsdp.token_shard<2>> -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, OptionalAttr<StrAttr>:$module,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets, UnitAttr:$recompute);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_TpReduceScatterOp : FSDP_Op<"tp_reduce_scatter"> {
+  let summary = "leaves a tensor-parallel region under sequence parallelism: summed, each rank its tokens";
+  let description = [{
+    Megatron's sequence-parallel g-bar: the row-parallel linear's partial
+    products summed over the tp group, each rank keeping its part of the
+    tokens (`#fsdp.token_shard<N>`), on the compute stream; then the bias,
+    where the linear has one, added to that part. The gradient of its input
+    is the `fsdp.tp_all_gather` of its result's; the bias's, `nn.bias_grad`
+    of the rank's part, is partial (the tokens of the others are theirs).
+    ```mlir
+    %y = fsdp.tp_reduce_scatter %p : tensor<?x?x64xf32> -> tensor<?x?x64xf32, #fsdp.token_shard<2>>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$bias,
+                       OptionalAttr<StrAttr>:$module,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets, UnitAttr:$recompute);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input (`bias` $bias^)? attr-dict `:` type($input) (`,` type($bias)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_TpChunkOp : FSDP_Op<"tp_chunk"> {
+  let summary = "this rank's part of the tokens of an activation every rank of the tp group holds";
+  let description = [{
+    Sequence parallelism begins after the embeddings (computed whole on
+    every rank) and for the targets: a local copy of the rank's part
+    (`#fsdp.token_shard<N>`), no communication. Its gradient is the
+    `fsdp.tp_all_gather` of its result's (each rank's part of the whole
+    gradient); the targets take none.
+    ```mlir
+    %t = fsdp.tp_chunk %targets : tensor<?x?xi64> -> tensor<?x?xi64, #fsdp.token_shard<2>>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, OptionalAttr<StrAttr>:$module,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets, UnitAttr:$recompute);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_TpUnchunkOp : FSDP_Op<"tp_unchunk"> {
+  let summary = "the gradient of tp_chunk: the rank's part placed among zeros";
+  let description = [{
+    The whole tensor with the rank's part of the tokens where `fsdp.tp_chunk`
+    took it and zeros elsewhere: the rank's share of the gradient of what
+    every rank computed whole (the embeddings), whose parameters' gradients
+    are then partial, summed over the tp group. Local, on the compute
+    stream.
+    ```mlir
+    %d = fsdp.tp_unchunk %g : tensor<?x?x64xf32, #fsdp.token_shard<2>> -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, OptionalAttr<StrAttr>:$module,
+                       OptionalAttr<DenseI64ArrayAttr>:$offsets, UnitAttr:$recompute);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -394,41 +394,60 @@ TEST(CostModel, ReshardedBackwardGathersPriceOverTheReshardGroup) {
   EXPECT_GT(hpz.figures.peakBytes, full.figures.peakBytes);
 }
 
-// --tp 8 on 64 H100 (Llama-3-8B): each fsdp.tp_all_reduce is an all-reduce
-// of its activation over the 8 ranks of a node on the compute stream; the
-// FSDP gathers run over the 8 data-parallel ranks of a tp index, one a node,
-// 8 groups crossing each node at once; the step's tokens are the 8 dp
-// ranks'; a block unit holds 1/8 of the heads' and columns' parameters.
-TEST(CostModel, TensorParallelPricesItsSumsWithinTheNode) {
+// --tp 8 on 64 H100 (Llama-3-8B): with sequence parallelism each region's
+// fsdp.tp_all_gather and fsdp.tp_reduce_scatter, and without it each
+// fsdp.tp_all_reduce, is that collective of the whole activation over the 8
+// ranks of a node, on the compute stream; the FSDP gathers run over the 8
+// data-parallel ranks of a tp index, one a node, 8 groups crossing each node
+// at once; the step's tokens are the 8 dp ranks'; a block unit holds 1/8 of
+// the heads' and columns' parameters.
+TEST(CostModel, TensorParallelPricesItsCollectivesWithinTheNode) {
   PlanOptions o = bf16Options(64, 4096);
   Planned oneD = plan("Meta-Llama-3-8B", o, "H100-SXM");
   o.tp = 8;
   Planned twoD = plan("Meta-Llama-3-8B", o, "H100-SXM");
-  ASSERT_TRUE(oneD.module && twoD.module);
+  o.sequenceParallel = false;
+  Planned whole = plan("Meta-Llama-3-8B", o, "H100-SXM");
+  ASSERT_TRUE(oneD.module && twoD.module && whole.module);
   Cluster c;
   ASSERT_EQ(loadCluster(path("models/hardware/H100-SXM.json"), c), "");
+  for (Planned *planned : {&twoD, &whole}) {
+    Prediction p = predict(*planned->module, c, 1);
+    plan::StepOp step = getStep(*planned->module);
+    ASSERT_EQ(step.getTpOr1(), 8);
+    ASSERT_EQ(step.getShardSizeOr1(), 8);
+    int64_t B = *step.getMicroBatch(), S = *step.getSeqLen();
+    double expected = 0;
+    int64_t collectives = 0;
+    for (mlir::Operation &op : step.getBody().front()) {
+      std::optional<CollectiveKind> kind;
+      mlir::Value full;
+      if (llvm::isa<plan::TpAllReduceOp>(op))
+        kind = CollectiveKind::AllReduce, full = op.getResult(0);
+      else if (llvm::isa<plan::TpAllGatherOp>(op))
+        kind = CollectiveKind::AllGather, full = op.getResult(0);
+      else if (llvm::isa<plan::TpReduceScatterOp>(op))
+        kind = CollectiveKind::ReduceScatter, full = op.getOperand(0);
+      if (!kind)
+        continue;
+      expected += c.opOverheadS +
+                  collectiveSeconds(*kind, tensorBytes(full.getType(), B, S), 8, c.intraNode);
+      ++collectives;
+    }
+    // Two regions a block, forward and backward: an all-reduce each, or a
+    // gather and a reduce-scatter.
+    EXPECT_EQ(collectives, (planned == &twoD ? 8 : 4) * 32);
+    double measured = 0;
+    for (const TraceEvent &e : p.events)
+      if (e.name == "tp_all_reduce" || e.name == "tp_all_gather" || e.name == "tp_reduce_scatter")
+        measured += e.duration;
+    double ulps = 4 * (double(p.events.size()) + 8) * std::numeric_limits<double>::epsilon();
+    EXPECT_NEAR(measured, expected, ulps * expected);
+  }
   Prediction p = predict(*twoD.module, c, 1);
   plan::StepOp step = getStep(*twoD.module);
-  ASSERT_EQ(step.getTpOr1(), 8);
-  ASSERT_EQ(step.getShardSizeOr1(), 8);
   int64_t B = *step.getMicroBatch(), S = *step.getSeqLen();
-  double expected = 0;
-  int64_t sums = 0;
-  for (mlir::Operation &op : step.getBody().front())
-    if (llvm::isa<plan::TpAllReduceOp>(op)) {
-      expected += c.opOverheadS + collectiveSeconds(CollectiveKind::AllReduce,
-                                                    tensorBytes(op.getResult(0).getType(), B, S), 8,
-                                                    c.intraNode);
-      ++sums;
-    }
-  // Two regions a block, forward and backward.
-  EXPECT_EQ(sums, 4 * 32);
-  double measured = 0;
-  for (const TraceEvent &e : p.events)
-    if (e.name == "tp_all_reduce")
-      measured += e.duration;
   double ulps = 4 * (double(p.events.size()) + 8) * std::numeric_limits<double>::epsilon();
-  EXPECT_NEAR(measured, expected, ulps * expected);
   // The shard group: one rank a node, 8 groups sharing the node's NICs.
   auto byName = unitsByName(*twoD.module);
   double gathers = 0, expectedGathers = 0;
@@ -453,6 +472,8 @@ TEST(CostModel, TensorParallelPricesItsSumsWithinTheNode) {
   // the tokens (the same model, one micro-batch per tp group).
   Prediction q = predict(*oneD.module, c, 1);
   EXPECT_NEAR(p.modelFlopsPerStep * 8, q.modelFlopsPerStep, 1e-9 * q.modelFlopsPerStep);
+  // Sequence parallelism keeps 1/8 of the activations between the regions.
+  EXPECT_LT(twoD.figures.activationsBytes, whole.figures.activationsBytes);
 }
 
 // --offload optimizer on 64 H100: each unit's optimizer_step costs the

@@ -2,12 +2,18 @@
 // rank's: GPT-2's fused q, k, v in three sections cut alike, the attention
 // by heads, the MLP by columns, the row-parallel bias added once after the
 // sum; embeddings, norms between regions and the head stay whole.
-// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=2 | FileCheck %s
+// Without sequence parallelism the activations between the regions are
+// whole: a region begins with fsdp.tp_copy and ends with fsdp.tp_all_reduce.
+// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel="tp=2 sequence-parallel=false" | FileCheck %s
 // The training step reads the copy's input in its place; the copy's
 // gradient is the sum of the region's input gradients.
-// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=2 --fsdp-training-step | FileCheck %s --check-prefix=STEP
+// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel="tp=2 sequence-parallel=false" --fsdp-training-step | FileCheck %s --check-prefix=STEP
 // Shared key/value heads (GQA, tp a multiple of them) and q/k norms.
-// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=4 | FileCheck %s --check-prefix=GQA
+// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel="tp=4 sequence-parallel=false" | FileCheck %s --check-prefix=GQA
+// Sequence parallelism (the default): between the regions each rank holds
+// its part of the tokens; every parameter not cut has a partial gradient.
+// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=2 | FileCheck %s --check-prefix=SP
+// RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=2 --fsdp-training-step | FileCheck %s --check-prefix=SPSTEP
 // tp=1 changes nothing.
 // RUN: fsdp-opt %s --split-input-file --fsdp-tensor-parallel=tp=1 | FileCheck %s --check-prefix=NONE
 
@@ -77,6 +83,34 @@ nn.graph @gpt(%tokens: tensor<?x?xi64>, %targets: tensor<?x?xi64>) -> tensor<f32
 // STEP: %[[DQKV:.*]] = nn.linear_grad_input in_out %{{.*}}, %h.0.attn.c_attn.weight
 // STEP: %[[DN:.*]] = fsdp.tp_all_reduce %[[DQKV]] {module = "h.0.attn"} : tensor<?x?x8xf32>
 // STEP-NEXT: nn.rms_norm_grad %[[DN]]
+
+// SP-LABEL: nn.graph @gpt
+// SP: %wte.weight = nn.param "wte.weight" {tp_partial, tp_pieces = 1 : i64} : tensor<16x8xf32>
+// SP: %h.0.attn.c_proj.bias = nn.param "h.0.attn.c_proj.bias" {tp_partial, tp_pieces = 1 : i64} : tensor<8xf32>
+// SP: %[[X:.*]] = nn.embedding %tokens, %wte.weight {{.*}} -> tensor<?x?x8xf32>
+// SP-NEXT: %[[T:.*]] = fsdp.tp_chunk %targets : tensor<?x?xi64> -> tensor<?x?xi64, #fsdp.token_shard<2>>
+// SP-NEXT: %[[XP:.*]] = fsdp.tp_chunk %[[X]] : tensor<?x?x8xf32> -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SP-NEXT: %[[N:.*]] = nn.rms_norm %[[XP]], %h.0.ln_1.weight {{.*}} -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SP-NEXT: %[[G:.*]] = fsdp.tp_all_gather %[[N]] {module = "h.0.attn"} : tensor<?x?x8xf32, #fsdp.token_shard<2>> -> tensor<?x?x8xf32>
+// SP-NEXT: nn.linear in_out %[[G]], %h.0.attn.c_attn.weight
+// SP: %[[O:.*]] = nn.linear in_out %{{.*}}, %h.0.attn.c_proj.weight {module = "h.0.attn.c_proj"} : (tensor<?x?x4xf32>, tensor<4x8xf32>) -> tensor<?x?x8xf32>
+// SP-NEXT: %[[S:.*]] = fsdp.tp_reduce_scatter %[[O]] bias %h.0.attn.c_proj.bias {module = "h.0.attn.c_proj"} : tensor<?x?x8xf32>, tensor<8xf32> -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SP-NEXT: %[[R:.*]] = nn.add %[[XP]], %[[S]] {{.*}} -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SP: %[[R2:.*]] = nn.add %[[R]], %{{.*}} -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SP-NEXT: %[[L:.*]] = nn.linear out_in %[[R2]], %wte.weight {{.*}} -> tensor<?x?x16xf32, #fsdp.token_shard<2>>
+// SP-NEXT: nn.cross_entropy %[[L]], %[[T]] : (tensor<?x?x16xf32, #fsdp.token_shard<2>>, tensor<?x?xi64, #fsdp.token_shard<2>>) -> tensor<f32>
+
+// The backward: a region's exit gathers its gradient, its entry
+// reduce-scatters the region's input gradient, and the embeddings get the
+// rank's part placed among zeros (their gradients partial, as the head's).
+// SPSTEP-LABEL: fsdp.step @train_step
+// SPSTEP: %[[DR:.*]] = nn.linear_grad_input out_in %{{.*}}, %wte.weight
+// SPSTEP: fsdp.tp_all_gather %[[DR]] {module = "h.0.mlp.c_proj"} : tensor<?x?x8xf32, #fsdp.token_shard<2>> -> tensor<?x?x8xf32>
+// SPSTEP: %[[DFC:.*]] = nn.linear_grad_input in_out %{{.*}}, %h.0.mlp.c_fc.weight
+// SPSTEP: fsdp.tp_reduce_scatter %[[DFC]] {module = "h.0.mlp.act"} : tensor<?x?x8xf32> -> tensor<?x?x8xf32, #fsdp.token_shard<2>>
+// SPSTEP: nn.bias_grad %{{.*}} {module = "h.0.attn.c_proj"} : tensor<?x?x8xf32, #fsdp.token_shard<2>> -> tensor<8xf32>
+// SPSTEP: %[[DX:.*]] = fsdp.tp_unchunk %{{.*}} : tensor<?x?x8xf32, #fsdp.token_shard<2>> -> tensor<?x?x8xf32>
+// SPSTEP-NEXT: nn.embedding_grad %[[DX]], %tokens
 
 // NONE-LABEL: nn.graph @gpt
 // NONE-NOT: tp_

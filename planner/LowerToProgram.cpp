@@ -288,8 +288,8 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
   // a program it would refuse is not written.
   if (step.getTpOr1() > 1)
     return step.emitOpError() << "is tensor-parallel (tp " << step.getTpOr1()
-                              << "), which fsdp-run does not run yet: no program is written "
-                                 "(write the plan as .mlir, or read --summary and --report)";
+                              << "), which fsdp-run does not run yet: it is not lowered to a "
+                                 "program (fsdp-plan writes it as .mlir, --summary and --report)";
   for (auto [name, value] : {std::pair{"tokens_offset", step.getTokensOffset()},
                              {"targets_offset", step.getTargetsOffset()}})
     if (!value)

@@ -422,6 +422,14 @@ struct TpCopyGradient
   }
 };
 
+/// A row-parallel bias's gradient: the result's gradient summed over its
+/// rows (under sequence parallelism, the rank's part of them: partial).
+void appendBiasGrad(OpBuilder &b, Operation *op, Value bias, Value dy, StringAttr module,
+                    SmallVectorImpl<Value> &operandGrads) {
+  if (bias)
+    operandGrads.push_back(b.create<nn::BiasGradOp>(op->getLoc(), bias.getType(), dy, module));
+}
+
 /// tp_all_reduce's: its result's gradient, whole, to every rank's linear;
 /// the bias's summed over the rows.
 struct TpAllReduceGradient
@@ -430,9 +438,7 @@ struct TpAllReduceGradient
                                SmallVectorImpl<Value> &operandGrads) const {
     auto sum = cast<plan::TpAllReduceOp>(op);
     operandGrads.push_back(resultGrads[0]);
-    if (Value bias = sum.getBias())
-      operandGrads.push_back(b.create<nn::BiasGradOp>(op->getLoc(), bias.getType(), resultGrads[0],
-                                                      sum.getModuleAttr()));
+    appendBiasGrad(b, op, sum.getBias(), resultGrads[0], sum.getModuleAttr(), operandGrads);
     return success();
   }
 };
@@ -462,9 +468,7 @@ struct TpReduceScatterGradient
     operandGrads.push_back(b.create<plan::TpAllGatherOp>(op->getLoc(), rs.getInput().getType(),
                                                          resultGrads[0], rs.getModuleAttr(),
                                                          DenseI64ArrayAttr(), UnitAttr()));
-    if (Value bias = rs.getBias())
-      operandGrads.push_back(b.create<nn::BiasGradOp>(op->getLoc(), bias.getType(), resultGrads[0],
-                                                      rs.getModuleAttr()));
+    appendBiasGrad(b, op, rs.getBias(), resultGrads[0], rs.getModuleAttr(), operandGrads);
     return success();
   }
 };

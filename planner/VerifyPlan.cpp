@@ -54,7 +54,8 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
                           << " ranks, but the step's shard groups are of " << group;
           return signalPassFailure();
         }
-    if (failed(checkStep(module, step, step.getDpSize() / group)))
+    if (failed(checkTensorParallel(module, step)) ||
+        failed(checkStep(module, step, step.getDpSize() / group)))
       return signalPassFailure();
     if (step.getArenaBytes() && failed(checkMemory(module, step)))
       return signalPassFailure();
@@ -308,6 +309,40 @@ struct VerifyPlanPass : public fsdp::impl::VerifyPlanBase<VerifyPlanPass> {
       if (s.optimizerSteps != 1)
         return u.emitOpError() << "is updated by " << s.optimizerSteps
                                << " optimizer steps; expected one";
+    }
+    return success();
+  }
+
+  // Tensor parallelism: every unit says how its parameters are cut, each
+  // as its nn.param does, in no more pieces than the tp group has ranks;
+  // a step without tp cuts nothing.
+  LogicalResult checkTensorParallel(ModuleOp module, plan::StepOp step) {
+    int64_t tp = step.getTpOr1();
+    llvm::StringMap<nn::ParamOp> params;
+    for (auto p : step.getBody().getOps<nn::ParamOp>())
+      params[p.getName()] = p;
+    for (plan::UnitOp u : getUnits(module)) {
+      if (!u.getTpPieces()) {
+        if (tp > 1)
+          return u.emitOpError() << "has no tp_dims, tp_pieces, tp_sections and tp_partial in a "
+                                    "step of tp "
+                                 << tp;
+        continue;
+      }
+      for (auto [k, name] : llvm::enumerate(u.getParams())) {
+        nn::ParamOp p = params.lookup(cast<StringAttr>(name).getValue());
+        if (!p)
+          continue;
+        int64_t pieces = (*u.getTpPieces())[k];
+        if (tp % pieces != 0)
+          return u.emitOpError() << "cuts parameter " << name << " into " << pieces
+                                 << " pieces, which do not divide tp " << tp;
+        if ((*u.getTpDims())[k] != p.getTpDimOrNone() || pieces != p.getTpPiecesOr1() ||
+            (*u.getTpSections())[k] != p.getTpSectionsOr1() ||
+            (*u.getTpPartial())[k] != p.getTpPartial())
+          return u.emitOpError() << "says parameter " << name
+                                 << " is cut otherwise than its nn.param does";
+      }
     }
     return success();
   }

@@ -359,35 +359,31 @@ LogicalResult TpChunkOp::verify() {
   return verifyTokenParts(*this, getInput().getType(), getResult().getType());
 }
 
-LogicalResult TpReduceScatterOp::verify() {
-  if (failed(verifyTokenParts(*this, getInput().getType(), getResult().getType())))
-    return failure();
-  auto type = cast<RankedTensorType>(getInput().getType());
-  if (ShapedType::isDynamic(type.getShape().back()))
-    return emitOpError() << "sums activations with a static last dimension, not " << type;
-  if (Value bias = getBias()) {
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (bt.getRank() != 1 || bt.getShape()[0] != type.getShape().back() ||
-        bt.getElementType() != type.getElementType())
-      return emitOpError() << "adds a bias of the last dimension " << type.getShape().back()
-                           << " in " << type.getElementType() << ", not " << bt;
-  }
+// A row-parallel sum: of activations with a static last dimension, and
+// its bias, if any, of that dimension and element type.
+static LogicalResult verifySumAndBias(Operation *op, Value input, Value bias) {
+  auto type = cast<RankedTensorType>(input.getType());
+  if (type.getRank() < 1 || ShapedType::isDynamic(type.getShape().back()))
+    return op->emitOpError() << "sums activations with a static last dimension, not " << type;
+  if (!bias)
+    return success();
+  auto bt = cast<RankedTensorType>(bias.getType());
+  if (bt.getRank() != 1 || bt.getShape()[0] != type.getShape().back() ||
+      bt.getElementType() != type.getElementType())
+    return op->emitOpError() << "adds a bias of the last dimension " << type.getShape().back()
+                             << " in " << type.getElementType() << ", not " << bt;
   return success();
 }
 
+LogicalResult TpReduceScatterOp::verify() {
+  if (failed(verifyTokenParts(*this, getInput().getType(), getResult().getType())))
+    return failure();
+  return verifySumAndBias(*this, getInput(), getBias());
+}
+
 LogicalResult TpAllReduceOp::verify() {
-  auto type = cast<RankedTensorType>(getInput().getType());
-  if (type.getRank() < 1 || ShapedType::isDynamic(type.getShape().back()))
-    return emitOpError() << "sums activations with a static last dimension, not " << type;
-  if (Value bias = getBias()) {
-    auto bt = cast<RankedTensorType>(bias.getType());
-    if (bt.getRank() != 1 || bt.getShape()[0] != type.getShape().back() ||
-        bt.getElementType() != type.getElementType())
-      return emitOpError() << "adds a bias of the last dimension " << type.getShape().back()
-                           << " in " << type.getElementType() << ", not " << bt;
-  }
-  if (auto offs = getOffsets(); offs && offs->size() != 1)
-    return emitOpError() << "has one result, so one offset, not " << offs->size();
+  if (failed(verifySumAndBias(*this, getInput(), getBias())))
+    return failure();
   return verifyTpPlace(*this);
 }
 

@@ -754,6 +754,12 @@ int main(int argc, char **argv) {
   if (!reportPath.empty()) {
     nlohmann::ordered_json report =
         planReport(model, o, figures, budget, headroom ? &*headroom : nullptr);
+    // A host pool the node's memory cannot hold does not fit either
+    // (fsdp-plan refuses it below).
+    if (report.contains("host_memory")) {
+      report["host_memory"]["fits"] = hostFits;
+      report["fits"] = fits;
+    }
     if (baseline)
       report["without_settings"] = {{"activation_checkpointing", "none"},
                                     {"param_dtype", "f32"},

@@ -122,7 +122,7 @@ ro, rn = load(os.path.join(d, "off.report.json")), load(os.path.join(d, "none.re
 hm = ro["host_memory"]
 assert ro["offload"] == "optimizer" and rn["offload"] == "none" and "host_memory" not in rn
 assert hm == {"host_bytes": host, "optimizer_bytes": 313728, "master_params_bytes": 156864,
-              "grads_bytes": 156864, "gather_copies_bytes": 0}, hm
+              "grads_bytes": 156864, "gather_copies_bytes": 0, "fits": True}, hm
 print("report: offload optimizer, host_memory the summary's figures; without: offload none, "
       "no host_memory")
 

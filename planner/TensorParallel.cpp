@@ -20,13 +20,6 @@ using namespace fsdp;
 
 namespace {
 
-/// How a parameter is cut: along `dim` into `pieces` (each of `sections`
-/// cut alike), with a gradient each rank holds only part of (`partial`).
-struct Cut {
-  int64_t dim = -1, pieces = 1, sections = 1;
-  bool partial = false;
-};
-
 /// One region: the column-parallel linears (with how many pieces their
 /// outputs are in, and their sections), the ops between whose results
 /// shrink, the parameters of those ops, and the row-parallel linears.

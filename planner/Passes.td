@@ -21,13 +21,11 @@ def TensorParallel : Pass<"fsdp-tensor-parallel", "mlir::ModuleOp"> {
     query heads read, shared by tp / num_kv_heads ranks); the linear that
     reads its output becomes row-parallel. Each MLP (a `silu_mul` of two
     linears, or a `gelu` of one, read by linears only) is split by its
-    intermediate columns alike. An `fsdp.tp_copy` enters each region and an
-    `fsdp.tp_all_reduce` (with the row-parallel linear's bias, added once)
-    leaves it. Embeddings, norms between regions and the head stay whole
-    on every rank, their gradients complete there. The parameters' types
-    become each rank's piece and carry `tp_dim`, `tp_pieces`,
-    `tp_sections` and `tp_partial` (the q/k norms, and key/value heads
-    that ranks share, whose gradients the ranks sharing them sum).
+    intermediate columns alike. Embeddings, norms between regions and the
+    head stay whole on every rank. The parameters' types become each
+    rank's piece and carry `tp_dim`, `tp_pieces`, `tp_sections` and
+    `tp_partial` (the q/k norms, and key/value heads that ranks share,
+    whose gradients the ranks sharing them sum).
 
     `sequence-parallel` (the default; Megatron's sequence parallelism):
     between the regions each rank holds its part of the micro-batch's
@@ -40,7 +38,10 @@ def TensorParallel : Pass<"fsdp-tensor-parallel", "mlir::ModuleOp"> {
     the tp group). A model with ops that read tokens by position outside
     attention (ViT's class token) is refused; plan it with
     `sequence-parallel=false`, which keeps whole activations between the
-    regions (`fsdp.tp_copy` and `fsdp.tp_all_reduce`).
+    regions: an `fsdp.tp_copy` enters each region and an
+    `fsdp.tp_all_reduce` (with the row-parallel linear's bias, added once)
+    leaves it, and the gradients of the parameters outside the regions
+    are complete on every rank.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks (1: none)">,

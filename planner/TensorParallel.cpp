@@ -28,7 +28,6 @@ struct Region {
   struct Column {
     nn::LinearOp linear;
     int64_t pieces = 1, sections = 1;
-    bool partial = false;
   };
   SmallVector<Column> columns;
   // results cut along the last dimension into this many pieces
@@ -99,7 +98,7 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
 
   LogicalResult split(nn::GraphOp graph) {
     Block &body = graph.getBody().front();
-    SmallVector<Region> regions;
+    std::vector<Region> regions;
     for (Operation &op : body) {
       if (isa<nn::MoeRouteOp, nn::MoeLinearOp>(op))
         return op.emitOpError() << "is a mixture of experts' op; tensor parallelism of a mixture "
@@ -239,7 +238,7 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
                                  << heads << ", " << kv << "), which cannot be cut alike";
       bool seen = llvm::any_of(r.columns, [&](auto &c) { return c.linear == *l; });
       if (!seen)
-        r.columns.push_back({*l, pieces, sections, pieces < tp});
+        r.columns.push_back({*l, pieces, sections});
     }
     r.inner.push_back({op, tp});
     kvPiecesOf[op] = kvPieces;
@@ -262,7 +261,7 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
       auto l = in.getDefiningOp<nn::LinearOp>();
       if (!l || !l->hasOneUse())
         return std::nullopt;
-      r.columns.push_back({l, tp, 1, false});
+      r.columns.push_back({l, tp, 1});
     }
     for (Operation *user : op->getResult(0).getUsers()) {
       auto l = dyn_cast<nn::LinearOp>(user);
@@ -325,13 +324,15 @@ struct TensorParallelPass : public fsdp::impl::TensorParallelBase<TensorParallel
     DenseMap<Value, Value> copies;
     for (Region::Column &c : r.columns) {
       nn::LinearOp l = c.linear;
-      int64_t local = c.pieces; // the output is cut in this many pieces
+      // Fewer pieces than ranks: ranks share one, each computing its part
+      // of the gradient (GQA's key/value heads).
+      bool partial = c.pieces < tp;
       bool outIn = l.getLayout() == nn::WeightLayout::out_in;
-      if (failed(cutParam(l.getWeight(), outIn ? 0 : 1, local, c.sections, c.partial, l)))
+      if (failed(cutParam(l.getWeight(), outIn ? 0 : 1, c.pieces, c.sections, partial, l)))
         return failure();
-      if (l.getBias() && failed(cutParam(l.getBias(), 0, local, c.sections, c.partial, l)))
+      if (l.getBias() && failed(cutParam(l.getBias(), 0, c.pieces, c.sections, partial, l)))
         return failure();
-      l.getResult().setType(shrinkLast(l.getResult().getType(), local));
+      l.getResult().setType(shrinkLast(l.getResult().getType(), c.pieces));
       // Each distinct input enters the region once.
       Value in = l.getInput();
       Value &copy = copies[in];

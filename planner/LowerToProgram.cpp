@@ -284,12 +284,12 @@ LogicalResult checkLowerable(ModuleOp module, plan::StepOp step) {
       return step.emitOpError() << "needs a string attribute '" << name << "' to be lowered";
   if (!step.getStrategy())
     return step.emitOpError() << "needs a 'strategy' to be lowered (run fsdp-insert-collectives)";
-  // Planned and verified, but fsdp-run has no tensor-parallel ranks yet:
-  // a program it would refuse is not written.
-  if (step.getTpOr1() > 1)
+  // The tensor-parallel collectives move f32 activations only, so far.
+  if (step.getTpOr1() > 1 && step.getComputeDtypeOrF32() != plan::Dtype::F32)
     return step.emitOpError() << "is tensor-parallel (tp " << step.getTpOr1()
-                              << "), which fsdp-run does not run yet: it is not lowered to a "
-                                 "program (fsdp-plan writes it as .mlir, --summary and --report)";
+                              << ") with bf16 compute, which fsdp-run does not run yet: it is not "
+                                 "lowered to a program (fsdp-plan writes it as .mlir, --summary "
+                                 "and --report; --compute-dtype f32 lowers)";
   for (auto [name, value] : {std::pair{"tokens_offset", step.getTokensOffset()},
                              {"targets_offset", step.getTargetsOffset()}})
     if (!value)
@@ -399,6 +399,12 @@ LogicalResult Lowering::run(raw_ostream &os) {
     for (auto [k, name] : llvm::enumerate(u.getParams())) {
       nn::ParamOp p = paramOps.lookup(cast<StringAttr>(name).getValue());
       program::Param prm;
+      if (u.getTpDims()) { // the cut, as the unit records it
+        prm.tpDim = (*u.getTpDims())[k];
+        prm.tpPieces = (*u.getTpPieces())[k];
+        prm.tpSections = (*u.getTpSections())[k];
+        prm.tpPartial = (*u.getTpPartial())[k];
+      }
       prm.name = cast<StringAttr>(name).getValue().str();
       prm.shape.assign(p.getType().getShape().begin(), p.getType().getShape().end());
       prm.offset = u.getOffsets()[k];
@@ -531,7 +537,9 @@ LogicalResult Lowering::run(raw_ostream &os) {
       }
       issue(&op, inst);
     } else if (auto ar = dyn_cast<plan::AllReduceOp>(op)) {
-      issue(&op, forUnit(POp::AllReduce, unitOf(ar)));
+      Instruction inst = forUnit(POp::AllReduce, unitOf(ar));
+      inst.overTp = ar.getGroup() == plan::Group::tp;
+      issue(&op, inst);
     } else if (auto gn = dyn_cast<plan::GradNormOp>(op)) {
       Instruction inst = make(POp::GradNorm);
       if (int64_t bytes = program::gradNormScratchBytes(prog.target, (int64_t)prog.units.size())) {
@@ -643,6 +651,9 @@ LogicalResult Lowering::run(raw_ostream &os) {
   prog.worldSize = step.getWorldSizeOr1();
   prog.strategy = plan::strategyFlagName(*step.getStrategy()).str();
   prog.shardSize = step.getShardSizeOr1();
+  prog.tp = step.getTpOr1();
+  // Sequence parallelism: the rank's part of the tokens taken after the stem.
+  prog.sequenceParallel = !block.getOps<plan::TpChunkOp>().empty();
   prog.paramDtype = plan::stringifyDtype(step.getParamDtypeOrF32()).str();
   prog.reduceDtype = plan::stringifyDtype(step.getReduceDtypeOrF32()).str();
   prog.computeDtype = plan::stringifyDtype(step.getComputeDtypeOrF32()).str();
@@ -700,7 +711,8 @@ LogicalResult Lowering::run(raw_ostream &os) {
     return phase;
   };
   bool keepGathered = step.keepsGatheredAcrossMicroSteps();
-  bool lastOwn = syncLast || step.getWorldSizeOr1() > step.getShardSizeOr1();
+  // So do the sums of partial gradients over the tp group (tp > 1).
+  bool lastOwn = syncLast || step.getDpSize() > step.getShardSizeOr1() || step.getTpOr1() > 1;
   program::Phase whole = prog.microStep;
   if (keepGathered) {
     prog.reshardAfterBackward = false;

@@ -1,10 +1,15 @@
 //===- Communicator.h - collectives behind one interface ---------*- C++ -*-===//
 //
-// One Communicator per rank. Ranks form shard groups of `shardSize`
-// consecutive ranks (rank r is member r % G of group r / G), replica groups
-// of the ranks holding the same shard (member r / G of group r % G) and,
-// with a `reshardSize` N (reshard_after_forward = N, which divides G),
-// reshard groups of N consecutive ranks (member r % N of group r / N). Every
+// One Communicator per rank. With tensor parallelism of degree T (the
+// program's tp; 1 without) rank r sits at data-parallel index d = r / T and
+// tensor-parallel index t = r % T, and the FSDP groups are over the ranks of
+// one t: shard groups of `shardSize` G consecutive d (member d % G), replica
+// groups of the ranks holding the same shard (member d / G) and, with a
+// `reshardSize` N (reshard_after_forward = N, which divides G), reshard
+// groups of N consecutive d (member d % N). A tp group is the T ranks of
+// one d (member t); the compute stream's tensor-parallel collectives run on
+// Group::Tp, the comm stream's (partial gradients' sums, the grad norm's)
+// on Group::TpGrad, the same ranks: each stream keeps its own order. Every
 // collective either completes on every member or fails on every member:
 // a rank that stops aborts its peers, which then report it instead of
 // waiting forever.
@@ -21,7 +26,8 @@
 
 namespace fsdp::runtime {
 
-enum class Group { Shard, Replica, World, Reshard };
+enum class Group { Shard, Replica, World, Reshard, Tp, TpGrad };
+inline constexpr int kGroupKinds = 6;
 
 /// Where a rank is among its collectives, for --timeout's report. Plain
 /// bytes: the MPI backend sends it to a rank that asks.
@@ -49,6 +55,11 @@ public:
   virtual int worldSize() const = 0;
   int groupSize(Group g) const;
   int memberIndex(Group g) const;
+  /// Which group of kind `g` this rank is in, from 0 (a backend's key).
+  int groupIndex(Group g) const;
+  /// The world rank of member `m` of this rank's group of kind `g`.
+  int memberRank(Group g, int m) const;
+  int tpSize() const { return tp; }
 
   /// dst[j*bytes .. (j+1)*bytes) = member j's src, for every member j. src
   /// may be this member's own slot of dst (in place).
@@ -76,21 +87,22 @@ public:
   Whereabouts whereabouts() const;
 
 protected:
-  Communicator(int shardSize, int reshardSize = 0)
-      : shardSize(shardSize), reshardSize(reshardSize) {}
+  Communicator(int shardSize, int reshardSize = 0, int tp = 1)
+      : shardSize(shardSize), reshardSize(reshardSize), tp(tp) {}
   /// The backends' part: a collective on `g` begins (`what` names it when
   /// the caller did not) and ends.
   void began(Group g, const char *what);
   void ended();
   int shardSize;
   int reshardSize; // 0: no reshard groups
+  int tp;          // the tensor-parallel degree (1: none)
 
 private:
   mutable std::mutex whereMu; // a peer's thread reads it at its timeout
   Whereabouts where;
   bool named = false; // `where.site` names the next collective
   bool holds = false; // ... and the ones after it; else the backend names them
-  int64_t numbers[4] = {0, 0, 0, 0};
+  int64_t numbers[kGroupKinds] = {};
 };
 
 /// N ranks as threads of this process, collectives through shared memory. A
@@ -98,7 +110,8 @@ private:
 /// rank, naming the members that did not arrive.
 class ThreadsWorld;
 std::shared_ptr<ThreadsWorld> createThreadsWorld(int worldSize, int shardSize,
-                                                 double timeoutS = 600, int reshardSize = 0);
+                                                 double timeoutS = 600, int reshardSize = 0,
+                                                 int tp = 1);
 std::unique_ptr<Communicator> threadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank);
 
 /// One process a rank under mpirun (OpenMPI). initMPI is called first and
@@ -117,7 +130,8 @@ std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 6
 
 /// The world ranks of the members of `comm`'s group `g`, in member order.
 std::vector<int> groupRanks(const Communicator &comm, Group g);
-/// "the shard group", "the replica group", "the world", "the reshard group".
+/// "the shard group", "the replica group", "the world", "the reshard group",
+/// "the tp group", "the tp group's comm stream".
 const char *groupName(Group g);
 /// "rank 1", "ranks 1, 3".
 std::string rankList(const std::vector<int> &ranks);

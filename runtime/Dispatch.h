@@ -21,6 +21,8 @@
 //                                                  reshard_after_forward: this
 //                                                  member's 1/N of the gathered
 //                                                  parameters kept
+//   void tensorParallel(const Instruction &)       tp_*: the rank's tensor-
+//                                                  parallel op (RankDevice's)
 // and one member a kernel, with the CPU kernels' arguments (kernels/cpu.h),
 // for float and for kernels::bf16 storage; the linear, bias,
 // embedding and norm gradient kernels also take the op's scratch last:
@@ -83,6 +85,7 @@ template <typename R> struct ArenaMemory {
     rank.touch(i.dst, u.paddedNumel * 4);
     rank.accumulate(rank.at(i.dst), rank.template at<char>(i.src), u.paddedNumel, elem == 2);
   }
+  void tensorParallel(const program::Instruction &i) { rank.tensorParallel(i); }
   void reshard(const program::Program &p, const program::Instruction &i) {
     const program::Unit &u = p.units[i.unit];
     int64_t bytes = p.reshardedBytes(u, i.bf16);
@@ -317,6 +320,13 @@ bool dispatchTyped(const program::Program &p, const program::Instruction &i, K &
     return true;
   case Op::Reshard: // reshard_after_forward: this member's 1/N kept for backward
     k.reshard(p, i);
+    return true;
+  case Op::TpAllGather: // tensor parallelism: on the compute stream, over the tp group
+  case Op::TpReduceScatter:
+  case Op::TpAllReduce:
+  case Op::TpChunk:
+  case Op::TpUnchunk:
+    k.tensorParallel(i);
     return true;
   case Op::MoeRoute:
   case Op::MoeRouteGrad:

@@ -135,6 +135,21 @@ public:
   std::string allReduce(float *buf, int64_t count) override {
     return status(comm.allReduce(Group::Replica, buf, count));
   }
+  std::string tpAllGather(const void *src, void *dst, int64_t bytes) override {
+    return status(comm.allGather(Group::Tp, src, dst, bytes));
+  }
+  std::string tpReduceScatter(const float *src, float *dst, int64_t count) override {
+    std::memset(dst, 0, size_t(count) * 4);
+    return status(comm.reduceScatterAdd(Group::Tp, src, dst, count));
+  }
+  std::string tpAllReduce(Group g, float *buf, int64_t count) override {
+    return status(comm.allReduce(g, buf, count));
+  }
+  void addBias(float *x, const float *bias, int64_t rows, int64_t D) override {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < D; ++j)
+        x[r * D + j] += bias[j];
+  }
   std::string reduceGradNorm(const Instruction &, const std::string &site) override;
   int64_t outsideArenaBytes() const override {
     return comm.stagingBytes() + (comm.rank() == 0 ? inputBytes : 0);
@@ -303,9 +318,26 @@ struct CpuKernels : ArenaMemory<CpuRank> {
 std::string CpuRank::reduceGradNorm(const Instruction &, const std::string &site) {
   comm.at(Group::Shard, site);
   double sum = 0;
-  for (const Unit &u : program.units)
-    sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
+  if (program.tp == 1) {
+    for (const Unit &u : program.units)
+      sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
+  } else {
+    // Each element of the model once: a piece's on the first rank of those
+    // holding it (a whole parameter's on tp rank 0), then summed over the
+    // shard group and the tp group.
+    int t = comm.memberIndex(Group::TpGrad), member = comm.memberIndex(Group::Shard);
+    for (const Unit &u : program.units)
+      for (const Param &prm : u.params) {
+        ShardSlice slice = shardSlice(u, member, prm);
+        if (slice.count && t % (program.tp / prm.tpPieces) == 0)
+          sum += kernels::sumOfSquares(at(u.gradShardOffset) + slice.inShard, slice.count);
+      }
+  }
   bool ok = comm.allReduceScalar(Group::Shard, &sum);
+  if (ok && program.tp > 1) {
+    comm.at(Group::TpGrad, site);
+    ok = comm.allReduceScalar(Group::TpGrad, &sum);
+  }
   gradNorm = std::sqrt(sum);
   return status(ok);
 }
@@ -436,7 +468,7 @@ std::string fsdp::runtime::runThreads(const Program &program, const RunOptions &
   if (std::string err = kernels::reserveBlasBuffers((int)program.worldSize); !err.empty())
     return err;
   auto world = createThreadsWorld(program.worldSize, program.shardSize, options.timeoutS,
-                                  (int)program.reshardAfterForward);
+                                  (int)program.reshardAfterForward, (int)program.tp);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < program.worldSize; ++r)
     comms.push_back(threadsCommunicator(world, r));

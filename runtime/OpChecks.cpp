@@ -408,6 +408,36 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     if (t(inst.out[0]).dtype == DType::BF16 && t(inst.in[0]).dtype == DType::BF16)
       fail("a bf16 parameter needs no cast to bf16");
     break;
+  case Op::TpAllGather:
+  case Op::TpUnchunk:
+  case Op::TpReduceScatter:
+  case Op::TpChunk:
+  case Op::TpAllReduce: {
+    if (p.tp < 2)
+      fail("a tensor-parallel op runs only in a program with tp");
+    bool sums = inst.op == Op::TpReduceScatter || inst.op == Op::TpAllReduce;
+    if (p.sequenceParallel != (inst.op != Op::TpAllReduce))
+      fail(p.sequenceParallel ? "a program with sequence parallelism leaves its regions by "
+                                "tp_reduce_scatter, not tp_all_reduce"
+                              : "only a program with sequence parallelism parts the tokens");
+    bool gathers = inst.op == Op::TpAllGather || inst.op == Op::TpUnchunk;
+    int64_t part = gathers ? inst.in[0] : inst.out[0], whole = gathers ? inst.out[0] : inst.in[0];
+    int64_t parts = inst.op == Op::TpAllReduce ? 1 : p.tp;
+    // Activations [B, S, D] and their parts [1, B S / N, D] share D; token
+    // ids [B, S] and theirs [1, B S / N] only the order.
+    bool ids = t(whole).dtype == DType::I64;
+    if (t(part).dtype != t(whole).dtype || (!ids && last(part) != last(whole)) ||
+        n(whole) != (i128)n(part) * parts)
+      fail("the whole tensor must be of the part's dtype and " +
+           std::string(ids ? "" : "last dimension, ") + "with " + std::to_string(parts) +
+           " times its elements");
+    if (sums && t(whole).dtype != DType::F32)
+      fail("sums f32 activations only");
+    if (inst.in.size() > 1 && (t(inst.in[1]).shape != std::vector<int64_t>{last(whole)} ||
+                               t(inst.in[1]).dtype != DType::F32))
+      fail("the bias must be f32 of the rows' length, " + std::to_string(last(whole)));
+    break;
+  }
   case Op::GeluGrad:
   case Op::SiluMul:
   case Op::SiluMulGrad:
@@ -658,6 +688,18 @@ void fsdp::program::detail::checkInstruction(const Program &p, Instruction &inst
     touches(in[0], c.n);
     touches(out[0], c.n);
     break;
+  case Op::TpAllGather:
+  case Op::TpUnchunk:
+  case Op::TpReduceScatter:
+  case Op::TpChunk:
+  case Op::TpAllReduce: {
+    bool gathers = inst.op == Op::TpAllGather || inst.op == Op::TpUnchunk;
+    touches(gathers ? in[0] : out[0], c.n);
+    touches(gathers ? out[0] : in[0], (i128)c.n * c.parts);
+    if (c.bias)
+      touches(in[1], c.D);
+    break;
+  }
   case Op::ClassToken:
   case Op::ClassTokenGrad: {
     bool fwd = inst.op == Op::ClassToken;

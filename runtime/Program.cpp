@@ -161,6 +161,19 @@ Call fsdp::program::decodeCall(const Program &p, const Instruction &i) {
   case Op::Cast:
     c.n = numel(0, In), c.castFrom = p.tensors[i.in[0]].dtype;
     break;
+  // Tensor parallelism: n the part's elements (all_reduce: the whole's), D
+  // the rows' length (the bias's), parts the tp degree (all_reduce: 1).
+  case Op::TpAllGather: // part -> whole
+  case Op::TpUnchunk:
+    c.n = numel(0, In), c.D = last(0, In), c.parts = p.tp;
+    break;
+  case Op::TpReduceScatter: // whole (, bias) -> part
+  case Op::TpChunk:
+    c.n = numel(0, Out), c.D = last(0, Out), c.parts = p.tp, c.bias = i.in.size() > 1;
+    break;
+  case Op::TpAllReduce: // whole (, bias) -> whole
+    c.n = numel(0, In), c.D = last(0, In), c.parts = 1, c.bias = i.in.size() > 1;
+    break;
   case Op::MoeRoute: // logits [B, S, E] -> weights, experts, slots [B, S, k]
     c.E = last(0, In), c.k = last(0, Out), c.n = rows(numel(0, In), c.E);
     break;
@@ -318,6 +331,8 @@ ojson instructionJson(const Instruction &i) {
     j["kind"] = bufferKindName(i.op == Op::Free ? i.kind : BufferKind::Grads);
   if (i.overReshard)
     j["group"] = "reshard";
+  if (i.overTp)
+    j["group"] = "tp";
   // The op's attributes, in the order the plan's ops list them.
   switch (i.op) {
   case Op::LayerNorm:
@@ -444,6 +459,10 @@ std::string fsdp::program::writeProgram(const Program &p) {
     top["reshard_after_backward"] = false;
   if (p.reshardAfterForward) // as is: none
     top["reshard_after_forward"] = p.reshardAfterForward;
+  if (p.tp > 1) { // 1, the default, is written without
+    top["tp"] = p.tp;
+    top["sequence_parallel"] = p.sequenceParallel;
+  }
   if (p.offloadsOptimizer()) { // none, the default, is written without
     top["offload"] = offloadName(p.offload);
     top["host_bytes"] = p.hostBytes;
@@ -473,12 +492,21 @@ std::string fsdp::program::writeProgram(const Program &p) {
   std::vector<ojson> units, tensors;
   for (const Unit &u : p.units) {
     ojson params = ojson::array();
-    for (const Param &prm : u.params)
-      params.push_back({{"name", prm.name},
-                        {"shape", prm.shape},
-                        {"offset", prm.offset},
-                        {"numel", prm.numel},
-                        {"decay", prm.decay}});
+    for (const Param &prm : u.params) {
+      ojson pj = {{"name", prm.name},
+                  {"shape", prm.shape},
+                  {"offset", prm.offset},
+                  {"numel", prm.numel},
+                  {"decay", prm.decay}};
+      if (prm.tpDim >= 0) { // whole, the default, is written without
+        pj["tp_dim"] = prm.tpDim;
+        pj["tp_pieces"] = prm.tpPieces;
+        pj["tp_sections"] = prm.tpSections;
+      }
+      if (prm.tpPartial)
+        pj["tp_partial"] = true;
+      params.push_back(pj);
+    }
     ojson unit = {{"name", u.name},
                   {"module", u.module},
                   {"numel", u.numel},
@@ -537,7 +565,8 @@ bool fsdp::program::operator==(const Tensor &a, const Tensor &b) {
 }
 bool fsdp::program::operator==(const Param &a, const Param &b) {
   return a.name == b.name && a.shape == b.shape && a.offset == b.offset && a.numel == b.numel &&
-         a.decay == b.decay;
+         a.decay == b.decay && a.tpDim == b.tpDim && a.tpPieces == b.tpPieces &&
+         a.tpSections == b.tpSections && a.tpPartial == b.tpPartial;
 }
 bool fsdp::program::operator==(const Unit &a, const Unit &b) {
   return a.name == b.name && a.module == b.module && a.numel == b.numel &&
@@ -551,7 +580,8 @@ bool fsdp::program::operator==(const Unit &a, const Unit &b) {
 bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
   return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&
          a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom && a.kind == b.kind &&
-         a.overReshard == b.overReshard && a.bf16 == b.bf16 && a.layoutInOut == b.layoutInOut &&
+         a.overReshard == b.overReshard && a.overTp == b.overTp && a.bf16 == b.bf16 &&
+         a.layoutInOut == b.layoutInOut &&
          a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
          a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
          a.approximate == b.approximate && a.ropeScaling == b.ropeScaling && a.topK == b.topK &&
@@ -578,8 +608,27 @@ bool fsdp::program::operator==(const Program &a, const Program &b) {
          a.inputKind == b.inputKind && a.image == b.image && a.units == b.units &&
          a.tensors == b.tensors && a.gradSync == b.gradSync &&
          a.reshardAfterBackward == b.reshardAfterBackward &&
-         a.reshardAfterForward == b.reshardAfterForward && a.offload == b.offload &&
+         a.reshardAfterForward == b.reshardAfterForward && a.tp == b.tp &&
+         a.sequenceParallel == b.sequenceParallel && a.offload == b.offload &&
          a.hostBytes == b.hostBytes && a.firstMicroStep == b.firstMicroStep &&
          a.microStep == b.microStep && a.lastMicroStep == b.lastMicroStep &&
          a.optimizer == b.optimizer;
+}
+
+int64_t fsdp::program::Param::wholeElement(int64_t e, int64_t t, int64_t tp) const {
+  if (!isCut())
+    return e;
+  // Row-major: the index of dimension tpDim, and the elements before and
+  // after it.
+  int64_t inner = 1;
+  for (size_t d = tpDim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t len = shape[tpDim]; // the piece's extent along tpDim
+  int64_t outer = e / (len * inner), i = e / inner % len, rest = e % inner;
+  // The piece holds, of each of the sections, its 1/tpPieces part.
+  int64_t piece = t / (tp / tpPieces), perSection = len / tpSections;
+  int64_t section = i / perSection, within = i % perSection;
+  int64_t wholeLen = len * tpPieces, wholeSection = wholeLen / tpSections;
+  int64_t wi = section * wholeSection + piece * perSection + within;
+  return (outer * wholeLen + wi) * inner + rest;
 }

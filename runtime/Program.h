@@ -57,9 +57,27 @@ struct Tensor {
 
 struct Param {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;    // this rank's: its piece under tensor parallelism
   int64_t offset = 0, numel = 0; // elements within the unit's flat buffer
   bool decay = false;
+  // Tensor parallelism (docs/program-format.md): the dimension the whole
+  // parameter is cut along (-1: whole on every rank), into `tpPieces`
+  // pieces, each of the dimension's `tpSections` sections cut alike; tp
+  // rank t holds piece t / (tp / tpPieces). `tpPartial`: the rank's
+  // gradient is a part, summed over the ranks holding the piece.
+  int64_t tpDim = -1, tpPieces = 1, tpSections = 1;
+  bool tpPartial = false;
+  bool isCut() const { return tpDim >= 0 && tpPieces > 1; }
+  /// The whole parameter's shape (the model's).
+  std::vector<int64_t> wholeShape() const {
+    std::vector<int64_t> s = shape;
+    if (isCut())
+      s[tpDim] *= tpPieces;
+    return s;
+  }
+  /// Element e of the piece held by tp rank `t` of `tp`, as an element of the
+  /// whole parameter (row-major).
+  int64_t wholeElement(int64_t e, int64_t t, int64_t tp) const;
 };
 
 struct Unit {
@@ -140,6 +158,9 @@ struct Instruction {
   // at src (reshard_after_forward = N); else over the shard group, from
   // each member's parameter shard.
   bool overReshard = false;
+  // all_reduce: over the tp group (the sums of the unit's partial
+  // gradients, tp > 1); else over the replica group.
+  bool overTp = false;
   // attributes
   bool layoutInOut = false;
   double eps = 0, theta = 0;
@@ -187,6 +208,12 @@ struct Program {
   // another origin (a JSON or MLIR graph). --save-weights DIR writes them.
   std::string hfConfig, generationConfig;
   int64_t worldSize = 1, shardSize = 1, microBatch = 1, seqLen = 1;
+  // Tensor parallelism (fsdp-plan --tp N): a (world_size / tp) x tp mesh,
+  // rank r at data-parallel index r / tp and tp index r % tp; shard_size
+  // counts data-parallel ranks. With sequence parallelism each rank holds
+  // 1/tp of a micro-batch's tokens between the tensor-parallel regions.
+  int64_t tp = 1;
+  bool sequenceParallel = false;
   std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
   Target target = Target::Cpu;
   // cuda: cuBLAS's workspace for the whole step (stepWorkspaceBytes).
@@ -265,13 +292,16 @@ struct Program {
     return offloadsOptimizer() ? host : arena;
   }
 
-  int64_t replicas() const { return worldSize / shardSize; }
+  int64_t dpSize() const { return worldSize / tp; }
+  int64_t replicas() const { return dpSize() / shardSize; }
   bool syncsAtLastMicroStep() const { return gradSync == "last"; }
   /// Whether a step's last micro-step runs lists of its own
   /// (lastMicroStep): under grad_sync last, and wherever the gradient
   /// shards are all-reduced across replica groups, which sums each shard
   /// whole and so runs once a step, when it holds the step's sum.
-  bool hasLastMicroStep() const { return syncsAtLastMicroStep() || replicas() > 1; }
+  /// Under tp the partial gradients' sums over the tp group are likewise
+  /// once a step.
+  bool hasLastMicroStep() const { return syncsAtLastMicroStep() || replicas() > 1 || tp > 1; }
   bool keepsGatheredAcrossMicroSteps() const { return !reshardAfterBackward; }
   /// The lists micro-step `micro` of `count` runs (eval: an eval batch's,
   /// which reduces nothing under grad_sync last).

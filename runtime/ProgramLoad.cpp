@@ -197,9 +197,19 @@ void Loader::run(const std::string &text) {
   if (p.worldSize > kMaxRanks)
     fail("top level", "world_size " + std::to_string(p.worldSize) +
                           " is more ranks than fsdp-run runs (at most 1048576)");
-  if (p.worldSize < 1 || p.shardSize < 1 || p.worldSize % p.shardSize != 0)
+  if (j.contains("tp")) {
+    p.tp = get<int64_t>(j, "tp", "top level");
+    if (p.tp < 2 || p.worldSize < 1 || p.worldSize % p.tp != 0)
+      fail("tp", std::to_string(p.tp) + ": the tensor-parallel degree must be at least 2 and "
+                 "divide world_size " + std::to_string(p.worldSize));
+    p.sequenceParallel = get<bool>(j, "sequence_parallel", "top level");
+  } else if (j.contains("sequence_parallel")) {
+    fail("sequence_parallel", "only a program with tp has sequence parallelism");
+  }
+  if (p.worldSize < 1 || p.shardSize < 1 || p.dpSize() % p.shardSize != 0)
     fail("top level", "shard_size " + std::to_string(p.shardSize) + " must divide world_size " +
-                          std::to_string(p.worldSize));
+                          std::to_string(p.worldSize) +
+                          (p.tp > 1 ? " / tp " + std::to_string(p.tp) : std::string()));
   if (p.microBatch < 1 || p.seqLen < 1 || p.arenaBytes < 0 || p.events < 0)
     fail("top level", "micro_batch, seq_len, arena_bytes and events must be positive");
   // cuBLAS's workspace: the plan's, on cuda only.
@@ -368,6 +378,28 @@ void Loader::run(const std::string &text) {
       prm.offset = get<int64_t>(pj, "offset", where);
       prm.numel = get<int64_t>(pj, "numel", where);
       prm.decay = get<bool>(pj, "decay", where);
+      if (pj.contains("tp_dim")) {
+        if (p.tp == 1)
+          fail(where, "parameter '" + prm.name + "' is cut (tp_dim), which only a program with "
+                      "tp is");
+        prm.tpDim = get<int64_t>(pj, "tp_dim", where);
+        prm.tpPieces = get<int64_t>(pj, "tp_pieces", where);
+        prm.tpSections = get<int64_t>(pj, "tp_sections", where);
+        if (prm.tpDim < 0 || prm.tpDim >= (int64_t)prm.shape.size() || prm.tpPieces < 1 ||
+            p.tp % prm.tpPieces != 0 || prm.tpSections < 1 ||
+            prm.shape[prm.tpDim] % prm.tpSections != 0)
+          fail(where, "parameter '" + prm.name + "': tp_dim " + std::to_string(prm.tpDim) +
+                          ", tp_pieces " + std::to_string(prm.tpPieces) + " and tp_sections " +
+                          std::to_string(prm.tpSections) +
+                          " must name one of its dimensions, cut into pieces that divide tp " +
+                          std::to_string(p.tp) + ", with sections that divide its extent");
+      }
+      if (pj.contains("tp_partial")) {
+        if (p.tp == 1)
+          fail(where, "parameter '" + prm.name + "' has a partial gradient (tp_partial), which "
+                      "only a program with tp has");
+        prm.tpPartial = get<bool>(pj, "tp_partial", where);
+      }
       bool negative = false;
       for (int64_t d : prm.shape)
         negative |= d < 0;
@@ -550,6 +582,12 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
     } else if (inst.op == Op::TokenTypeIds) {
       tokenTypes.insert(inst.out[0]);
     }
+  // Sequence parallelism: a tp_chunk's part of the tokens or the targets
+  // holds their values.
+  std::map<int64_t, int64_t> partOf;
+  for (const Instruction &inst : s.compute)
+    if (inst.op == Op::TpChunk && (inst.in[0] == p.tokens || inst.in[0] == p.targets))
+      partOf[inst.out[0]] = inst.in[0];
   int64_t vocab = p.vocabSize();
   for (const Instruction &inst : s.compute) {
     int64_t ids, rows;
@@ -563,6 +601,8 @@ void Loader::checkIndices(const std::string &phase, const Phase &s) {
     } else {
       continue;
     }
+    if (auto part = partOf.find(ids); part != partOf.end())
+      ids = part->second;
     std::string where =
         phase + ".compute[" + std::to_string(inst.index) + "] (" + opName(inst.op) + ")";
     std::string rowsText =
@@ -690,11 +730,15 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   }
   if (j.contains("group")) {
     std::string g = get<std::string>(j, "group", where);
-    if (g != "shard" && g != "reshard")
-      fail(where, "group must be \"shard\" (the default) or \"reshard\", but is \"" + g + "\"");
+    if (g != "shard" && g != "reshard" && g != "tp")
+      fail(where, "group must be \"shard\" (the default), \"reshard\" or \"tp\", but is \"" + g +
+                      "\"");
     inst.overReshard = g == "reshard";
     if (inst.overReshard && inst.op != Op::AllGather)
       fail(where, "only an all_gather runs over the reshard group");
+    inst.overTp = g == "tp";
+    if (inst.overTp && inst.op != Op::AllReduce)
+      fail(where, "only an all_reduce runs over the tp group");
   }
   if (j.contains("layout"))
     inst.layoutInOut = get<std::string>(j, "layout", where) == "in_out";

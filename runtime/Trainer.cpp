@@ -131,10 +131,93 @@ std::string RankDevice::runCollective(const Instruction &inst, const std::string
     return reduceScatterAdd(at(inst.src), shard, u.shardNumel, DType::F32, staging);
   }
   default: // all_reduce
+    if (inst.overTp)
+      return sumPartialGradients(u, site);
     nameCollective(Group::Replica, site, "all_reduce");
     return allReduce(at(u.gradShardOffset), u.shardNumel);
   }
 }
+
+// all_reduce over tp: of each parameter with a partial gradient, this
+// shard's part summed over the ranks of the tp group holding the same piece
+// (all of them for a whole parameter). A piece held by tp / P ranks is
+// summed as P slots, this rank's part in its piece's and zeros in the
+// others, over the whole group: adding a zero is exact, so each slot is the
+// sum over its piece's ranks, in member order, the same bits on each.
+std::string RankDevice::sumPartialGradients(const Unit &u, const std::string &site) {
+  const Program &p = program;
+  int t = host.memberIndex(Group::TpGrad);
+  float *shard = at(u.gradShardOffset);
+  for (const Param &prm : u.params) {
+    ShardSlice slice = shardSlice(u, shardMember(), prm);
+    if (!prm.tpPartial || !slice.count)
+      continue;
+    touch(u.gradShardOffset + slice.inShard * 4, slice.count * 4);
+    nameCollective(Group::TpGrad, site + " '" + prm.name + "'", "all_reduce");
+    float *part = shard + slice.inShard;
+    std::string why;
+    if (prm.tpPieces == 1) {
+      why = tpAllReduce(Group::TpGrad, part, slice.count);
+    } else {
+      int64_t piece = t / (p.tp / prm.tpPieces);
+      std::vector<float> slots(size_t(prm.tpPieces * slice.count), 0.0f);
+      std::copy(part, part + slice.count, slots.begin() + piece * slice.count);
+      why = tpAllReduce(Group::TpGrad, slots.data(), (int64_t)slots.size());
+      std::copy(slots.begin() + piece * slice.count, slots.begin() + (piece + 1) * slice.count,
+                part);
+    }
+    if (!why.empty())
+      return why;
+  }
+  return "";
+}
+
+void RankDevice::tensorParallel(const Instruction &inst) {
+  const Program &p = program;
+  const program::Call &c = inst.call;
+  int t = host.memberIndex(Group::Tp);
+  int64_t esize = program::Tensor{0, {1}, p.tensors[inst.out[0]].dtype}.bytes();
+  char *in = tensor<char>(inst.in[0]), *out = tensor<char>(inst.out[0]);
+  int64_t partBytes = c.n * esize;
+  if (inst.op == Op::TpChunk || inst.op == Op::TpUnchunk) { // local
+    if (inst.op == Op::TpChunk) {
+      copy(out, in + t * partBytes, partBytes);
+    } else {
+      zero(out, partBytes * p.tp, "tp_unchunk");
+      copy(out + t * partBytes, in, partBytes);
+    }
+    return;
+  }
+  std::string site = (running ? running->place : std::string()) + " compute[" +
+                     std::to_string(inst.index) + "] " + opName(inst.op);
+  nameCollective(Group::Tp, site, opName(inst.op));
+  std::string why;
+  switch (inst.op) {
+  case Op::TpAllGather:
+    why = tpAllGather(in, out, partBytes);
+    break;
+  case Op::TpReduceScatter:
+    why = tpReduceScatter(reinterpret_cast<const float *>(in), reinterpret_cast<float *>(out), c.n);
+    break;
+  default: // tp_all_reduce
+    if (out != in)
+      copy(out, in, partBytes);
+    why = tpAllReduce(Group::Tp, reinterpret_cast<float *>(out), c.n);
+    break;
+  }
+  if (!why.empty())
+    fail(why);
+  if (c.bias)
+    addBias(reinterpret_cast<float *>(out), tensor<float>(inst.in[1]), c.n / c.D, c.D);
+}
+
+static const char *kNoTensorParallel = "this device runs no tensor parallelism (tp)";
+std::string RankDevice::tpAllGather(const void *, void *, int64_t) { return kNoTensorParallel; }
+std::string RankDevice::tpReduceScatter(const float *, float *, int64_t) {
+  return kNoTensorParallel;
+}
+std::string RankDevice::tpAllReduce(Group, float *, int64_t) { return kNoTensorParallel; }
+void RankDevice::addBias(float *, const float *, int64_t, int64_t) { fail(kNoTensorParallel); }
 
 /// The gradient scale that clips to options.clipGradNorm (1: no clipping).
 static double clipScale(const RunOptions &o, double gradNorm) {
@@ -384,7 +467,8 @@ int64_t Trainer::loadShards() {
       err = options.resume + ": its newest checkpoint is of step " + std::to_string(first) +
             ", past --steps " + std::to_string(options.steps);
   } else {
-    err = weights::initShards(program, options, host.memberIndex(Group::Shard), image, pool);
+    err = weights::initShards(program, options, host.memberIndex(Group::Shard), image, pool,
+                              program.tp > 1 ? host.memberIndex(Group::Tp) : 0);
   }
   if (!err.empty())
     device.fail(err);
@@ -413,7 +497,10 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
                       std::to_string(index + 1) + name + std::to_string(micro + 1) + "/" +
                       std::to_string(options.gradAccum);
   RankDevice::InputBuffers in = device.inputBuffers(kind, index);
-  data::fillInputs(program, options, data, eval, host.rank(), index, micro, in.input, in.targets);
+  // The micro-batch of this rank's data-parallel index: a tp group's ranks
+  // take the same one.
+  data::fillInputs(program, options, data, eval, host.rank() / (int)program.tp, index, micro,
+                   in.input, in.targets);
   device.inputsIn();
   // An image classifier's eval: the labels beside the logits kept.
   if (eval && device.logitsTensor())
@@ -430,7 +517,8 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
   const float *losses = device.losses(reader);
   double sum = 0;
   for (int64_t a = 0; a < options.gradAccum; ++a)
-    sum += data::lossWeight(program, options, data, eval, host.rank(), index, a) * losses[a];
+    sum += data::lossWeight(program, options, data, eval, host.rank() / (int)program.tp, index, a) *
+           losses[a];
   return sum;
 }
 

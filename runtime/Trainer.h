@@ -236,6 +236,21 @@ public:
   /// This rank's member index in its reshard group (reshard_after_forward).
   int reshardMember() const { return host.memberIndex(Group::Reshard); }
 
+  /// A tensor-parallel instruction (tp_all_gather, tp_reduce_scatter,
+  /// tp_all_reduce, tp_chunk, tp_unchunk), in order with the compute list:
+  /// its collective over the tp group (Group::Tp) through the device's
+  /// primitives below.
+  void tensorParallel(const program::Instruction &inst);
+  /// The device's tensor-parallel primitives (f32), in order with the
+  /// list that calls them: over the tp group `g` (the compute stream's
+  /// Group::Tp, the comm stream's Group::TpGrad), "" or why they failed. A
+  /// device that runs no tensor parallelism says so.
+  virtual std::string tpAllGather(const void *src, void *dst, int64_t bytes);
+  virtual std::string tpReduceScatter(const float *src, float *dst, int64_t count);
+  virtual std::string tpAllReduce(Group g, float *buf, int64_t count);
+  /// x[r D + j] += bias[j] for r < rows, j < D.
+  virtual void addBias(float *x, const float *bias, int64_t rows, int64_t D);
+
   /// The comm list's part of runCollective, in order on the comm stream:
   /// the name of the collective next made (Communicator::at), the two
   /// conversions, the collectives on the shard group (counts per member)
@@ -292,6 +307,8 @@ protected:
   /// or f32 ones rounded for the reduction): "" or why it failed.
   std::string runCollective(const program::Instruction &inst, const std::string &place);
   int shardMember() const { return host.memberIndex(Group::Shard); }
+  /// all_reduce over tp of unit u's partial gradients (`site` names it).
+  std::string sumPartialGradients(const program::Unit &u, const std::string &site);
 
   const RunOptions &options;
   Communicator &host;

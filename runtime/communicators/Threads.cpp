@@ -29,37 +29,76 @@ int Communicator::groupSize(Group g) const {
   case Group::Shard:
     return shardSize;
   case Group::Replica:
-    return worldSize() / shardSize;
+    return worldSize() / tp / shardSize;
   case Group::World:
     return worldSize();
   case Group::Reshard:
     return reshardSize;
+  case Group::Tp:
+  case Group::TpGrad:
+    return tp;
   }
   return 1;
 }
 
 int Communicator::memberIndex(Group g) const {
+  int d = rank() / tp;
   switch (g) {
   case Group::Shard:
-    return rank() % shardSize;
+    return d % shardSize;
   case Group::Replica:
-    return rank() / shardSize;
+    return d / shardSize;
   case Group::World:
     return rank();
   case Group::Reshard:
-    return rank() % reshardSize;
+    return d % reshardSize;
+  case Group::Tp:
+  case Group::TpGrad:
+    return rank() % tp;
   }
   return 0;
 }
 
+int Communicator::groupIndex(Group g) const {
+  int d = rank() / tp, t = rank() % tp;
+  switch (g) {
+  case Group::Shard:
+    return d / shardSize * tp + t;
+  case Group::Replica:
+    return d % shardSize * tp + t;
+  case Group::World:
+    return 0;
+  case Group::Reshard:
+    return d / reshardSize * tp + t;
+  case Group::Tp:
+  case Group::TpGrad:
+    return d;
+  }
+  return 0;
+}
+
+int Communicator::memberRank(Group g, int m) const {
+  int d = rank() / tp, t = rank() % tp, G = shardSize;
+  switch (g) {
+  case Group::Shard:
+    return (d / G * G + m) * tp + t;
+  case Group::Replica:
+    return (m * G + d % G) * tp + t;
+  case Group::World:
+    return m;
+  case Group::Reshard:
+    return (d / reshardSize * reshardSize + m) * tp + t;
+  case Group::Tp:
+  case Group::TpGrad:
+    return d * tp + m;
+  }
+  return m;
+}
+
 std::vector<int> fsdp::runtime::groupRanks(const Communicator &comm, Group g) {
-  int n = comm.groupSize(g), G = comm.groupSize(Group::Shard), r = comm.rank();
-  std::vector<int> ranks(n);
-  for (int m = 0; m < n; ++m)
-    ranks[m] = g == Group::Shard     ? (r / G) * G + m
-               : g == Group::Replica ? m * G + r % G
-               : g == Group::Reshard ? (r / n) * n + m
-                                     : m;
+  std::vector<int> ranks(comm.groupSize(g));
+  for (int m = 0; m < (int)ranks.size(); ++m)
+    ranks[m] = comm.memberRank(g, m);
   return ranks;
 }
 
@@ -67,6 +106,8 @@ const char *fsdp::runtime::groupName(Group g) {
   return g == Group::Shard     ? "the shard group"
          : g == Group::Replica ? "the replica group"
          : g == Group::Reshard ? "the reshard group"
+         : g == Group::Tp      ? "the tp group"
+         : g == Group::TpGrad  ? "the tp group's comm stream"
                                : "the world";
 }
 
@@ -215,17 +256,24 @@ namespace fsdp::runtime {
 
 class ThreadsWorld {
 public:
-  ThreadsWorld(int worldSize, int shardSize, double timeoutS, int reshardSize)
-      : worldSize(worldSize), shardSize(shardSize), reshardSize(reshardSize), timeoutS(timeoutS),
-        roll(worldSize) {
-    int replicas = worldSize / shardSize;
-    for (int g = 0; g < replicas; ++g)
-      shard.push_back(std::make_unique<GroupState>(shardSize));
-    for (int g = 0; g < shardSize; ++g)
-      replica.push_back(std::make_unique<GroupState>(replicas));
-    for (int g = 0; reshardSize > 0 && g < worldSize / reshardSize; ++g)
-      reshard.push_back(std::make_unique<GroupState>(reshardSize));
-    world = std::make_unique<GroupState>(worldSize);
+  ThreadsWorld(int worldSize, int shardSize, double timeoutS, int reshardSize, int tp)
+      : worldSize(worldSize), shardSize(shardSize), reshardSize(reshardSize), tp(tp),
+        timeoutS(timeoutS), roll(worldSize) {
+    // Each kind's groups in the order of Communicator::groupIndex.
+    int dp = worldSize / tp;
+    auto make = [&](Group g, int count, int size) {
+      for (int i = 0; i < count; ++i)
+        groups[(int)g].push_back(std::make_unique<GroupState>(size));
+    };
+    make(Group::Shard, dp / shardSize * tp, shardSize);
+    make(Group::Replica, shardSize * tp, dp / shardSize);
+    make(Group::World, 1, worldSize);
+    if (reshardSize > 0)
+      make(Group::Reshard, dp / reshardSize * tp, reshardSize);
+    if (tp > 1) {
+      make(Group::Tp, dp, tp);
+      make(Group::TpGrad, dp, tp);
+    }
   }
 
   struct GroupState {
@@ -240,18 +288,8 @@ public:
     int64_t generation = 0;
   };
 
-  GroupState &group(Group g, int rank) {
-    switch (g) {
-    case Group::Shard:
-      return *shard[rank / shardSize];
-    case Group::Replica:
-      return *replica[rank % shardSize];
-    case Group::World:
-      return *world;
-    case Group::Reshard:
-      return *reshard[rank / reshardSize];
-    }
-    return *world;
+  GroupState &group(Group g, const Communicator &comm) {
+    return *groups[(int)g][comm.groupIndex(g)];
   }
 
   // Every member arrives, or the world has been aborted, or --timeout
@@ -310,8 +348,9 @@ public:
 
   // A rank that stops arriving (FSDP_TEST_STALL): holds until the world stops.
   void stall() {
-    std::unique_lock<std::mutex> lock(world->mu);
-    world->cv.wait(lock, [&] { return aborted(); });
+    GroupState &world = *groups[(int)Group::World][0];
+    std::unique_lock<std::mutex> lock(world.mu);
+    world.cv.wait(lock, [&] { return aborted(); });
   }
 
   void abort(const std::string &why) {
@@ -321,13 +360,11 @@ public:
         reason = why;
       isAborted = true;
     }
-    for (auto *list : {&shard, &replica})
-      for (auto &s : *list) {
+    for (auto &list : groups)
+      for (auto &s : list) {
         std::lock_guard<std::mutex> lock(s->mu);
         s->cv.notify_all();
       }
-    std::lock_guard<std::mutex> lock(world->mu);
-    world->cv.notify_all();
   }
   bool aborted() {
     std::lock_guard<std::mutex> lock(errorMu);
@@ -338,12 +375,11 @@ public:
     return reason;
   }
 
-  int worldSize, shardSize, reshardSize;
+  int worldSize, shardSize, reshardSize, tp;
   double timeoutS;
 
 private:
-  std::vector<std::unique_ptr<GroupState>> shard, replica, reshard;
-  std::unique_ptr<GroupState> world;
+  std::vector<std::unique_ptr<GroupState>> groups[kGroupKinds];
   std::mutex rollMu;
   std::vector<const Communicator *> roll;
   std::mutex errorMu;
@@ -358,7 +394,8 @@ namespace {
 class ThreadsCommunicator : public Communicator {
 public:
   ThreadsCommunicator(std::shared_ptr<ThreadsWorld> world, int rank)
-      : Communicator(world->shardSize, world->reshardSize), world(std::move(world)), myRank(rank) {
+      : Communicator(world->shardSize, world->reshardSize, world->tp), world(std::move(world)),
+        myRank(rank) {
     this->world->enlist(rank, this);
   }
   ~ThreadsCommunicator() override { world->enlist(myRank, nullptr); }
@@ -368,7 +405,7 @@ public:
 
   // Meets the group at collective `what`: false once the world is aborted.
   bool meet(Group g, const char *what) {
-    auto &s = world->group(g, myRank);
+    auto &s = world->group(g, *this);
     return world->barrier(s, memberIndex(g), *this, g, what);
   }
   // Counts the collective; false for the one a test stalls (FSDP_TEST_STALL),
@@ -392,7 +429,7 @@ public:
   template <typename Work> bool exchange(Group g, const char *what, const void *mine, Work work) {
     if (!begin(g, what))
       return false;
-    auto &s = world->group(g, myRank);
+    auto &s = world->group(g, *this);
     s.slots[memberIndex(g)] = mine;
     if (!meet(g, what))
       return false;
@@ -432,7 +469,7 @@ public:
   }
 
   bool allReduce(Group g, float *buf, int64_t count) override {
-    auto &s = world->group(g, myRank);
+    auto &s = world->group(g, *this);
     int me = memberIndex(g), n = s.size;
     if (n == 1)
       return true;
@@ -441,6 +478,8 @@ public:
     // Each member sums one chunk of every member's buffer into its staging,
     // then writes that chunk back to every member.
     int64_t chunk = (count + n - 1) / n;
+    // Each group kind its own: the two streams' threads may both reduce.
+    std::vector<float> &staging = this->staging[(int)g];
     if ((int64_t)staging.size() < chunk)
       staging.resize(chunk);
     s.slots[me] = buf;
@@ -464,7 +503,7 @@ public:
   bool allReduceScalar(Group g, double *value) override {
     if (!begin(g, "all_reduce of a scalar"))
       return false;
-    auto &s = world->group(g, myRank);
+    auto &s = world->group(g, *this);
     int me = memberIndex(g);
     s.scalars[me] = *value;
     if (!meet(g, "all_reduce of a scalar"))
@@ -480,20 +519,26 @@ public:
 
   void abort(const std::string &why) override { world->abort(why); }
   std::string error() const override { return world->error(); }
-  int64_t stagingBytes() const override { return staging.capacity() * sizeof(float); }
+  int64_t stagingBytes() const override {
+    int64_t bytes = 0;
+    for (const std::vector<float> &v : staging)
+      bytes += v.capacity() * sizeof(float);
+    return bytes;
+  }
 
 private:
   std::shared_ptr<ThreadsWorld> world;
   int myRank;
   std::atomic<int64_t> collectives{0}; // both streams' threads make them
-  std::vector<float> staging;
+  std::vector<float> staging[kGroupKinds];
 };
 
 } // namespace
 
 std::shared_ptr<ThreadsWorld> fsdp::runtime::createThreadsWorld(int worldSize, int shardSize,
-                                                                double timeoutS, int reshardSize) {
-  return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS, reshardSize);
+                                                                double timeoutS, int reshardSize,
+                                                                int tp) {
+  return std::make_shared<ThreadsWorld>(worldSize, shardSize, timeoutS, reshardSize, tp);
 }
 
 std::unique_ptr<Communicator>

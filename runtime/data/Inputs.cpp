@@ -13,7 +13,7 @@ void fsdp::data::fillTokens(const Program &p, const data::Dataset &data, int64_t
                             int rank, int64_t step, int64_t micro, int64_t *tokens,
                             int64_t *targets) {
   int64_t S = p.seqLen;
-  data::BatchLayout l{p.microBatch, p.worldSize, gradAccum};
+  data::BatchLayout l{p.microBatch, p.dpSize(), gradAccum};
   for (int64_t b = 0; b < l.microBatch; ++b) {
     // data/Batches.h: sequential, or --shuffle's windows.
     int64_t start = sampleStart(data, S, l.global(), step, l.sample(micro, rank, b));
@@ -26,7 +26,7 @@ void fsdp::data::fillTokens(const Program &p, const data::Dataset &data, int64_t
 
 void fsdp::data::fillInputs(const Program &p, const RunOptions &o, const Inputs &data, bool eval,
                             int rank, int64_t step, int64_t micro, char *input, int64_t *targets) {
-  data::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+  data::BatchLayout l{p.microBatch, p.dpSize(), o.gradAccum};
   switch (p.inputKind) {
   case InputKind::Tokens:
     fillTokens(p, eval ? data.eval : data.train, o.gradAccum, rank, step, micro,
@@ -64,7 +64,7 @@ std::string fsdp::data::lossNorm(const Program &p, const RunOptions &o, const In
     norm->gradScale = 1.0f / (float)G;
     return "";
   case InputKind::MaskedTokens: {
-    data::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+    data::BatchLayout l{p.microBatch, p.dpSize(), o.gradAccum};
     int64_t n = data::maskedCount(eval ? data.eval : data.train, p.seqLen, l, step);
     if (n == 0)
       return (eval ? "eval batch " : "step ") + std::to_string(step + 1) +
@@ -83,7 +83,7 @@ double fsdp::data::lossWeight(const Program &p, const RunOptions &o, const Input
                               int rank, int64_t step, int64_t micro) {
   if (p.inputKind != InputKind::MaskedTokens)
     return 1.0;
-  data::BatchLayout l{p.microBatch, p.worldSize, o.gradAccum};
+  data::BatchLayout l{p.microBatch, p.dpSize(), o.gradAccum};
   return (double)data::maskedMicroCount(eval ? data.eval : data.train, p.seqLen, l, rank, step,
                                         micro);
 }
@@ -127,5 +127,5 @@ std::string fsdp::data::Inputs::open(const Program &p, const RunOptions &o) {
 }
 
 int64_t fsdp::data::globalBatch(const Program &p, const RunOptions &o) {
-  return p.microBatch * p.worldSize * o.gradAccum;
+  return p.microBatch * p.dpSize() * o.gradAccum;
 }

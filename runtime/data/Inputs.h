@@ -50,7 +50,9 @@ struct Inputs {
 void fillTokens(const program::Program &p, const Dataset &data, int64_t gradAccum, int rank,
                 int64_t step, int64_t micro, int64_t *tokens, int64_t *targets);
 
-/// Rank `rank`'s inputs for micro-step `micro` of step `step` (or, `eval`,
+/// The inputs of data-parallel rank `rank` (every rank without tensor
+/// parallelism; the tp group's ranks take the same) for micro-step `micro`
+/// of step `step` (or, `eval`,
 /// of eval batch `step`), as the program's inputs.kind says: `input` receives
 /// the bytes of tensor p.tokens (i64 tokens, or f32 or bf16 patches),
 /// `targets` the elements of p.targets (data/Batches.h).
@@ -83,7 +85,8 @@ std::string lossNorm(const program::Program &p, const RunOptions &options, const
 double lossWeight(const program::Program &p, const RunOptions &options, const Inputs &data,
                   bool eval, int rank, int64_t step, int64_t micro);
 
-/// Sequences a step takes over all ranks: micro-batch x ranks x grad-accum.
+/// Sequences a step takes over all ranks: micro-batch x data-parallel ranks x
+/// grad-accum.
 int64_t globalBatch(const program::Program &p, const RunOptions &options);
 
 } // namespace fsdp::data

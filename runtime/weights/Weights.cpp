@@ -27,9 +27,9 @@ std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightS
       if (it == w.tensors().end())
         return w.path() + ": missing tensor '" + prm.name + "'";
       const std::string &file = w.fileOf(prm.name);
-      if (it->second.shape != prm.shape) {
+      if (it->second.shape != prm.wholeShape()) {
         std::string want, got;
-        for (int64_t d : prm.shape)
+        for (int64_t d : prm.wholeShape())
           want += (want.empty() ? "" : ", ") + std::to_string(d);
         for (int64_t d : it->second.shape)
           got += (got.empty() ? "" : ", ") + std::to_string(d);
@@ -67,7 +67,7 @@ std::string fsdp::weights::checkWeights(const Program &p, const weights::WeightS
 // each element's value is a function of the seed, the parameter's name and
 // the element's index (support/Random.h).
 std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int shardMember,
-                                      char *arena, char *host) {
+                                      char *arena, char *host, int tpRank) {
   auto at = [&](int64_t offset) { return reinterpret_cast<float *>(arena + offset); };
   // A file or an HF checkpoint folder: each rank reads, from whichever shard
   // file holds it, only the byte ranges of its own shards.
@@ -91,11 +91,20 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int
       ShardSlice slice = shardSlice(u, shardMember, prm);
       if (!slice.count)
         continue;
+      // The piece's element e is the whole parameter's prm.wholeElement(e).
+      auto whole = [&](int64_t e) { return prm.wholeElement(e, tpRank, p.tp); };
       if (!o.weights.empty()) {
-        std::string err =
-            reader.readF32(prm.name, slice.inParam, slice.count, shard + slice.inShard);
-        if (!err.empty())
-          return err;
+        // Runs of the piece that are runs of the whole: one read each (the
+        // whole slice, for a parameter that is not cut).
+        for (int64_t i = 0; i < slice.count;) {
+          int64_t from = whole(slice.inParam + i), len = 1;
+          while (i + len < slice.count && whole(slice.inParam + i + len) == from + len)
+            ++len;
+          std::string err = reader.readF32(prm.name, from, len, shard + slice.inShard + i);
+          if (!err.empty())
+            return err;
+          i += len;
+        }
         continue;
       }
       uint64_t nameHash = 1469598103934665603ull;
@@ -103,7 +112,7 @@ std::string fsdp::weights::initShards(const Program &p, const RunOptions &o, int
         nameHash = (nameHash ^ (unsigned char)c) * 1099511628211ull;
       bool isBias = prm.name.size() >= 5 && prm.name.compare(prm.name.size() - 5, 5, ".bias") == 0;
       for (int64_t i = 0; i < slice.count; ++i) {
-        int64_t e = slice.inParam + i; // the parameter's element
+        int64_t e = whole(slice.inParam + i); // the whole parameter's element
         float v;
         if (prm.shape.size() >= 2) {
           uint64_t r1 =
@@ -151,8 +160,10 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
                                    comm.memberIndex(runtime::Group::Shard), "weights file", host);
   if (!err.empty())
     return err;
-  // The first shard group holds one whole copy; its members gather each unit.
-  bool inFirstGroup = comm.rank() < p.shardSize;
+  // The first shard group holds one whole copy (under tensor parallelism,
+  // of its tp rank's pieces); its members gather each unit.
+  int64_t dpRank = comm.rank() / p.tp;
+  bool inFirstGroup = dpRank < p.shardSize;
   std::vector<std::vector<float>> full(p.units.size());
   if (inFirstGroup)
     for (size_t i = 0; i < p.units.size(); ++i) {
@@ -162,11 +173,33 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
                           u.shardNumel * 4))
         return "weights not written: " + comm.error();
     }
+  // Tensor parallelism: rank 0 gathers the pieces of its tp group.
+  std::vector<std::vector<float>> pieces(p.units.size());
+  if (p.tp > 1 && dpRank == 0)
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      pieces[i].resize(size_t(p.tp * p.units[i].paddedNumel));
+      if (!comm.allGather(runtime::Group::Tp, full[i].data(), pieces[i].data(),
+                          p.units[i].paddedNumel * 4))
+        return "weights not written: " + comm.error();
+    }
   if (comm.rank() == 0) {
     std::vector<NamedTensor> tensors;
+    std::vector<std::vector<float>> wholes; // cut parameters put together
     for (size_t i = 0; i < p.units.size(); ++i)
-      for (const auto &prm : p.units[i].params)
-        tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
+      for (const auto &prm : p.units[i].params) {
+        if (!prm.isCut()) {
+          tensors.push_back({prm.name, prm.shape, full[i].data() + prm.offset});
+          continue;
+        }
+        // Each piece from the first tp rank holding it.
+        std::vector<float> whole(size_t(prm.numel * prm.tpPieces));
+        int64_t padded = p.units[i].paddedNumel;
+        for (int64_t t = 0; t < p.tp; t += p.tp / prm.tpPieces)
+          for (int64_t e = 0; e < prm.numel; ++e)
+            whole[prm.wholeElement(e, t, p.tp)] = pieces[i][t * padded + prm.offset + e];
+        wholes.push_back(std::move(whole));
+        tensors.push_back({prm.name, prm.wholeShape(), wholes.back().data()});
+      }
     // The program's parameters: each tensor once (a tied head is not one),
     // in the order the model's importer lists them, its state-dict order.
     SaveDtype dtype = saveDtypeOf(p, saveDtype);

@@ -30,9 +30,11 @@ using runtime::RunOptions;
 /// ranges only, after checking every tensor's presence, shape and dtype) or
 /// the seeded initialisation; the gradient shard zeroed (the moments are the
 /// trainer's). Under offload all the parameter shard is the host pool's,
-/// `host` (Program::paramShard). Returns "" or the error.
+/// `host` (Program::paramShard). Under tensor parallelism the shard is of
+/// tp rank `tpRank`'s pieces, each element the whole parameter's it is
+/// (Param::wholeElement). Returns "" or the error.
 std::string initShards(const program::Program &p, const RunOptions &options, int shardMember,
-                       char *arena, char *host = nullptr);
+                       char *arena, char *host = nullptr, int tpRank = 0);
 
 /// Every parameter of `p` is in `weights` with its shape and a dtype the
 /// runtime reads (F32, BF16, F16), and every tensor of `weights` is one of

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""End-to-end for 2D parallelism (issue 34): fsdp-plan --tp N + fsdp-run
+(threads) against single-process PyTorch, 10 steps of the global batch of
+12 sequences of 32 tokens, on gpt2-tiny (GPT-2's fused c_attn, cut in 3
+sections), llama-tiny (GQA: 2 key/value heads, shared by 2 ranks at tp 4)
+and qwen3-tiny (q/k norms, tied head): losses and final weights within the
+f32 bounds derived from the reference's spread to its f64 run and other
+BLAS kernels (matrix.F32Bounds, bounds.py), and every step's measured peak
+arena bytes equal to the plan's prediction.
+
+The runs load the reference's initial weights (--weights: each rank reads
+its pieces of the whole tensors) and write their final ones whole
+(--save-weights: the pieces put together), so the comparison is of whole
+tensors.
+
+usage: tp_e2e.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny,qwen3-tiny]
+"""
+import argparse
+import os
+import sys
+
+import matrix
+from matrix import HERE, PY, ROOT, GLOBAL_BATCH, SEQ, run, compare, read_metrics
+
+# (world size, tp, strategy, shard size, sequence parallel): the mesh's
+# shapes (dp x tp) 1 x 2, 2 x 2, 1 x 4, without sequence parallelism, and
+# hybrid-shard (dp 4 in shard groups of 2) and shard-grad-op over dp.
+RUNS = [(2, 2, "full-shard", 0, True), (4, 2, "full-shard", 0, True),
+        (4, 4, "full-shard", 0, True), (2, 2, "full-shard", 0, False),
+        (8, 2, "hybrid-shard", 2, True), (4, 2, "shard-grad-op", 0, True)]
+
+
+def train(args, config, tag, world, tp, strategy, shard, sp, weights, data):
+    dp = world // tp
+    plan = os.path.join(args.work, tag + ".plan.json")
+    cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world), "--tp", str(tp),
+           "--micro-batch", str(GLOBAL_BATCH // dp), "--seq-len", str(SEQ), "--strategy", strategy,
+           "--sequence-parallel", "true" if sp else "false", "-o", plan]
+    if shard:
+        cmd += ["--shard-size", str(shard)]
+    run(cmd)
+    metrics = os.path.join(args.work, tag + ".jsonl")
+    final = os.path.join(args.work, tag + ".safetensors")
+    run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+         "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final, "--quiet"])
+    return metrics, final, read_metrics(metrics)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("work")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--models", default="gpt2-tiny,llama-tiny,qwen3-tiny")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    data = os.path.join(args.work, "gpl3.bin")
+    run([PY, os.path.join(HERE, "make_data.py"), data, "--text", "/usr/share/common-licenses/GPL-3"])
+    failures = total = 0
+    print("%-11s %-10s %-14s %14s %14s %7s %s" % ("model", "dp x tp", "strategy", "loss rel/bound",
+                                               "weight abs/bd", "peak", "result"))
+    for model in args.models.split(","):
+        config = os.path.join(ROOT, "models", model, "config.json")
+        weights = os.path.join(args.work, model + ".init.safetensors")
+        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
+        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
+        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
+        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+                   "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
+                   "--quiet"]
+        run(ref_cmd)
+        tol = matrix.f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        print("%-11s %-10s %s" % (model, "-", tol.describe()))
+        for world, tp, strategy, shard, sp in RUNS:
+            mesh = "%d x %d%s" % (world // tp, tp, "" if sp else " no-SP")
+            tag = "%s.dp%d.tp%d.%s%s" % (model, world // tp, tp, strategy, "" if sp else ".nosp")
+            metrics, final, m = train(args, config, tag, world, tp, strategy, shard, sp, weights,
+                                      data)
+            loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
+            exact = matrix.peaks_exact(m)
+            ok = exact and len(m) == args.steps and problem is None
+            total += 1
+            failures += not ok
+            print("%-11s %-10s %-14s %14s %14s %7s %s" % (
+                model, mesh, strategy + (" %d" % shard if shard else ""),
+                matrix.gap_text(loss_diff, tol.loss), matrix.gap_text(w_diff, tol.weight),
+                "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
+                "ok" if ok else "FAILED " + (problem or "")))
+    print("%d of %d tensor-parallel runs within the f32 bounds with exact peaks" % (
+        total - failures, total))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

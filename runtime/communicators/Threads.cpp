@@ -241,7 +241,9 @@ std::string fsdp::runtime::whereRanksAre(const std::vector<const Whereabouts *> 
   return s;
 }
 
-bool fsdp::runtime::stallHere(int rank, int64_t collective) {
+namespace {
+// FSDP_TEST_STALL=R:N as (R, N); (-1, -1) without it.
+std::pair<long long, long long> stallPoint() {
   static const std::pair<long long, long long> at = [] {
     const char *v = std::getenv("FSDP_TEST_STALL");
     long long r = -1, n = -1;
@@ -249,7 +251,12 @@ bool fsdp::runtime::stallHere(int rank, int64_t collective) {
       r = n = -1;
     return std::make_pair(r, n);
   }();
-  return at.first == rank && at.second == collective;
+  return at;
+}
+} // namespace
+
+bool fsdp::runtime::stallHere(int rank, int64_t collective) {
+  return stallPoint().first == rank && stallPoint().second == collective;
 }
 
 namespace fsdp::runtime {
@@ -313,6 +320,14 @@ public:
                         std::chrono::duration<double>(timeoutS));
     if (s.cv.wait_until(lock, deadline, [&] { return s.generation != gen || aborted(); }))
       return s.generation != gen;
+    // Test-only (FSDP_TEST_STALL): the report waits until the stalled rank
+    // has stopped, as a rank stopped for real has long before a timeout; on
+    // a loaded machine it may still be on its way there.
+    if (stallPoint().first >= 0 &&
+        s.cv.wait_until(lock, deadline + std::chrono::seconds(60),
+                        [&] { return s.generation != gen || aborted() || stalled.load(); }) &&
+        !stalled.load())
+      return s.generation != gen;
     // Only now, past the deadline: a world of thousands of ranks would pay
     // for the list at every barrier.
     std::vector<int> ranks = groupRanks(comm, g), missing;
@@ -348,6 +363,12 @@ public:
 
   // A rank that stops arriving (FSDP_TEST_STALL): holds until the world stops.
   void stall() {
+    stalled = true;
+    for (auto &list : groups)
+      for (auto &g : list) {
+        std::lock_guard<std::mutex> lock(g->mu);
+        g->cv.notify_all();
+      }
     GroupState &world = *groups[(int)Group::World][0];
     std::unique_lock<std::mutex> lock(world.mu);
     world.cv.wait(lock, [&] { return aborted(); });
@@ -380,6 +401,7 @@ public:
 
 private:
   std::vector<std::unique_ptr<GroupState>> groups[kGroupKinds];
+  std::atomic<bool> stalled{false}; // the FSDP_TEST_STALL rank has stopped
   std::mutex rollMu;
   std::vector<const Communicator *> roll;
   std::mutex errorMu;

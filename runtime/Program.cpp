@@ -581,13 +581,12 @@ bool fsdp::program::operator==(const Instruction &a, const Instruction &b) {
   return a.op == b.op && a.in == b.in && a.out == b.out && a.event == b.event && a.unit == b.unit &&
          a.dst == b.dst && a.src == b.src && a.zeroFrom == b.zeroFrom && a.kind == b.kind &&
          a.overReshard == b.overReshard && a.overTp == b.overTp && a.bf16 == b.bf16 &&
-         a.layoutInOut == b.layoutInOut &&
-         a.eps == b.eps && a.theta == b.theta && a.numHeads == b.numHeads &&
-         a.numKvHeads == b.numKvHeads && a.window == b.window && a.inverse == b.inverse &&
-         a.approximate == b.approximate && a.ropeScaling == b.ropeScaling && a.topK == b.topK &&
-         a.normTopkProb == b.normTopkProb && a.coef == b.coef && a.scratch == b.scratch &&
-         a.scratchBytes == b.scratchBytes && a.module == b.module && a.phase == b.phase &&
-         a.index == b.index;
+         a.layoutInOut == b.layoutInOut && a.eps == b.eps && a.theta == b.theta &&
+         a.numHeads == b.numHeads && a.numKvHeads == b.numKvHeads && a.window == b.window &&
+         a.inverse == b.inverse && a.approximate == b.approximate &&
+         a.ropeScaling == b.ropeScaling && a.topK == b.topK && a.normTopkProb == b.normTopkProb &&
+         a.coef == b.coef && a.scratch == b.scratch && a.scratchBytes == b.scratchBytes &&
+         a.module == b.module && a.phase == b.phase && a.index == b.index;
 }
 bool fsdp::program::operator==(const Phase &a, const Phase &b) {
   return a.compute == b.compute && a.comm == b.comm;

@@ -200,8 +200,10 @@ void Loader::run(const std::string &text) {
   if (j.contains("tp")) {
     p.tp = get<int64_t>(j, "tp", "top level");
     if (p.tp < 2 || p.worldSize < 1 || p.worldSize % p.tp != 0)
-      fail("tp", std::to_string(p.tp) + ": the tensor-parallel degree must be at least 2 and "
-                 "divide world_size " + std::to_string(p.worldSize));
+      fail("tp", std::to_string(p.tp) +
+                     ": the tensor-parallel degree must be at least 2 and "
+                     "divide world_size " +
+                     std::to_string(p.worldSize));
     p.sequenceParallel = get<bool>(j, "sequence_parallel", "top level");
   } else if (j.contains("sequence_parallel")) {
     fail("sequence_parallel", "only a program with tp has sequence parallelism");
@@ -380,8 +382,9 @@ void Loader::run(const std::string &text) {
       prm.decay = get<bool>(pj, "decay", where);
       if (pj.contains("tp_dim")) {
         if (p.tp == 1)
-          fail(where, "parameter '" + prm.name + "' is cut (tp_dim), which only a program with "
-                      "tp is");
+          fail(where, "parameter '" + prm.name +
+                          "' is cut (tp_dim), which only a program with "
+                          "tp is");
         prm.tpDim = get<int64_t>(pj, "tp_dim", where);
         prm.tpPieces = get<int64_t>(pj, "tp_pieces", where);
         prm.tpSections = get<int64_t>(pj, "tp_sections", where);
@@ -396,8 +399,9 @@ void Loader::run(const std::string &text) {
       }
       if (pj.contains("tp_partial")) {
         if (p.tp == 1)
-          fail(where, "parameter '" + prm.name + "' has a partial gradient (tp_partial), which "
-                      "only a program with tp has");
+          fail(where, "parameter '" + prm.name +
+                          "' has a partial gradient (tp_partial), which "
+                          "only a program with tp has");
         prm.tpPartial = get<bool>(pj, "tp_partial", where);
       }
       bool negative = false;
@@ -731,8 +735,8 @@ Instruction Loader::loadInstruction(const json &j, const std::string &where, boo
   if (j.contains("group")) {
     std::string g = get<std::string>(j, "group", where);
     if (g != "shard" && g != "reshard" && g != "tp")
-      fail(where, "group must be \"shard\" (the default), \"reshard\" or \"tp\", but is \"" + g +
-                      "\"");
+      fail(where,
+           "group must be \"shard\" (the default), \"reshard\" or \"tp\", but is \"" + g + "\"");
     inst.overReshard = g == "reshard";
     if (inst.overReshard && inst.op != Op::AllGather)
       fail(where, "only an all_gather runs over the reshard group");

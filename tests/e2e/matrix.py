@@ -155,6 +155,25 @@ def f32_bounds(args, tag, ref_cmd, ref_metrics, ref_weights, held=None):
     return F32Bounds(ref_metrics, ref_weights, alts, held, allowance)
 
 
+def f32_reference(args, model, data):
+    """The f32 PyTorch reference of `model` from its seed-7 initial weights
+    (GLOBAL_BATCH sequences of SEQ tokens a step, args.steps steps) and its
+    bounds (f32_bounds): (config, initial weights, the reference's metrics,
+    its final weights, F32Bounds)."""
+    config = os.path.join(ROOT, "models", model, "config.json")
+    weights = os.path.join(args.work, model + ".init.safetensors")
+    run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
+    ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
+    ref_weights = os.path.join(args.work, model + ".ref.safetensors")
+    ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
+               "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
+               "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
+               "--quiet"]
+    run(ref_cmd)
+    tol = f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+    return config, weights, ref_metrics, ref_weights, tol
+
+
 def compare(ref_metrics, metrics, ref_weights, weights, tol, held=None):
     """Largest relative loss difference and largest absolute weight
     difference, and what is outside its bound. tol: an F32Bounds, or one
@@ -383,17 +402,8 @@ def main():
                                               "weight abs/bd", "peak", "result"))
     ref_bounds = {}  # model -> F32Bounds of its f32 reference
     for model in args.models.split(","):
-        config = os.path.join(ROOT, "models", model, "config.json")
-        weights = os.path.join(args.work, model + ".init.safetensors")
-        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
-        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
-        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
-        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                   "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
-                   "--quiet"]
-        run(ref_cmd)
-        ref_bounds[model] = f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        config, weights, ref_metrics, ref_weights, ref_bounds[model] = f32_reference(
+            args, model, data)
         print("%-11s %5s %s" % (model, "-", ref_bounds[model].describe()))
         for world, strategy, shard in RUNS:
             tag = "%s.w%d.%s" % (model, world, strategy)

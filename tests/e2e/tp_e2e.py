@@ -20,7 +20,7 @@ import os
 import sys
 
 import matrix
-from matrix import HERE, PY, ROOT, GLOBAL_BATCH, SEQ, run, compare, read_metrics
+from matrix import HERE, PY, GLOBAL_BATCH, SEQ, run, compare, read_metrics
 
 # (world size, tp, strategy, shard size, sequence parallel): the mesh's
 # shapes (dp x tp) 1 x 2, 2 x 2, 1 x 4, without sequence parallelism, and
@@ -60,17 +60,7 @@ def main():
     print("%-11s %-10s %-14s %14s %14s %7s %s" % ("model", "dp x tp", "strategy", "loss rel/bound",
                                                "weight abs/bd", "peak", "result"))
     for model in args.models.split(","):
-        config = os.path.join(ROOT, "models", model, "config.json")
-        weights = os.path.join(args.work, model + ".init.safetensors")
-        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
-        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
-        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
-        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                   "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
-                   "--quiet"]
-        run(ref_cmd)
-        tol = matrix.f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        config, weights, ref_metrics, ref_weights, tol = matrix.f32_reference(args, model, data)
         print("%-11s %-10s %s" % (model, "-", tol.describe()))
         for world, tp, strategy, shard, sp in RUNS:
             mesh = "%d x %d%s" % (world // tp, tp, "" if sp else " no-SP")

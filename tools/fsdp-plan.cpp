@@ -539,7 +539,8 @@ int main(int argc, char **argv) {
   fixed.strategy = strategy.getNumOccurrences() > 0 || reshardAfterForward != "true";
   fixed.reshardAfterForward = reshardAfterForward.getNumOccurrences() > 0;
   fixed.offload = offload.getNumOccurrences() > 0;
-  // Searched only when asked (auto): fsdp-run does not run tp > 1 yet.
+  // Searched only when asked (auto): fsdp-run runs tp > 1 on threads only
+  // so far.
   fixed.tp = !tensorParallelAuto;
   fixed.shardSize = shardSize.getNumOccurrences() > 0;
   fixed.forwardPrefetch = forwardPrefetch.getNumOccurrences() > 0;

@@ -36,6 +36,10 @@ plan gpt2-tiny --world-size 4 --micro-batch 1 --strategy hybrid-shard --shard-si
 plan llama-tiny --world-size 3 --micro-batch 1 --strategy shard-grad-op -o "$work/zero2.json"
 plan gpt2-tiny --world-size 2 --micro-batch 2 --strategy no-shard \
   --activation-checkpointing blocks -o "$work/ddp.json"
+# Tensor parallelism: the compute stream's tp collectives beside the comm
+# stream's (sequence parallel at 2 x 2; GQA's shared pieces at tp 4).
+plan llama-tiny --world-size 4 --tp 2 --micro-batch 2 -o "$work/tp2.json"
+plan llama-tiny --world-size 4 --tp 4 --micro-batch 4 --sequence-parallel false -o "$work/tp4.json"
 
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 runs=0
@@ -54,4 +58,6 @@ run "$work/full.json" "${D[@]}" --steps 5 --resume "$work/ck" --save "$work/ck" 
 run "$work/hybrid.json" "${D[@]}" --steps 3 --clip-grad-norm 0.5
 run "$work/zero2.json" "${D[@]}" --steps 3 --lr-schedule cosine --warmup-steps 1
 run "$work/ddp.json" "${D[@]}" --steps 6 --resume "$work/ck"
+run "$work/tp2.json" "${D[@]}" --steps 3 --clip-grad-norm 0.5
+run "$work/tp4.json" "${D[@]}" --steps 3
 echo "tsan: $runs of $runs threads-backend runs clean (ThreadSanitizer, $TSAN_DIR/bin/fsdp-run)"

@@ -17,6 +17,7 @@
 #include "support/InputFile.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace fsdp;
@@ -259,11 +261,20 @@ std::string resumeRun(RunOptions *o, const program::Program &p, std::vector<std:
   if (o->resume.empty())
     return "";
   checkpoint::CheckpointRef from;
-  if (!checkpoint::resolveCheckpoint(o->resume, &from).empty())
-    return ""; // a checkpoint that does not resolve is checkOutputs' to report
   checkpoint::RunRecord saved;
-  if (std::string err = checkpoint::readRunRecord(from.path, &saved); !err.empty())
-    return err;
+  // A run saving into the folder may rotate the newest away between its
+  // choice and the read (--keep): then choose again, as the resume does.
+  for (int attempt = 0;; ++attempt) {
+    if (!checkpoint::resolveCheckpoint(o->resume, &from).empty())
+      return ""; // a checkpoint that does not resolve is checkOutputs' to report
+    std::string err = checkpoint::readRunRecord(from.path, &saved);
+    if (err.empty())
+      break;
+    struct stat st;
+    if (attempt >= 100 || from.path == o->resume || ::stat(from.path.c_str(), &st) == 0)
+      return err;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   if (saved.hasSampling) {
     o->resumeTokens = saved.sampling.tokens;
     auto name = [](bool shuffle, uint64_t seed) {

@@ -60,6 +60,8 @@ public:
   /// The world rank of member `m` of this rank's group of kind `g`.
   int memberRank(Group g, int m) const;
   int tpSize() const { return tp; }
+  /// This rank's data-parallel index, r / tp (its rank without tp).
+  int dpRank() const { return rank() / tp; }
 
   /// dst[j*bytes .. (j+1)*bytes) = member j's src, for every member j. src
   /// may be this member's own slot of dst (in place).

@@ -382,9 +382,8 @@ void Loader::run(const std::string &text) {
       prm.decay = get<bool>(pj, "decay", where);
       if (pj.contains("tp_dim")) {
         if (p.tp == 1)
-          fail(where, "parameter '" + prm.name +
-                          "' is cut (tp_dim), which only a program with "
-                          "tp is");
+          fail(where,
+               "parameter '" + prm.name + "' is cut (tp_dim), which only a program with tp is");
         prm.tpDim = get<int64_t>(pj, "tp_dim", where);
         prm.tpPieces = get<int64_t>(pj, "tp_pieces", where);
         prm.tpSections = get<int64_t>(pj, "tp_sections", where);
@@ -399,9 +398,9 @@ void Loader::run(const std::string &text) {
       }
       if (pj.contains("tp_partial")) {
         if (p.tp == 1)
-          fail(where, "parameter '" + prm.name +
-                          "' has a partial gradient (tp_partial), which "
-                          "only a program with tp has");
+          fail(where,
+               "parameter '" + prm.name +
+                   "' has a partial gradient (tp_partial), which only a program with tp has");
         prm.tpPartial = get<bool>(pj, "tp_partial", where);
       }
       bool negative = false;

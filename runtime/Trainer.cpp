@@ -468,7 +468,7 @@ int64_t Trainer::loadShards() {
             ", past --steps " + std::to_string(options.steps);
   } else {
     err = weights::initShards(program, options, host.memberIndex(Group::Shard), image, pool,
-                              program.tp > 1 ? host.memberIndex(Group::Tp) : 0);
+                              host.memberIndex(Group::Tp));
   }
   if (!err.empty())
     device.fail(err);
@@ -499,8 +499,7 @@ void Trainer::microStep(PhaseKind kind, int64_t index, int64_t micro, NextPhase 
   RankDevice::InputBuffers in = device.inputBuffers(kind, index);
   // The micro-batch of this rank's data-parallel index: a tp group's ranks
   // take the same one.
-  data::fillInputs(program, options, data, eval, host.rank() / (int)program.tp, index, micro,
-                   in.input, in.targets);
+  data::fillInputs(program, options, data, eval, host.dpRank(), index, micro, in.input, in.targets);
   device.inputsIn();
   // An image classifier's eval: the labels beside the logits kept.
   if (eval && device.logitsTensor())
@@ -517,8 +516,7 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
   const float *losses = device.losses(reader);
   double sum = 0;
   for (int64_t a = 0; a < options.gradAccum; ++a)
-    sum += data::lossWeight(program, options, data, eval, host.rank() / (int)program.tp, index, a) *
-           losses[a];
+    sum += data::lossWeight(program, options, data, eval, host.dpRank(), index, a) * losses[a];
   return sum;
 }
 

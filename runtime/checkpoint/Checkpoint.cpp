@@ -670,7 +670,7 @@ std::string fsdp::checkpoint::checkFiniteState(const program::Program &p,
                                                const std::string &what, const char *host) {
   // (kind, unit, flat element) of this rank's first; INT64_MAX: none.
   int64_t mine[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
-  bool inFirstGroup = comm.rank() / p.tp < p.shardSize; // of each tp rank's pieces
+  bool inFirstGroup = comm.dpRank() < p.shardSize; // of each tp rank's pieces
   for (int kind = 0; inFirstGroup && kind < (moments ? 3 : 1) && mine[0] == INT64_MAX; ++kind)
     for (size_t ui = 0; ui < p.units.size() && mine[0] == INT64_MAX; ++ui) {
       const auto &u = p.units[ui];

@@ -162,8 +162,7 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
     return err;
   // The first shard group holds one whole copy (under tensor parallelism,
   // of its tp rank's pieces); its members gather each unit.
-  int64_t dpRank = comm.rank() / p.tp;
-  bool inFirstGroup = dpRank < p.shardSize;
+  bool inFirstGroup = comm.dpRank() < p.shardSize;
   std::vector<std::vector<float>> full(p.units.size());
   if (inFirstGroup)
     for (size_t i = 0; i < p.units.size(); ++i) {
@@ -175,7 +174,7 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
     }
   // Tensor parallelism: rank 0 gathers the pieces of its tp group.
   std::vector<std::vector<float>> pieces(p.units.size());
-  if (p.tp > 1 && dpRank == 0)
+  if (p.tp > 1 && comm.dpRank() == 0)
     for (size_t i = 0; i < p.units.size(); ++i) {
       pieces[i].resize(size_t(p.tp * p.units[i].paddedNumel));
       if (!comm.allGather(runtime::Group::Tp, full[i].data(), pieces[i].data(),
@@ -184,7 +183,9 @@ std::string fsdp::weights::saveFullWeights(const std::string &path, const progra
     }
   if (comm.rank() == 0) {
     std::vector<NamedTensor> tensors;
-    std::vector<std::vector<float>> wholes; // cut parameters put together
+    // Cut parameters put together (a vector's move keeps its data where
+    // the tensors point).
+    std::vector<std::vector<float>> wholes;
     for (size_t i = 0; i < p.units.size(); ++i)
       for (const auto &prm : p.units[i].params) {
         if (!prm.isCut()) {

@@ -51,18 +51,8 @@ def main():
     print("%-11s %5s %-14s %14s %14s %10s %s" % ("model", "world", "strategy", "loss rel/bound",
                                               "weight abs/bd", "peak", "result"))
     for model in args.models.split(","):
-        config = os.path.join(ROOT, "models", model, "config.json")
-        weights = os.path.join(args.work, model + ".init.safetensors")
-        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7",
-             "--std", str(STD.get(model, 0.02))])
-        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
-        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
-        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                   "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
-                   "--quiet"]
-        run(ref_cmd)
-        tol = matrix.f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        config, weights, ref_metrics, ref_weights, tol = matrix.f32_reference(
+            args, model, data, std=STD.get(model, 0.02))
         print("%-11s %5s %s" % (model, "-", tol.describe()))
         if model.startswith("mistral"):
             # The same weights under full causal attention (llama-tiny has

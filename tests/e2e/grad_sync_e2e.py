@@ -49,7 +49,7 @@ import shutil
 import sys
 
 import matrix
-from matrix import (GLOBAL_BATCH, HERE, PY, ROOT, SEQ, compare, gap_text, peaks_exact,
+from matrix import (GLOBAL_BATCH, HERE, PY, SEQ, compare, gap_text, peaks_exact,
                     read_metrics, run)
 
 ACCUM = 3
@@ -100,17 +100,8 @@ def main():
             "ok" if ok else "FAILED " + (problem or "")))
 
     for model in args.models.split(","):
-        config = os.path.join(ROOT, "models", model, "config.json")
-        weights = os.path.join(args.work, model + ".init.safetensors")
-        run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
-        ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
-        ref_weights = os.path.join(args.work, model + ".ref.safetensors")
-        ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
-                   "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-                   "--seq-len", str(SEQ), "--grad-accum", str(ACCUM), "--metrics", ref_metrics,
-                   "--save-weights", ref_weights, "--quiet"]
-        run(ref_cmd)
-        tol = matrix.f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
+        config, weights, ref_metrics, ref_weights, tol = matrix.f32_reference(
+            args, model, data, ref_flags=["--grad-accum", str(ACCUM)])
         print("%-11s %5s %s" % (model, "-", tol.describe()))
 
         peaks = {}

@@ -155,20 +155,22 @@ def f32_bounds(args, tag, ref_cmd, ref_metrics, ref_weights, held=None):
     return F32Bounds(ref_metrics, ref_weights, alts, held, allowance)
 
 
-def f32_reference(args, model, data):
+def f32_reference(args, model, data, std=None, ref_flags=()):
     """The f32 PyTorch reference of `model` from its seed-7 initial weights
-    (GLOBAL_BATCH sequences of SEQ tokens a step, args.steps steps) and its
-    bounds (f32_bounds): (config, initial weights, the reference's metrics,
-    its final weights, F32Bounds)."""
+    (make_weights.py's std, or `std`; GLOBAL_BATCH sequences of SEQ tokens a
+    step, args.steps steps, and reference.py's `ref_flags`) and its bounds
+    (f32_bounds): (config, initial weights, the reference's metrics, its
+    final weights, F32Bounds)."""
     config = os.path.join(ROOT, "models", model, "config.json")
     weights = os.path.join(args.work, model + ".init.safetensors")
-    run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"])
+    run([PY, os.path.join(HERE, "make_weights.py"), config, weights, "--seed", "7"] +
+        (["--std", str(std)] if std is not None else []))
     ref_metrics = os.path.join(args.work, model + ".ref.jsonl")
     ref_weights = os.path.join(args.work, model + ".ref.safetensors")
     ref_cmd = [PY, os.path.join(HERE, "reference.py"), "--config", config, "--weights", weights,
                "--data", data, "--steps", str(args.steps), "--global-batch", str(GLOBAL_BATCH),
-               "--seq-len", str(SEQ), "--metrics", ref_metrics, "--save-weights", ref_weights,
-               "--quiet"]
+               "--seq-len", str(SEQ), *ref_flags, "--metrics", ref_metrics,
+               "--save-weights", ref_weights, "--quiet"]
     run(ref_cmd)
     tol = f32_bounds(args, model, ref_cmd, ref_metrics, ref_weights)
     return config, weights, ref_metrics, ref_weights, tol

@@ -631,3 +631,19 @@ int64_t fsdp::program::Param::wholeElement(int64_t e, int64_t t, int64_t tp) con
   int64_t wi = section * wholeSection + piece * perSection + within;
   return (outer * wholeLen + wi) * inner + rest;
 }
+
+int64_t fsdp::program::Param::pieceElement(int64_t w, int64_t *piece) const {
+  *piece = 0;
+  if (!isCut())
+    return w;
+  int64_t inner = 1;
+  for (size_t d = tpDim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t len = shape[tpDim], wholeLen = len * tpPieces;
+  int64_t outer = w / (wholeLen * inner), wi = w / inner % wholeLen, rest = w % inner;
+  int64_t perSection = len / tpSections, wholeSection = wholeLen / tpSections;
+  int64_t section = wi / wholeSection, inSection = wi % wholeSection;
+  *piece = inSection / perSection;
+  int64_t i = section * perSection + inSection % perSection;
+  return (outer * len + i) * inner + rest;
+}

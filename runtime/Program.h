@@ -78,6 +78,9 @@ struct Param {
   /// Element e of the piece held by tp rank `t` of `tp`, as an element of the
   /// whole parameter (row-major).
   int64_t wholeElement(int64_t e, int64_t t, int64_t tp) const;
+  /// The inverse: element w of the whole parameter is element
+  /// pieceElement(w, &k) of piece k (0 <= k < tpPieces).
+  int64_t pieceElement(int64_t w, int64_t *piece) const;
 };
 
 struct Unit {

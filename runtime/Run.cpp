@@ -545,8 +545,8 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
     return fail(why);
-  // Tensor parallelism runs on the threads backend, from token inputs,
-  // without checkpoints, so far: what it does not do yet is said, not skipped.
+  // Tensor parallelism runs on the threads backend, from token inputs, so
+  // far: what it does not do yet is said, not skipped.
   if (p.tp > 1) {
     std::string tp = req.plan + ": a tensor-parallel program (tp " + std::to_string(p.tp) + ")";
     if (backend != BackendKind::Threads)
@@ -555,9 +555,6 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
                   mpiRank == 0);
     if (p.inputKind != program::InputKind::Tokens)
       return fail(tp + " takes token inputs only, not yet " + inputKindName(p.inputKind));
-    if (!o.save.empty() || !o.resume.empty())
-      return fail(std::string(o.save.empty() ? "--resume" : "--save") + ": " + tp +
-                  " has no checkpoints yet (--save-weights writes the whole model)");
   }
   // A program's kernel scratch is its target's (runtime/Scratch.h).
   bool cudaBackend = backend == BackendKind::Nccl;

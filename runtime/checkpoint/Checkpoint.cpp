@@ -80,7 +80,7 @@ ShardHeader shardHeader(const program::Program &p, int64_t step, int64_t member)
   std::memcpy(h.magic, kMagic, 8);
   h.step = step;
   h.member = member;
-  h.members = p.shardSize;
+  h.members = p.shardSize * p.tp;
   h.payloadBytes = payloadBytesOf(p);
   h.blockBytes = kBlockBytes;
   h.headerCrc = headerCrc(h);
@@ -107,6 +107,27 @@ json modelIdentity(const program::Program &p) {
   auto note = [&](const char *op, const char *attr, const json &v) {
     seen[std::string(op) + "." + attr].insert(v);
   };
+  // Under tensor parallelism an attention's heads are the rank's. The
+  // model's: num_heads x tp, and num_kv_heads x the pieces the key/value
+  // projections are cut into (fewer than tp where ranks share a piece: the
+  // fewest of any cut parameter in the unit). A rope's heads are its
+  // unit's attention's (the query's and the key's).
+  std::map<int64_t, std::pair<int64_t, int64_t>> wholeHeads; // unit -> (heads, kv)
+  if (p.tp > 1)
+    for (const auto &i : p.microStep.compute) {
+      if ((i.op != program::Op::CausalAttention && i.op != program::Op::Attention) || i.unit < 0 ||
+          i.unit >= (int64_t)p.units.size())
+        continue;
+      int64_t fewest = p.tp;
+      for (const auto &prm : p.units[i.unit].params)
+        if (prm.isCut())
+          fewest = std::min(fewest, prm.tpPieces);
+      wholeHeads[i.unit] = {i.numHeads * p.tp, i.numKvHeads * fewest};
+    }
+  auto heads = [&](const program::Instruction &i) {
+    auto it = wholeHeads.find(i.unit);
+    return it == wholeHeads.end() ? std::pair(i.numHeads, i.numKvHeads) : it->second;
+  };
   for (const auto &i : p.microStep.compute) {
     switch (i.op) {
     case program::Op::LayerNorm:
@@ -117,7 +138,12 @@ json modelIdentity(const program::Program &p) {
       break;
     case program::Op::Rope:
       note("rope", "theta", i.theta);
-      note("rope", "num_heads", i.numHeads);
+      if (auto it = wholeHeads.find(i.unit); it != wholeHeads.end()) {
+        note("rope", "num_heads", it->second.first);
+        note("rope", "num_heads", it->second.second);
+      } else {
+        note("rope", "num_heads", i.numHeads);
+      }
       if (const auto &s = i.ropeScaling) {
         note("rope", support::kRopeScalingKey, support::ropeScalingName(s->kind));
         for (const support::RopeScalingField &f : support::ropeScalingFields()) {
@@ -138,13 +164,13 @@ json modelIdentity(const program::Program &p) {
       }
       break;
     case program::Op::CausalAttention:
-      note("causal_attention", "num_heads", i.numHeads);
-      note("causal_attention", "num_kv_heads", i.numKvHeads);
+      note("causal_attention", "num_heads", heads(i).first);
+      note("causal_attention", "num_kv_heads", heads(i).second);
       note("causal_attention", "window", i.window);
       break;
     case program::Op::Attention:
-      note("attention", "num_heads", i.numHeads);
-      note("attention", "num_kv_heads", i.numKvHeads);
+      note("attention", "num_heads", heads(i).first);
+      note("attention", "num_kv_heads", heads(i).second);
       break;
     case program::Op::Gelu:
       note("gelu", "approximate",
@@ -193,13 +219,21 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch, const 
   json units = json::array();
   for (const auto &u : p.units) {
     json params = json::array();
-    for (const auto &prm : u.params)
-      params.push_back({{"name", prm.name}, {"shape", prm.shape}, {"offset", prm.offset}});
+    for (const auto &prm : u.params) {
+      // The whole parameter's shape; under tensor parallelism, its cut.
+      json entry = {{"name", prm.name}, {"shape", prm.wholeShape()}, {"offset", prm.offset}};
+      if (prm.isCut()) {
+        entry["tp_dim"] = prm.tpDim;
+        entry["tp_pieces"] = prm.tpPieces;
+        entry["tp_sections"] = prm.tpSections;
+      }
+      params.push_back(entry);
+    }
     units.push_back({{"name", u.name}, {"shard_numel", u.shardNumel}, {"params", params}});
   }
   json shards = json::array();
   int64_t bytes = shardFileBytes(payloadBytesOf(p), kBlockBytes);
-  for (int64_t m = 0; m < p.shardSize; ++m)
+  for (int64_t m = 0; m < p.shardSize * p.tp; ++m)
     shards.push_back({{"bytes", bytes}, {"header_crc", shardHeader(p, step, m).headerCrc}});
   json meta = {{"format", "fsdp-checkpoint"},
                {"version", kVersion},
@@ -209,7 +243,8 @@ json metaOf(const program::Program &p, int64_t step, int64_t globalBatch, const 
                {"identity", modelIdentity(p)},
                {"world_size", p.worldSize},
                {"strategy", p.strategy},
-               {"shard_files", p.shardSize},
+               {"tp", p.tp},
+               {"shard_files", p.shardSize * p.tp},
                {"shards", shards},
                {"block_bytes", kBlockBytes},
                {"units", units},
@@ -283,12 +318,14 @@ std::string writeShard(const std::string &path, const program::Program &p, const
 //===----------------------------------------------------------------------===//
 
 struct SavedParam {
-  std::vector<int64_t> shape;
-  int64_t unit = 0, offset = 0, numel = 0;
+  std::vector<int64_t> shape;              // the whole parameter's
+  int64_t unit = 0, offset = 0, numel = 0; // numel: of a piece under tp
+  program::Param cut;                      // its tp_dim, tp_pieces, tp_sections; shape: a piece's
 };
 
 struct Meta {
   int64_t step = 0, globalBatch = 0, members = 0, blockBytes = 0, payloadBytes = 0;
+  int64_t tp = 1; // shard files t x (members / tp) + m: tp rank t's shard member m
   std::vector<int64_t> shardNumel, unitStart; // per unit; unitStart: byte offset in the payload
   std::vector<uint32_t> headerCrcs;           // per shard file
   std::map<std::string, SavedParam> params;
@@ -354,6 +391,11 @@ std::string readMeta(const std::string &dir, Meta &m) {
   if (!intIn(field(meta, "shard_files"), 1, int64_t(1) << 20, &m.members))
     return path + ": 'shard_files' must be an integer from 1 to 1048576, not " +
            shown(field(meta, "shard_files"));
+  // Absent in a checkpoint written before tensor parallelism: 1.
+  if (const json *tp = field(meta, "tp");
+      tp && (!intIn(tp, 1, m.members, &m.tp) || m.members % m.tp != 0))
+    return path + ": 'tp' must be an integer of 1 or more that divides 'shard_files' " +
+           std::to_string(m.members) + ", not " + shown(tp);
   if (!intIn(field(meta, "block_bytes"), 4, int64_t(1) << 30, &m.blockBytes) || m.blockBytes % 4)
     return path + ": 'block_bytes' must be a multiple of 4 from 4 to 2^30, not " +
            shown(field(meta, "block_bytes"));
@@ -378,7 +420,7 @@ std::string readMeta(const std::string &dir, Meta &m) {
     payload += (__int128)shardNumel * 12;
     if (payload > kLimit)
       return where + ".shard_numel: the shards are larger than fsdp-run reads (2^62 bytes)";
-    __int128 padded = (__int128)shardNumel * m.members;
+    __int128 padded = (__int128)shardNumel * (m.members / m.tp);
     const json *params = field(u, "params");
     if (!params || !params->is_array())
       return where + ".params must be an array";
@@ -406,13 +448,33 @@ std::string readMeta(const std::string &dir, Meta &m) {
         if (numel > kLimit)
           return at + ".shape: more elements than fsdp-run holds (2^62)";
       }
+      // Cut under tensor parallelism: each tp rank's file holds a piece.
+      if (const json *dim = field(prm, "tp_dim")) {
+        int64_t d = 0, pieces = 0, sections = 0;
+        if (!intIn(dim, 0, (int64_t)s.shape.size() - 1, &d) ||
+            !intIn(field(prm, "tp_pieces"), 2, m.tp, &pieces) || m.tp % pieces != 0 ||
+            !intIn(field(prm, "tp_sections"), 1, kLimit, &sections) ||
+            s.shape[d] % (pieces * sections) != 0)
+          return at + ": tp_dim " + shown(dim) + ", tp_pieces " + shown(field(prm, "tp_pieces")) +
+                 " and tp_sections " + shown(field(prm, "tp_sections")) +
+                 " must name one of its dimensions, cut into pieces that divide 'tp' " +
+                 std::to_string(m.tp) + ", with sections that divide its extent";
+        s.cut.tpDim = d;
+        s.cut.tpPieces = pieces;
+        s.cut.tpSections = sections;
+        s.cut.shape = s.shape;
+        s.cut.shape[d] /= pieces;
+        numel /= pieces;
+      } else {
+        s.cut.shape = s.shape;
+      }
       s.numel = (int64_t)numel;
       const json *offset = field(prm, "offset");
       if (!intIn(offset, 0, kLimit, &s.offset) || s.offset + numel > padded)
         return at + ".offset is " + shown(offset) + ": it must place the parameter's " +
                std::to_string((long long)numel) + " elements within the unit's " +
                std::to_string((long long)padded) + " (" + where.substr(path.size() + 2) +
-               ".shard_numel x shard_files)";
+               ".shard_numel x shard_files / tp)";
       if (s.offset < end)
         return at + ".offset is " + std::to_string(s.offset) + ": it overlaps the parameter '" +
                before + "' before it, which ends at " + std::to_string(end);
@@ -867,10 +929,13 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
   err = agree(comm, mine, removeTmp);
   if (!err.empty())
     return err;
-  // 2. Shard group 0 holds one copy of everything: each member its file.
+  // 2. Shard group 0 holds one copy of everything (under tensor
+  // parallelism, of each tp rank's pieces): each member its file.
   mine.clear();
-  if (comm.rank() < p.shardSize)
-    mine = writeShard(tmp + "/" + shardName(comm.rank()), p, arena, host, step, comm.rank());
+  if (comm.dpRank() < p.shardSize) {
+    int64_t file = (comm.rank() % p.tp) * p.shardSize + comm.memberIndex(runtime::Group::Shard);
+    mine = writeShard(tmp + "/" + shardName(file), p, arena, host, step, file);
+  }
   err = agree(comm, mine, removeTmp);
   if (!err.empty())
     return err;
@@ -918,8 +983,8 @@ std::string fsdp::checkpoint::saveCheckpoint(const std::string &dir, int64_t kee
 //===----------------------------------------------------------------------===//
 
 std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const program::Program &p,
-                                             int shardMember, int64_t globalBatch, char *arena,
-                                             int64_t *step, char *host) {
+                                             int shardMember, int tpRank, int64_t globalBatch,
+                                             char *arena, int64_t *step, char *host) {
   Meta m;
   std::string err = readMeta(path, m);
   if (!err.empty())
@@ -936,9 +1001,10 @@ std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const prog
       auto it = m.params.find(prm.name);
       if (it == m.params.end())
         return meta + ": holds no parameter '" + prm.name + "', which this plan's model has";
-      if (it->second.shape != prm.shape)
+      if (it->second.shape != prm.wholeShape())
         return meta + ": parameter '" + prm.name + "' was saved with shape " +
-               shapeText(it->second.shape) + ", but this plan's model has " + shapeText(prm.shape);
+               shapeText(it->second.shape) + ", but this plan's model has " +
+               shapeText(prm.wholeShape());
       ++matched;
     }
   if (matched != m.params.size())
@@ -990,14 +1056,30 @@ std::string fsdp::checkpoint::loadCheckpoint(const std::string &path, const prog
         int64_t lo = std::max(base, prm.offset),
                 hi = std::min(base + u.shardNumel, prm.offset + prm.numel);
         const SavedParam &s = m.params.at(prm.name);
-        int64_t oldShard = m.shardNumel[s.unit];
-        // Element e of the parameter is element s.offset + e of its saved
-        // unit, in the shard of member (s.offset + e) / oldShard.
+        int64_t oldShard = m.shardNumel[s.unit], oldMembers = m.members / m.tp;
+        // Element e of this rank's piece is element w of the whole
+        // parameter, element `at` of the saved piece k, held by the first
+        // saved tp rank of those holding k, at `at` in its unit: in the
+        // shard of member (s.offset + at) / oldShard.
+        auto place = [&](int64_t e, int64_t *file) {
+          int64_t k = 0, w = prm.wholeElement(e, tpRank, p.tp);
+          int64_t flat = s.offset + s.cut.pieceElement(w, &k);
+          *file = k * (m.tp / s.cut.tpPieces) * oldMembers + flat / oldShard;
+          return flat;
+        };
+        bool plain = !prm.isCut() && !s.cut.isCut();
         for (int64_t e = lo - prm.offset; e < hi - prm.offset;) {
-          int64_t flat = s.offset + e, member = flat / oldShard;
+          int64_t file = 0, flat = place(e, &file), member = flat / oldShard;
           int64_t n = std::min(hi - prm.offset - e, (member + 1) * oldShard - flat);
+          // A run of elements that are a run in the saved shard.
+          if (!plain)
+            for (int64_t j = 1, f = 0; j < n; ++j)
+              if (place(e + j, &f) != flat + j || f != file) {
+                n = j;
+                break;
+              }
           ShardReader *r = nullptr;
-          err = reader(member, &r);
+          err = reader(file, &r);
           if (err.empty())
             err = r->read(m.unitStart[s.unit] + (kind * oldShard + flat - member * oldShard) * 4,
                           n * 4, reinterpret_cast<char *>(dst + (prm.offset + e - base)));
@@ -1033,8 +1115,8 @@ std::string fsdp::checkpoint::resumeCheckpoint(const std::string &path, const pr
   if (!comm.allGather(runtime::Group::World, name, names.data(), sizeof name))
     return "checkpoint not read: " + comm.error();
   std::string chosen = names[0] ? path + "/" + std::string(names.data()) : path;
-  mine = loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard), globalBatch, arena,
-                        step, host);
+  mine = loadCheckpoint(chosen, p, comm.memberIndex(runtime::Group::Shard),
+                        comm.rank() % comm.tpSize(), globalBatch, arena, step, host);
   // Held until every rank has read it.
   return agree(comm, mine, [] {}, "checkpoint not read");
 }

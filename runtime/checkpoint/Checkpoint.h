@@ -112,15 +112,15 @@ std::string readRunRecord(const std::string &path, RunRecord *out);
 /// paramShard.
 ///
 /// Fills shard member `shardMember`'s parameter, exp_avg and exp_avg_sq
-/// shards of `p` in `arena` (zero beyond the parameters) from the checkpoint
-/// folder `path`, whatever plan of the same model wrote it, reading only the
-/// blocks that hold them (each checked against its CRC). meta.json is checked
-/// whole first (its checksum, every offset and size, the model's identity
-/// against `p`'s), then the shard headers (member 0: every file's). *step:
-/// the steps already taken. The global batch must be the one it was saved
-/// with. An error names the file and the field.
+/// shards of `p` (of tp rank `tpRank`'s pieces) in `arena` (zero beyond the parameters) from the
+/// checkpoint folder `path`, whatever plan of the same model wrote it, reading only the blocks that
+/// hold them (each checked against its CRC). meta.json is checked whole first (its checksum, every
+/// offset and size, the model's identity against `p`'s), then the shard headers (member 0: every
+/// file's). *step: the steps already taken. The global batch must be the one it was saved with. An
+/// error names the file and the field.
 std::string loadCheckpoint(const std::string &path, const program::Program &p, int shardMember,
-                           int64_t globalBatch, char *arena, int64_t *step, char *host = nullptr);
+                           int tpRank, int64_t globalBatch, char *arena, int64_t *step,
+                           char *host = nullptr);
 
 /// Collective over every rank: what --resume `path` names is chosen by rank
 /// 0, held with a shared lock (a run saving there does not remove it while

@@ -11,12 +11,15 @@ arena bytes equal to the plan's prediction.
 The runs load the reference's initial weights (--weights: each rank reads
 its pieces of the whole tensors) and write their final ones whole
 (--save-weights: the pieces put together), so the comparison is of whole
-tensors.
+tensors. Checkpoints saved at one mesh resume at others (dp x tp 2 x 2 to
+4 x 1 and 1 x 4, and 4 x 1 to 2 x 2), the whole run held to the same
+bounds.
 
 usage: tp_e2e.py BIN_DIR WORK_DIR [--steps 10] [--models gpt2-tiny,llama-tiny,qwen3-tiny]
 """
 import argparse
 import os
+import shutil
 import sys
 
 import matrix
@@ -30,20 +33,62 @@ RUNS = [(2, 2, "full-shard", 0, True), (4, 2, "full-shard", 0, True),
         (8, 2, "hybrid-shard", 2, True), (4, 2, "shard-grad-op", 0, True)]
 
 
-def train(args, config, tag, world, tp, strategy, shard, sp, weights, data):
+def plan_of(args, config, tag, world, tp, strategy="full-shard", shard=0, sp=True):
     dp = world // tp
     plan = os.path.join(args.work, tag + ".plan.json")
     cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world), "--tp", str(tp),
            "--micro-batch", str(GLOBAL_BATCH // dp), "--seq-len", str(SEQ), "--strategy", strategy,
-           "--sequence-parallel", "true" if sp else "false", "-o", plan]
+           "-o", plan]
+    if tp > 1:
+        cmd += ["--sequence-parallel", "true" if sp else "false"]
     if shard:
         cmd += ["--shard-size", str(shard)]
     run(cmd)
+    return plan
+
+
+def train(args, config, tag, world, tp, strategy, shard, sp, weights, data):
+    plan = plan_of(args, config, tag, world, tp, strategy, shard, sp)
     metrics = os.path.join(args.work, tag + ".jsonl")
     final = os.path.join(args.work, tag + ".safetensors")
     run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
          "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final, "--quiet"])
     return metrics, final, read_metrics(metrics)
+
+
+def reshard(args, config, model, weights, data, ref_metrics, ref_weights, tol):
+    """Checkpoints reshard across tp as across dp: saved at dp 2 x tp 2 after
+    half the steps, resumed at 4 x 1 and 1 x 4 (the same global batch); the
+    whole run (both legs' losses, the final weights) within the reference's
+    bounds, every peak the predicted one. Then the other way: saved at 4 x 1,
+    resumed at 2 x 2. Yields a row a run."""
+    half = args.steps // 2
+    for saved_mesh, resumed in (((4, 2), ((4, 1), (4, 4))), ((4, 1), ((4, 2),))):
+        world, tp = saved_mesh
+        tag = "%s.ckpt.dp%d.tp%d" % (model, world // tp, tp)
+        plan = plan_of(args, config, tag, world, tp)
+        ckpt = os.path.join(args.work, tag)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        first = os.path.join(args.work, tag + ".first.jsonl")
+        run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
+             "--steps", str(half), "--metrics", first, "--save", ckpt, "--quiet"])
+        for world2, tp2 in resumed:
+            what = "%d x %d from %d x %d" % (world2 // tp2, tp2, world // tp, tp)
+            tag2 = "%s.from-dp%d-tp%d" % (tag, world2 // tp2, tp2)
+            plan2 = plan_of(args, config, tag2, world2, tp2)
+            second = os.path.join(args.work, tag2 + ".second.jsonl")
+            final = os.path.join(args.work, tag2 + ".safetensors")
+            run([os.path.join(args.bin, "fsdp-run"), plan2, "--data", data, "--steps",
+                 str(args.steps), "--resume", ckpt, "--metrics", second, "--save-weights", final,
+                 "--quiet"])
+            both = os.path.join(args.work, tag2 + ".both.jsonl")
+            with open(both, "w") as f:
+                f.write(open(first).read() + open(second).read())
+            m = read_metrics(second)
+            loss_diff, w_diff, problem = compare(ref_metrics, both, ref_weights, final, tol)
+            exact = matrix.peaks_exact(m)
+            ok = exact and len(m) == args.steps - half and problem is None
+            yield what, loss_diff, w_diff, exact, m, ok, problem
 
 
 def main():
@@ -76,6 +121,16 @@ def main():
                 model, mesh, strategy + (" %d" % shard if shard else ""),
                 matrix.gap_text(loss_diff, tol.loss), matrix.gap_text(w_diff, tol.weight),
                 "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"], m[-1]["predicted_peak_bytes"]),
+                "ok" if ok else "FAILED " + (problem or "")))
+        for what, loss_diff, w_diff, exact, m, ok, problem in reshard(
+                args, config, model, weights, data, ref_metrics, ref_weights, tol):
+            total += 1
+            failures += not ok
+            print("%-11s %-10s %-14s %14s %14s %7s %s" % (
+                model, what.split(" from ")[0], "resumed from " + what.split(" from ")[1],
+                matrix.gap_text(loss_diff, tol.loss), matrix.gap_text(w_diff, tol.weight),
+                "exact" if exact else "%d != %d" % (m[-1]["peak_bytes"],
+                                                    m[-1]["predicted_peak_bytes"]),
                 "ok" if ok else "FAILED " + (problem or "")))
     print("%d of %d tensor-parallel runs within the f32 bounds with exact peaks" % (
         total - failures, total))

@@ -166,7 +166,7 @@ TEST_P(Reshard, EveryElementLandsWhereTheNewLayoutPutsIt) {
   for (int64_t member = 0; member < loaded.shardSize; ++member) {
     std::vector<char> arena(loaded.arenaBytes, 0x7f); // not zero: the loader writes all
     int64_t step = -1;
-    ASSERT_EQ(checkpoint::loadCheckpoint(ref.path, loaded, (int)member, 12, arena.data(), &step),
+    ASSERT_EQ(checkpoint::loadCheckpoint(ref.path, loaded, (int)member, 0, 12, arena.data(), &step),
               "");
     EXPECT_EQ(step, 5);
     std::vector<char> want = filledArena(loaded, member);
@@ -201,25 +201,25 @@ TEST(Checkpoint, RefusesAnotherModelOrGlobalBatch) {
   std::string path = checkpoint::checkpointPath(dir, 5);
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  std::string err = checkpoint::loadCheckpoint(path, p, 0, 6, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(path, p, 0, 0, 6, arena.data(), &step);
   EXPECT_NE(err.find("meta.json: 'global_batch' is 12 sequences, but this run's is 6"),
             std::string::npos)
       << err;
   program::Program other = p;
   other.units[1].params[0].shape = {4, 3};
-  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("parameter 'block.w' was saved with shape [3, 4], but this plan's model "
                      "has [4, 3]"),
             std::string::npos)
       << err;
   other = p;
   other.units[2].params[1].name = "lm_head.bias";
-  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("holds no parameter 'lm_head.bias'"), std::string::npos) << err;
   other = p;
   other.units[0].params.clear();
   other.units[0].numel = 0;
-  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("holds parameter 'embed.weight', which this plan's model does not have"),
             std::string::npos)
       << err;
@@ -340,12 +340,12 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   std::string text = readText(meta);
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step), "");
   // "block.b" begins where "block.w" (12 elements) ends: 12 -> 11 overlaps.
   size_t at = text.find("\"offset\": 12");
   ASSERT_NE(at, std::string::npos);
   writeText(meta, text.substr(0, at) + "\"offset\": 11" + text.substr(at + 12));
-  std::string err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(meta + ": units[1].params[1].offset is 11: it overlaps the parameter "
                             "'block.w' before it, which ends at 12"),
             std::string::npos)
@@ -353,7 +353,7 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   at = text.find("\"step\": 5");
   ASSERT_NE(at, std::string::npos);
   writeText(meta, text.substr(0, at) + "\"step\": 6" + text.substr(at + 9));
-  err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(meta + ": 'checksum' is "), std::string::npos) << err;
   writeText(meta, text);
   // Byte 53, in the header's padding.
@@ -361,12 +361,12 @@ TEST(Checkpoint, RefusesEditsNamingFileAndField) {
   std::string flipped = bytes;
   flipped[53] ^= 1;
   writeText(shard, flipped);
-  err = checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find(shard + ": header field 'pad' (bytes 52-55) is 256, but must be 0"),
             std::string::npos)
       << err;
   writeText(shard, bytes);
-  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -380,7 +380,7 @@ TEST(Checkpoint, RefusesAnotherModelIdentity) {
   other.modelType = "mistral";
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  std::string err = checkpoint::loadCheckpoint(checkpoint::checkpointPath(dir, 5), other, 0, 12,
+  std::string err = checkpoint::loadCheckpoint(checkpoint::checkpointPath(dir, 5), other, 0, 0, 12,
                                                arena.data(), &step);
   EXPECT_NE(err.find("identity 'family' is \"llama\" in the checkpoint, but \"mistral\" in "
                      "this plan's model"),
@@ -410,21 +410,21 @@ TEST(Checkpoint, RopeScalingIsPartOfTheIdentity) {
   const std::string path = checkpoint::checkpointPath(dir, 5), meta = path + "/meta.json";
   std::vector<char> arena(p.arenaBytes);
   int64_t step = 0;
-  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
+  ASSERT_EQ(checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step), "");
 
   program::Program yarn = p;
   support::RopeScaling &y = *yarn.microStep.compute.back().ropeScaling;
   y = support::RopeScaling{};
   y.kind = support::RopeScalingKind::Yarn;
   y.factor = 8.0, y.originalMaxPosition = 8192, y.attentionFactor = 1.2;
-  std::string err = checkpoint::loadCheckpoint(path, yarn, 0, 12, arena.data(), &step);
+  std::string err = checkpoint::loadCheckpoint(path, yarn, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("identity 'rope.attention_factor' is absent in the checkpoint, but 1.2 in "
                      "this plan's model"),
             std::string::npos)
       << err;
   program::Program other = p;
   other.microStep.compute.back().ropeScaling->highFreqFactor = 2.0;
-  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  err = checkpoint::loadCheckpoint(path, other, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("identity 'rope.high_freq_factor' is 4.0 in the checkpoint, but 2.0 in this "
                      "plan's model"),
             std::string::npos)
@@ -445,8 +445,8 @@ TEST(Checkpoint, RopeScalingIsPartOfTheIdentity) {
   const std::string compact = m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   m["checksum"] = io::crc32(compact.data(), compact.size());
   writeText(meta, m.dump(2));
-  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 12, arena.data(), &step), "");
-  err = checkpoint::loadCheckpoint(path, other, 0, 12, arena.data(), &step);
+  EXPECT_EQ(checkpoint::loadCheckpoint(path, p, 0, 0, 12, arena.data(), &step), "");
+  err = checkpoint::loadCheckpoint(path, other, 0, 0, 12, arena.data(), &step);
   EXPECT_NE(err.find("identity 'rope.high_freq_factor' is 4.0 in the checkpoint"),
             std::string::npos)
       << err;

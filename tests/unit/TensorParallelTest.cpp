@@ -126,3 +126,38 @@ TEST(TensorParallel, ASharedPieceIsHeldByConsecutiveRanks) {
   EXPECT_FALSE(whole.isCut());
   EXPECT_EQ(whole.wholeElement(5, 3, 4), 5);
 }
+
+// pieceElement inverts wholeElement: every element of the whole parameter
+// is in exactly one piece, once (what a checkpoint's resharded load reads).
+TEST(TensorParallel, PieceElementInvertsWholeElement) {
+  struct Cut {
+    std::vector<int64_t> piece;
+    int64_t dim, pieces, sections;
+  };
+  for (const Cut &c : {Cut{{2, 6}, 1, 2, 3}, Cut{{3, 5}, 0, 2, 1}, Cut{{2, 3, 4}, 1, 3, 1},
+                       Cut{{4, 2}, 0, 4, 2}}) {
+    program::Param prm;
+    prm.shape = c.piece;
+    prm.tpDim = c.dim, prm.tpPieces = c.pieces, prm.tpSections = c.sections;
+    int64_t numel = 1;
+    for (int64_t d : c.piece)
+      numel *= d;
+    std::vector<int> seen(size_t(numel * c.pieces), 0);
+    for (int64_t k = 0; k < c.pieces; ++k)
+      for (int64_t e = 0; e < numel; ++e) {
+        int64_t w = prm.wholeElement(e, k, c.pieces), back = -1;
+        ASSERT_GE(w, 0);
+        ASSERT_LT(w, numel * c.pieces);
+        ++seen[size_t(w)];
+        EXPECT_EQ(prm.pieceElement(w, &back), e) << k << " " << e;
+        EXPECT_EQ(back, k) << k << " " << e;
+      }
+    for (int n : seen)
+      EXPECT_EQ(n, 1);
+  }
+  program::Param whole;
+  whole.shape = {7};
+  int64_t k = -1;
+  EXPECT_EQ(whole.pieceElement(5, &k), 5);
+  EXPECT_EQ(k, 0);
+}

@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int64_t step = -12345;
   std::string err;
   try {
-    err = checkpoint::loadCheckpoint(dir, p, 0, /*globalBatch=*/2, arena.data(), &step);
+    err =
+        checkpoint::loadCheckpoint(dir, p, 0, /*tpRank=*/0, /*globalBatch=*/2, arena.data(), &step);
   } catch (const std::exception &e) {
     violation(std::string("loadCheckpoint threw: ") + e.what());
   } catch (...) {

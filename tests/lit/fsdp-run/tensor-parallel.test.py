@@ -1,5 +1,7 @@
 """tensor-parallel.test's checks of the programs in DIR (--program DIR), its
-faulty programs (--faults DIR) and its runs' metrics (--same ONE RUN...)."""
+faulty programs (--faults DIR), a checkpoint's meta.json (--meta FILE), a
+resumed run's last step against the uninterrupted run's (--same WHOLE
+RESUMED) and its runs' peaks (--peaks RUN...)."""
 import copy
 import json
 import os
@@ -79,6 +81,28 @@ if sys.argv[1] == "--faults":
     # A gather whose whole output is its part's size.
     write("whole", lambda p: first(p, "tp_all_gather").update(out=first(p, "tp_all_gather")["in"]))
     write("no-sp", lambda p: p.update(sequence_parallel=False))
+    sys.exit(0)
+
+if sys.argv[1] == "--meta":
+    m = load(sys.argv[2])
+    params = {q["name"]: q for u in m["units"] for q in u["params"]}
+
+    def said(name):
+        q = params[name]
+        cut = ("cut along dim %d in %d pieces" % (q["tp_dim"], q["tp_pieces"])
+               if "tp_dim" in q else "whole")
+        return "%s %s %s" % (name, q["shape"], cut)
+    print("tp %d, %d shard files; %s; %s" % (m["tp"], m["shard_files"],
+                                             said("model.layers.0.self_attn.k_proj.weight"),
+                                             said("model.norm.weight")))
+    sys.exit(0)
+
+if sys.argv[1] == "--same":
+    whole, resumed = ([json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[2:4])
+    a, b = whole[-1], resumed[-1]
+    assert a["step"] == b["step"] and (a["loss"], a["grad_norm"]) == (b["loss"], b["grad_norm"]), (a, b)
+    print("step %d: the resumed run's loss and grad norm are the uninterrupted run's, bit for bit"
+          % a["step"])
     sys.exit(0)
 
 assert sys.argv[1] == "--peaks"

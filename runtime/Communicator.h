@@ -94,17 +94,21 @@ protected:
   /// The backends' part: a collective on `g` begins (`what` names it when
   /// the caller did not) and ends.
   void began(Group g, const char *what);
-  void ended();
+  void ended(Group g);
   int shardSize;
   int reshardSize; // 0: no reshard groups
   int tp;          // the tensor-parallel degree (1: none)
 
 private:
+  // Two places: the compute stream's tensor-parallel collectives (Group::Tp)
+  // are made by another thread than the rest, and both may wait at once.
+  static int placeOf(Group g) { return g == Group::Tp ? 1 : 0; }
   mutable std::mutex whereMu; // a peer's thread reads it at its timeout
-  Whereabouts where;
-  bool named = false; // `where.site` names the next collective
-  bool holds = false; // ... and the ones after it; else the backend names them
+  Whereabouts where[2];
+  bool named[2] = {}; // `where[i].site` names the next collective
+  bool holds[2] = {}; // ... and the ones after it; else the backend names them
   int64_t numbers[kGroupKinds] = {};
+  int64_t begun = 0; // collectives begun on either
 };
 
 /// N ranks as threads of this process, collectives through shared memory. A
@@ -128,7 +132,7 @@ void abortMPI();
 /// asks the group who is there, names those that did not answer or have not
 /// reached this collective, and aborts the job.
 std::unique_ptr<Communicator> mpiCommunicator(int shardSize, double timeoutS = 600,
-                                              int reshardSize = 0);
+                                              int reshardSize = 0, int tp = 1);
 
 /// The world ranks of the members of `comm`'s group `g`, in member order.
 std::vector<int> groupRanks(const Communicator &comm, Group g);

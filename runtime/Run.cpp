@@ -38,7 +38,9 @@ using namespace fsdp::runtime;
 bool fsdp::runtime::initMPI(int *, char ***, int *, int *, double) { return false; }
 void fsdp::runtime::finalizeMPI() {}
 void fsdp::runtime::abortMPI() {}
-std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int, double, int) { return nullptr; }
+std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int, double, int, int) {
+  return nullptr;
+}
 #endif
 
 namespace {
@@ -545,12 +547,12 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
     return fail(why);
-  // Tensor parallelism runs on the threads backend, from token inputs, so
-  // far: what it does not do yet is said, not skipped.
+  // Tensor parallelism runs on the CPU backends, from token inputs, so far:
+  // what it does not do yet is said, not skipped.
   if (p.tp > 1) {
     std::string tp = req.plan + ": a tensor-parallel program (tp " + std::to_string(p.tp) + ")";
-    if (backend != BackendKind::Threads)
-      return fail(tp + " runs on --backend threads only, not yet on --backend " +
+    if (backend == BackendKind::Nccl)
+      return fail(tp + " runs on --backend threads and mpi, not yet on --backend " +
                       backendName(backend),
                   mpiRank == 0);
     if (p.inputKind != program::InputKind::Tokens)
@@ -668,7 +670,8 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
       return finish();
     }
   } else if (backend == BackendKind::Mpi) {
-    auto comm = mpiCommunicator((int)p.shardSize, o.timeoutS, (int)p.reshardAfterForward);
+    auto comm =
+        mpiCommunicator((int)p.shardSize, o.timeoutS, (int)p.reshardAfterForward, (int)p.tp);
     err = runRank(p, o, *comm, onStep);
     comm.reset();
     if (!err.empty()) // the failing rank has aborted the job; this is a peer

@@ -1,10 +1,17 @@
 //===- MPI.cpp - one process a rank, collectives through OpenMPI ----------===//
 //
-// Shard and replica groups are MPI communicators split from the world. The
-// comm stream's thread makes the collectives; the compute thread makes only
-// the step's bookkeeping reductions, between phases, so MPI is never entered
-// by both at once. A rank that fails says why and aborts the job: mpirun then
-// stops every rank, naming the one that aborted.
+// Each group kind is an MPI communicator split from the world by the mesh
+// (Communicator::groupIndex, memberIndex): shard, replica and reshard groups
+// over the data-parallel ranks of one tp index, and under tensor parallelism
+// two of the tp group's, one a stream (Tp for the compute stream's
+// activations, TpGrad for the comm stream's sums), so each keeps its own
+// order. The comm stream's thread makes the FSDP collectives, the compute
+// thread the tensor-parallel ones and the step's bookkeeping reductions: both
+// may wait at once, so every MPI call is made holding one mutex
+// (MPI_THREAD_SERIALIZED: never two calls at once), and a wait releases it
+// between polls, each poll progressing every outstanding collective. A rank
+// that fails says why and aborts the job: mpirun then stops every rank,
+// naming the one that aborted.
 //
 // Collectives are nonblocking and polled with a deadline (--timeout), sleeping
 // between polls once a wait is long, so a rank waiting on a peer neither
@@ -103,8 +110,8 @@ private:
 
 class MPICommunicator : public Communicator {
 public:
-  MPICommunicator(int shardSize, double timeoutS, int reshardSize)
-      : Communicator(shardSize, reshardSize), timeoutS(timeoutS) {
+  MPICommunicator(int shardSize, double timeoutS, int reshardSize, int tp)
+      : Communicator(shardSize, reshardSize, tp), timeoutS(timeoutS) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (stallHere(myRank, 0))
@@ -114,16 +121,24 @@ public:
     StartupWatchdog watch(myRank, timeoutS, "creating the communicators");
     MPI_Comm_dup(MPI_COMM_WORLD, &world);
     MPI_Comm_dup(MPI_COMM_WORLD, &probe);
-    MPI_Comm_split(MPI_COMM_WORLD, myRank / shardSize, myRank % shardSize, &shard);
-    MPI_Comm_split(MPI_COMM_WORLD, myRank % shardSize, myRank / shardSize, &replica);
+    auto split = [&](Group g, MPI_Comm *out) {
+      MPI_Comm_split(MPI_COMM_WORLD, groupIndex(g), memberIndex(g), out);
+    };
+    split(Group::Shard, &shard);
+    split(Group::Replica, &replica);
     if (reshardSize > 0) // groups of N consecutive ranks (reshard_after_forward = N)
-      MPI_Comm_split(MPI_COMM_WORLD, myRank / reshardSize, myRank % reshardSize, &reshard);
+      split(Group::Reshard, &reshard);
+    if (tp > 1) {
+      split(Group::Tp, &tpComm);
+      split(Group::TpGrad, &tpGrad);
+    }
     MPI_Op_create(&sumBf16, /*commute=*/1, &bf16Sum);
   }
   ~MPICommunicator() override {
     MPI_Op_free(&bf16Sum);
-    if (reshard != MPI_COMM_NULL)
-      MPI_Comm_free(&reshard);
+    for (MPI_Comm *c : {&reshard, &tpComm, &tpGrad})
+      if (*c != MPI_COMM_NULL)
+        MPI_Comm_free(c);
     MPI_Comm_free(&replica);
     MPI_Comm_free(&shard);
     MPI_Comm_free(&world);
@@ -137,20 +152,28 @@ public:
     int me = memberIndex(g);
     bool inPlace = static_cast<const char *>(src) == static_cast<char *>(dst) + me * bytes;
     MPI_Request req;
-    return begin(g, "all_gather") &&
-           check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE, dst, (int)bytes,
-                                MPI_BYTE, comm(g), &req)) &&
-           wait(&req, g, "all_gather");
+    {
+      Lock lock(mu);
+      if (!begin(g, "all_gather") ||
+          !check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : src, (int)bytes, MPI_BYTE, dst, (int)bytes,
+                                MPI_BYTE, comm(g), &req)))
+        return false;
+    }
+    return wait(&req, g, "all_gather");
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
-    grow(count * 4);
-    float *part = reinterpret_cast<float *>(staging.data());
+    std::vector<char> &buf = stagingOf(g, count * 4);
+    float *part = reinterpret_cast<float *>(buf.data());
     MPI_Request req;
-    if (!begin(g, "reduce_scatter") ||
-        !check(
-            MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) ||
-        !wait(&req, g, "reduce_scatter"))
+    {
+      Lock lock(mu);
+      if (!begin(g, "reduce_scatter") ||
+          !check(
+              MPI_Ireduce_scatter_block(src, part, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)))
+        return false;
+    }
+    if (!wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += part[k];
@@ -158,13 +181,17 @@ public:
   }
 
   bool reduceScatterAddBf16(Group g, const uint16_t *src, float *dst, int64_t count) override {
-    grow(count * 2);
-    uint16_t *part = reinterpret_cast<uint16_t *>(staging.data());
+    std::vector<char> &buf = stagingOf(g, count * 2);
+    uint16_t *part = reinterpret_cast<uint16_t *>(buf.data());
     MPI_Request req;
-    if (!begin(g, "reduce_scatter") ||
-        !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T, bf16Sum, comm(g),
-                                         &req)) ||
-        !wait(&req, g, "reduce_scatter"))
+    {
+      Lock lock(mu);
+      if (!begin(g, "reduce_scatter") ||
+          !check(MPI_Ireduce_scatter_block(src, part, (int)count, MPI_UINT16_T, bf16Sum, comm(g),
+                                           &req)))
+        return false;
+    }
+    if (!wait(&req, g, "reduce_scatter"))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += fsdp::kernels::bf16ToFloat(part[k]);
@@ -173,40 +200,67 @@ public:
 
   bool allReduce(Group g, float *buf, int64_t count) override {
     MPI_Request req;
-    return begin(g, "all_reduce") &&
-           check(
-               MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)) &&
-           wait(&req, g, "all_reduce");
+    {
+      Lock lock(mu);
+      if (!begin(g, "all_reduce") ||
+          !check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, comm(g), &req)))
+        return false;
+    }
+    return wait(&req, g, "all_reduce");
   }
 
   bool allReduceScalar(Group g, double *value) override {
     MPI_Request req;
-    return begin(g, "all_reduce of a scalar") &&
-           check(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comm(g), &req)) &&
-           wait(&req, g, "all_reduce of a scalar");
+    {
+      Lock lock(mu);
+      if (!begin(g, "all_reduce of a scalar") ||
+          !check(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_SUM, comm(g), &req)))
+        return false;
+    }
+    return wait(&req, g, "all_reduce of a scalar");
   }
 
   void abort(const std::string &why) override {
     std::fprintf(stderr, "fsdp-run: error: %s\n", why.c_str());
     std::fflush(stderr);
+    Lock lock(mu);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  std::string error() const override { return reason; }
-  int64_t stagingBytes() const override { return staging.capacity(); }
+  std::string error() const override {
+    Lock lock(mu);
+    return reason;
+  }
+  int64_t stagingBytes() const override { return staging[0].capacity() + staging[1].capacity(); }
 
 private:
+  using Lock = std::lock_guard<std::recursive_mutex>;
   MPI_Comm comm(Group g) const {
-    return g == Group::Shard     ? shard
-           : g == Group::Replica ? replica
-           : g == Group::Reshard ? reshard
-                                 : world;
+    switch (g) {
+    case Group::Shard:
+      return shard;
+    case Group::Replica:
+      return replica;
+    case Group::Reshard:
+      return reshard;
+    case Group::Tp:
+      return tpComm;
+    case Group::TpGrad:
+      return tpGrad;
+    case Group::World:
+      break;
+    }
+    return world;
   }
-  void grow(int64_t bytes) {
-    if ((int64_t)staging.size() < bytes)
-      staging.resize(bytes);
+  // A reduce-scatter's received part: the compute stream's (over Tp) apart
+  // from the comm stream's, which may wait at the same time.
+  std::vector<char> &stagingOf(Group g, int64_t bytes) {
+    std::vector<char> &buf = staging[g == Group::Tp ? 1 : 0];
+    if ((int64_t)buf.size() < bytes)
+      buf.resize(bytes);
+    return buf;
   }
   // Counts the collective on its group; a test's stalled rank
-  // (FSDP_TEST_STALL) stops its process here, before it begins.
+  // (FSDP_TEST_STALL) stops its process here, before it begins. Under `mu`.
   bool begin(Group g, const char *what) {
     if (stallHere(myRank, ++collectives))
       std::raise(SIGSTOP);
@@ -216,7 +270,8 @@ private:
   }
 
   // Polls `req` until it completes, answering peers' questions meanwhile;
-  // past the deadline, names who did not arrive and aborts the job.
+  // past the deadline, names who did not arrive and aborts the job. Holds
+  // `mu` for each poll only, so that the other stream's thread polls too.
   bool wait(MPI_Request *req, Group g, const char *what) {
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
@@ -224,17 +279,20 @@ private:
                                 std::chrono::duration<double>(timeoutS));
     auto nap = std::chrono::microseconds(0);
     for (;;) {
-      int done = 0;
-      if (!check(MPI_Test(req, &done, MPI_STATUS_IGNORE)))
-        return false;
-      if (done) {
-        ended();
-        return true;
-      }
-      answer();
       auto now = Clock::now();
-      if (now >= deadline)
-        timedOut(g, what);
+      {
+        Lock lock(mu);
+        int done = 0;
+        if (!check(MPI_Test(req, &done, MPI_STATUS_IGNORE)))
+          return false;
+        if (done) {
+          ended(g);
+          return true;
+        }
+        answer();
+        if (now >= deadline)
+          timedOut(g, what);
+      }
       // A short wait spins (collectives take microseconds); a long one naps,
       // up to half a millisecond between polls.
       if (now - start > std::chrono::microseconds(200)) {
@@ -297,7 +355,7 @@ private:
   // Answers every pending question with the collectives reached per group
   // and where this rank waits.
   struct Answer {
-    long long reached[3];
+    long long reached[kGroupKinds];
     Whereabouts where;
   };
   void answer() {
@@ -309,7 +367,9 @@ private:
         return;
       int q = 0;
       MPI_Recv(&q, 1, MPI_INT, st.MPI_SOURCE, kAskTag, probe, MPI_STATUS_IGNORE);
-      Answer a{{reached[0], reached[1], reached[2]}, whereabouts()};
+      Answer a{};
+      std::copy(reached, reached + kGroupKinds, a.reached);
+      a.where = whereabouts();
       MPI_Send(&a, (int)sizeof a, MPI_BYTE, st.MPI_SOURCE, kAnswerTag, probe);
     }
   }
@@ -373,10 +433,12 @@ private:
   double timeoutS;
   int myRank = 0, size = 1;
   MPI_Comm world, shard, replica, probe, reshard = MPI_COMM_NULL;
-  long long reached[3] = {0, 0, 0}; // collectives begun per Group
+  MPI_Comm tpComm = MPI_COMM_NULL, tpGrad = MPI_COMM_NULL; // tp > 1
+  mutable std::recursive_mutex mu;                         // held by every MPI call (see the top)
+  long long reached[kGroupKinds] = {};                     // collectives begun per Group
   int64_t collectives = 0;
   MPI_Op bf16Sum;
-  std::vector<char> staging;
+  std::vector<char> staging[2]; // the comm stream's, the compute stream's
   std::string reason;
 };
 
@@ -404,6 +466,6 @@ void fsdp::runtime::finalizeMPI() { MPI_Finalize(); }
 void fsdp::runtime::abortMPI() { MPI_Abort(MPI_COMM_WORLD, 1); }
 
 std::unique_ptr<Communicator> fsdp::runtime::mpiCommunicator(int shardSize, double timeoutS,
-                                                             int reshardSize) {
-  return std::make_unique<MPICommunicator>(shardSize, timeoutS, reshardSize);
+                                                             int reshardSize, int tp) {
+  return std::make_unique<MPICommunicator>(shardSize, timeoutS, reshardSize, tp);
 }

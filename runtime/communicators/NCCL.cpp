@@ -711,7 +711,7 @@ public:
     comms.setHostHooks({this, [this](Group g, const char *what) {
                           began(g, what);
                           Whereabouts w = whereabouts();
-                          ended();
+                          ended(g);
                           return w;
                         }});
   }
@@ -734,7 +734,7 @@ public:
     char *slot = buf + me * bytes;
     return copy(slot, src, bytes, cudaMemcpyHostToDevice) && begin(g, "all_gather") &&
            run(comms.allGather(g, slot, buf, bytes, NcclComms::DType::U8, stream)) && finish() &&
-           copy(dst, buf, bytes * n, cudaMemcpyDeviceToHost) && finish() && end();
+           copy(dst, buf, bytes * n, cudaMemcpyDeviceToHost) && finish() && end(g);
   }
 
   bool reduceScatterAdd(Group g, const float *src, float *dst, int64_t count) override {
@@ -747,7 +747,7 @@ public:
     if (!(copy(buf, src, n * count * 4, cudaMemcpyHostToDevice) && begin(g, "reduce_scatter") &&
           run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::F32, stream)) &&
           finish() && copy(host.data(), part, count * 4, cudaMemcpyDeviceToHost) && finish() &&
-          end()))
+          end(g)))
       return false;
     for (int64_t k = 0; k < count; ++k)
       dst[k] += host[k];
@@ -764,7 +764,7 @@ public:
     if (!(copy(buf, src, n * count * 2, cudaMemcpyHostToDevice) && begin(g, "reduce_scatter") &&
           run(comms.reduceScatter(g, buf, part, count, NcclComms::DType::BF16, stream)) &&
           finish() && copy(host.data(), part, count * 2, cudaMemcpyDeviceToHost) && finish() &&
-          end()))
+          end(g)))
       return false;
     for (int64_t k = 0; k < count; ++k) {
       uint32_t bits = uint32_t(host[k]) << 16;
@@ -779,7 +779,7 @@ public:
     char *dev = prepare(count * 4);
     return dev && copy(dev, buf, count * 4, cudaMemcpyHostToDevice) && begin(g, "all_reduce") &&
            run(comms.allReduce(g, dev, dev, count, NcclComms::DType::F32, stream)) && finish() &&
-           copy(buf, dev, count * 4, cudaMemcpyDeviceToHost) && finish() && end();
+           copy(buf, dev, count * 4, cudaMemcpyDeviceToHost) && finish() && end(g);
   }
 
   bool allReduceScalar(Group g, double *value) override {
@@ -787,7 +787,7 @@ public:
     return dev && copy(dev, value, 8, cudaMemcpyHostToDevice) &&
            begin(g, "all_reduce of a scalar") &&
            run(comms.allReduce(g, dev, dev, 1, NcclComms::DType::F64, stream)) && finish() &&
-           copy(value, dev, 8, cudaMemcpyDeviceToHost) && finish() && end();
+           copy(value, dev, 8, cudaMemcpyDeviceToHost) && finish() && end(g);
   }
 
   void abort(const std::string &why) override { comms.abort(why); }
@@ -850,8 +850,8 @@ private:
     comms.publish();
     return true;
   }
-  bool end() {
-    ended();
+  bool end(Group g) {
+    ended(g);
     return true;
   }
 

@@ -120,36 +120,47 @@ std::string fsdp::runtime::rankList(const std::vector<int> &ranks) {
 
 void Communicator::at(Group g, const std::string &site, bool several) {
   std::lock_guard<std::mutex> lock(whereMu);
-  std::snprintf(where.site, sizeof where.site, "%s", site.c_str());
-  where.group = (int32_t)g;
-  where.state = Whereabouts::Before;
-  where.number = numbers[(int)g] + 1;
-  named = true;
-  holds = several;
-  where.within = several;
+  int i = placeOf(g);
+  Whereabouts &w = where[i];
+  std::snprintf(w.site, sizeof w.site, "%s", site.c_str());
+  w.group = (int32_t)g;
+  w.state = Whereabouts::Before;
+  w.number = numbers[(int)g] + 1;
+  named[i] = true;
+  holds[i] = several;
+  w.within = several;
 }
 
 void Communicator::began(Group g, const char *what) {
   std::lock_guard<std::mutex> lock(whereMu);
-  if (!named && !holds) {
-    std::snprintf(where.site, sizeof where.site, "%s", what);
-    where.within = 0;
+  int i = placeOf(g);
+  Whereabouts &w = where[i];
+  if (!named[i] && !holds[i]) {
+    std::snprintf(w.site, sizeof w.site, "%s", what);
+    w.within = 0;
   }
-  named = false;
-  where.group = (int32_t)g;
-  where.state = Whereabouts::Waiting;
-  where.number = ++numbers[(int)g];
-  ++where.begun;
+  named[i] = false;
+  w.group = (int32_t)g;
+  w.state = Whereabouts::Waiting;
+  w.number = ++numbers[(int)g];
+  w.begun = ++begun;
 }
 
-void Communicator::ended() {
+void Communicator::ended(Group g) {
   std::lock_guard<std::mutex> lock(whereMu);
-  where.state = Whereabouts::Past;
+  where[placeOf(g)].state = Whereabouts::Past;
 }
 
 Whereabouts Communicator::whereabouts() const {
   std::lock_guard<std::mutex> lock(whereMu);
-  return where;
+  // Where it waits, or is about to; else where it was last.
+  auto rank = [](const Whereabouts &w) {
+    return w.state == Whereabouts::Waiting ? 2 : w.state == Whereabouts::Before ? 1 : 0;
+  };
+  const Whereabouts &a = where[0], &b = where[1];
+  Whereabouts w = rank(b) > rank(a) || (rank(b) == rank(a) && b.begun > a.begun) ? b : a;
+  w.begun = begun;
+  return w;
 }
 
 namespace {
@@ -440,9 +451,9 @@ public:
     began(g, what);
     return true;
   }
-  bool end(bool ok) {
+  bool end(Group g, bool ok) {
     if (ok)
-      ended();
+      ended(g);
     return ok;
   }
 
@@ -456,7 +467,7 @@ public:
     if (!meet(g, what))
       return false;
     work(s.slots, memberIndex(g));
-    return end(meet(g, what));
+    return end(g, meet(g, what));
   }
 
   bool allGather(Group g, const void *src, void *dst, int64_t bytes) override {
@@ -519,7 +530,7 @@ public:
     for (int j = 0; j < n; ++j)
       std::memcpy(const_cast<float *>(static_cast<const float *>(s.slots[j])) + lo, staging.data(),
                   (hi - lo) * sizeof(float));
-    return end(meet(g, "all_reduce"));
+    return end(g, meet(g, "all_reduce"));
   }
 
   bool allReduceScalar(Group g, double *value) override {
@@ -536,7 +547,7 @@ public:
     if (!meet(g, "all_reduce of a scalar"))
       return false;
     *value = sum;
-    return end(true);
+    return end(g, true);
   }
 
   void abort(const std::string &why) override { world->abort(why); }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end for 2D parallelism (issue 34): fsdp-plan --tp N + fsdp-run
-(threads) against single-process PyTorch, 10 steps of the global batch of
+(threads, and one mesh under mpirun) against single-process PyTorch, 10 steps of the global batch of
 12 sequences of 32 tokens, on gpt2-tiny (GPT-2's fused c_attn, cut in 3
 sections), llama-tiny (GQA: 2 key/value heads, shared by 2 ranks at tp 4)
 and qwen3-tiny (q/k norms, tied head): losses and final weights within the
@@ -25,12 +25,15 @@ import sys
 import matrix
 from matrix import HERE, PY, GLOBAL_BATCH, SEQ, run, compare, read_metrics
 
-# (world size, tp, strategy, shard size, sequence parallel): the mesh's
-# shapes (dp x tp) 1 x 2, 2 x 2, 1 x 4, without sequence parallelism, and
-# hybrid-shard (dp 4 in shard groups of 2) and shard-grad-op over dp.
-RUNS = [(2, 2, "full-shard", 0, True), (4, 2, "full-shard", 0, True),
-        (4, 4, "full-shard", 0, True), (2, 2, "full-shard", 0, False),
-        (8, 2, "hybrid-shard", 2, True), (4, 2, "shard-grad-op", 0, True)]
+# (world size, tp, strategy, shard size, sequence parallel, backend): the
+# mesh's shapes (dp x tp) 1 x 2, 2 x 2, 1 x 4, without sequence parallelism,
+# and hybrid-shard (dp 4 in shard groups of 2) and shard-grad-op over dp, on
+# threads; 2 x 2 under mpirun, one process a rank.
+RUNS = [(2, 2, "full-shard", 0, True, "threads"), (4, 2, "full-shard", 0, True, "threads"),
+        (4, 4, "full-shard", 0, True, "threads"), (2, 2, "full-shard", 0, False, "threads"),
+        (8, 2, "hybrid-shard", 2, True, "threads"), (4, 2, "shard-grad-op", 0, True, "threads"),
+        (4, 2, "full-shard", 0, True, "mpi")]
+MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def plan_of(args, config, tag, world, tp, strategy="full-shard", shard=0, sp=True):
@@ -47,12 +50,14 @@ def plan_of(args, config, tag, world, tp, strategy="full-shard", shard=0, sp=Tru
     return plan
 
 
-def train(args, config, tag, world, tp, strategy, shard, sp, weights, data):
+def train(args, config, tag, world, tp, strategy, shard, sp, weights, data, backend):
     plan = plan_of(args, config, tag, world, tp, strategy, shard, sp)
     metrics = os.path.join(args.work, tag + ".jsonl")
     final = os.path.join(args.work, tag + ".safetensors")
-    run([os.path.join(args.bin, "fsdp-run"), plan, "--weights", weights, "--data", data,
-         "--steps", str(args.steps), "--metrics", metrics, "--save-weights", final, "--quiet"])
+    launch = (["mpirun", "-np", str(world), "--oversubscribe"] if backend == "mpi" else [])
+    run(launch + [os.path.join(args.bin, "fsdp-run"), plan, "--backend", backend, "--weights",
+                  weights, "--data", data, "--steps", str(args.steps), "--metrics", metrics,
+                  "--save-weights", final, "--quiet"], MPIRUN_ENV if backend == "mpi" else None)
     return metrics, final, read_metrics(metrics)
 
 
@@ -107,11 +112,13 @@ def main():
     for model in args.models.split(","):
         config, weights, ref_metrics, ref_weights, tol = matrix.f32_reference(args, model, data)
         print("%-11s %-10s %s" % (model, "-", tol.describe()))
-        for world, tp, strategy, shard, sp in RUNS:
-            mesh = "%d x %d%s" % (world // tp, tp, "" if sp else " no-SP")
-            tag = "%s.dp%d.tp%d.%s%s" % (model, world // tp, tp, strategy, "" if sp else ".nosp")
+        for world, tp, strategy, shard, sp, backend in RUNS:
+            mesh = "%d x %d%s%s" % (world // tp, tp, "" if sp else " no-SP",
+                                    " mpi" if backend == "mpi" else "")
+            tag = "%s.dp%d.tp%d.%s%s.%s" % (model, world // tp, tp, strategy,
+                                            "" if sp else ".nosp", backend)
             metrics, final, m = train(args, config, tag, world, tp, strategy, shard, sp, weights,
-                                      data)
+                                      data, backend)
             loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
             exact = matrix.peaks_exact(m)
             ok = exact and len(m) == args.steps and problem is None

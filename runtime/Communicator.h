@@ -29,6 +29,18 @@ namespace fsdp::runtime {
 enum class Group { Shard, Replica, World, Reshard, Tp, TpGrad };
 inline constexpr int kGroupKinds = 6;
 
+/// The mesh of a world (above): each group kind's size, and rank r's group
+/// (which one, from 0: a backend's key), member index and peers. One
+/// definition for every backend.
+struct Mesh {
+  int worldSize = 1, shardSize = 1, reshardSize = 0, tp = 1;
+  int groupSize(Group g) const;
+  int memberIndex(Group g, int rank) const;
+  int groupIndex(Group g, int rank) const;
+  /// The world rank of member `m` of rank `rank`'s group of kind `g`.
+  int memberRank(Group g, int rank, int m) const;
+};
+
 /// Where a rank is among its collectives, for --timeout's report. Plain
 /// bytes: the MPI backend sends it to a rank that asks.
 struct Whereabouts {
@@ -53,12 +65,13 @@ public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
-  int groupSize(Group g) const;
-  int memberIndex(Group g) const;
+  Mesh mesh() const { return {worldSize(), shardSize, reshardSize, tp}; }
+  int groupSize(Group g) const { return mesh().groupSize(g); }
+  int memberIndex(Group g) const { return mesh().memberIndex(g, rank()); }
   /// Which group of kind `g` this rank is in, from 0 (a backend's key).
-  int groupIndex(Group g) const;
+  int groupIndex(Group g) const { return mesh().groupIndex(g, rank()); }
   /// The world rank of member `m` of this rank's group of kind `g`.
-  int memberRank(Group g, int m) const;
+  int memberRank(Group g, int m) const { return mesh().memberRank(g, rank(), m); }
   int tpSize() const { return tp; }
   /// This rank's data-parallel index, r / tp (its rank without tp).
   int dpRank() const { return rank() / tp; }

@@ -191,10 +191,38 @@ public:
   std::string allReduce(float *buf, int64_t count) override {
     return comms.allReduce(Group::Replica, buf, buf, count, NcclComms::DType::F32, comm);
   }
+  // Tensor parallelism: the compute stream's collectives over the tp group,
+  // the comm stream's sums of partial gradients over its other communicator.
+  std::string tpAllGather(const void *src, void *dst, int64_t bytes) override {
+    return comms.allGather(Group::Tp, src, dst, bytes, NcclComms::DType::U8, compute);
+  }
+  std::string tpReduceScatter(const float *src, float *dst, int64_t count) override {
+    return comms.reduceScatter(Group::Tp, src, dst, count, NcclComms::DType::F32, compute);
+  }
+  std::string tpAllReduce(Group g, float *buf, int64_t count) override {
+    return comms.allReduce(g, buf, buf, count, NcclComms::DType::F32,
+                           g == Group::Tp ? compute : comm);
+  }
+  std::string tpAllReduceSlots(float *part, int64_t count, int64_t piece, int64_t pieces) override {
+    float *slot = tpSlots + piece * count;
+    cuda(cudaMemsetAsync(tpSlots, 0, size_t(pieces * count * 4), comm),
+         "cudaMemsetAsync (tp slots)");
+    cuda(cudaMemcpyAsync(slot, part, size_t(count * 4), cudaMemcpyDeviceToDevice, comm),
+         "cudaMemcpyAsync (into the tp slots)");
+    std::string why = comms.allReduce(Group::TpGrad, tpSlots, tpSlots, pieces * count,
+                                      NcclComms::DType::F32, comm);
+    if (why.empty())
+      cuda(cudaMemcpyAsync(part, slot, size_t(count * 4), cudaMemcpyDeviceToDevice, comm),
+           "cudaMemcpyAsync (from the tp slots)");
+    return why;
+  }
+  void addBias(float *x, const float *bias, int64_t rows, int64_t D) override {
+    ck::addBias(x, bias, rows, D, compute);
+  }
   std::string reduceGradNorm(const Instruction &inst, const std::string &site) override;
   void traceFrom() override;
   void stepDone() override;
-  int64_t outsideArenaBytes() const override { return host.stagingBytes(); }
+  int64_t outsideArenaBytes() const override { return host.stagingBytes() + tpSlotsBytes; }
   void abort(const std::string &message) override { comms.abort(message); }
   // This rank's --timeout report in a host collective stands as it is,
   // whichever caller (a save, the stop agreement) carried it here.
@@ -268,6 +296,8 @@ private:
   float *lossHost = nullptr;               // pinned: one a micro-step
   char *logitsHost = nullptr;              // pinned: an image classifier's eval logits
   double *normHost = nullptr;              // pinned
+  float *tpSlots = nullptr;                // tpAllReduceSlots's (device), outside the arena
+  int64_t tpSlotsBytes = 0;
 
   int64_t microIndex = 0; // micro-steps' inputs so far: the pinned buffer used is this % 2
   double gradNorm = 0;
@@ -314,6 +344,8 @@ DeviceRank::~DeviceRank() {
     cudaFreeHost(normHost);
   if (hostPool)
     cudaFreeHost(hostPool);
+  if (tpSlots)
+    cudaFree(tpSlots);
   if (arena)
     cudaFree(arena);
 }
@@ -379,6 +411,9 @@ void DeviceRank::setUp() {
                         size_t(options.gradAccum * logitsBytes())),
          "cudaMallocHost (eval logits)");
   cuda(cudaMallocHost(reinterpret_cast<void **>(&normHost), 8), "cudaMallocHost (norm)");
+  if ((tpSlotsBytes = tpSlotsNumel() * 4) > 0)
+    cuda(cudaMalloc(reinterpret_cast<void **>(&tpSlots), size_t(tpSlotsBytes)),
+         "cudaMalloc (tp slots)");
   *normHost = 0;
   // offload optimizer: the host pool, pinned for the copies' DMA.
   if (program.offloadsOptimizer())
@@ -640,13 +675,36 @@ std::string DeviceRank::reduceGradNorm(const Instruction &inst, const std::strin
   auto *sumsqScratch = reinterpret_cast<double *>(at<char>(inst.scratch));
   auto *normParts = reinterpret_cast<double *>(at<char>(inst.scratch) + gradNormPartsOffset());
   double *normTotal = normParts + program.units.size();
-  for (size_t u = 0; u < program.units.size(); ++u)
-    ck::sumOfSquares(at(program.units[u].gradShardOffset), program.units[u].shardNumel,
-                     normParts + u, sumsqScratch, comm);
+  for (size_t u = 0; u < program.units.size(); ++u) {
+    const Unit &unit = program.units[u];
+    if (program.tp == 1) {
+      ck::sumOfSquares(at(unit.gradShardOffset), unit.shardNumel, normParts + u, sumsqScratch,
+                       comm);
+      continue;
+    }
+    // Each element of the model once (as CpuRank's): a piece's on the first
+    // rank of those holding it, a unit's slices summed into its part.
+    int t = host.memberIndex(Group::TpGrad);
+    bool first = true;
+    for (const Param &prm : unit.params) {
+      ShardSlice slice = shardSlice(unit, shardMember(), prm);
+      if (!slice.count || t % (program.tp / prm.tpPieces) != 0)
+        continue;
+      ck::sumOfSquares(at(unit.gradShardOffset) + slice.inShard, slice.count, normParts + u,
+                       sumsqScratch, comm, /*accumulate=*/!first);
+      first = false;
+    }
+    if (first) // nothing of this unit counted here
+      ck::sumOfSquares(at(unit.gradShardOffset), 0, normParts + u, sumsqScratch, comm);
+  }
   ck::sumDoubles(normParts, (int64_t)program.units.size(), normTotal, comm);
   comms.at(Group::Shard, site, "all_reduce of a scalar");
   std::string err =
       comms.allReduce(Group::Shard, normTotal, normTotal, 1, NcclComms::DType::F64, comm);
+  if (err.empty() && program.tp > 1) {
+    comms.at(Group::TpGrad, site, "all_reduce of a scalar");
+    err = comms.allReduce(Group::TpGrad, normTotal, normTotal, 1, NcclComms::DType::F64, comm);
+  }
   if (!err.empty())
     return err;
   cuda(cudaMemcpyAsync(normHost, normTotal, 8, cudaMemcpyDeviceToHost, comm),
@@ -754,13 +812,13 @@ std::string fsdp::runtime::runNccl(const Program &program, const RunOptions &opt
       options.dataWarning(note);
   std::unique_ptr<NcclComms> comms;
   err = NcclComms::create(bootstrap, (int)program.shardSize, (int)program.reshardAfterForward,
-                          &comms);
+                          (int)program.tp, &comms);
   if (!err.empty())
     return who + err;
   std::string result;
   {
-    auto host =
-        ncclHostCommunicator(*comms, (int)program.shardSize, (int)program.reshardAfterForward);
+    auto host = ncclHostCommunicator(*comms, (int)program.shardSize,
+                                     (int)program.reshardAfterForward, (int)program.tp);
     // The host's cores, shared by the ranks of its devices (one a device).
     int devicesHere = std::max(1, std::min<int>(count, int(program.worldSize)));
     int hostThreads = std::max(1, int(std::thread::hardware_concurrency()) / devicesHere);

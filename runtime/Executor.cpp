@@ -145,6 +145,13 @@ public:
   std::string tpAllReduce(Group g, float *buf, int64_t count) override {
     return status(comm.allReduce(g, buf, count));
   }
+  std::string tpAllReduceSlots(float *part, int64_t count, int64_t piece, int64_t pieces) override {
+    std::fill(slots.begin(), slots.begin() + pieces * count, 0.0f);
+    std::copy(part, part + count, slots.begin() + piece * count);
+    std::string why = status(comm.allReduce(Group::TpGrad, slots.data(), pieces * count));
+    std::copy(slots.begin() + piece * count, slots.begin() + (piece + 1) * count, part);
+    return why;
+  }
   void addBias(float *x, const float *bias, int64_t rows, int64_t D) override {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < D; ++j)
@@ -152,7 +159,7 @@ public:
   }
   std::string reduceGradNorm(const Instruction &, const std::string &site) override;
   int64_t outsideArenaBytes() const override {
-    return comm.stagingBytes() + (comm.rank() == 0 ? inputBytes : 0);
+    return comm.stagingBytes() + (comm.rank() == 0 ? inputBytes : 0) + (int64_t)slots.size() * 4;
   }
   void abort(const std::string &message) override {
     comm.abort(message);
@@ -178,6 +185,7 @@ private:
   Communicator &comm;
   int64_t inputBytes; // the run's data, counted outside rank 0's arena
   Events events;
+  std::vector<float> slots;     // tpAllReduceSlots's, sized at set-up
   std::vector<float> kept;      // the step's losses, a micro-step each
   std::vector<char> logitsKept; // an image classifier's eval logits, a micro-step each
   double gradNorm = 0;          // the last grad_norm's, written by the comm thread
@@ -207,6 +215,7 @@ void CpuRank::setUp() {
     if (!hostPool)
       fail("cannot allocate the host pool of " + std::to_string(program.hostBytes) + " bytes");
   }
+  slots.resize(size_t(tpSlotsNumel()));
   try {
     commThread = std::thread([this] { commLoop(); });
   } catch (const std::system_error &e) {

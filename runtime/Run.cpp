@@ -547,17 +547,11 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
     return fail(why);
-  // Tensor parallelism runs on the CPU backends, from token inputs, so far:
-  // what it does not do yet is said, not skipped.
-  if (p.tp > 1) {
-    std::string tp = req.plan + ": a tensor-parallel program (tp " + std::to_string(p.tp) + ")";
-    if (backend == BackendKind::Nccl)
-      return fail(tp + " runs on --backend threads and mpi, not yet on --backend " +
-                      backendName(backend),
-                  mpiRank == 0);
-    if (p.inputKind != program::InputKind::Tokens)
-      return fail(tp + " takes token inputs only, not yet " + inputKindName(p.inputKind));
-  }
+  // Tensor parallelism takes token inputs, so far: what it does not do yet
+  // is said, not skipped.
+  if (p.tp > 1 && p.inputKind != program::InputKind::Tokens)
+    return fail(req.plan + ": a tensor-parallel program (tp " + std::to_string(p.tp) +
+                ") takes token inputs only, not yet " + inputKindName(p.inputKind));
   // A program's kernel scratch is its target's (runtime/Scratch.h).
   bool cudaBackend = backend == BackendKind::Nccl;
   if ((p.target == program::Target::Cuda) != cudaBackend)

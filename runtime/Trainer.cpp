@@ -156,20 +156,23 @@ std::string RankDevice::sumPartialGradients(const Unit &u, const std::string &si
     nameCollective(Group::TpGrad, site + " '" + prm.name + "'", "all_reduce");
     float *part = shard + slice.inShard;
     std::string why;
-    if (prm.tpPieces == 1) {
+    if (prm.tpPieces == 1)
       why = tpAllReduce(Group::TpGrad, part, slice.count);
-    } else {
-      int64_t piece = t / (p.tp / prm.tpPieces);
-      std::vector<float> slots(size_t(prm.tpPieces * slice.count), 0.0f);
-      std::copy(part, part + slice.count, slots.begin() + piece * slice.count);
-      why = tpAllReduce(Group::TpGrad, slots.data(), (int64_t)slots.size());
-      std::copy(slots.begin() + piece * slice.count, slots.begin() + (piece + 1) * slice.count,
-                part);
-    }
+    else
+      why = tpAllReduceSlots(part, slice.count, t / (p.tp / prm.tpPieces), prm.tpPieces);
     if (!why.empty())
       return why;
   }
   return "";
+}
+
+int64_t RankDevice::tpSlotsNumel() const {
+  int64_t most = 0;
+  for (const Unit &u : program.units)
+    for (const Param &prm : u.params)
+      if (prm.tpPartial && prm.tpPieces > 1)
+        most = std::max(most, prm.tpPieces * shardSlice(u, shardMember(), prm).count);
+  return most;
 }
 
 void RankDevice::tensorParallel(const Instruction &inst) {
@@ -217,6 +220,9 @@ std::string RankDevice::tpReduceScatter(const float *, float *, int64_t) {
   return kNoTensorParallel;
 }
 std::string RankDevice::tpAllReduce(Group, float *, int64_t) { return kNoTensorParallel; }
+std::string RankDevice::tpAllReduceSlots(float *, int64_t, int64_t, int64_t) {
+  return kNoTensorParallel;
+}
 void RankDevice::addBias(float *, const float *, int64_t, int64_t) { fail(kNoTensorParallel); }
 
 /// The gradient scale that clips to options.clipGradNorm (1: no clipping).

@@ -248,6 +248,15 @@ public:
   virtual std::string tpAllGather(const void *src, void *dst, int64_t bytes);
   virtual std::string tpReduceScatter(const float *src, float *dst, int64_t count);
   virtual std::string tpAllReduce(Group g, float *buf, int64_t count);
+  /// The comm stream's sum over Group::TpGrad of `part` (`count`
+  /// elements) of piece `piece` of `pieces`, each piece held by tp /
+  /// pieces ranks: all-reduced as `pieces` slots of `count`, this rank's
+  /// part in its piece's and zeros in the others (adding a zero is exact),
+  /// its piece's slot copied back.
+  virtual std::string tpAllReduceSlots(float *part, int64_t count, int64_t piece, int64_t pieces);
+  /// The most elements tpAllReduceSlots takes in this program (0: none):
+  /// the devices hold its slots outside the arena, sized at set-up.
+  int64_t tpSlotsNumel() const;
   /// x[r D + j] += bias[j] for r < rows, j < D.
   virtual void addBias(float *x, const float *bias, int64_t rows, int64_t D);
 

@@ -166,25 +166,26 @@ int fsdp::runtime::ncclLocalRank(const NcclBootstrap &b) {
   return 0;
 }
 
-int NcclComms::groupSize(Group g) const {
-  return g == Group::Shard     ? shardSize
-         : g == Group::Replica ? size / shardSize
-         : g == Group::Reshard ? reshardSize
-                               : size;
-}
+int NcclComms::groupSize(Group g) const { return mesh.groupSize(g); }
 
-int NcclComms::memberIndex(Group g) const {
-  return g == Group::Shard     ? myRank % shardSize
-         : g == Group::Replica ? myRank / shardSize
-         : g == Group::Reshard ? myRank % reshardSize
-                               : myRank;
-}
+int NcclComms::memberIndex(Group g) const { return mesh.memberIndex(g, myRank); }
 
 void *NcclComms::comm(Group g) const {
-  return g == Group::Shard     ? shard
-         : g == Group::Replica ? replica
-         : g == Group::Reshard ? reshard
-                               : world;
+  switch (g) {
+  case Group::Shard:
+    return shard;
+  case Group::Replica:
+    return replica;
+  case Group::Reshard:
+    return reshard;
+  case Group::Tp:
+    return tpComm;
+  case Group::TpGrad:
+    return tpGrad;
+  case Group::World:
+    break;
+  }
+  return world;
 }
 
 std::string NcclComms::peerFailure() {
@@ -208,7 +209,7 @@ std::string NcclComms::peerFailure() {
 std::string NcclComms::check() {
   if (isAborted)
     return why.empty() ? "stopped" : why;
-  for (void *c : {world, shard, replica, reshard}) {
+  for (void *c : {world, shard, replica, reshard, tpComm, tpGrad}) {
     if (!c)
       continue;
     ncclResult_t state = ncclSuccess;
@@ -259,17 +260,19 @@ std::string NcclComms::finishCall(int result, void *c, const char *what) {
   return "";
 }
 
-std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshardSize,
+std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshardSize, int tp,
                               std::unique_ptr<NcclComms> *out) {
   std::unique_ptr<NcclComms> c(new NcclComms());
   c->boot = b;
   c->myRank = b.rank;
   c->size = b.worldSize;
-  c->shardSize = shardSize;
-  c->reshardSize = reshardSize;
-  if (shardSize < 1 || b.worldSize % shardSize != 0)
-    return "shard size " + std::to_string(shardSize) + " does not divide the world of " +
+  c->mesh = {b.worldSize, shardSize, reshardSize, tp};
+  if (tp < 1 || b.worldSize % tp != 0)
+    return "tp " + std::to_string(tp) + " does not divide the world of " +
            std::to_string(b.worldSize);
+  if (shardSize < 1 || (b.worldSize / tp) % shardSize != 0)
+    return "shard size " + std::to_string(shardSize) + " does not divide the " +
+           std::to_string(b.worldSize / tp) + " data-parallel ranks";
   if (reshardSize < 0 || (reshardSize > 0 && shardSize % reshardSize != 0))
     return "reshard size " + std::to_string(reshardSize) + " does not divide the shard size " +
            std::to_string(shardSize);
@@ -355,10 +358,19 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshard
     if (err.empty())
       delete slot;
   };
-  split(b.rank / shardSize, b.rank % shardSize, &c->shard, "ncclCommSplit (shard group)");
-  split(b.rank % shardSize, b.rank / shardSize, &c->replica, "ncclCommSplit (replica group)");
+  // Each group kind split by the mesh (Communicator.h): color its group,
+  // key its member index.
+  auto splitBy = [&](Group g, void **child, const char *what) {
+    split(c->mesh.groupIndex(g, b.rank), c->mesh.memberIndex(g, b.rank), child, what);
+  };
+  splitBy(Group::Shard, &c->shard, "ncclCommSplit (shard group)");
+  splitBy(Group::Replica, &c->replica, "ncclCommSplit (replica group)");
   if (reshardSize > 0)
-    split(b.rank / reshardSize, b.rank % reshardSize, &c->reshard, "ncclCommSplit (reshard group)");
+    splitBy(Group::Reshard, &c->reshard, "ncclCommSplit (reshard group)");
+  if (tp > 1) {
+    splitBy(Group::Tp, &c->tpComm, "ncclCommSplit (tp group)");
+    splitBy(Group::TpGrad, &c->tpGrad, "ncclCommSplit (tp group, comm stream)");
+  }
   if (!err.empty()) {
     c->abort("rank " + std::to_string(b.rank) + ": " + err);
     return err;
@@ -380,7 +392,7 @@ NcclComms::~NcclComms() {
     cudaEventDestroy(e);
   // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
   // children before their parent.
-  for (void *c : {reshard, replica, shard, world}) {
+  for (void *c : {tpGrad, tpComm, reshard, replica, shard, world}) {
     if (!c)
       continue;
     ncclResult_t r = ncclCommFinalize(asComm(c));
@@ -638,12 +650,9 @@ std::string NcclComms::timedOut(double waitedS) {
   // went quiet stopped in the collective (a stopped process's device stops
   // with it).
   std::vector<int> missing, stuck;
-  int n = groupSize(g), G = shardSize;
+  int n = groupSize(g);
   for (int m = 0; m < n; ++m) {
-    int r = g == Group::Shard     ? (myRank / G) * G + m
-            : g == Group::Replica ? m * G + myRank % G
-            : g == Group::Reshard ? (myRank / n) * n + m
-                                  : m;
+    int r = mesh.memberRank(g, myRank, m);
     if (r == myRank)
       continue;
     if (!seen[r] || seen[r]->progress() < me.progress())
@@ -676,7 +685,7 @@ void NcclComms::abort(const std::string &reason) {
     return;
   isAborted = true;
   why = reason;
-  for (void *c : {reshard, replica, shard, world})
+  for (void *c : {tpGrad, tpComm, reshard, replica, shard, world})
     if (c)
       ncclCommAbort(asComm(c));
   if (boot.kind == NcclBootstrap::Kind::File) {
@@ -705,8 +714,8 @@ namespace {
 // which from pageable memory would otherwise block without bound).
 class NcclHostCommunicator : public Communicator {
 public:
-  NcclHostCommunicator(NcclComms &comms, int shardSize, int reshardSize)
-      : Communicator(shardSize, reshardSize), comms(comms) {
+  NcclHostCommunicator(NcclComms &comms, int shardSize, int reshardSize, int tp)
+      : Communicator(shardSize, reshardSize, tp), comms(comms) {
     // The device's collectives numbered with these, in one sequence.
     comms.setHostHooks({this, [this](Group g, const char *what) {
                           began(g, what);
@@ -865,6 +874,6 @@ private:
 } // namespace
 
 std::unique_ptr<Communicator> fsdp::runtime::ncclHostCommunicator(NcclComms &comms, int shardSize,
-                                                                  int reshardSize) {
-  return std::make_unique<NcclHostCommunicator>(comms, shardSize, reshardSize);
+                                                                  int reshardSize, int tp) {
+  return std::make_unique<NcclHostCommunicator>(comms, shardSize, reshardSize, tp);
 }

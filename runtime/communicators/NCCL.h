@@ -1,8 +1,10 @@
 //===- NCCL.h - the NCCL communicators of one GPU rank -----------*- C++ -*-===//
 //
 // One process a rank, one GPU a rank. The communicators are NCCL's, split
-// from the world into Communicator.h's groups (shard group: color rank / G, key
-// rank % G; replica group: color rank % G, key rank / G). They are created
+// from the world into Communicator.h's groups by its Mesh (color: the group,
+// key: the member index), under tensor parallelism one tp communicator a
+// stream (Group::Tp on the compute stream, Group::TpGrad on the comm
+// stream), as the other backends have. They are created
 // non-blocking, so that no call waits without bound: every wait here polls
 // NCCL's asynchronous errors and the peers' failure notes, and a rank that
 // fails aborts its communicators and tells its peers (under mpirun by
@@ -54,10 +56,10 @@ public:
   enum class DType { U8, F32, BF16, F64 };
 
   /// Creates the world communicator and its shard and replica groups (and,
-  /// with a reshardSize N, its reshard groups of N consecutive ranks) on the
-  /// current CUDA device. Returns "" or the error (naming the id file, the
-  /// timeout or NCCL's reason).
-  static std::string create(const NcclBootstrap &bootstrap, int shardSize, int reshardSize,
+  /// with a reshardSize N, its reshard groups of N consecutive ranks; with
+  /// tp > 1, its two tp groups) on the current CUDA device. Returns "" or the
+  /// error (naming the id file, the timeout or NCCL's reason).
+  static std::string create(const NcclBootstrap &bootstrap, int shardSize, int reshardSize, int tp,
                             std::unique_ptr<NcclComms> *out);
   ~NcclComms();
 
@@ -140,8 +142,10 @@ private:
   void bracket(cudaStream_t stream, bool begin);
 
   NcclBootstrap boot;
-  int myRank = 0, size = 1, shardSize = 1, reshardSize = 0;
+  int myRank = 0, size = 1;
+  Mesh mesh;
   void *world = nullptr, *shard = nullptr, *replica = nullptr, *reshard = nullptr; // ncclComm_t
+  void *tpComm = nullptr, *tpGrad = nullptr;                                       // tp > 1
   uint64_t tag = 0; // identifies this launch in the failure note
   bool isAborted = false;
   std::string why;
@@ -170,7 +174,7 @@ private:
 /// full weights. Each call copies through a device staging buffer on its own
 /// stream and waits (polling) for the result.
 std::unique_ptr<Communicator> ncclHostCommunicator(NcclComms &comms, int shardSize,
-                                                   int reshardSize = 0);
+                                                   int reshardSize = 0, int tp = 1);
 
 } // namespace fsdp::runtime
 

@@ -24,14 +24,14 @@ using namespace fsdp::runtime;
 using fsdp::kernels::bf16ToFloat;
 using fsdp::kernels::floatToBf16;
 
-int Communicator::groupSize(Group g) const {
+int Mesh::groupSize(Group g) const {
   switch (g) {
   case Group::Shard:
     return shardSize;
   case Group::Replica:
-    return worldSize() / tp / shardSize;
+    return worldSize / tp / shardSize;
   case Group::World:
-    return worldSize();
+    return worldSize;
   case Group::Reshard:
     return reshardSize;
   case Group::Tp:
@@ -41,26 +41,26 @@ int Communicator::groupSize(Group g) const {
   return 1;
 }
 
-int Communicator::memberIndex(Group g) const {
-  int d = rank() / tp;
+int Mesh::memberIndex(Group g, int rank) const {
+  int d = rank / tp;
   switch (g) {
   case Group::Shard:
     return d % shardSize;
   case Group::Replica:
     return d / shardSize;
   case Group::World:
-    return rank();
+    return rank;
   case Group::Reshard:
     return d % reshardSize;
   case Group::Tp:
   case Group::TpGrad:
-    return rank() % tp;
+    return rank % tp;
   }
   return 0;
 }
 
-int Communicator::groupIndex(Group g) const {
-  int d = rank() / tp, t = rank() % tp;
+int Mesh::groupIndex(Group g, int rank) const {
+  int d = rank / tp, t = rank % tp;
   switch (g) {
   case Group::Shard:
     return d / shardSize * tp + t;
@@ -77,8 +77,8 @@ int Communicator::groupIndex(Group g) const {
   return 0;
 }
 
-int Communicator::memberRank(Group g, int m) const {
-  int d = rank() / tp, t = rank() % tp, G = shardSize;
+int Mesh::memberRank(Group g, int rank, int m) const {
+  int d = rank / tp, t = rank % tp, G = shardSize;
   switch (g) {
   case Group::Shard:
     return (d / G * G + m) * tp + t;

@@ -826,6 +826,10 @@ __global__ void siluMulBackwardKernel(const T *dy, const T *gate, const T *up, T
   }
 }
 
+__global__ void addBiasKernel(float *x, const float *bias, int64_t rows, int64_t D) {
+  FSDP_GRID_LOOP(e, rows * D) { x[e] = x[e] + bias[e % D]; }
+}
+
 template <class T> __global__ void addKernel(const T *a, const T *b, T *y, int64_t n) {
   FSDP_GRID_LOOP(i, n) { store(y[i], load(a[i]) + load(b[i])); }
 }
@@ -1048,14 +1052,15 @@ __global__ void sumOfSquaresPartialKernel(const float *x, int64_t n, int64_t chu
     partial[blockIdx.x] = s;
 }
 
-__global__ void sumKernel(const double *v, int64_t n, double *out) {
+// *out = the sum (accumulate: *out + the sum).
+__global__ void sumKernel(const double *v, int64_t n, double *out, bool accumulate) {
   FSDP_SHARED(double, shm, [32]);
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     s += v[i];
   s = blockSum(s, shm);
   if (threadIdx.x == 0)
-    *out = s;
+    *out = accumulate ? *out + s : s;
 }
 
 //===----------------------------------------------------------------------===//
@@ -2335,6 +2340,9 @@ void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dga
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream) {
   launchElementwise(addKernel<float>, n, stream, a, b, y, n);
 }
+void addBias(float *x, const float *bias, int64_t rows, int64_t D, cudaStream_t stream) {
+  launchElementwise(addBiasKernel, rows * D, stream, x, bias, rows, D);
+}
 void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream) {
   launchElementwise(addKernel<bf16>, n, stream, a, b, y, n);
 }
@@ -2585,7 +2593,8 @@ void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream) {
   launchElementwise(roundToBf16Kernel, n, stream, x, out, n);
 }
 
-void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream) {
+void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream,
+                  bool accumulate) {
   const int64_t maxBlocks = sumOfSquaresScratchDoubles();
   const int64_t chunk = std::max<int64_t>(8 * kThreads, (n + maxBlocks - 1) / maxBlocks);
   const int64_t blocks = n > 0 ? (n + chunk - 1) / chunk : 0;
@@ -2594,7 +2603,7 @@ void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaS
                 scratch);
     FSDP_LAUNCH_CHECK();
   }
-  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, scratch, blocks, out);
+  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, scratch, blocks, out, accumulate);
   FSDP_LAUNCH_CHECK();
 }
 
@@ -2603,7 +2612,7 @@ void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream
 }
 
 void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream) {
-  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, x, n, out);
+  FSDP_LAUNCH(sumKernel, 1, 1024, 0, stream, x, n, out, false);
   FSDP_LAUNCH_CHECK();
 }
 

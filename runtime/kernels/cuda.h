@@ -217,6 +217,9 @@ void siluMulBackward(const bf16 *dy, const bf16 *gate, const bf16 *up, bf16 *dga
 // y = a + b elementwise; y may be a or b (in place).
 void add(const float *a, const float *b, float *y, int64_t n, cudaStream_t stream);
 void add(const bf16 *a, const bf16 *b, bf16 *y, int64_t n, cudaStream_t stream);
+// x[r D + j] += bias[j] for r < rows, j < D (tensor parallelism's bias, added
+// once after the row-parallel sum).
+void addBias(float *x, const float *bias, int64_t rows, int64_t D, cudaStream_t stream);
 // dst[i] += float(src[i]) for bf16 src (a bf16 reduction added to f32, as the
 // CPU backends' reduceScatterAddBf16 does).
 void addBf16Into(float *dst, const uint16_t *src, int64_t n, cudaStream_t stream);
@@ -403,9 +406,10 @@ void toBf16(const float *x, bf16 *out, int64_t n, cudaStream_t stream);
 void fromBf16(const bf16 *h, float *out, int64_t n, cudaStream_t stream);
 void roundToBf16(const float *x, float *out, int64_t n, cudaStream_t stream);
 
-// *out (device) = sum of squares of x, accumulated in double, deterministic.
-// scratch: sumOfSquaresScratchDoubles() doubles.
-void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream);
+// *out (device) = sum of squares of x, accumulated in double, deterministic
+// (accumulate: *out + that sum). scratch: sumOfSquaresScratchDoubles() doubles.
+void sumOfSquares(const float *x, int64_t n, double *out, double *scratch, cudaStream_t stream,
+                  bool accumulate = false);
 constexpr int64_t sumOfSquaresScratchDoubles() { return 1024; }
 // *out (device) = x[0] + ... + x[n-1], one block, a fixed tree (deterministic).
 void sumDoubles(const double *x, int64_t n, double *out, cudaStream_t stream);

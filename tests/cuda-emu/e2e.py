@@ -57,6 +57,11 @@ grad-accum):
             bf16 compute, block and selective checkpointing, grad-accum 2.
   moe       mixtral-tiny and qwen3_moe-tiny (its aux loss on) at world 1 and
             2, f32 and bf16 each, grad-accum 2 and block checkpointing once.
+  tp        tensor parallelism: llama-tiny at dp x tp 2 x 2 (sequence
+            parallel) and 1 x 4 (shard-grad-op, its 2 kv heads shared by 2
+            ranks each: the partial gradients summed through slots), and
+            gpt2-tiny at 1 x 2 without sequence parallelism (its row-parallel
+            biases added after the all-reduce) under mpirun, grad-accum 2.
   resume    gpt2-tiny at world 2: a checkpoint saved after step 2 of 4 by
             an emulated run resumes on threads, and one saved by threads
             resumes on the emulated device; steps 1-2 of the one and 3-4 of
@@ -165,8 +170,17 @@ CASES = {
         ("qwen3_moe-tiny", 2, "full-shard", "file", [], 2),
         ("qwen3_moe-tiny", 1, "full-shard", "none", BF16 + BLOCKS, 1),
     ],
+    # Tensor parallelism (--tp N): the tp collectives on the compute stream
+    # over the tp communicator, the partial gradients' sums on the comm
+    # stream over its other one (GQA's shared kv pieces through the slots),
+    # the bias kernel, the grad norm's pieces counted once.
+    "tp": [
+        ("llama-tiny", 4, "full-shard", "file", ["--tp", "2"], 1),
+        ("gpt2-tiny", 2, "full-shard", "mpirun", ["--tp", "2", "--sequence-parallel", "false"], 2),
+        ("llama-tiny", 4, "shard-grad-op", "file", ["--tp", "4"], 1),
+    ],
 }
-GROUPS = ["switch", "llama", "qwen3", "bert", "vit", "moe", "resume", "faults"]
+GROUPS = ["switch", "llama", "qwen3", "bert", "vit", "moe", "tp", "resume", "faults"]
 TIMEOUT_S = 300  # a hang ends the test with the ranks' output, never blocks CI
 RUN_TIMEOUT = "120"  # fsdp-run --timeout of the emulated runs
 HINT = "set FSDP_CUDA_SYNC=1"

@@ -670,6 +670,41 @@ TEST(KernelsGpu, SumOfSquares) {
   }
 }
 
+// accumulate: *out + the sum, the grad norm's unit part summed over the
+// slices a tensor-parallel rank counts. Both sides add the same two doubles
+// last: the bound is the sums' (above) plus one rounding.
+TEST(KernelsGpu, SumOfSquaresAccumulates) {
+  REQUIRE_GPU();
+  const int64_t n = 70001, m = 4099;
+  auto x = randn(n + m, 111);
+  const double ref = cpu::sumOfSquares(x.data(), n) + cpu::sumOfSquares(x.data() + n, m);
+  Dev<float> dX(x);
+  Dev<double> dOut(1), scratch(gpu::sumOfSquaresScratchDoubles());
+  gpu::sumOfSquares(dX.p, n, dOut.p, scratch.p, nullptr);
+  gpu::sumOfSquares(dX.p + n, m, dOut.p, scratch.p, nullptr, /*accumulate=*/true);
+  const double got = dOut.get()[0];
+  EXPECT_LE(std::fabs(got - ref), (2 * gammaK(double(n + m), kU64) + kU64) * ref);
+  // Not accumulating overwrites what was there.
+  gpu::sumOfSquares(dX.p + n, m, dOut.p, scratch.p, nullptr);
+  const double alone = cpu::sumOfSquares(x.data() + n, m);
+  EXPECT_LE(std::fabs(dOut.get()[0] - alone), 2 * gammaK(double(m), kU64) * alone);
+}
+
+// x[r D + j] += bias[j]: one f32 addition an element, bit for bit.
+TEST(KernelsGpu, AddBias) {
+  REQUIRE_GPU();
+  const int64_t rows = 37, D = 129;
+  auto x = randn(rows * D, 112), bias = randn(D, 113);
+  std::vector<float> ref(x);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < D; ++j)
+      ref[r * D + j] += bias[j];
+  Dev<float> dX(x), dB(bias);
+  gpu::addBias(dX.p, dB.p, rows, D, nullptr);
+  std::vector<float> got = dX.get();
+  EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), sizeof(float) * rows * D));
+}
+
 //===----------------------------------------------------------------------===//
 // bf16 storage: each bf16 CUDA kernel against the bf16 CPU kernel (cpu.h's
 // bf16 overloads) on the same bf16 inputs.

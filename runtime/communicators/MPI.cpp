@@ -132,6 +132,13 @@ public:
       split(Group::Tp, &tpComm);
       split(Group::TpGrad, &tpGrad);
     }
+    for (auto [g, c] : {std::pair{Group::Shard, shard},
+                        {Group::Replica, replica},
+                        {Group::World, world},
+                        {Group::Reshard, reshard},
+                        {Group::Tp, tpComm},
+                        {Group::TpGrad, tpGrad}})
+      byGroup[(int)g] = c;
     MPI_Op_create(&sumBf16, /*commute=*/1, &bf16Sum);
   }
   ~MPICommunicator() override {
@@ -234,23 +241,7 @@ public:
 
 private:
   using Lock = std::lock_guard<std::recursive_mutex>;
-  MPI_Comm comm(Group g) const {
-    switch (g) {
-    case Group::Shard:
-      return shard;
-    case Group::Replica:
-      return replica;
-    case Group::Reshard:
-      return reshard;
-    case Group::Tp:
-      return tpComm;
-    case Group::TpGrad:
-      return tpGrad;
-    case Group::World:
-      break;
-    }
-    return world;
-  }
+  MPI_Comm comm(Group g) const { return byGroup[(int)g]; }
   // A reduce-scatter's received part: the compute stream's (over Tp) apart
   // from the comm stream's, which may wait at the same time.
   std::vector<char> &stagingOf(Group g, int64_t bytes) {
@@ -434,6 +425,7 @@ private:
   int myRank = 0, size = 1;
   MPI_Comm world, shard, replica, probe, reshard = MPI_COMM_NULL;
   MPI_Comm tpComm = MPI_COMM_NULL, tpGrad = MPI_COMM_NULL; // tp > 1
+  MPI_Comm byGroup[kGroupKinds];                           // each Group's, as comm() gives it
   mutable std::recursive_mutex mu;                         // held by every MPI call (see the top)
   long long reached[kGroupKinds] = {};                     // collectives begun per Group
   int64_t collectives = 0;

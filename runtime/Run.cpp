@@ -547,9 +547,9 @@ RunResult fsdp::runtime::run(const RunRequest &given, const RunEvents &events) {
   if (std::string why = threadsBackendRefuses(p, req.plan);
       backend == BackendKind::Threads && !why.empty())
     return fail(why);
-  // Tensor parallelism takes token inputs, so far: what it does not do yet
-  // is said, not skipped.
-  if (p.tp > 1 && p.inputKind != program::InputKind::Tokens)
+  // Tensor parallelism takes token inputs, masked or not, so far: what it
+  // does not do yet is said, not skipped.
+  if (p.tp > 1 && p.inputKind == program::InputKind::Images)
     return fail(req.plan + ": a tensor-parallel program (tp " + std::to_string(p.tp) +
                 ") takes token inputs only, not yet " + inputKindName(p.inputKind));
   // A program's kernel scratch is its target's (runtime/Scratch.h).

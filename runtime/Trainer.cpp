@@ -522,7 +522,9 @@ double Trainer::weightedLosses(PhaseKind kind, int64_t index, const char *reader
   const float *losses = device.losses(reader);
   double sum = 0;
   for (int64_t a = 0; a < options.gradAccum; ++a)
-    sum += data::lossWeight(program, options, data, eval, host.dpRank(), index, a) * losses[a];
+    sum += data::lossWeight(program, options, data, eval, host.dpRank(),
+                            host.memberIndex(Group::Tp), index, a) *
+           losses[a];
   return sum;
 }
 

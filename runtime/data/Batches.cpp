@@ -60,11 +60,12 @@ int64_t fsdp::data::maskedCount(const Dataset &data, int64_t S, const BatchLayou
 }
 
 int64_t fsdp::data::maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l,
-                                     int64_t rank, int64_t step, int64_t micro) {
+                                     int64_t rank, int64_t step, int64_t micro, int64_t lo,
+                                     int64_t hi) {
   int64_t count = 0;
   for (int64_t b = 0; b < l.microBatch; ++b) {
     int64_t start = sampleStart(data, S, l.global(), step, l.sample(micro, rank, b));
-    for (int64_t s = 0; s < S; ++s)
+    for (int64_t s = std::max<int64_t>(0, lo - b * S); s < S && b * S + s < hi; ++s)
       count += maskSelected((uint64_t)(start + s));
   }
   return count;

@@ -68,9 +68,11 @@ int64_t maskedCount(const Dataset &data, int64_t S, const BatchLayout &l, int64_
 /// `step` (the targets fillMaskedTokens writes that are not
 /// kernels::kIgnoreIndex): the rows its cross_entropy means over, and so
 /// the weight of that mean in the step's loss. Over every rank and
-/// micro-step they sum to maskedCount.
+/// micro-step they sum to maskedCount. Of the micro-batch's B x S tokens
+/// (row-major) only those in [lo, hi): a tp rank's part under sequence
+/// parallelism.
 int64_t maskedMicroCount(const Dataset &data, int64_t S, const BatchLayout &l, int64_t rank,
-                         int64_t step, int64_t micro);
+                         int64_t step, int64_t micro, int64_t lo = 0, int64_t hi = INT64_MAX);
 
 /// A pixel as the model takes it: (x / 255 - 0.5) / 0.5, in f32 as
 /// torch computes (x.float() / 255 - 0.5) / 0.5.

@@ -80,12 +80,20 @@ std::string fsdp::data::lossNorm(const Program &p, const RunOptions &o, const In
 }
 
 double fsdp::data::lossWeight(const Program &p, const RunOptions &o, const Inputs &data, bool eval,
-                              int rank, int64_t step, int64_t micro) {
+                              int rank, int tpRank, int64_t step, int64_t micro) {
   if (p.inputKind != InputKind::MaskedTokens)
     return 1.0;
   data::BatchLayout l{p.microBatch, p.dpSize(), o.gradAccum};
+  int64_t lo = 0, hi = INT64_MAX;
+  if (p.tp > 1 && !p.sequenceParallel && tpRank != 0)
+    return 0.0;
+  if (p.tp > 1 && p.sequenceParallel) { // tp_chunk's part t of the B x S tokens
+    int64_t part = p.microBatch * p.seqLen / p.tp;
+    lo = tpRank * part;
+    hi = lo + part;
+  }
   return (double)data::maskedMicroCount(eval ? data.eval : data.train, p.seqLen, l, rank, step,
-                                        micro);
+                                        micro, lo, hi);
 }
 
 std::string fsdp::data::Inputs::open(const Program &p, const RunOptions &o) {

@@ -79,11 +79,15 @@ struct LossNorm {
 std::string lossNorm(const program::Program &p, const RunOptions &options, const Inputs &data,
                      bool eval, int64_t step, LossNorm *norm);
 
-/// The weight of rank `rank`'s loss tensor after micro-step `micro` of step
-/// `step` (with `eval`, of eval batch `step`) in the sum LossNorm::divisor
-/// divides: 1, or for masked tokens the selected positions its mean is over.
+/// The weight of the loss tensor of data-parallel rank `rank` (tp rank
+/// `tpRank` of its group) after micro-step `micro` of step `step` (with
+/// `eval`, of eval batch `step`) in the sum LossNorm::divisor divides: 1,
+/// or for masked tokens the selected positions its mean is over: under
+/// sequence parallelism those of the tp rank's part of the tokens; without
+/// it every tp rank's mean is the whole micro-batch's, counted once (tp
+/// rank 0's).
 double lossWeight(const program::Program &p, const RunOptions &options, const Inputs &data,
-                  bool eval, int rank, int64_t step, int64_t micro);
+                  bool eval, int rank, int tpRank, int64_t step, int64_t micro);
 
 /// Sequences a step takes over all ranks: micro-batch x data-parallel ranks x
 /// grad-accum.

@@ -138,6 +138,22 @@ def main():
             exact, peak_text = peak(m)
             report(model, world, strategy, loss_diff, w_diff, peak_text,
                    exact and len(m) == args.steps and problem is None, problem, tol)
+        # Tensor parallelism (masked tokens: each tp rank's loss weighted by
+        # the selected positions of its part, or counted once without
+        # sequence parallelism). ViT's class token reads tokens by position,
+        # and fsdp-run takes no images under tp yet.
+        for world, tp, sp in ((4, 2, True), (4, 2, False), (4, 4, True)):
+            if not model.startswith("bert"):
+                break
+            what = "dp %d x tp %d%s" % (world // tp, tp, "" if sp else " no-SP")
+            tag = "%s.w%d.tp%d%s" % (model, world, tp, "" if sp else ".nosp")
+            metrics, final, m = matrix.train_plan(
+                args, config, tag, world, "full-shard", 0, weights, data, run_extra=flags, seq=seq,
+                tp=tp, extra=["--sequence-parallel", "true" if sp else "false"])
+            loss_diff, w_diff, problem = compare(ref_metrics, metrics, ref_weights, final, tol)
+            exact, peak_text = peak(m)
+            report(model, world, what, loss_diff, w_diff, peak_text,
+                   exact and len(m) == args.steps and problem is None, problem, tol)
 
         # Gradient accumulation with evaluation on held-out data.
         accum = 2

@@ -213,14 +213,16 @@ def seq_flags(seq):
 
 
 def train_plan(args, config, tag, world, strategy, shard, weights, data, extra=(), run_extra=(),
-               seq=SEQ, accum=1):
+               seq=SEQ, accum=1, tp=1):
     """Plans `config` at `world` ranks (GLOBAL_BATCH sequences a step, in `accum`
-    micro-steps) and trains it args.steps steps; returns its metrics file, final
-    weights and metrics. extra: more fsdp-plan flags; run_extra: more fsdp-run
-    flags (--labels, --mask-token-id, --eval-data, ...)."""
+    micro-steps, over the world / tp data-parallel ranks) and trains it
+    args.steps steps; returns its metrics file, final weights and metrics.
+    extra: more fsdp-plan flags; run_extra: more fsdp-run flags (--labels,
+    --mask-token-id, --eval-data, ...)."""
     plan = os.path.join(args.work, tag + ".plan.json")
     cmd = [os.path.join(args.bin, "fsdp-plan"), config, "--world-size", str(world),
-           "--micro-batch", str(GLOBAL_BATCH // world // accum), *seq_flags(seq),
+           *(["--tp", str(tp)] if tp > 1 else []),
+           "--micro-batch", str(GLOBAL_BATCH // (world // tp) // accum), *seq_flags(seq),
            "--strategy", strategy, "--grad-accum", str(accum), "-o", plan, *extra]
     if shard:
         cmd += ["--shard-size", str(shard)]

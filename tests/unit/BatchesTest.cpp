@@ -155,6 +155,12 @@ TEST(Masking, MaskedBatchesAndTheirCount) {
                                   -100, -100, -100, -100, 5}));
   // Rows 0 and 1 are the windows at 0 and 16: positions 8, 15 and 29 selected.
   EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0), 3);
+  // A tp rank's part of the B x S tokens (sequence parallelism): [0, 9)
+  // holds position 8, [9, 20) position 15, [20, 32) position 29 (row 1's 13).
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0, 0, 9), 1);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0, 9, 20), 1);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0, 20, 32), 1);
+  EXPECT_EQ(maskedMicroCount(data, S, l, 0, 0, 0, 16, 29), 0);
   const int64_t expected[4][2] = {{0, 27}, {1, 29}, {7, 44}, {1000000000000000, 24}};
   for (auto [t, want] : expected) {
     EXPECT_EQ(maskedCount(data, S, l, t), want) << "step " << t;
@@ -240,9 +246,9 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   double weights = 0;
   for (int64_t a = 0; a < 3; ++a)
     for (int r = 0; r < 2; ++r) {
-      double w = data::lossWeight(p, o, in, false, r, 7, a);
+      double w = data::lossWeight(p, o, in, false, r, 0, 7, a);
       EXPECT_EQ(w, (double)maskedMicroCount(in.train, 16, l, r, 7, a));
-      EXPECT_EQ(data::lossWeight(p, o, in, true, r, 7, a), w); // the same file
+      EXPECT_EQ(data::lossWeight(p, o, in, true, r, 0, 7, a), w); // the same file
       weights += w;
     }
   EXPECT_EQ(weights, norm.divisor);
@@ -269,12 +275,12 @@ TEST(Masking, LossNormAndTheStepWithNoneSelected) {
   ASSERT_EQ(data::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / (12 * 16));
   EXPECT_EQ(norm.divisor, 2 * 3);
-  EXPECT_EQ(data::lossWeight(other, o, in, false, 1, 4, 2), 1.0);
+  EXPECT_EQ(data::lossWeight(other, o, in, false, 1, 0, 4, 2), 1.0);
   other.inputKind = program::InputKind::Images;
   ASSERT_EQ(data::lossNorm(other, o, in, false, 4, &norm), "");
   EXPECT_EQ(norm.gradScale, 1.0f / 12);
   EXPECT_EQ(norm.divisor, 2 * 3);
-  EXPECT_EQ(data::lossWeight(other, o, in, true, 0, 4, 1), 1.0);
+  EXPECT_EQ(data::lossWeight(other, o, in, true, 0, 0, 4, 1), 1.0);
   std::remove(path.c_str());
   std::remove(tiny.c_str());
 }

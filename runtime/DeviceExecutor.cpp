@@ -675,27 +675,15 @@ std::string DeviceRank::reduceGradNorm(const Instruction &inst, const std::strin
   auto *sumsqScratch = reinterpret_cast<double *>(at<char>(inst.scratch));
   auto *normParts = reinterpret_cast<double *>(at<char>(inst.scratch) + gradNormPartsOffset());
   double *normTotal = normParts + program.units.size();
+  // A unit's part: the sum over the slices it counts (none: 0).
   for (size_t u = 0; u < program.units.size(); ++u) {
     const Unit &unit = program.units[u];
-    if (program.tp == 1) {
-      ck::sumOfSquares(at(unit.gradShardOffset), unit.shardNumel, normParts + u, sumsqScratch,
-                       comm);
-      continue;
-    }
-    // Each element of the model once (as CpuRank's): a piece's on the first
-    // rank of those holding it, a unit's slices summed into its part.
-    int t = host.memberIndex(Group::TpGrad);
-    bool first = true;
-    for (const Param &prm : unit.params) {
-      ShardSlice slice = shardSlice(unit, shardMember(), prm);
-      if (!slice.count || t % (program.tp / prm.tpPieces) != 0)
-        continue;
-      ck::sumOfSquares(at(unit.gradShardOffset) + slice.inShard, slice.count, normParts + u,
-                       sumsqScratch, comm, /*accumulate=*/!first);
-      first = false;
-    }
-    if (first) // nothing of this unit counted here
-      ck::sumOfSquares(at(unit.gradShardOffset), 0, normParts + u, sumsqScratch, comm);
+    std::vector<ShardSlice> slices = gradNormSlices(unit);
+    if (slices.empty())
+      slices.push_back({});
+    for (size_t i = 0; i < slices.size(); ++i)
+      ck::sumOfSquares(at(unit.gradShardOffset) + slices[i].inShard, slices[i].count, normParts + u,
+                       sumsqScratch, comm, /*accumulate=*/i > 0);
   }
   ck::sumDoubles(normParts, (int64_t)program.units.size(), normTotal, comm);
   comms.at(Group::Shard, site, "all_reduce of a scalar");

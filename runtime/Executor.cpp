@@ -327,21 +327,9 @@ struct CpuKernels : ArenaMemory<CpuRank> {
 std::string CpuRank::reduceGradNorm(const Instruction &, const std::string &site) {
   comm.at(Group::Shard, site);
   double sum = 0;
-  if (program.tp == 1) {
-    for (const Unit &u : program.units)
-      sum += kernels::sumOfSquares(at(u.gradShardOffset), u.shardNumel);
-  } else {
-    // Each element of the model once: a piece's on the first rank of those
-    // holding it (a whole parameter's on tp rank 0), then summed over the
-    // shard group and the tp group.
-    int t = comm.memberIndex(Group::TpGrad), member = comm.memberIndex(Group::Shard);
-    for (const Unit &u : program.units)
-      for (const Param &prm : u.params) {
-        ShardSlice slice = shardSlice(u, member, prm);
-        if (slice.count && t % (program.tp / prm.tpPieces) == 0)
-          sum += kernels::sumOfSquares(at(u.gradShardOffset) + slice.inShard, slice.count);
-      }
-  }
+  for (const Unit &u : program.units)
+    for (const ShardSlice &slice : gradNormSlices(u))
+      sum += kernels::sumOfSquares(at(u.gradShardOffset) + slice.inShard, slice.count);
   bool ok = comm.allReduceScalar(Group::Shard, &sum);
   if (ok && program.tp > 1) {
     comm.at(Group::TpGrad, site);

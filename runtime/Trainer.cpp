@@ -175,6 +175,19 @@ int64_t RankDevice::tpSlotsNumel() const {
   return most;
 }
 
+std::vector<ShardSlice> RankDevice::gradNormSlices(const Unit &u) const {
+  if (program.tp == 1)
+    return {{0, 0, u.shardNumel}};
+  std::vector<ShardSlice> counted;
+  int t = host.memberIndex(Group::TpGrad);
+  for (const Param &prm : u.params) {
+    ShardSlice slice = shardSlice(u, shardMember(), prm);
+    if (slice.count && t % (program.tp / prm.tpPieces) == 0)
+      counted.push_back(slice);
+  }
+  return counted;
+}
+
 void RankDevice::tensorParallel(const Instruction &inst) {
   const Program &p = program;
   const program::Call &c = inst.call;

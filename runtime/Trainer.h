@@ -257,6 +257,11 @@ public:
   /// The most elements tpAllReduceSlots takes in this program (0: none):
   /// the devices hold its slots outside the arena, sized at set-up.
   int64_t tpSlotsNumel() const;
+  /// What of unit `u`'s gradient shard this rank counts in the grad norm,
+  /// so that each element of the model counts once: the whole shard; under
+  /// tp, each parameter's slice on the first tp rank holding its piece
+  /// (the norm is then summed over the shard group and Group::TpGrad).
+  std::vector<program::ShardSlice> gradNormSlices(const program::Unit &u) const;
   /// x[r D + j] += bias[j] for r < rows, j < D.
   virtual void addBias(float *x, const float *bias, int64_t rows, int64_t D);
 

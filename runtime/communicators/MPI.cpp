@@ -119,36 +119,22 @@ public:
     rollCall();
     // Every rank has answered; the blocking creation below is watched still.
     StartupWatchdog watch(myRank, timeoutS, "creating the communicators");
-    MPI_Comm_dup(MPI_COMM_WORLD, &world);
     MPI_Comm_dup(MPI_COMM_WORLD, &probe);
-    auto split = [&](Group g, MPI_Comm *out) {
-      MPI_Comm_split(MPI_COMM_WORLD, groupIndex(g), memberIndex(g), out);
-    };
-    split(Group::Shard, &shard);
-    split(Group::Replica, &replica);
-    if (reshardSize > 0) // groups of N consecutive ranks (reshard_after_forward = N)
-      split(Group::Reshard, &reshard);
-    if (tp > 1) {
-      split(Group::Tp, &tpComm);
-      split(Group::TpGrad, &tpGrad);
-    }
-    for (auto [g, c] : {std::pair{Group::Shard, shard},
-                        {Group::Replica, replica},
-                        {Group::World, world},
-                        {Group::Reshard, reshard},
-                        {Group::Tp, tpComm},
-                        {Group::TpGrad, tpGrad}})
-      byGroup[(int)g] = c;
+    std::fill(comms, comms + kGroupKinds, MPI_COMM_NULL);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[(int)Group::World]);
+    // The mesh's groups: no reshard groups without reshard_after_forward N,
+    // no tp groups without tp.
+    for (Group g : {Group::Shard, Group::Replica, Group::Reshard, Group::Tp, Group::TpGrad})
+      if ((g != Group::Reshard || reshardSize > 0) &&
+          ((g != Group::Tp && g != Group::TpGrad) || tp > 1))
+        MPI_Comm_split(MPI_COMM_WORLD, groupIndex(g), memberIndex(g), &comms[(int)g]);
     MPI_Op_create(&sumBf16, /*commute=*/1, &bf16Sum);
   }
   ~MPICommunicator() override {
     MPI_Op_free(&bf16Sum);
-    for (MPI_Comm *c : {&reshard, &tpComm, &tpGrad})
-      if (*c != MPI_COMM_NULL)
-        MPI_Comm_free(c);
-    MPI_Comm_free(&replica);
-    MPI_Comm_free(&shard);
-    MPI_Comm_free(&world);
+    for (MPI_Comm &c : comms)
+      if (c != MPI_COMM_NULL)
+        MPI_Comm_free(&c);
     MPI_Comm_free(&probe);
   }
 
@@ -241,7 +227,7 @@ public:
 
 private:
   using Lock = std::lock_guard<std::recursive_mutex>;
-  MPI_Comm comm(Group g) const { return byGroup[(int)g]; }
+  MPI_Comm comm(Group g) const { return comms[(int)g]; }
   // A reduce-scatter's received part: the compute stream's (over Tp) apart
   // from the comm stream's, which may wait at the same time.
   std::vector<char> &stagingOf(Group g, int64_t bytes) {
@@ -423,11 +409,10 @@ private:
 
   double timeoutS;
   int myRank = 0, size = 1;
-  MPI_Comm world, shard, replica, probe, reshard = MPI_COMM_NULL;
-  MPI_Comm tpComm = MPI_COMM_NULL, tpGrad = MPI_COMM_NULL; // tp > 1
-  MPI_Comm byGroup[kGroupKinds];                           // each Group's, as comm() gives it
-  mutable std::recursive_mutex mu;                         // held by every MPI call (see the top)
-  long long reached[kGroupKinds] = {};                     // collectives begun per Group
+  MPI_Comm comms[kGroupKinds]; // each Group's; MPI_COMM_NULL where the mesh has none
+  MPI_Comm probe;
+  mutable std::recursive_mutex mu;     // held by every MPI call (see the top)
+  long long reached[kGroupKinds] = {}; // collectives begun per Group
   int64_t collectives = 0;
   MPI_Op bf16Sum;
   std::vector<char> staging[2]; // the comm stream's, the compute stream's

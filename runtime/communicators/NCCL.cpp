@@ -31,6 +31,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -51,6 +52,11 @@ double now() {
 void idle() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 ncclComm_t asComm(void *c) { return static_cast<ncclComm_t>(c); }
+
+// Every group's communicator is split from the world's: each is destroyed
+// or aborted before it.
+constexpr Group kChildrenFirst[] = {Group::TpGrad,  Group::Tp,    Group::Reshard,
+                                    Group::Replica, Group::Shard, Group::World};
 
 ncclDataType_t ncclType(NcclComms::DType t) {
   switch (t) {
@@ -170,23 +176,7 @@ int NcclComms::groupSize(Group g) const { return mesh.groupSize(g); }
 
 int NcclComms::memberIndex(Group g) const { return mesh.memberIndex(g, myRank); }
 
-void *NcclComms::comm(Group g) const {
-  switch (g) {
-  case Group::Shard:
-    return shard;
-  case Group::Replica:
-    return replica;
-  case Group::Reshard:
-    return reshard;
-  case Group::Tp:
-    return tpComm;
-  case Group::TpGrad:
-    return tpGrad;
-  case Group::World:
-    break;
-  }
-  return world;
-}
+void *NcclComms::comm(Group g) const { return comms[(int)g]; }
 
 std::string NcclComms::peerFailure() {
   if (boot.kind != NcclBootstrap::Kind::File)
@@ -209,7 +199,8 @@ std::string NcclComms::peerFailure() {
 std::string NcclComms::check() {
   if (isAborted)
     return why.empty() ? "stopped" : why;
-  for (void *c : {world, shard, replica, reshard, tpComm, tpGrad}) {
+  for (auto g = std::rbegin(kChildrenFirst); g != std::rend(kChildrenFirst); ++g) {
+    void *c = comm(*g);
     if (!c)
       continue;
     ncclResult_t state = ncclSuccess;
@@ -311,7 +302,7 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshard
   config.blocking = 0;
   ncclComm_t world = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&world, b.worldSize, id, b.rank, &config);
-  c->world = world;
+  c->comms[(int)Group::World] = world;
   std::string err;
   if (r != ncclSuccess && r != ncclInProgress)
     err = "ncclCommInitRankConfig: " + ncclText(r, world);
@@ -360,16 +351,16 @@ std::string NcclComms::create(const NcclBootstrap &b, int shardSize, int reshard
   };
   // Each group kind split by the mesh (Communicator.h): color its group,
   // key its member index.
-  auto splitBy = [&](Group g, void **child, const char *what) {
-    split(c->mesh.groupIndex(g, b.rank), c->mesh.memberIndex(g, b.rank), child, what);
+  auto splitBy = [&](Group g, const char *what) {
+    split(c->mesh.groupIndex(g, b.rank), c->mesh.memberIndex(g, b.rank), &c->comms[(int)g], what);
   };
-  splitBy(Group::Shard, &c->shard, "ncclCommSplit (shard group)");
-  splitBy(Group::Replica, &c->replica, "ncclCommSplit (replica group)");
+  splitBy(Group::Shard, "ncclCommSplit (shard group)");
+  splitBy(Group::Replica, "ncclCommSplit (replica group)");
   if (reshardSize > 0)
-    splitBy(Group::Reshard, &c->reshard, "ncclCommSplit (reshard group)");
+    splitBy(Group::Reshard, "ncclCommSplit (reshard group)");
   if (tp > 1) {
-    splitBy(Group::Tp, &c->tpComm, "ncclCommSplit (tp group)");
-    splitBy(Group::TpGrad, &c->tpGrad, "ncclCommSplit (tp group, comm stream)");
+    splitBy(Group::Tp, "ncclCommSplit (tp group)");
+    splitBy(Group::TpGrad, "ncclCommSplit (tp group, comm stream)");
   }
   if (!err.empty()) {
     c->abort("rank " + std::to_string(b.rank) + ": " + err);
@@ -392,7 +383,8 @@ NcclComms::~NcclComms() {
     cudaEventDestroy(e);
   // An orderly end: finalize (flushes, non-blocking: polled), then destroy,
   // children before their parent.
-  for (void *c : {tpGrad, tpComm, reshard, replica, shard, world}) {
+  for (Group g : kChildrenFirst) {
+    void *c = comm(g);
     if (!c)
       continue;
     ncclResult_t r = ncclCommFinalize(asComm(c));
@@ -685,8 +677,8 @@ void NcclComms::abort(const std::string &reason) {
     return;
   isAborted = true;
   why = reason;
-  for (void *c : {tpGrad, tpComm, reshard, replica, shard, world})
-    if (c)
+  for (Group g : kChildrenFirst)
+    if (void *c = comm(g))
       ncclCommAbort(asComm(c));
   if (boot.kind == NcclBootstrap::Kind::File) {
     // The first cause only: a peer that stops because of it leaves it be.

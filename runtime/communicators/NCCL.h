@@ -144,9 +144,8 @@ private:
   NcclBootstrap boot;
   int myRank = 0, size = 1;
   Mesh mesh;
-  void *world = nullptr, *shard = nullptr, *replica = nullptr, *reshard = nullptr; // ncclComm_t
-  void *tpComm = nullptr, *tpGrad = nullptr;                                       // tp > 1
-  uint64_t tag = 0; // identifies this launch in the failure note
+  void *comms[kGroupKinds] = {}; // each Group's ncclComm_t; null where the mesh has none
+  uint64_t tag = 0;              // identifies this launch in the failure note
   bool isAborted = false;
   std::string why;
   double lastPeerCheck = 0;
